@@ -1,0 +1,32 @@
+"""flashviz: see why FlashAttention is fast, and check it.
+
+Layers (imports go one way, down): algorithm (reference, online, tiled, trace) →
+iomodel → views (matplotlib) → widgets (ipywidgets + ipympl); the GPU runner
+(flashviz.gpu, CuPy) sits beside views and knows nothing of widgets.
+"""
+
+from . import iomodel
+from .iomodel import IOCount
+from .online import online_softmax, online_softmax_steps
+from .reference import attention
+from .tiled import FlashResult, flash_forward
+from .trace import Trace, TraceEvent
+
+__version__ = "0.1.0"
+
+__all__ = ["attention", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
+           "Trace", "TraceEvent", "iomodel", "data", "TileExplorer", "GPUPanel", "__version__"]
+
+
+def __getattr__(name):
+    # Widgets and data load lazily: the algorithm stays importable without matplotlib/ipywidgets.
+    if name == "TileExplorer":
+        from .widgets.explorer import TileExplorer
+        return TileExplorer
+    if name == "GPUPanel":
+        from .widgets.gpu_panel import GPUPanel
+        return GPUPanel
+    if name == "data":
+        import importlib
+        return importlib.import_module(".data", __name__)
+    raise AttributeError(f"module 'flashviz' has no attribute {name!r}")

@@ -1,0 +1,159 @@
+"""The IO model: closed-form HBM traffic, FLOPs and SRAM working set.
+
+Counting conventions (Dao et al. 2022, Section 3.2 and Appendix; FlashAttention-2 for
+the loop order). All byte counts are bytes of the element type (``itemsize``):
+
+* Standard attention is the paper's Algorithm 0: read Q, K; write S; read S; write P;
+  read P, V; write O. For Nq = Nk = N and dv = d that is 4·N·d + 4·N² elements.
+* FA2 order (query blocks outer): Q_i is read once, K_j and V_j once per query block
+  (only the key blocks a causal query block can see), O_i and lse_i written once;
+  m and l live on chip. A query block that sees no key reads nothing and writes
+  zeros to O and -inf to lse.
+* FA1 order (paper Algorithm 1, key blocks outer): O, l, m are initialised in HBM
+  (written once), then for every computed (j, i) step Q_i, O_i, l_i, m_i are read
+  and O_i, l_i, m_i written back; K_j, V_j are read once each.
+* FLOPs are matmul FLOPs: 2·Nq·Nk·d for QKᵀ plus 2·Nq·Nk·dv for PV; with a causal
+  mask only the computed tiles count (partially masked tiles count in full).
+* sram_bytes is the on-chip working set one tile step reserves: Q_i, K_j, V_j,
+  S_ij/P_ij, the O_i accumulator and m_i, l_i (tiles clipped to Nq, Nk).
+
+The closed forms here are independent of ``flashviz.tiled``; the tests check they
+equal the sums over the trace of an actual run, exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._checks import check_block, check_flag, check_itemsize, check_order, check_size
+from .masking import n_key_blocks_visible
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class IOCount:
+    """HBM traffic, FLOPs and SRAM working set of one attention computation.
+
+    reads / writes: bytes moved between HBM and the chip, per tensor ("Q", "K", "V",
+    "S", "P", "O", "lse", "l", "m"). flops: matmul FLOPs. sram_bytes: on-chip working
+    set in bytes (0 for standard attention, which the model treats as streaming).
+    """
+
+    reads: dict = field(default_factory=dict)
+    writes: dict = field(default_factory=dict)
+    flops: int = 0
+    sram_bytes: int = 0
+
+    @property
+    def hbm_read_bytes(self) -> int:
+        """Total bytes read from HBM."""
+        return sum(self.reads.values())
+
+    @property
+    def hbm_write_bytes(self) -> int:
+        """Total bytes written to HBM."""
+        return sum(self.writes.values())
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Bytes read plus bytes written."""
+        return self.hbm_read_bytes + self.hbm_write_bytes
+
+    def add(self, reads=None, writes=None, flops: int = 0) -> None:
+        """Accumulate one step's traffic (bytes per tensor) and FLOPs in place."""
+        for name, nbytes in (reads or {}).items():
+            self.reads[name] = self.reads.get(name, 0) + int(nbytes)
+        for name, nbytes in (writes or {}).items():
+            self.writes[name] = self.writes.get(name, 0) + int(nbytes)
+        self.flops += int(flops)
+
+    def scaled(self, k: int) -> "IOCount":
+        """The count for ``k`` independent heads (every figure times k; SRAM unchanged)."""
+        return IOCount({n: b * k for n, b in self.reads.items()}, {n: b * k for n, b in self.writes.items()},
+                       self.flops * k, self.sram_bytes)
+
+    def summary(self) -> str:
+        """One line: MiB read / written, GFLOP and SRAM KiB."""
+        return (f"HBM read {self.hbm_read_bytes / MiB:.3f} MiB, write {self.hbm_write_bytes / MiB:.3f} MiB, "
+                f"{self.flops / 1e9:.3f} GFLOP, SRAM {self.sram_bytes / 1024:.1f} KiB")
+
+
+def _sizes(Nq, Nk, d, dv, itemsize):
+    Nq, Nk, d = check_size(Nq, "Nq"), check_size(Nk, "Nk"), check_size(d, "d")
+    dv = d if dv is None else check_size(dv, "dv")
+    return Nq, Nk, d, dv, check_itemsize(itemsize)
+
+
+def standard_attention_io(Nq: int, Nk: int, d: int, *, dv: int | None = None, itemsize: int = 4) -> IOCount:
+    """HBM traffic of standard attention, the paper's Algorithm 0.
+
+    Read Q, K; write S; read S; write P; read P, V; write O.
+    Nq, Nk: query/key counts; d: head dim of Q, K; dv: head dim of V (default d);
+    itemsize: bytes per element (2 fp16/bf16, 4 fp32, 8 fp64).
+    Returns an IOCount in bytes; flops = 2·Nq·Nk·d + 2·Nq·Nk·dv.
+    Source: Dao et al. 2022, Algorithm 0 and Theorem 2 (Θ(Nd + N²) accesses).
+    Raises ValueError/TypeError for sizes < 1 or a bad itemsize.
+    """
+    Nq, Nk, d, dv, b = _sizes(Nq, Nk, d, dv, itemsize)
+    reads = {"Q": Nq * d * b, "K": Nk * d * b, "S": Nq * Nk * b, "P": Nq * Nk * b, "V": Nk * dv * b}
+    writes = {"S": Nq * Nk * b, "P": Nq * Nk * b, "O": Nq * dv * b}
+    return IOCount(reads, writes, 2 * Nq * Nk * d + 2 * Nq * Nk * dv, 0)
+
+
+def sram_working_set(Br: int, Bc: int, d: int, *, dv: int | None = None, itemsize: int = 4) -> int:
+    """Bytes on chip for one tile step: Q_i (Br·d), K_j (Bc·d), V_j (Bc·dv), S_ij/P_ij (Br·Bc),
+    the O_i accumulator (Br·dv) and m_i, l_i (2·Br), all of ``itemsize`` bytes."""
+    dv = d if dv is None else dv
+    return (Br * d + Bc * d + Bc * dv + Br * Bc + Br * dv + 2 * Br) * itemsize
+
+
+def flash_forward_io(Nq: int, Nk: int, d: int, *, Br: int, Bc: int, dv: int | None = None, itemsize: int = 4,
+                     order: str = "fa2", causal: bool = False) -> IOCount:
+    """HBM traffic, FLOPs and SRAM working set of the tiled forward pass, in closed form.
+
+    Nq, Nk, d, dv: sizes (dv defaults to d); Br, Bc: block rows/cols (>= 1; the last tile
+    may be partial); itemsize: bytes per element; order: "fa2" (query blocks outer,
+    FlashAttention-2) or "fa1" (key blocks outer, the paper's Algorithm 1); causal:
+    bottom-right aligned mask, only tiles with a visible key are computed.
+    Returns an IOCount (bytes, matmul FLOPs, SRAM bytes). See the module docstring for
+    the conventions. Source: Dao et al. 2022 Algorithm 1 and Theorem 2; Dao 2023 (FA2).
+    Raises ValueError/TypeError for bad sizes, block sizes, itemsize or order.
+    """
+    Nq, Nk, d, dv, b = _sizes(Nq, Nk, d, dv, itemsize)
+    Br, Bc = check_block(Br, "Br"), check_block(Bc, "Bc")
+    order, causal = check_order(order), check_flag(causal, "causal")
+    Tr = -(-Nq // Br)
+    Tc = -(-Nk // Bc)
+    # key columns covered by the first t key blocks: min(t·Bc, Nk)
+    cols = lambda t: min(t * Bc, Nk)  # noqa: E731
+    io = IOCount()
+    n_tiles_total = 0
+    q_rows_active = 0
+    for i in range(Tr):
+        r0, r1 = i * Br, min((i + 1) * Br, Nq)
+        br = r1 - r0
+        t = n_key_blocks_visible(r1, Nk, Bc, Nq, causal)
+        n_tiles_total += t
+        if t:
+            q_rows_active += br
+        io.flops += 2 * br * cols(t) * (d + dv)
+        if order == "fa2":
+            io.add(reads={"K": cols(t) * d * b, "V": cols(t) * dv * b})
+        else:
+            io.add(reads={"Q": t * br * d * b, "O": t * br * dv * b, "l": t * br * b, "m": t * br * b},
+                   writes={"O": t * br * dv * b, "l": t * br * b, "m": t * br * b})
+    if order == "fa2":
+        io.add(reads={"Q": q_rows_active * d * b}, writes={"O": Nq * dv * b, "lse": Nq * b})
+    else:
+        # initialise O = 0, l = 0, m = -inf in HBM (Algorithm 1, line 2); K_j, V_j read once per j
+        kv_cols = sum(min((j + 1) * Bc, Nk) - j * Bc for j in range(Tc) if _fa1_block_used(j, Bc, Nq, Nk, causal))
+        io.add(reads={"K": kv_cols * d * b, "V": kv_cols * dv * b},
+               writes={"O": Nq * dv * b, "l": Nq * b, "m": Nq * b})
+    io.sram_bytes = sram_working_set(min(Br, Nq), min(Bc, Nk), d, dv=dv, itemsize=b)
+    return io
+
+
+def _fa1_block_used(j: int, Bc: int, Nq: int, Nk: int, causal: bool) -> bool:
+    """FA1 loads K_j, V_j only if some query row can see key block j (the last row sees most)."""
+    return not causal or j * Bc <= (Nq - 1) + (Nk - Nq)
