@@ -1,0 +1,51 @@
+# flashviz: `make lab` opens the explainer, `make test` runs every test.
+# Both create ./.venv on first use (Python >= 3.10 is all they need).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.flashviz-installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8888
+NOTEBOOK := notebooks/00_start_here.ipynb
+
+.PHONY: lab test setup ptx bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv || true
+
+$(STAMP): $(BIN)/python pyproject.toml
+	@if [ -x $(BIN)/uv ]; then \
+	  $(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[lab,test]"; \
+	else \
+	  $(BIN)/python -m pip install --quiet -e ".[lab,test]"; \
+	fi
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Open the explainer in JupyterLab on 127.0.0.1 (token authentication stays on).
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=$(CURDIR) \
+	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(NOTEBOOK)
+
+## Compile every CUDA kernel to PTX (when nvcc is present), then run every test.
+test: $(STAMP) ptx
+	$(BIN)/python -m pytest -q
+
+ptx:
+	@if command -v nvcc >/dev/null 2>&1; then \
+	  for cu in kernels/*.cu; do \
+	    echo "nvcc -arch=sm_90 --ptx $$cu"; \
+	    nvcc -std=c++17 -arch=sm_90 --ptx -o /dev/null $$cu || exit 1; \
+	  done; \
+	else echo "nvcc not found: skipping the PTX compile check"; fi
+
+## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_gpu.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
