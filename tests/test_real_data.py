@@ -240,12 +240,15 @@ def test_attention_pattern_is_non_degenerate(layer, head):
 
 
 def test_some_heads_are_sharp_and_local():
-    """Real BERT has positional heads: in layer 2 head 0 each token mostly attends to a neighbour."""
+    """Real BERT has positional heads: in layer 2 head 0 each token mostly attends near itself."""
     Q, K, _, _ = load_real_qkv(2, 0)
     P = attention_probs(Q, K)
     assert row_entropy(P).mean() < 0.5 * math.log(N_FULL)
-    offsets = np.abs(P.argmax(axis=1) - np.arange(N_FULL))
-    assert np.mean(offsets <= 2) > 0.8
+    i = np.arange(N_FULL)
+    near = np.abs(i[:, None] - i[None, :]) <= 3
+    # ~half of each row's mass within 3 tokens (uniform attention would put 7/512 there)
+    assert (P * near).sum(axis=1).mean() > 0.4
+    assert np.mean(np.abs(P.argmax(axis=1) - i) <= 3) > 0.7
 
 
 def test_shuffled_keys_would_be_detected():

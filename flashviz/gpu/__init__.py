@@ -1,0 +1,20 @@
+"""The GPU runner: the CUDA teaching kernel (kernels/flash_fwd.cu) through CuPy.
+
+Importing this package never imports CuPy; every function that needs it imports it lazily,
+so CPU-only machines can import flashviz.gpu, call ``gpu_status()`` (→ (False, reason)),
+the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_blocks``) and
+``latest_results()``.
+"""
+
+from .bench import attention_flops, benchmark, environment, peak_memory, relative_error
+from .limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
+                     supported_blocks)
+from .results import latest_results
+from .runner import (CompiledKernel, compile_kernel, device_smem_optin, flash_forward_gpu, gpu_status,
+                     kernel_source, launch, naive_attention_gpu)
+
+__all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "flash_forward_gpu",
+           "naive_attention_gpu", "launch", "device_smem_optin", "benchmark", "peak_memory",
+           "relative_error", "attention_flops", "environment", "latest_results", "smem_bytes",
+           "check_launch", "check_sizes", "supported_blocks", "SUPPORTED_BR", "SUPPORTED_BC",
+           "SUPPORTED_D"]

@@ -1,0 +1,31 @@
+"""Where the package's data files live: kernels/*.cu and benchmarks/results/*.json.
+
+pyproject.toml maps the packages ``flashviz.kernels`` -> ``kernels/`` and
+``flashviz.results`` -> ``benchmarks/results/``, so an installed (or editable) flashviz
+finds them with ``importlib.resources``. A plain source checkout on ``PYTHONPATH`` has no
+such packages; then the folders next to the ``flashviz`` package directory are used.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_FALLBACK = {"flashviz.kernels": _REPO_ROOT / "kernels", "flashviz.results": _REPO_ROOT / "benchmarks" / "results"}
+
+
+def package_dir(package: str):
+    """A Traversable for ``package`` ("flashviz.kernels" or "flashviz.results").
+
+    Uses importlib.resources when the package is importable (installed or editable),
+    else the repository folder next to the flashviz package. Raises FileNotFoundError if
+    neither exists.
+    """
+    try:
+        return importlib.resources.files(package)
+    except ModuleNotFoundError:
+        path = _FALLBACK[package]
+        if not path.is_dir():
+            raise FileNotFoundError(f"{package} is not installed and {path} does not exist") from None
+        return path

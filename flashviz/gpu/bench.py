@@ -1,0 +1,252 @@
+"""Timing and memory measurements of the teaching kernel against the naive CuPy baseline.
+
+Timings are medians of ``cupyx.profiler.benchmark`` GPU times (CUDA events) after warm-up,
+in milliseconds; compilation is timed apart. torch's SDPA (when torch imports) is timed with
+torch CUDA events, with torch's default backend choice (reported by kernel name).
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+
+import numpy as np
+
+from ..iomodel import flash_forward_io, standard_attention_io
+from .runner import _cupy, compile_kernel, launch, naive_attention_gpu
+
+
+def attention_flops(B: int, H: int, Nq: int, Nk: int, d: int, causal: bool) -> float:
+    """Forward matmul FLOPs 4·B·H·Nq·Nk·d (QKᵀ and PV), halved for causal (the FlashAttention
+    benchmark convention)."""
+    f = 4.0 * B * H * Nq * Nk * d
+    return f / 2 if causal else f
+
+
+def environment() -> dict:
+    """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC)."""
+    cp = _cupy()
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    env = {
+        "device": name,
+        "compute_capability": dev.compute_capability,
+        "sm_count": int(dev.attributes["MultiProcessorCount"]),
+        "smem_per_block_optin": int(dev.attributes["MaxSharedMemoryPerBlockOptin"]),
+        "memory_total_bytes": int(cp.cuda.runtime.memGetInfo()[1]),
+        "cupy": cp.__version__,
+        "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": int(cp.cuda.runtime.driverGetVersion()),
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    try:
+        import torch
+        env["torch"] = torch.__version__
+    except Exception:
+        env["torch"] = None
+    return env
+
+
+def _median_ms(fn, repeat: int, warmup: int) -> float:
+    from cupyx.profiler import benchmark as cupy_bench
+    r = cupy_bench(fn, (), n_repeat=repeat, n_warmup=warmup)
+    return float(np.median(r.gpu_times[0]) * 1e3)
+
+
+def _random_qkv(cp, B, H, Nq, Nk, d, seed):
+    rs = cp.random.RandomState(seed)
+    Q = rs.standard_normal((B, H, Nq, d), dtype=cp.float32)
+    K = rs.standard_normal((B, H, Nk, d), dtype=cp.float32)
+    V = rs.standard_normal((B, H, Nk, d), dtype=cp.float32)
+    return Q, K, V
+
+
+def relative_error(O_gpu, Q, K, V, *, causal: bool, scale=None, rows: int = 256, heads=None) -> dict:
+    """Error of O_gpu (B, H, Nq, d) against flashviz.attention in float64 on the CPU, on the
+    last ``rows`` query rows (all keys) of the given (b, h) heads (default first and last).
+    Bottom-right causal alignment makes the last rows a valid sub-problem.
+
+    Returns {"rel_err": max over heads of ‖ΔO‖_F / ‖O_ref‖_F, "max_abs_err": max |ΔO|,
+    "nan": any NaN in the checked rows, "rows": rows, "heads": [[b, h], …]}.
+    """
+    from ..reference import attention
+    B, H, Nq, _ = O_gpu.shape
+    heads = heads or sorted({(0, 0), (B - 1, H - 1)})
+    r0 = max(0, Nq - rows)
+    rel, mabs, nan = 0.0, 0.0, False
+    for b, h in heads:
+        q = Q[b, h, r0:].get().astype(np.float64)
+        k = K[b, h].get().astype(np.float64)
+        v = V[b, h].get().astype(np.float64)
+        ref = attention(q, k, v, causal=causal, scale=scale) if Nq == q.shape[0] else None
+        if ref is None:  # sub-slice of rows: keep the bottom-right alignment of the full problem
+            ref = _ref_last_rows(q, k, v, Nq, causal, scale)
+        o = O_gpu[b, h, r0:].get().astype(np.float64)
+        nan = nan or bool(np.isnan(o).any())
+        den = np.linalg.norm(ref) or 1.0
+        rel = max(rel, float(np.linalg.norm(o - ref) / den))
+        mabs = max(mabs, float(np.abs(o - ref).max()))
+    return {"rel_err": rel, "max_abs_err": mabs, "nan": nan, "rows": int(Nq - r0),
+            "heads": [list(x) for x in heads]}
+
+
+def _ref_last_rows(q, k, v, Nq, causal, scale):
+    """float64 attention for the last len(q) rows of an Nq-row problem (bottom-right mask)."""
+    from ..reference import attention
+    # attention() aligns the mask bottom-right for the sub-problem (len(q), Nk): row r' of the
+    # slice is row Nq - len(q) + r' of the full problem, and c <= r' + Nk - len(q) is exactly
+    # c <= r + Nk - Nq. So the sub-problem is the same computation.
+    return attention(q, k, v, causal=causal, scale=scale)
+
+
+def _sdpa_times(B, H, N, d, causal, repeat, warmup) -> dict:
+    """torch SDPA (default backend) fp32 and fp16 medians in ms, with the kernel torch picked."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except Exception as exc:
+        return {"sdpa_note": f"torch not importable: {exc}"}
+    out = {}
+    for dt_name, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
+        try:
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dt, generator=g) for _ in range(3))
+            fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+            for _ in range(max(1, warmup)):
+                fn()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(repeat):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                fn()
+                e1.record()
+                e1.synchronize()
+                times.append(e0.elapsed_time(e1))
+            out[f"sdpa_{dt_name}_ms"] = float(np.median(times))
+            try:
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    fn()
+                    torch.cuda.synchronize()
+                evs = [e for e in prof.key_averages() if getattr(e, "device_type", None) is not None
+                       and "CUDA" in str(e.device_type)]
+                if evs:
+                    top = max(evs, key=lambda e: getattr(e, "device_time_total", 0) or 0)
+                    out[f"sdpa_{dt_name}_kernel"] = top.key[:120]
+            except Exception as exc:  # the profiler is a nicety
+                out[f"sdpa_{dt_name}_kernel"] = f"unknown ({type(exc).__name__})"
+            del q, k, v
+        except Exception as exc:
+            out[f"sdpa_{dt_name}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        torch.cuda.empty_cache()
+    return out
+
+
+def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64, Bc: int = 64,
+              causal: bool = False, repeat: int = 10, warmup: int = 2, naive: bool = True,
+              sdpa: bool = True, check: bool = True, seed: int = 0) -> dict:
+    """Time the teaching kernel on (B, H, N, d) float32 random normal inputs.
+
+    B defaults to 16384 // N (16,384 tokens). Returns a dict with
+      kernel_ms (median GPU time), compile_ms (NVRTC, separate), num_regs, smem_bytes,
+      tflops (4·B·H·N²·d per forward, halved for causal, / kernel time, in TFLOP/s),
+      model_hbm_bytes (flash_forward_io(N, N, d, Br, Bc, itemsize=4).scaled(B·H)) and
+      model_GBps (those bytes / kernel time), naive_ms / naive_tflops / ratio_naive_over_kernel
+      (CuPy float32 with S materialised; skipped when S would not fit in 80 % of free memory),
+      standard_model_hbm_bytes (Algorithm 0), sdpa_fp32_ms / sdpa_fp16_ms (torch default
+      backend, kernel names recorded), and rel_err / max_abs_err / nan against float64.
+    Raises ValueError for unsupported Br/Bc/d or shared memory, RuntimeError without a GPU.
+    """
+    cp = _cupy()
+    B = B if B is not None else max(1, 16384 // N)
+    ck = compile_kernel(Br, Bc, d)
+    Q, K, V = _random_qkv(cp, B, H, N, N, d, seed)
+    BH = B * H
+    Qd, Kd, Vd = (x.reshape(BH, N, d) for x in (Q, K, V))
+    O = cp.full((BH, N, d), np.nan, dtype=cp.float32)
+    lse = cp.empty((BH, N), dtype=cp.float32)
+    scale = 1.0 / np.sqrt(d)
+    fn = lambda: launch(ck, Qd, Kd, Vd, O, lse, causal=causal, scale=scale)  # noqa: E731
+    fn()
+    cp.cuda.Device().synchronize()
+    res = {"N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": bool(causal),
+           "compile_ms": ck.compile_ms, "num_regs": ck.num_regs, "local_bytes": ck.local_bytes,
+           "smem_bytes": ck.smem_bytes}
+    if check:
+        res.update(relative_error(O.reshape(B, H, N, d), Q, K, V, causal=causal))
+    kernel_ms = _median_ms(fn, repeat, warmup)
+    flops = attention_flops(B, H, N, N, d, causal)
+    io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=4, causal=causal).scaled(BH)
+    res.update(kernel_ms=kernel_ms, flops=flops, tflops=flops / kernel_ms / 1e9,
+               model_hbm_bytes=io.hbm_bytes, model_GBps=io.hbm_bytes / kernel_ms / 1e6)
+    res["standard_model_hbm_bytes"] = standard_attention_io(N, N, d, itemsize=4).scaled(BH).hbm_bytes
+    if naive:
+        s_bytes = BH * N * N * 4
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        if s_bytes > 0.8 * free:
+            res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
+        else:
+            nfn = lambda: naive_attention_gpu(Qd, Kd, Vd, causal=causal, scale=scale)  # noqa: E731
+            naive_ms = _median_ms(nfn, max(3, repeat // 2), 1)
+            res.update(naive_ms=naive_ms, naive_tflops=flops / naive_ms / 1e9,
+                       ratio_naive_over_kernel=naive_ms / kernel_ms)
+            cp.get_default_memory_pool().free_all_blocks()
+    if sdpa:
+        del O, lse
+        cp.get_default_memory_pool().free_all_blocks()
+        res.update(_sdpa_times(B, H, N, d, causal, repeat, warmup))
+        for k in ("sdpa_fp32_ms", "sdpa_fp16_ms"):
+            if k in res:
+                res[k.replace("_ms", "_tflops")] = flops / res[k] / 1e9
+    return res
+
+
+def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int = 64, Bc: int = 64,
+                causal: bool = False, naive: bool = True, time_it: bool = True) -> dict:
+    """Peak extra GPU memory (bytes) of one forward call: the kernel vs naive CuPy attention.
+
+    Method: the inputs are made first; each call then runs with a fresh cupy.cuda.MemoryPool
+    as the allocator, and the pool's total_bytes() after the call is its high-water mark of
+    memory held at once (outputs + intermediates; cuBLAS's own small workspace is not
+    counted). Defaults: N = 65,536, one head, d = 64, where naive's S alone is N²·4 = 17.2 GB
+    and the kernel needs O + lse = N·(d+1)·4 = 16.8 MB. Also reports both times (ms, one
+    warm run each) when time_it.
+    Returns {"kernel_peak_bytes", "naive_peak_bytes", "ratio", "S_bytes", ...}.
+    """
+    cp = _cupy()
+    from .runner import flash_forward_gpu
+    Q, K, V = _random_qkv(cp, B, H, N, N, d, 1)
+    cp.cuda.Device().synchronize()
+
+    def measure(fn):
+        pool = cp.cuda.MemoryPool()
+        with cp.cuda.using_allocator(pool.malloc):
+            out = fn()
+            cp.cuda.Device().synchronize()
+            peak = pool.total_bytes()
+            del out
+        pool.free_all_blocks()
+        return int(peak)
+
+    compile_kernel(Br, Bc, d)
+    res = {"N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": bool(causal),
+           "S_bytes": B * H * N * N * 4, "O_lse_bytes": B * H * N * (d + 1) * 4,
+           "method": "fresh cupy.cuda.MemoryPool per call; total_bytes() after the call"}
+    res["kernel_peak_bytes"] = measure(lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal))
+    if time_it:
+        res["kernel_ms"] = _median_ms(lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal), 3, 1)
+    if naive:
+        try:
+            res["naive_peak_bytes"] = measure(lambda: naive_attention_gpu(Q, K, V, causal=causal))
+            res["ratio"] = res["naive_peak_bytes"] / res["kernel_peak_bytes"]
+            if time_it:
+                res["naive_ms"] = _median_ms(lambda: naive_attention_gpu(Q, K, V, causal=causal), 3, 1)
+        except cp.cuda.memory.OutOfMemoryError as exc:
+            res["naive_error"] = f"out of memory: {exc}"
+        cp.get_default_memory_pool().free_all_blocks()
+    return res

@@ -1,0 +1,72 @@
+"""Launch limits of the teaching kernel ``kernels/flash_fwd.cu``, checkable without a GPU.
+
+The kernel is a template ``flash_fwd<Br, Bc, D>`` with 256 threads (16 x 16); each thread
+owns Br/16 rows and Bc/16 columns of S_ij and D/16 columns of O_i, so Br, Bc and d must be
+multiples of 16 from the sets below. Its shared memory (float32, rows padded by 4 floats):
+
+    Q_i [Br][d+4] + K_j [Bc][d+4] + V_j transposed [d][Bc+4] + P_ij [Br][Bc+4]
+"""
+
+from __future__ import annotations
+
+import numbers
+
+SUPPORTED_BR = (16, 32, 64, 128)
+SUPPORTED_BC = (16, 32, 64, 128)
+SUPPORTED_D = (32, 64, 128)
+PAD = 4                      #: floats of padding per shared-memory row (bank conflicts)
+THREADS = 256                #: threads per block, as 16 x 16
+H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to on an H100/H200
+DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
+
+
+def _check_member(value, name: str, allowed) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
+    if int(value) not in allowed:
+        raise ValueError(f"{name}={value} is not supported by the GPU kernel; "
+                         f"supported: {', '.join(map(str, allowed))}")
+    return int(value)
+
+
+def check_sizes(Br, Bc, d) -> tuple[int, int, int]:
+    """Validate the template parameters; return them as ints.
+
+    Raises TypeError for non-integers, ValueError (listing the supported values) for Br or
+    Bc not in {16, 32, 64, 128} or d not in {32, 64, 128}.
+    """
+    return (_check_member(Br, "Br", SUPPORTED_BR), _check_member(Bc, "Bc", SUPPORTED_BC),
+            _check_member(d, "d", SUPPORTED_D))
+
+
+def smem_bytes(Br: int, Bc: int, d: int) -> int:
+    """Dynamic shared memory of one block of ``flash_fwd<Br, Bc, d>``, in bytes.
+
+    (Br·(d+4) + Bc·(d+4) + d·(Bc+4) + Br·(Bc+4)) · 4. Example: 64, 64, 64 -> 70,656;
+    128, 128, 128 -> 270,336. Raises like ``check_sizes`` for unsupported values.
+    """
+    Br, Bc, d = check_sizes(Br, Bc, d)
+    return (Br * (d + PAD) + Bc * (d + PAD) + d * (Bc + PAD) + Br * (Bc + PAD)) * 4
+
+
+def check_launch(Br: int, Bc: int, d: int, device_limit: int = H200_SMEM_OPTIN) -> int:
+    """Check that ``flash_fwd<Br, Bc, d>`` fits the device; return its shared memory in bytes.
+
+    device_limit: the device's opt-in shared memory per block in bytes
+    (cudaDevAttrMaxSharedMemoryPerBlockOptin; 232,448 on an H100/H200).
+    Raises ValueError like "Br=128, Bc=128, d=128 needs 270,336 bytes of shared memory; this
+    GPU allows 232,448 per block (opt-in)", and as ``check_sizes`` for unsupported values.
+    """
+    Br, Bc, d = check_sizes(Br, Bc, d)
+    need = smem_bytes(Br, Bc, d)
+    if need > int(device_limit):
+        raise ValueError(f"Br={Br}, Bc={Bc}, d={d} needs {need:,} bytes of shared memory; this GPU allows "
+                         f"{int(device_limit):,} per block (opt-in). Use smaller Br or Bc.")
+    return need
+
+
+def supported_blocks(d: int, device_limit: int = H200_SMEM_OPTIN) -> list[tuple[int, int]]:
+    """All (Br, Bc) pairs the kernel supports for head dimension ``d`` that fit ``device_limit``
+    bytes of shared memory per block, smallest first. Raises ValueError for an unsupported d."""
+    d = _check_member(d, "d", SUPPORTED_D)
+    return [(Br, Bc) for Br in SUPPORTED_BR for Bc in SUPPORTED_BC if smem_bytes(Br, Bc, d) <= device_limit]

@@ -1,0 +1,283 @@
+"""Compile and launch the CUDA teaching kernel through CuPy; the naive CuPy baseline.
+
+CuPy is imported lazily, inside the functions, so ``import flashviz.gpu`` works on machines
+without CuPy or a GPU (``gpu_status()`` then says why nothing can run).
+
+Kernel: ``kernels/flash_fwd.cu``, ``flash_fwd<Br, Bc, D>``, compiled with NVRTC
+(``cupy.RawModule(..., name_expressions=[...], backend="nvrtc")``) once per (Br, Bc, d,
+device) and cached for the life of the process. Templated kernels bypass CuPy's on-disk
+cache (cupy issue #9667), so every new process compiles again; the compile time is kept
+apart from the run time (``compile_kernel(...).compile_ms``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._files import package_dir
+from .limits import THREADS, check_launch, check_sizes
+
+_KERNEL_FILE = "flash_fwd.cu"
+_CACHE: dict = {}
+
+
+def kernel_source(name: str = _KERNEL_FILE) -> str:
+    """The text of ``kernels/<name>`` (e.g. "flash_fwd.cu"), from the installed package
+    ``flashviz.kernels`` or, in a source checkout, the repository's ``kernels/`` folder.
+    Raises FileNotFoundError if there is no such kernel file."""
+    path = package_dir("flashviz.kernels").joinpath(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
+    return path.read_text(encoding="utf-8")
+
+
+def gpu_status() -> tuple[bool, str]:
+    """(ok, reason): can flashviz run its CUDA kernel here? Never raises.
+
+    ok is True when CuPy imports and sees at least one CUDA device; reason is one line:
+    the device, CuPy and CUDA versions when ok, else what is missing.
+    """
+    try:
+        import cupy as cp
+    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+        return False, f"CuPy is not importable ({type(exc).__name__}: {exc}); install cupy-cuda12x or cupy-cuda13x"
+    try:
+        n = cp.cuda.runtime.getDeviceCount()
+        if n < 1:
+            return False, "CuPy is installed but no CUDA device is visible"
+        dev = cp.cuda.Device()
+        props = cp.cuda.runtime.getDeviceProperties(dev.id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        rt = cp.cuda.runtime.runtimeGetVersion()
+        return True, (f"{name} (sm_{dev.compute_capability}), CuPy {cp.__version__}, "
+                      f"CUDA runtime {rt // 1000}.{rt % 1000 // 10}")
+    except Exception as exc:
+        return False, f"no usable CUDA device ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
+def _cupy():
+    try:
+        import cupy as cp
+    except Exception as exc:
+        raise RuntimeError(f"flashviz.gpu needs CuPy and a CUDA GPU: {exc}") from None
+    return cp
+
+
+def device_smem_optin() -> int:
+    """Shared memory one block of the current device may opt in to, in bytes (232,448 on an
+    H100/H200). Raises RuntimeError without CuPy/GPU."""
+    cp = _cupy()
+    return int(cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+@dataclass
+class CompiledKernel:
+    """One compiled instantiation of ``flash_fwd<Br, Bc, D>``.
+
+    kernel: cupy RawKernel (Function); smem_bytes: dynamic shared memory per block (bytes);
+    compile_ms: NVRTC compile + load time of this instantiation in milliseconds (0 is never
+    reported: a cache hit returns the original figure); num_regs: registers per thread;
+    local_bytes: local memory (spills) per thread in bytes.
+    """
+
+    name: str
+    Br: int
+    Bc: int
+    d: int
+    kernel: object
+    smem_bytes: int
+    compile_ms: float
+    num_regs: int
+    local_bytes: int
+
+
+def compile_kernel(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledKernel:
+    """Compile (or fetch from the per-process cache) ``flash_fwd<Br, Bc, d>``.
+
+    Checks the launch first, so an oversized request fails before compiling.
+    Raises ValueError (unsupported Br/Bc/d, or more shared memory than the device allows),
+    RuntimeError without CuPy/GPU, cupy.cuda.compiler.CompileException on a compile error.
+    """
+    Br, Bc, d = check_sizes(Br, Bc, d)
+    cp = _cupy()
+    dev = cp.cuda.Device().id
+    key = (Br, Bc, d, dev)
+    if key in _CACHE:
+        return _CACHE[key]
+    smem = check_launch(Br, Bc, d, device_smem_optin())
+    name = f"flash_fwd<{Br},{Bc},{d}>"
+    t0 = time.perf_counter()
+    module = cp.RawModule(code=kernel_source(_KERNEL_FILE), options=("-std=c++17",),
+                          name_expressions=[name], backend="nvrtc")
+    kernel = module.get_function(name)
+    kernel.max_dynamic_shared_size_bytes = smem  # > 48 KB needs the explicit opt-in
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    ck = CompiledKernel(name, Br, Bc, d, kernel, smem, compile_ms,
+                        int(kernel.num_regs), int(kernel.local_size_bytes))
+    _CACHE[key] = ck
+    return ck
+
+
+def _as_device_stack(x, name: str):
+    """x (…, N, d) NumPy/CuPy float array -> C-contiguous, 16-byte aligned float32 CuPy (BH, N, d)."""
+    cp = _cupy()
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be a NumPy or CuPy float array of shape (..., N, d), got {type(x).__name__}")
+    if not isinstance(x, (np.ndarray, cp.ndarray)):
+        try:
+            x = np.asarray(x)
+        except Exception as exc:
+            raise TypeError(f"{name} must be a float array of shape (..., N, d): {exc}") from None
+    if x.dtype.kind not in "f":
+        raise TypeError(f"{name} must have a float dtype (float16/32/64), got {x.dtype}")
+    if x.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., N, d) with ndim >= 2, got shape {x.shape}")
+    if x.shape[-1] < 1 or x.shape[-2] < 1:
+        raise ValueError(f"{name} must have N >= 1 and d >= 1, got shape {x.shape}")
+    lead = tuple(x.shape[:-2])
+    xd = cp.ascontiguousarray(cp.asarray(x, dtype=cp.float32))
+    if xd.data.ptr % 16:  # a contiguous view at an odd offset: float4 loads need 16-byte rows
+        xd = xd.copy()
+    return xd.reshape(-1, *x.shape[-2:]), lead
+
+
+def _prepare(Q, K, V):
+    Qd, lq = _as_device_stack(Q, "Q")
+    Kd, lk = _as_device_stack(K, "K")
+    Vd, lv = _as_device_stack(V, "V")
+    if not (lq == lk == lv):
+        raise ValueError(f"Q, K, V must share their leading (batch, head) axes, got {Q.shape}, {K.shape}, {V.shape}")
+    if Qd.shape[-1] != Kd.shape[-1]:
+        raise ValueError(f"Q and K must share the head dimension d, got Q {Q.shape} and K {K.shape}")
+    if Kd.shape[-2] != Vd.shape[-2]:
+        raise ValueError(f"K and V must have the same number of keys Nk, got K {K.shape} and V {V.shape}")
+    if Vd.shape[-1] != Qd.shape[-1]:
+        raise ValueError(f"the GPU kernel needs V's head dimension equal to d, got Q {Q.shape} and V {V.shape}")
+    return Qd, Kd, Vd, lq
+
+
+def _check_flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_scale(scale, d):
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
+        raise TypeError(f"scale must be a finite real number or None, got {scale!r}")
+    return float(scale)
+
+
+def launch(ck: CompiledKernel, Qd, Kd, Vd, O, lse, *, causal: bool, scale: float) -> None:
+    """Launch a compiled kernel on prepared buffers (no checks, no allocation; used for timing).
+
+    Qd (BH, Nq, d), Kd, Vd (BH, Nk, d): C-contiguous float32 CuPy arrays; O (BH, Nq, d) and
+    lse (BH, Nq): float32 CuPy outputs, fully overwritten. Asynchronous on the current stream.
+    """
+    BH, Nq, _ = Qd.shape
+    Nk = Kd.shape[1]
+    Tr = -(-Nq // ck.Br)
+    ck.kernel((Tr, BH, 1), (16, 16, 1),
+              (Qd, Kd, Vd, O, lse, np.int32(Nq), np.int32(Nk), np.float32(scale), np.int32(1 if causal else 0)),
+              shared_mem=ck.smem_bytes)
+
+
+def flash_forward_gpu(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, scale=None):
+    """FlashAttention-2 forward on the GPU with the teaching kernel (float32 throughout).
+
+    Parameters
+    ----------
+    Q : (..., Nq, d); K, V : (..., Nk, d)
+        NumPy or CuPy float arrays (float16/64 are converted to float32; NumPy arrays are
+        moved to the GPU); leading axes such as (B, H) must match; d in {32, 64, 128}.
+    Br, Bc : block rows / columns, each in {16, 32, 64, 128}.
+    causal : bool, bottom-right aligned mask (query r sees key c iff c <= r + Nk - Nq).
+    scale : float or None (1/sqrt(d)).
+
+    Returns
+    -------
+    O : CuPy float32 (..., Nq, d); lse : CuPy float32 (..., Nq), natural-log log-sum-exp of
+    the scaled scores. Rows that see no key: O = 0, lse = -inf. Inputs with NaN/inf give
+    NaN/inf (not checked, to keep the call one pass).
+
+    Raises
+    ------
+    TypeError for non-float input, a non-bool causal or a bad scale; ValueError for shape
+    mismatches, unsupported Br/Bc/d, more than 65,535 batch·heads, or a block that needs
+    more shared memory than the device allows (message names bytes asked vs available);
+    RuntimeError when CuPy or a GPU is missing.
+    """
+    cp = _cupy()
+    causal = _check_flag(causal, "causal")
+    Qd, Kd, Vd, lead = _prepare(Q, K, V)
+    BH, Nq, d = Qd.shape
+    if BH > 65_535:
+        raise ValueError(f"the kernel's grid puts batch·heads on grid.y, at most 65,535; got {BH}")
+    scale = _check_scale(scale, d)
+    ck = compile_kernel(Br, Bc, d)
+    O = cp.empty((BH, Nq, d), dtype=cp.float32)
+    lse = cp.empty((BH, Nq), dtype=cp.float32)
+    launch(ck, Qd, Kd, Vd, O, lse, causal=causal, scale=scale)
+    return O.reshape(*lead, Nq, d), lse.reshape(*lead, Nq)
+
+
+_MASK_SRC = """
+long long c = i % Nk;
+long long r = (i / Nk) % Nq;
+if (c > r + Nk - Nq) s = __int_as_float(0xff800000);
+"""
+
+
+def naive_attention_gpu(Q, K, V, causal: bool = False, scale=None):
+    """Standard attention in CuPy float32 with S materialised (the baseline FlashAttention beats).
+
+    S = scale·Q Kᵀ (one (…, Nq, Nk) float32 buffer, cuBLAS batched GEMM), then in place:
+    causal mask, row max, subtract, exp, row sum, divide; O = P V (cuBLAS). Working in place
+    keeps the extra memory at one S (Nq·Nk·4 bytes per head) plus O.
+
+    Q : (..., Nq, d); K : (..., Nk, d); V : (..., Nk, dv) NumPy or CuPy float arrays.
+    Returns O, a CuPy float32 array (..., Nq, dv); rows that see no key are 0.
+    Raises TypeError/ValueError for bad inputs, RuntimeError without CuPy/GPU, and CuPy's
+    OutOfMemoryError when S does not fit.
+    """
+    cp = _cupy()
+    causal = _check_flag(causal, "causal")
+    Qd, lq = _as_device_stack(Q, "Q")
+    Kd, lk = _as_device_stack(K, "K")
+    Vd, lv = _as_device_stack(V, "V")
+    if not (lq == lk == lv) or Qd.shape[-1] != Kd.shape[-1] or Kd.shape[-2] != Vd.shape[-2]:
+        raise ValueError(f"mismatched shapes Q {Q.shape}, K {K.shape}, V {V.shape}")
+    Nq, Nk = Qd.shape[1], Kd.shape[1]
+    scale = _check_scale(scale, Qd.shape[-1])
+    S = cp.matmul(Qd, Kd.transpose(0, 2, 1))
+    S *= np.float32(scale)
+    if causal:
+        _mask = _elementwise("flashviz_causal_mask", "int64 Nq, int64 Nk", "float32 s", _MASK_SRC)
+        _mask(np.int64(Nq), np.int64(Nk), S)
+    m = S.max(axis=-1, keepdims=True)
+    m[cp.isneginf(m)] = 0  # a row with no visible key: exp(-inf - 0) = 0, not NaN
+    S -= m
+    cp.exp(S, out=S)
+    l = S.sum(axis=-1, keepdims=True)
+    l[l == 0] = 1
+    S /= l
+    O = cp.matmul(S, Vd)
+    del S
+    return O.reshape(*lq, Nq, Vd.shape[-1])
+
+
+_EW: dict = {}
+
+
+def _elementwise(name, in_params, out_params, src):
+    if name not in _EW:
+        cp = _cupy()
+        _EW[name] = cp.ElementwiseKernel(in_params, out_params, src, name)
+    return _EW[name]

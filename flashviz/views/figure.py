@@ -1,0 +1,66 @@
+"""The explainer's figure: tiles, row statistics, output and meters, composed on one
+matplotlib Figure. ``ExplorerFigure.draw_frame(k)`` updates every artist for frame k."""
+
+from __future__ import annotations
+
+from matplotlib.gridspec import GridSpec
+
+from .blit import Blitter
+from .meters import MetersPanel
+from .output import OutputPanel
+from .rowstats import RowStatsPanel
+from .tiles import TilesPanel
+
+
+class ExplorerFigure:
+    """Builds all panels on ``fig`` (cleared first) for one Replay.
+
+    caption: a line shown under the step text (inputs, configuration, error).
+    sram_budget: bytes; budget_name: label of the preset.
+    """
+
+    def __init__(self, fig, replay, *, caption: str = "", sram_budget: int = 232_448, budget_name: str = ""):
+        fig.clear()
+        self.fig, self.replay = fig, replay
+        gs = GridSpec(4, 3, figure=fig, width_ratios=[1.35, 1, 1], height_ratios=[1, 1, 1, 0.75],
+                      left=0.075, right=0.98, top=0.88, bottom=0.06, wspace=0.32, hspace=0.75)
+        self.tiles = TilesPanel(fig.add_subplot(gs[0:3, 0]), replay)
+        self.rows = RowStatsPanel(fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1]),
+                                  fig.add_subplot(gs[2, 1]), replay)
+        self.out = OutputPanel(fig.add_subplot(gs[0, 2]), fig.add_subplot(gs[1:3, 2]), replay)
+        self.meters = MetersPanel(fig.add_subplot(gs[3, 0:2]), fig.add_subplot(gs[3, 2]), replay,
+                                  sram_budget, budget_name)
+        self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        self.caption = fig.text(0.01, 0.935, caption, fontsize=9, va="top", color="0.25")
+        self.k = None
+        self.blitter = None
+
+    def animated_artists(self):
+        """The artists that change from frame to frame (everything else is static)."""
+        t, r, o, m = self.tiles, self.rows, self.out, self.meters
+        return [t.image, t.grid, t.band, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, o.acc, o.O,
+                m.bar, m.label, self.step]
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, self.animated_artists())
+
+    def render(self, k: int):
+        """Update to frame k and render it to the canvas (blitting when enabled)."""
+        s = self.draw_frame(k)
+        if self.blitter is not None:
+            self.blitter.update()
+        else:
+            self.fig.canvas.draw_idle()
+        return s
+
+    def draw_frame(self, k: int):
+        """Update all artists to frame k (does not render; the caller draws the canvas)."""
+        s = self.replay.state(k)
+        self.tiles.update(s)
+        self.rows.update(s)
+        self.out.update(s)
+        self.meters.update(s)
+        self.step.set_text(f"step {k + 1}/{self.replay.n_frames}:  {s.text}")
+        self.k = k
+        return s

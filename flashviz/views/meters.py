@@ -1,0 +1,42 @@
+"""Meters: HBM bytes moved so far by the tiled run against standard attention, and the
+SRAM working set against a budget."""
+
+from __future__ import annotations
+
+from . import style
+from .style import fmt_bytes
+
+
+class MetersPanel:
+    def __init__(self, ax_hbm, ax_sram, replay, sram_budget: int, budget_name: str = ""):
+        self.replay = replay
+        std = replay.standard.hbm_bytes
+        total = replay.total.hbm_bytes
+        top = 1.08 * max(std, total)
+        ax_hbm.barh([1], [std], color=style.STANDARD, alpha=0.85, height=0.6)
+        ax_hbm.barh([0], [total], color=style.TILED, alpha=0.2, height=0.6)
+        (self.bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
+        ax_hbm.set_yticks([0, 1], ["tiled", "standard"], fontsize=8)
+        ax_hbm.set_xlim(0, top)
+        ax_hbm.text(std, 1, f" {fmt_bytes(std)}", va="center", ha="left" if std < 0.7 * top else "right",
+                    fontsize=8, color="k" if std < 0.7 * top else "w")
+        self.label = ax_hbm.text(0, 0, "", va="center", fontsize=8)
+        ax_hbm.set_title(f"HBM traffic (bytes read + written, {replay.trace.itemsize}-byte elements)", fontsize=9)
+        ax_hbm.tick_params(axis="x", labelsize=7)
+        ax_hbm.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
+        self.total = total
+        sram = replay.trace.sram_bytes
+        fits = sram <= sram_budget
+        ax_sram.barh([0], [sram], color=style.OK if fits else style.BAD, height=0.5)
+        ax_sram.axvline(sram_budget, color="k", lw=1.2)
+        ax_sram.set_xlim(0, 1.15 * max(sram, sram_budget))
+        ax_sram.set_yticks([])
+        ax_sram.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
+        ax_sram.tick_params(labelsize=7)
+        verdict = "fits" if fits else "does NOT fit: would spill"
+        ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)} vs {budget_name or 'budget'}: {verdict}", fontsize=9)
+
+    def update(self, s):
+        self.bar.set_width(s.hbm_bytes)
+        self.label.set_x(s.hbm_bytes)
+        self.label.set_text(f" {fmt_bytes(s.hbm_bytes)} of {fmt_bytes(self.total)}")

@@ -1,0 +1,38 @@
+"""The output: the current O_i accumulator (shown divided by l_i, the running estimate)
+and the rows of O already written to HBM."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import style
+
+
+class OutputPanel:
+    def __init__(self, ax_acc, ax_O, replay):
+        tr = replay.trace
+        self.Br, self.dv = tr.Br, tr.dv
+        fin = replay.O_full[np.isfinite(replay.O_full)]
+        v = float(np.percentile(np.abs(fin), 99)) if fin.size else 1.0
+        v = v if v > 0 else 1.0
+        cmap = style.output_cmap()
+        self._acc = np.full((tr.Br, tr.dv), np.nan)
+        self.acc = ax_acc.imshow(self._acc, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest", aspect="auto")
+        self.O = ax_O.imshow(replay.O_full * np.nan, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest",
+                             aspect="auto", extent=(0, tr.dv, tr.Nq, 0))
+        ax_acc.set_title("O_i accumulator ÷ l_i (on chip)", fontsize=9)
+        ax_acc.set_ylabel("row in block", fontsize=8)
+        ax_O.set_title("O: rows written to HBM", fontsize=9)
+        ax_O.set_ylabel("query index", fontsize=8)
+        ax_O.set_xlabel("feature (d)", fontsize=8)
+        for ax in (ax_acc, ax_O):
+            ax.tick_params(labelsize=7)
+
+    def update(self, s):
+        self._acc[:] = np.nan
+        if s.O_acc is not None and s.l is not None:
+            n = len(s.O_acc)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self._acc[:n] = np.where(s.l[:, None] > 0, s.O_acc / np.where(s.l > 0, s.l, 1)[:, None], np.nan)
+        self.acc.set_data(self._acc)
+        self.O.set_data(s.O_done)

@@ -1,0 +1,45 @@
+"""Colours, presets and small formatting helpers shared by the views."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+
+# On-chip shared memory a thread block may opt in to (bytes). Sources: NVIDIA A100 and
+# H100 tuning guides (164 KB and 228 KB per SM; 163 KB and 227 KB per block); the H200
+# value was read from the device attribute on 2026-11-29 (232,448 bytes per block).
+SRAM_BUDGETS = {
+    "H100/H200 (227 KiB per block)": 232_448,
+    "A100 (163 KiB per block)": 166_912,
+    "toy (16 KiB)": 16 * 1024,
+}
+
+CURRENT = "#ff7f0e"      # the tile / block being worked on
+BAND = "#ffbb78"         # the Q_i rows or K_j, V_j columns in SRAM
+MASKED = "0.35"          # causal-masked entries
+SKIPPED = "0.85"         # tiles a causal mask skips entirely
+STANDARD = "#d62728"     # standard attention
+TILED = "#1f77b4"        # tiled FlashAttention
+OK = "#2ca02c"
+BAD = "#d62728"
+
+
+def score_cmap():
+    """viridis, white where not yet computed (NaN), dark grey where masked (-inf)."""
+    cmap = mpl.colormaps["viridis"].copy()
+    cmap.set_bad((1, 1, 1, 0))  # transparent: the static grid and hatching show through
+    cmap.set_under(MASKED)
+    return cmap
+
+
+def output_cmap():
+    cmap = mpl.colormaps["RdBu_r"].copy()
+    cmap.set_bad("white")
+    return cmap
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes as B / KiB / MiB / GiB with three significant digits."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"

@@ -1,0 +1,67 @@
+"""The score matrix as a grid of Br×Bc tiles: computed tiles filled with their scores,
+the current tile outlined, the block in SRAM banded, causal-skipped tiles hatched."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import LineCollection, PatchCollection
+from matplotlib.patches import Rectangle
+
+from . import style
+
+
+class TilesPanel:
+    """Draws into ``ax``; ``update(state)`` moves the artists for one frame."""
+
+    def __init__(self, ax, replay):
+        tr = replay.trace
+        self.ax, self.tr = ax, tr
+        lo, hi = replay.S_range
+        if hi <= lo:
+            hi = lo + 1.0
+        self.image = ax.imshow(replay.S_full * np.nan, cmap=style.score_cmap(), vmin=lo, vmax=hi,
+                               extent=(0, tr.Nk, tr.Nq, 0), interpolation="nearest", aspect="auto")
+        rows = np.arange(0, tr.Nq + 1, tr.Br)
+        cols = np.arange(0, tr.Nk + 1, tr.Bc)
+        segs = [[(0, r), (tr.Nk, r)] for r in rows] + [[(c, 0), (c, tr.Nq)] for c in cols]
+        self.grid = LineCollection(segs if len(segs) <= 600 else [], colors="0.6", linewidths=0.5)
+        ax.add_collection(self.grid)  # tile borders (drawn over the scores; too dense past 600 lines)
+        self.under = lo - 1.0          # masked (-inf) entries are drawn in the colormap's "under" colour
+        skipped = [Rectangle((j * tr.Bc, i * tr.Br), tr.Bc, tr.Br)
+                   for i, j in zip(*np.nonzero(replay.tile_kinds == "skipped"))]
+        if skipped:
+            ax.add_collection(PatchCollection(skipped, facecolor=style.SKIPPED, edgecolor="0.7", hatch="//",
+                                              linewidth=0.3))
+        if tr.causal:
+            off = tr.Nk - tr.Nq
+            ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
+        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.35, edgecolor="none")
+        self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
+        ax.add_patch(self.band)
+        ax.add_patch(self.tile)
+        ax.set_xlim(0, tr.Nk)
+        ax.set_ylim(tr.Nq, 0)
+        ax.set_xlabel(f"key index  (K_j, V_j: blocks of Bc = {tr.Bc})")
+        ax.set_ylabel(f"query index  (Q_i: blocks of Br = {tr.Br})")
+        self.title = ax.set_title("", fontsize=10)
+        self.n_tiles = int((replay.tile_kinds != "skipped").sum())
+
+    def update(self, s):
+        tr, e = self.tr, s.event
+        shown = s.S_shown.copy()
+        shown[np.isneginf(shown)] = self.under
+        self.image.set_data(shown)
+        if e.kind == "load_Q" or e.kind == "write_O":          # the query block's rows
+            self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
+        elif e.kind == "load_KV" and tr.order == "fa1":          # FA1: K_j, V_j columns for all rows
+            self.band.set_bounds(e.c0, 0, e.c1 - e.c0, tr.Nq)
+        elif e.kind == "load_KV":
+            self.band.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
+        else:
+            self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
+        if e.j >= 0 and e.i >= 0:
+            self.tile.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
+            self.tile.set_visible(True)
+        else:
+            self.tile.set_visible(False)
+        self.title.set_text(f"scores S = scale·QKᵀ, tile by tile: {s.tiles_done} of {self.n_tiles} tiles")
