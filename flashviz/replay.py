@@ -41,8 +41,8 @@ class FrameState:
     far (NaN where not yet computed, -inf where masked); m, l, m_old, rescale: rows of the
     current query block (None before the block's first update); O_acc: the current O_i
     accumulator (unnormalised) or None; O_done: (Nq, dv) finished rows (NaN elsewhere);
-    hbm_bytes: bytes moved so far; io_so_far: IOCount of events[0..k]; tiles_done: number
-    of computed tiles so far.
+    hbm_bytes: bytes moved so far; tiles_done: number of computed tiles so far;
+    rows_written: rows of O written to HBM so far.
     """
 
     k: int
@@ -59,6 +59,7 @@ class FrameState:
     O_done: np.ndarray
     hbm_bytes: int
     tiles_done: int
+    rows_written: int
 
 
 class Replay:
@@ -134,4 +135,5 @@ class Replay:
             m_old=None if upd is None else upd.m_old, rescale=None if upd is None else upd.rescale,
             O_acc=None if acc is None else acc.O, O_done=self._O_buf,
             hbm_bytes=int(self.cum_bytes[k]), tiles_done=int((self.tile_at <= k).sum()),
+            rows_written=int((self.rows_written_at <= k).sum()),
         )

@@ -42,7 +42,7 @@ def check_sizes(Br, Bc, d) -> tuple[int, int, int]:
 def smem_bytes(Br: int, Bc: int, d: int) -> int:
     """Dynamic shared memory of one block of ``flash_fwd<Br, Bc, d>``, in bytes.
 
-    (Br·(d+4) + Bc·(d+4) + d·(Bc+4) + Br·(Bc+4)) · 4. Example: 64, 64, 64 -> 70,656;
+    (Br·(d+4) + Bc·(d+4) + d·(Bc+4) + Br·(Bc+4)) · 4. Example: 64, 64, 64 -> 69,632;
     128, 128, 128 -> 270,336. Raises like ``check_sizes`` for unsupported values.
     """
     Br, Bc, d = check_sizes(Br, Bc, d)

@@ -1,41 +1,57 @@
 """Blitting: redraw only the artists that change between frames.
 
-The static part of the figure (axes, ticks, labels, tile borders) is rendered once and
-kept as a background; a frame restores it and draws the animated artists on top. Any
-full redraw (a resize, the first display) refreshes the background through draw_event.
-Follows matplotlib's documented blitting recipe (Animations using blitting).
+The static part of the figure (axes, ticks, labels, hatching) is rendered once and kept
+as a background. Animated artists come in two layers: ``slow`` ones (the big images,
+which change only on some steps) are composited onto a second cached background
+whenever their content key changes; ``fast`` ones (lines, bars, texts) are drawn on top
+every frame. Any full redraw (a resize, the first display) refreshes the caches through
+draw_event. Follows matplotlib's documented blitting recipe (Animations using blitting).
 """
 
 from __future__ import annotations
 
 
 class Blitter:
-    def __init__(self, fig, artists):
+    def __init__(self, fig, slow, fast):
         self.fig = fig
         self.canvas = fig.canvas
-        self.artists = list(artists)
-        for a in self.artists:
+        self.slow, self.fast = list(slow), list(fast)
+        for a in self.slow + self.fast:
             a.set_animated(True)
-        self.background = None
+        self.static_bg = None     # axes, ticks, labels
+        self.slow_bg = None       # static + slow artists
+        self.slow_key = object()
+        self._size = None
         self._cid = self.canvas.mpl_connect("draw_event", self._on_draw)
 
     def _on_draw(self, event):
-        self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        self._draw_animated()
+        self.static_bg = self.canvas.copy_from_bbox(self.fig.bbox)
+        self._compose_slow()
+        self._draw(self.fast)
 
-    def _draw_animated(self):
-        for a in self.artists:
+    def _compose_slow(self):
+        self._draw(self.slow)
+        self.slow_bg = self.canvas.copy_from_bbox(self.fig.bbox)
+
+    def _draw(self, artists):
+        for a in artists:
             self.fig.draw_artist(a)
 
-    def update(self):
-        """Render the current state of the animated artists onto the canvas."""
+    def update(self, slow_key):
+        """Render the animated artists; re-composite the slow layer only if ``slow_key`` changed."""
         size = self.canvas.get_width_height()
-        if self.background is None or getattr(self, "_size", None) != size:
+        if self.static_bg is None or self._size != size:
             self._size = size
-            self.canvas.draw()      # fires draw_event: background + animated artists
+            self.slow_key = slow_key
+            self.canvas.draw()      # fires draw_event: rebuilds both caches
         else:
-            self.canvas.restore_region(self.background)
-            self._draw_animated()
+            if slow_key != self.slow_key:
+                self.slow_key = slow_key
+                self.canvas.restore_region(self.static_bg)
+                self._compose_slow()
+            else:
+                self.canvas.restore_region(self.slow_bg)
+            self._draw(self.fast)
         self.canvas.blit(self.fig.bbox)
 
     def disconnect(self):

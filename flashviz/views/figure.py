@@ -23,7 +23,7 @@ class ExplorerFigure:
         fig.clear()
         self.fig, self.replay = fig, replay
         gs = GridSpec(4, 3, figure=fig, width_ratios=[1.35, 1, 1], height_ratios=[1, 1, 1, 0.75],
-                      left=0.075, right=0.98, top=0.88, bottom=0.06, wspace=0.32, hspace=0.75)
+                      left=0.075, right=0.98, top=0.855, bottom=0.06, wspace=0.32, hspace=0.75)
         self.tiles = TilesPanel(fig.add_subplot(gs[0:3, 0]), replay)
         self.rows = RowStatsPanel(fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1]),
                                   fig.add_subplot(gs[2, 1]), replay)
@@ -31,28 +31,34 @@ class ExplorerFigure:
         self.meters = MetersPanel(fig.add_subplot(gs[3, 0:2]), fig.add_subplot(gs[3, 2]), replay,
                                   sram_budget, budget_name)
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
-        self.caption = fig.text(0.01, 0.935, caption, fontsize=9, va="top", color="0.25")
+        self.caption = fig.text(0.01, 0.94, caption, fontsize=9, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
 
     def animated_artists(self):
-        """The artists that change from frame to frame (everything else is static)."""
+        """(slow, fast): artists that change on some steps (images) and on every step."""
         t, r, o, m = self.tiles, self.rows, self.out, self.meters
-        return [t.image, t.grid, t.band, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, o.acc, o.O,
-                m.bar, m.label, self.step]
+        slow = [t.image, t.grid, o.acc, o.O]
+        fast = [t.band, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, m.bar, m.label, self.step]
+        return slow, fast
 
     def enable_blitting(self):
         """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, self.animated_artists())
+        self.blitter = Blitter(self.fig, *self.animated_artists())
 
     def render(self, k: int):
         """Update to frame k and render it to the canvas (blitting when enabled)."""
         s = self.draw_frame(k)
         if self.blitter is not None:
-            self.blitter.update()
+            self.blitter.update(self._slow_key(s))
         else:
             self.fig.canvas.draw_idle()
         return s
+
+    @staticmethod
+    def _slow_key(s):
+        """Changes exactly when an image's content changes (tiles computed, rows written, accumulator)."""
+        return (s.tiles_done, s.rows_written, id(s.O_acc), id(s.l))
 
     def draw_frame(self, k: int):
         """Update all artists to frame k (does not render; the caller draws the canvas)."""

@@ -3,6 +3,8 @@ SRAM working set against a budget."""
 
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
 from . import style
 from .style import fmt_bytes
 
@@ -23,18 +25,23 @@ class MetersPanel:
         self.label = ax_hbm.text(0, 0, "", va="center", fontsize=8)
         ax_hbm.set_title(f"HBM traffic (bytes read + written, {replay.trace.itemsize}-byte elements)", fontsize=9)
         ax_hbm.tick_params(axis="x", labelsize=7)
+        ax_hbm.xaxis.set_major_locator(MaxNLocator(6))
         ax_hbm.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
         self.total = total
         sram = replay.trace.sram_bytes
         fits = sram <= sram_budget
         ax_sram.barh([0], [sram], color=style.OK if fits else style.BAD, height=0.5)
+        ax_sram.set_ylim(-0.45, 0.45)
         ax_sram.axvline(sram_budget, color="k", lw=1.2)
         ax_sram.set_xlim(0, 1.15 * max(sram, sram_budget))
         ax_sram.set_yticks([])
+        ax_sram.xaxis.set_major_locator(MaxNLocator(3))
         ax_sram.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
         ax_sram.tick_params(labelsize=7)
-        verdict = "fits" if fits else "does NOT fit: would spill"
-        ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)} vs {budget_name or 'budget'}: {verdict}", fontsize=9)
+        verdict = "fits" if fits else "does NOT fit"
+        ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)}: {verdict}", fontsize=9, color="k" if fits else style.BAD)
+        ax_sram.text(sram_budget, -0.38, f" {budget_name or 'budget'} ", fontsize=7, va="bottom",
+                     ha="right" if sram_budget > 0.6 * ax_sram.get_xlim()[1] else "left")
 
     def update(self, s):
         self.bar.set_width(s.hbm_bytes)

@@ -52,7 +52,10 @@ class RowStatsPanel:
         self.l.set_ydata(self._pad(s.l))
         r = np.nan_to_num(self._pad(s.rescale))
         self.bars.set_segments([[(x, 0), (x, h)] for x, h in enumerate(r)])
-        if s.rescale is not None:
+        self.bars.set_color([style.CURRENT if h < 1 else "0.8" for h in r])  # orange: the factor fired
+        if s.rescale is not None and not np.isfinite(s.m_old).any():
+            self.fired.set_text("first key block: m was −inf, nothing to rescale yet")
+        elif s.rescale is not None:
             fired = int(np.sum((s.rescale < 1) & np.isfinite(s.m_old)))
             self.fired.set_text(f"last update: fired on {fired} of {len(s.rescale)} rows"
                                 if fired else "last update: max did not grow, no rescale")

@@ -8,9 +8,9 @@ import matplotlib as mpl
 # H100 tuning guides (164 KB and 228 KB per SM; 163 KB and 227 KB per block); the H200
 # value was read from the device attribute on 2026-11-29 (232,448 bytes per block).
 SRAM_BUDGETS = {
-    "H100/H200 (227 KiB per block)": 232_448,
-    "A100 (163 KiB per block)": 166_912,
-    "toy (16 KiB)": 16 * 1024,
+    "H100/H200: 227 KiB": 232_448,
+    "A100: 163 KiB": 166_912,
+    "toy: 16 KiB": 16 * 1024,
 }
 
 CURRENT = "#ff7f0e"      # the tile / block being worked on
