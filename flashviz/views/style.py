@@ -25,16 +25,12 @@ BAD = "#d62728"
 
 def score_cmap():
     """viridis, white where not yet computed (NaN), dark grey where masked (-inf)."""
-    cmap = mpl.colormaps["viridis"].copy()
-    cmap.set_bad((1, 1, 1, 0))  # transparent: the static grid and hatching show through
-    cmap.set_under(MASKED)
-    return cmap
+    # bad (NaN) is transparent: the static grid and the hatching show through
+    return mpl.colormaps["viridis"].with_extremes(bad=(1, 1, 1, 0), under=MASKED)
 
 
 def output_cmap():
-    cmap = mpl.colormaps["RdBu_r"].copy()
-    cmap.set_bad("white")
-    return cmap
+    return mpl.colormaps["RdBu_r"].with_extremes(bad="white")
 
 
 def fmt_bytes(n: float) -> str:
