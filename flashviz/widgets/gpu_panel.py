@@ -1,0 +1,198 @@
+"""GPUPanel: run the CUDA teaching kernel with the explainer's Br and Bc, or show the
+recorded measurements when this machine has no usable GPU.
+
+A failing GPU run (no device, out of memory, a compile error, a configuration that does
+not fit in shared memory) shows its one-line error in the panel; nothing else breaks.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+
+from .. import gpu
+from ..iomodel import flash_forward_io, standard_attention_io
+from ..views.style import fmt_bytes
+from . import registry
+
+BENCH_N = (1024, 2048, 4096, 8192, 16384)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def recorded_label(res: dict) -> str:
+    """'NVIDIA H200, 2026-11-29 (CuPy 14.2.0, CUDA 13020, torch 2.11.0)' from a results dict."""
+    env = res.get("env", {})
+    return (f"{env.get('device', 'unknown GPU')}, {env.get('date', 'unknown date')} "
+            f"(CuPy {env.get('cupy', '?')}, CUDA runtime {env.get('cuda_runtime', '?')}"
+            f"{', torch ' + str(env['torch']) if env.get('torch') else ''}; file {res.get('source_file', '?')})")
+
+
+def recorded_rows(res: dict | None, *, Br=None, Bc=None, d=None) -> list[dict]:
+    """Timing rows of a results dict (all, or those matching Br/Bc/d when given)."""
+    if not res:
+        return []
+    rows = [r for r in list(res.get("timing", [])) + list(res.get("sweep", [])) if "kernel_ms" in r]
+    pick = [r for r in rows if (Br is None or r.get("Br") == Br) and (Bc is None or r.get("Bc") == Bc)
+            and (d is None or r.get("d") == d)]
+    return pick
+
+
+def recorded_summary(res: dict | None = None) -> str:
+    """A plain-text table of the recorded teaching-kernel vs naive CuPy timings, labelled."""
+    res = gpu.latest_results() if res is None else res
+    if not res:
+        return "No recorded GPU results are available (benchmarks/results/ is empty)."
+    lines = [f"Recorded on {recorded_label(res)}:",
+             f"{'N':>6} {'d':>4} {'B·H':>6} {'Br×Bc':>8} {'causal':>6} {'kernel ms':>10} {'TFLOP/s':>8} "
+             f"{'naive ms':>9} {'naive/kernel':>12}"]
+    for r in res.get("timing", []):
+        if "kernel_ms" not in r:
+            continue
+        naive = f"{r['naive_ms']:9.2f} {r['ratio_naive_over_kernel']:12.2f}x" if "naive_ms" in r else \
+            f"{'—':>9} {'—':>12}"
+        lines.append(f"{r['N']:>6} {r['d']:>4} {r['B'] * r['H']:>6} {str(r['Br']) + '×' + str(r['Bc']):>8} "
+                     f"{'yes' if r.get('causal') else 'no':>6} {r['kernel_ms']:10.3f} {r['tflops']:8.1f} {naive}")
+    pm = res.get("peak_memory", {})
+    if "kernel_peak_bytes" in pm and "naive_peak_bytes" in pm:
+        lines.append(f"Peak extra GPU memory at N = {pm['N']:,}, one head: kernel {fmt_bytes(pm['kernel_peak_bytes'])}, "
+                     f"naive {fmt_bytes(pm['naive_peak_bytes'])} "
+                     f"({100 * pm['kernel_peak_bytes'] / pm['naive_peak_bytes']:.2f}% of naive)")
+    return "\n".join(lines)
+
+
+def _table_html(rows: list[dict]) -> str:
+    head = ("<tr><th>N</th><th>d</th><th>B·H</th><th>Br×Bc</th><th>causal</th><th>kernel ms</th>"
+            "<th>TFLOP/s</th><th>GB/s (model bytes)</th><th>naive CuPy ms</th><th>naive / kernel</th>"
+            "<th>rel. error</th></tr>")
+    body = []
+    for r in rows:
+        naive = (f"<td>{r['naive_ms']:.2f}</td><td><b>{r['ratio_naive_over_kernel']:.2f}x</b></td>"
+                 if "naive_ms" in r else "<td>—</td><td>—</td>")
+        err = f"{r['rel_err']:.1e}" if "rel_err" in r else "—"
+        body.append(f"<tr><td>{r['N']}</td><td>{r['d']}</td><td>{r['B'] * r['H']}</td>"
+                    f"<td>{r['Br']}×{r['Bc']}</td><td>{'yes' if r.get('causal') else 'no'}</td>"
+                    f"<td>{r['kernel_ms']:.3f}</td><td>{r['tflops']:.1f}</td><td>{r.get('model_GBps', 0):.0f}</td>"
+                    f"{naive}<td>{err}</td></tr>")
+    return ("<table style='border-collapse:collapse;font-size:12px' border='1' cellpadding='3'>"
+            + head + "".join(body) + "</table>")
+
+
+class GPUPanel:
+    """Times kernels/flash_fwd.cu with the explainer's Br, Bc, d and causal flag.
+
+    explorer: a TileExplorer whose Br, Bc, d and causal the panel follows (or None: use
+    ``Br``, ``Bc``, ``d`` given here). N: the benchmark sequence length (B·N = 16,384 tokens,
+    H = 32 heads, float32). ``run()`` (the button) measures on the GPU and returns the result
+    dict (kernel ms, TFLOP/s, GB/s against the model's bytes, naive CuPy ms, error), or None
+    with the reason shown in the panel. Without a GPU the panel shows the recorded results.
+    """
+
+    def __init__(self, explorer=None, *, N: int = 4096, Br: int = 64, Bc: int = 64, d: int = 64,
+                 causal: bool = False, key=None):
+        if N not in BENCH_N:
+            raise ValueError(f"N must be one of {BENCH_N}, got {N!r}")
+        self.explorer = explorer
+        self._key = registry.caller_key() if key is None else key
+        registry.register("GPUPanel", self._key, self)
+        self.ok, self.reason = gpu.gpu_status()
+        self.last = None
+        self.N = W.Dropdown(options=list(BENCH_N), value=N, description="N", layout=W.Layout(width="150px"))
+        self.config = W.HTML()
+        self.run_button = W.Button(description="Run on GPU", icon="play", button_style="primary",
+                                   disabled=not self.ok, tooltip="compile, check and time the kernel")
+        self.status = W.HTML()
+        self.result_html = W.HTML()
+        self.recorded_html = W.HTML()
+        self.run_button.on_click(lambda _: self.run())
+        self._fixed = dict(Br=Br, Bc=Bc, d=d, causal=causal)
+        if explorer is not None:
+            for name in ("Br", "Bc", "d", "causal"):
+                getattr(explorer, name).observe(self._refresh, names="value")
+        self.N.observe(self._refresh, names="value")
+        self.widget = W.VBox([W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)"),
+                              W.HBox([self.N, self.run_button, self.config]), self.status, self.result_html,
+                              self.recorded_html])
+        self._refresh()
+
+    # configuration follows the explorer
+    @property
+    def params(self) -> dict:
+        if self.explorer is None:
+            return dict(self._fixed)
+        e = self.explorer
+        return dict(Br=e.Br.value, Bc=e.Bc.value, d=e.d.value, causal=e.causal.value)
+
+    def _refresh(self, *_):
+        p, N = self.params, self.N.value
+        B, H = max(1, 16384 // N), 32
+        model = flash_forward_io(N, N, p["d"], Br=p["Br"], Bc=p["Bc"], itemsize=4, causal=p["causal"]).scaled(B * H)
+        std = standard_attention_io(N, N, p["d"], itemsize=4).scaled(B * H)
+        self.config.value = (f"&nbsp;B = {B}, H = {H}, d = {p['d']}, Br = {p['Br']}, Bc = {p['Bc']}"
+                             f"{', causal' if p['causal'] else ''} · model HBM bytes: tiled "
+                             f"{fmt_bytes(model.hbm_bytes)} vs standard {fmt_bytes(std.hbm_bytes)}")
+        problem = None
+        try:
+            gpu.check_launch(p["Br"], p["Bc"], p["d"])
+        except ValueError as exc:
+            problem = str(exc)
+        if not self.ok:
+            self.status.value = (f"<span style='color:#d62728'>No GPU here: {html.escape(self.reason)}. "
+                                 f"Showing recorded results; the explainer above works unchanged.</span>")
+        elif problem:
+            self.status.value = f"<span style='color:#d62728'>This configuration cannot run: {html.escape(problem)}</span>"
+        else:
+            self.status.value = "Ready: press <i>Run on GPU</i>."
+        self.run_button.disabled = not self.ok or problem is not None
+        self._show_recorded(p)
+
+    def _show_recorded(self, p):
+        res = gpu.latest_results()
+        if not res:
+            self.recorded_html.value = "<i>No recorded GPU results in this installation.</i>"
+            return
+        rows = recorded_rows(res, Br=p["Br"], Bc=p["Bc"], d=p["d"]) or recorded_rows(res, d=p["d"]) \
+            or recorded_rows(res)
+        self.recorded_html.value = (f"<div style='font-size:12px'>Recorded on <b>{html.escape(recorded_label(res))}</b>"
+                                    f"{'' if rows and rows[0]['Br'] == p['Br'] and rows[0]['Bc'] == p['Bc'] else ' (no recording with these blocks; showing the closest)'}:"
+                                    f"</div>{_table_html(rows[:12])}")
+
+    def run(self):
+        """Compile, check and time the kernel now (blocking, a few seconds). Returns the result dict or None."""
+        p, N = self.params, self.N.value
+        if not self.ok:
+            self.status.value = f"<span style='color:#d62728'>No GPU here: {html.escape(self.reason)}.</span>"
+            return None
+        self.run_button.disabled = True
+        self.status.value = f"Running Br = {p['Br']}, Bc = {p['Bc']}, d = {p['d']}, N = {N} …"
+        try:
+            res = gpu.benchmark(N, p["d"], Br=p["Br"], Bc=p["Bc"], causal=p["causal"], sdpa=False, repeat=10)
+        except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
+            self.status.value = f"<span style='color:#d62728'>GPU run failed: {html.escape(_first_line(exc))}</span>"
+            return None
+        finally:
+            self.run_button.disabled = False
+        self.last = res
+        self.status.value = (f"<span style='color:#2ca02c'>Measured now (compile {res['compile_ms']:.0f} ms, "
+                             f"not included).</span>")
+        self.result_html.value = _table_html([res])
+        return res
+
+    def close(self):
+        if self.explorer is not None:
+            for name in ("Br", "Bc", "d", "causal"):
+                try:
+                    getattr(self.explorer, name).unobserve(self._refresh, names="value")
+                except ValueError:
+                    pass
+        for w in (self.N, self.config, self.run_button, self.status, self.result_html, self.recorded_html):
+            w.close()
+        self.widget.close()
+        registry.unregister("GPUPanel", self._key, self)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
