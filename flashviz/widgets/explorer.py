@@ -87,6 +87,7 @@ class TileExplorer:
     sram_budget : a key of flashviz.views.SRAM_BUDGETS.
     canvas : "auto" | "ipympl" | "png" — "png" draws static frames into an Image widget
         (for front ends that cannot show ipympl); "auto" uses ipympl in Jupyter.
+    figsize, dpi : figure size in inches and dots per inch (11 × 6.8 at 90 dpi ≈ 990 × 612 px).
     key : anything hashable — widgets with the same key replace each other; by default the
         notebook cell and line that created it.
 
@@ -100,7 +101,7 @@ class TileExplorer:
     def __init__(self, N: int = 256, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, rescale: bool = True, dtype: str = "float32 (4 B)",
                  sram_budget: str = next(iter(SRAM_BUDGETS)), canvas: str = "auto", seed: int = 0,
-                 figsize=(12, 7.2), key=None):
+                 figsize=(11, 6.8), dpi: int = 90, key=None):
         if source not in fvdata.SOURCES:
             raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
         N = _check_int(N, "N", 1, 512 if source == "real" else MAX_N)
@@ -133,7 +134,7 @@ class TileExplorer:
 
         use_ipympl = canvas == "ipympl" or (canvas == "auto" and _ensure_ipympl())
         with plt.ioff():
-            self.fig = plt.figure(figsize=figsize, dpi=100)
+            self.fig = plt.figure(figsize=figsize, dpi=dpi)
         # static PNG frames where the canvas is no widget but someone may look (a kernel), or when asked
         self._png_mode = canvas == "png" or (not _is_widget_canvas(self.fig.canvas) and _in_kernel())
         if use_ipympl and _is_widget_canvas(self.fig.canvas):
@@ -143,6 +144,12 @@ class TileExplorer:
             c.toolbar_visible = False
             c.resizable = False
             c.capture_scroll = False
+            # The canvas is shown inside our VBox, so ipympl's _repr_mimebundle_ (which sets the
+            # size and a PNG data URL) never runs: give it its size, and let the front end ask for
+            # frames once attached (ipympl 0.10 would otherwise sync each blitted frame as a bare
+            # base64 string, which the browser shows as a broken image).
+            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
+            c.syncing_data_url = False
             self._canvas_widget = c
         else:
             self._canvas_widget = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
@@ -169,7 +176,7 @@ class TileExplorer:
         self.N = W.IntSlider(value=N, min=1, max=512 if source == "real" else MAX_N, step=1, description="N",
                              continuous_update=False, layout=W.Layout(width="260px"))
         self.d = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", disabled=(source == "real"),
-                            layout=W.Layout(width="120px"))
+                            style={"description_width": "20px"}, layout=W.Layout(width="110px"))
         self.Br = W.SelectionSlider(options=list(BLOCKS), value=Br, description="Br", continuous_update=False,
                                     layout=W.Layout(width="230px"))
         self.Bc = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
