@@ -166,3 +166,31 @@ def test_show_frame_bad_index(explorer):
         explorer.show_frame(explorer.n_frames)
     with pytest.raises(TypeError):
         explorer.show_frame(1.5)
+
+
+def test_export_png_and_gif(tmp_path, explorer):
+    from PIL import Image
+
+    w = explorer
+    w.show_frame(20)
+    png = w.save_png(tmp_path / "f.png")
+    img = Image.open(png)
+    assert img.size == (int(w.fig.bbox.width), int(w.fig.bbox.height))
+    assert w.state.k == 20                       # the live view is back on its frame
+    gif = w.save_gif(tmp_path / "run.gif", frames=range(0, w.n_frames, 7), fps=5)
+    im = Image.open(gif)
+    assert im.n_frames == len(range(0, w.n_frames, 7))
+    im.seek(0)
+    first = np.asarray(im.convert("RGB")).copy()
+    im.seek(im.n_frames - 1)
+    assert (np.asarray(im.convert("RGB")) != first).any()
+    with pytest.raises(ValueError):
+        w.save_png(tmp_path / "f.jpg")
+    with pytest.raises(ValueError):
+        w.save_gif(tmp_path / "x.gif", frames=[w.n_frames])
+
+
+def test_export_buttons_report_in_the_panel(tmp_path, explorer, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    explorer.png_button.click()
+    assert "saved" in explorer.export_status.value and list(tmp_path.glob("flashviz-step*.png"))

@@ -11,7 +11,7 @@ _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
 def latest_results() -> dict | None:
-    """The newest benchmark JSON under ``flashviz.results`` (benchmarks/results/), or None.
+    """The newest GPU benchmark JSON (gpu-*.json) under ``flashviz.results`` (benchmarks/results/), or None.
 
     Newest = latest YYYY-MM-DD in the file name (ties broken by name). Returns the parsed
     dict with an added key "source_file" (the file name); None when there is no JSON file
@@ -21,7 +21,7 @@ def latest_results() -> dict | None:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
         return None
-    files = [f for f in folder.iterdir() if f.name.endswith(".json") and f.is_file()]
+    files = [f for f in folder.iterdir() if f.name.startswith("gpu-") and f.name.endswith(".json") and f.is_file()]
     if not files:
         return None
 

@@ -55,6 +55,10 @@ class ExplorerFigure:
             self.fig.canvas.draw_idle()
         return s
 
+    @property
+    def n_frames(self) -> int:
+        return self.replay.n_frames
+
     @staticmethod
     def _slow_key(s):
         """Changes exactly when an image's content changes (tiles computed, rows written, accumulator)."""

@@ -190,6 +190,12 @@ class TileExplorer:
         self.budget = W.Dropdown(options=list(SRAM_BUDGETS), value=sram_budget, description="SRAM",
                                  layout=W.Layout(width="300px"))
         self.status = W.HTML(value="")
+        self.export_name = W.Text(value="flashviz", description="file", layout=W.Layout(width="220px"))
+        self.png_button = W.Button(description="frame → PNG", tooltip="save the current frame for slides")
+        self.gif_button = W.Button(description="run → GIF", tooltip="save every frame as an animated GIF")
+        self.export_status = W.HTML(value="")
+        self.png_button.on_click(lambda _: self._export("png"))
+        self.gif_button.on_click(lambda _: self._export("gif"))
 
         self.frame.observe(self._on_frame, names="value")
         for w in (self.N, self.d, self.Br, self.Bc, self.causal, self.rescale, self.dtype, self.budget):
@@ -199,7 +205,8 @@ class TileExplorer:
         transport = W.HBox([self.play, self.prev_button, self.next_button, self.frame, self.speed, self.skip])
         config1 = W.HBox([self.source, self.N, self.d, self.Br, self.Bc])
         config2 = W.HBox([self.causal, self.rescale, self.dtype, self.budget])
-        self.widget = W.VBox([transport, config1, config2, self.status, self._canvas_widget])
+        export = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_status])
+        self.widget = W.VBox([transport, config1, config2, self.status, self._canvas_widget, export])
         self._rebuild()
 
     # --- public API ---------------------------------------------------------------------
@@ -223,6 +230,43 @@ class TileExplorer:
             self._render(int(k))
         return self.state
 
+    def save_png(self, path, k: int | None = None):
+        """Save frame k (default: the current frame) as a PNG file; returns its Path."""
+        from ..views.export import save_frame_png
+
+        k = self.frame.value if k is None else k
+        try:
+            return save_frame_png(self._fig_view, k, path)
+        finally:
+            self._redraw_current()
+
+    def save_gif(self, path, *, frames=None, fps: float = 8):
+        """Save the run (or the given frame indices) as an animated .gif (.mp4 with ffmpeg); returns its Path."""
+        from ..views.export import save_animation
+
+        try:
+            return save_animation(self._fig_view, path, frames=frames, fps=fps)
+        finally:
+            self._redraw_current()
+
+    def _redraw_current(self):
+        if self._fig_view is not None and self._fig_view.blitter is not None:
+            self._fig_view.blitter.static_bg = None     # force a full redraw of the live canvas
+        self._render(self.frame.value)
+
+    def _export(self, kind: str):
+        name = (self.export_name.value or "flashviz").strip()
+        try:
+            if kind == "png":
+                path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
+            else:
+                frames = range(0, self.n_frames, max(1, self.n_frames // 300))  # at most ~300 frames
+                self.export_status.value = "writing GIF …"
+                path = self.save_gif(f"{name}.gif", frames=frames)
+            self.export_status.value = f"saved <code>{path.resolve()}</code>"
+        except Exception as exc:  # a full disk or a bad name: say so, keep working
+            self.export_status.value = f"<span style='color:#d62728'>export failed: {type(exc).__name__}: {exc}</span>"
+
     def close(self):
         """Close the figure and every widget of this explorer (idempotent)."""
         if self._closed:
@@ -236,7 +280,8 @@ class TileExplorer:
             w.close()
         for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.source,
                   self.N, self.d, self.Br, self.Bc, self.causal, self.rescale, self.dtype, self.budget,
-                  self.status, self._canvas_widget):
+                  self.status, self._canvas_widget, self.export_name, self.png_button, self.gif_button,
+                  self.export_status):
             w.close()
         self.widget.close()
         registry.unregister("TileExplorer", self._key, self)
