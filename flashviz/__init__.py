@@ -6,6 +6,7 @@ iomodel → views (matplotlib) → widgets (ipywidgets + ipympl); the GPU runner
 """
 
 from . import iomodel
+from .backward import BackwardResult, attention_backward, flash_backward
 from .iomodel import IOCount
 from .online import online_softmax, online_softmax_steps
 from .reference import attention
@@ -14,7 +15,7 @@ from .trace import Trace, TraceEvent
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
+__all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
            "Trace", "TraceEvent", "iomodel", "data", "TileExplorer", "GPUPanel", "__version__"]
 
 

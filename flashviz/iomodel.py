@@ -157,3 +157,131 @@ def flash_forward_io(Nq: int, Nk: int, d: int, *, Br: int, Bc: int, dv: int | No
 def _fa1_block_used(j: int, Bc: int, Nq: int, Nk: int, causal: bool) -> bool:
     """FA1 loads K_j, V_j only if some query row can see key block j (the last row sees most)."""
     return not causal or j * Bc <= (Nq - 1) + (Nk - Nq)
+
+
+# --------------------------------------------------------------------------------------------
+# Backward pass (Dao et al. 2022 Algorithm 3 for standard attention, Algorithm 4 / Appendix B
+# for FlashAttention; FlashAttention-2 Algorithm 2 for the loop order and the D preprocessing).
+#
+# Counting conventions of the tiled backward (``flashviz.backward.flash_backward``), bytes of
+# the element type ``itemsize`` for every tensor (lse and D included):
+#
+# * preprocessing, once per query block i: read O_i, dO_i; write D_i = rowsum(dO_i ∘ O_i)
+#   and zero dQ_i in HBM (FA2 clears its dQ accumulator in this same pass). O is read only here.
+# * key blocks j outer: K_j, V_j read once; dK_j, dV_j accumulate on chip and are written once.
+# * query blocks i inner, only tiles with a visible key (causal): read Q_i, dO_i, lse_i, D_i,
+#   and dQ_i is read-modify-written in HBM every step (read + write of dQ_i per tile), as FA2
+#   does with atomic adds. No final dQ conversion pass is counted.
+# * FLOPs = matmul FLOPs, 5 matmuls per computed tile: S = scale·Q_i K_jᵀ (the recomputation),
+#   dV += Pᵀ dO, dP = dO Vᵀ, dK += scale·dSᵀ Q, dQ += scale·dS K:
+#   2·br·bc·(3·d + 2·dv) per tile. The recomputation's extra FLOPs are the S matmul alone.
+# --------------------------------------------------------------------------------------------
+
+
+def backward_sram_working_set(Br: int, Bc: int, d: int, *, dv: int | None = None, itemsize: int = 4) -> int:
+    """Bytes on chip for one backward tile step, all of ``itemsize`` bytes:
+    K_j, dK_j (2·Bc·d), V_j, dV_j (2·Bc·dv), Q_i, dQ_i (2·Br·d), dO_i (Br·dv), lse_i, D_i (2·Br),
+    S_ij/P_ij (Br·Bc) and dP_ij/dS_ij (Br·Bc)."""
+    dv = d if dv is None else dv
+    return (2 * Bc * d + 2 * Bc * dv + 2 * Br * d + Br * dv + 2 * Br + 2 * Br * Bc) * itemsize
+
+
+def flash_backward_io(Nq: int, Nk: int, d: int, *, Br: int, Bc: int, dv: int | None = None, itemsize: int = 4,
+                      causal: bool = False) -> IOCount:
+    """HBM traffic, FLOPs and SRAM working set of the tiled backward pass, in closed form.
+
+    Nq, Nk, d, dv: sizes (dv defaults to d); Br, Bc: block rows/cols (>= 1; the last tile may be
+    partial); itemsize: bytes per element; causal: bottom-right aligned mask, only tiles with a
+    visible key are computed. With Tr = ceil(Nq/Br) and, non-causal, every tile computed:
+
+        reads  O, dO: Nq·dv each (preprocessing) + dO: Tc·Nq·dv; Q: Tc·Nq·d; lse, D: Tc·Nq each;
+               dQ: Tc·Nq·d; K: Nk·d; V: Nk·dv
+        writes D: Nq; dQ: Nq·d (zeroing) + Tc·Nq·d; dK: Nk·d; dV: Nk·dv
+        flops  2·Nq·Nk·(3·d + 2·dv)
+
+    (all counts times ``itemsize``; Tc = ceil(Nk/Bc)). Conventions: see the comment block above
+    this function and ``flashviz.backward.flash_backward``. Returns an IOCount with reads/writes
+    keyed "O", "dO", "D", "Q", "K", "V", "lse", "dQ", "dK", "dV". Source: Dao et al. 2022
+    Algorithm 4 and Theorem 5; Dao 2023 Algorithm 2. Raises ValueError/TypeError for bad sizes,
+    block sizes or itemsize.
+    """
+    Nq, Nk, d, dv, b = _sizes(Nq, Nk, d, dv, itemsize)
+    Br, Bc = check_block(Br, "Br"), check_block(Bc, "Bc")
+    causal = check_flag(causal, "causal")
+    Tr, Tc = -(-Nq // Br), -(-Nk // Bc)
+    io = IOCount(reads={"O": Nq * dv * b, "dO": Nq * dv * b}, writes={"D": Nq * b, "dQ": Nq * d * b})
+    for i in range(Tr):
+        br = min((i + 1) * Br, Nq) - i * Br
+        t = n_key_blocks_visible(min((i + 1) * Br, Nq), Nk, Bc, Nq, causal)   # tiles (i, 0..t-1)
+        cols = min(t * Bc, Nk)
+        io.add(reads={"Q": t * br * d * b, "dO": t * br * dv * b, "lse": t * br * b, "D": t * br * b,
+                      "dQ": t * br * d * b},
+               writes={"dQ": t * br * d * b})
+        io.flops += 2 * br * cols * (3 * d + 2 * dv)
+    kv_cols = sum(min((j + 1) * Bc, Nk) - j * Bc for j in range(Tc) if _fa1_block_used(j, Bc, Nq, Nk, causal))
+    io.add(reads={"K": kv_cols * d * b, "V": kv_cols * dv * b}, writes={"dK": Nk * d * b, "dV": Nk * dv * b})
+    io.sram_bytes = backward_sram_working_set(min(Br, Nq), min(Bc, Nk), d, dv=dv, itemsize=b)
+    return io
+
+
+def standard_backward_io(Nq: int, Nk: int, d: int, *, dv: int | None = None, itemsize: int = 4) -> IOCount:
+    """HBM traffic of the standard attention backward pass, the paper's Algorithm 3.
+
+    The forward stored P (Nq×Nk) in HBM. Then, each step reading and writing HBM:
+    1. read P, dO; write dV = Pᵀ dO          2. read dO, V; write dP = dO Vᵀ
+    3. read P, dP; write dS = P∘(dP − rowsum(P∘dP))
+    4. read dS, K; write dQ = dS K            5. read dS, Q; write dK = dSᵀ Q
+    So P, dO and dS are each read twice; dP and dS are each written once (Nq·Nk elements).
+    For Nq = Nk = N and dv = d: reads 5·N² + 5·N·d, writes 2·N² + 3·N·d elements.
+    The scale factor is folded into the matmuls; FLOPs = 4 matmuls, 2·Nq·Nk·(2·d + 2·dv).
+    Nq, Nk, d, dv (default d): sizes; itemsize: bytes per element. Returns an IOCount in bytes
+    (reads/writes keyed "P", "dO", "V", "dP", "dS", "K", "Q", "dQ", "dK", "dV"; sram_bytes 0).
+    Source: Dao et al. 2022, Appendix B.2, Algorithm 3. Raises ValueError/TypeError for bad sizes.
+    """
+    Nq, Nk, d, dv, b = _sizes(Nq, Nk, d, dv, itemsize)
+    NN = Nq * Nk * b
+    reads = {"P": 2 * NN, "dO": 2 * Nq * dv * b, "V": Nk * dv * b, "dP": NN, "dS": 2 * NN,
+             "K": Nk * d * b, "Q": Nq * d * b}
+    writes = {"dV": Nk * dv * b, "dP": NN, "dS": NN, "dQ": Nq * d * b, "dK": Nk * d * b}
+    return IOCount(reads, writes, 2 * Nq * Nk * (2 * d + 2 * dv), 0)
+
+
+def stored_between_passes(Nq: int, Nk: int, *, itemsize: int = 4) -> dict:
+    """Bytes the forward leaves in HBM for the backward, beyond Q, K, V and O (one head).
+
+    Standard attention keeps P (Nq×Nk); FlashAttention keeps only the row log-sum-exp lse (Nq)
+    and recomputes P from it. Returns {"standard (P)": Nq·Nk·itemsize, "flash (lse)": Nq·itemsize}.
+    Source: Dao et al. 2022, Section 3.1 (recomputation). Raises ValueError/TypeError for bad sizes.
+    """
+    Nq, Nk, b = check_size(Nq, "Nq"), check_size(Nk, "Nk"), check_itemsize(itemsize)
+    return {"standard (P)": Nq * Nk * b, "flash (lse)": Nq * b}
+
+
+def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br: int | None = None,
+                          Bc: int | None = None) -> int:
+    """Matmul FLOPs FlashAttention's backward spends recomputing S = scale·QKᵀ (2 per multiply-add).
+
+    Without blocks: 2·d times the number of (query, key) pairs computed — all Nq·Nk, or with
+    ``causal`` only the visible pairs (bottom-right aligned), the ideal a perfectly masked kernel
+    would reach. With Br and Bc given: tile-granular like the run, 2·br·bc·d for every computed
+    tile (partially masked tiles count in full) — equal to the sum over the trace's
+    ``recompute_P`` events. Source: Dao et al. 2022, Section 3.1 and Theorem 5.
+    Raises ValueError/TypeError for bad sizes or when only one of Br, Bc is given.
+    """
+    Nq, Nk, d = check_size(Nq, "Nq"), check_size(Nk, "Nk"), check_size(d, "d")
+    causal = check_flag(causal, "causal")
+    if (Br is None) != (Bc is None):
+        raise ValueError(f"give both Br and Bc (tile-granular count) or neither, got Br={Br!r}, Bc={Bc!r}")
+    if Br is None:
+        if not causal:
+            return 2 * Nq * Nk * d
+        # query row r sees keys 0..min(Nk-1, r + Nk - Nq): sum of max(0, min(Nk, r + Nk - Nq + 1))
+        pairs = sum(max(0, min(Nk, r + Nk - Nq + 1)) for r in range(Nq))
+        return 2 * pairs * d
+    Br, Bc = check_block(Br, "Br"), check_block(Bc, "Bc")
+    total = 0
+    for i in range(-(-Nq // Br)):
+        r1 = min((i + 1) * Br, Nq)
+        t = n_key_blocks_visible(r1, Nk, Bc, Nq, causal)
+        total += 2 * (r1 - i * Br) * min(t * Bc, Nk) * d
+    return total

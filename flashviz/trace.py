@@ -21,7 +21,10 @@ import numpy as np
 
 from .iomodel import IOCount
 
-EVENT_KINDS = ("init", "load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O")
+EVENT_KINDS = ("init", "load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O",
+               # backward (flashviz.backward): preprocessing, then key blocks j outer, query blocks i inner
+               "compute_D", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
+               "update_dQ", "write_dKdV")
 
 
 @dataclass
