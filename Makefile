@@ -29,9 +29,11 @@ setup: $(STAMP)
 ## Open the explainer in JupyterLab on 127.0.0.1 (token authentication stays on).
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=$(CURDIR) \
+	  --LabApp.default_url=/lab/tree/$(NOTEBOOK) \
 	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(NOTEBOOK)
 
 ## Compile every CUDA kernel to PTX (when nvcc is present), then run every test.
+## -DFLASHVIZ_PTX_CHECK makes each .cu instantiate its templates, so their bodies really compile.
 test: $(STAMP) ptx
 	$(BIN)/python -m pytest -q
 
@@ -39,7 +41,7 @@ ptx:
 	@if command -v nvcc >/dev/null 2>&1; then \
 	  for cu in kernels/*.cu; do \
 	    echo "nvcc -arch=sm_90 --ptx $$cu"; \
-	    nvcc -std=c++17 -arch=sm_90 --ptx -o /dev/null $$cu || exit 1; \
+	    nvcc -std=c++17 -arch=sm_90 --ptx -DFLASHVIZ_PTX_CHECK -o /dev/null $$cu || exit 1; \
 	  done; \
 	else echo "nvcc not found: skipping the PTX compile check"; fi
 

@@ -16,7 +16,7 @@ from .trace import Trace, TraceEvent
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
-           "Trace", "TraceEvent", "iomodel", "data", "TileExplorer", "GPUPanel", "__version__"]
+           "Trace", "TraceEvent", "iomodel", "data", "gpu", "TileExplorer", "GPUPanel", "__version__"]
 
 
 def __getattr__(name):
@@ -27,7 +27,14 @@ def __getattr__(name):
     if name == "GPUPanel":
         from .widgets.gpu_panel import GPUPanel
         return GPUPanel
-    if name == "data":
+    if name in _LAZY_MODULES:
         import importlib
-        return importlib.import_module(".data", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'flashviz' has no attribute {name!r}")
+
+
+_LAZY_MODULES = ("data", "gpu", "views", "widgets", "replay", "cli")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES))

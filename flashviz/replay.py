@@ -42,7 +42,8 @@ class FrameState:
     current query block (None before the block's first update); O_acc: the current O_i
     accumulator (unnormalised) or None; O_done: (Nq, dv) finished rows (NaN elsewhere);
     hbm_bytes: bytes moved so far; tiles_done: number of computed tiles so far;
-    rows_written: rows of O written to HBM so far.
+    rows_written: rows of O written to HBM so far; rescale_j: the key block of the latest
+    m/l update shown (-1 if none).
     """
 
     k: int
@@ -60,6 +61,7 @@ class FrameState:
     hbm_bytes: int
     tiles_done: int
     rows_written: int
+    rescale_j: int = -1
 
 
 class Replay:
@@ -136,4 +138,5 @@ class Replay:
             O_acc=None if acc is None else acc.O, O_done=self._O_buf,
             hbm_bytes=int(self.cum_bytes[k]), tiles_done=int((self.tile_at <= k).sum()),
             rows_written=int((self.rows_written_at <= k).sum()),
+            rescale_j=-1 if upd is None else upd.j,
         )

@@ -226,3 +226,16 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         }
     }
 }
+
+#ifdef FLASHVIZ_PTX_CHECK
+// Only for the CPU build check (`make ptx`: nvcc -DFLASHVIZ_PTX_CHECK --ptx): instantiate the
+// template for every supported (Br, Bc, d) so the compiler really compiles its body. The
+// runner compiles the instantiation it needs through NVRTC and never defines this macro.
+#define FLASHVIZ_INSTANTIATE(Br, Bc, D) \
+    template __global__ void flash_fwd<Br, Bc, D>(const float*, const float*, const float*, float*, float*, int, int, float, int);
+#define FLASHVIZ_INSTANTIATE_D(Br, Bc) FLASHVIZ_INSTANTIATE(Br, Bc, 32) FLASHVIZ_INSTANTIATE(Br, Bc, 64) FLASHVIZ_INSTANTIATE(Br, Bc, 128)
+FLASHVIZ_INSTANTIATE_D(16, 16) FLASHVIZ_INSTANTIATE_D(16, 32) FLASHVIZ_INSTANTIATE_D(16, 64) FLASHVIZ_INSTANTIATE_D(16, 128)
+FLASHVIZ_INSTANTIATE_D(32, 16) FLASHVIZ_INSTANTIATE_D(32, 32) FLASHVIZ_INSTANTIATE_D(32, 64) FLASHVIZ_INSTANTIATE_D(32, 128)
+FLASHVIZ_INSTANTIATE_D(64, 16) FLASHVIZ_INSTANTIATE_D(64, 32) FLASHVIZ_INSTANTIATE_D(64, 64) FLASHVIZ_INSTANTIATE_D(64, 128)
+FLASHVIZ_INSTANTIATE_D(128, 16) FLASHVIZ_INSTANTIATE_D(128, 32) FLASHVIZ_INSTANTIATE_D(128, 64) FLASHVIZ_INSTANTIATE_D(128, 128)
+#endif

@@ -34,29 +34,36 @@ much stronger on a GPU, where arithmetic is far faster than memory."""),
     code("""N, d = 2048, 64
 Q, K, V = fv.data.random_qkv(N, d, dtype=np.float32)
 
-def median_ms(f, repeat=7):
+def median_ms(f, repeat=9):
+    f()                                           # warm up
     times = []
     for _ in range(repeat):
         t = time.perf_counter(); f(); times.append(time.perf_counter() - t)
     return 1e3 * float(np.median(times))
 
 S = Q @ K.T
-t_matmul = median_ms(lambda: Q @ K.T)                                   # 2·N²·d FLOPs
+T = np.empty_like(S)
+t_matmul = median_ms(lambda: Q @ K.T)             # 2·N²·d FLOPs; each loaded value is reused d times
+t_pass = median_ms(lambda: np.copyto(T, S))        # one pass over S: read N² floats, write N² floats
 def softmax_passes():
-    m = S.max(axis=1, keepdims=True)          # pass 1: read S
-    P = np.exp(S - m)                         # pass 2: read S, write P
-    P /= P.sum(axis=1, keepdims=True)         # pass 3+4: read P, read/write P
-    return P
+    m = S.max(axis=1, keepdims=True)              # read S
+    np.subtract(S, m, out=T)                      # read S, write T
+    np.exp(T, out=T)                              # read T, write T
+    np.divide(T, T.sum(axis=1, keepdims=True), out=T)   # read T; read T, write T
 t_softmax = median_ms(softmax_passes)
-flops_matmul = 2 * N * N * d
-flops_softmax = 5 * N * N                     # max, subtract, exp, sum, divide: ~5 per element
-bytes_softmax = 6 * N * N * 4                 # ≈ 6 passes over N² float32 values
-print(f"QKᵀ    : {t_matmul:7.2f} ms  → {flops_matmul / t_matmul / 1e6:8.1f} GFLOP/s")
-print(f"softmax: {t_softmax:7.2f} ms  → {flops_softmax / t_softmax / 1e6:8.1f} GFLOP/s, "
-      f"{bytes_softmax / t_softmax / 1e6:6.1f} GB/s moved")
-print(f"The softmax does {flops_matmul / flops_softmax:.0f}x fewer FLOPs than QKᵀ "
-      f"but takes {t_softmax / t_matmul:.2f}x as long: it is limited by memory, not arithmetic.")"""),
-    md("""### What the IO model predicts
+flops_matmul, flops_softmax = 2 * N * N * d, 5 * N * N   # softmax: max, subtract, exp, sum, divide
+print(f"QKᵀ       : {t_matmul:7.2f} ms for {flops_matmul / 1e9:.2f} GFLOP → {flops_matmul / t_matmul / 1e6:7.1f} GFLOP/s")
+print(f"softmax   : {t_softmax:7.2f} ms for {flops_softmax / 1e9:.2f} GFLOP → {flops_softmax / t_softmax / 1e6:7.1f} GFLOP/s")
+print(f"one pass over S (read + write {2 * N * N * 4 / 2**20:.0f} MiB): {t_pass:.2f} ms")
+per_flop = (t_softmax / flops_softmax) / (t_matmul / flops_matmul)
+print(f"\\nThe softmax does {flops_matmul / flops_softmax:.0f}x fewer FLOPs than QKᵀ, yet takes "
+      f"{t_softmax / t_matmul:.2f}x its time: each softmax FLOP costs {per_flop:.0f}x a matmul FLOP.")
+print(f"Its time is about {t_softmax / t_pass:.1f} passes over S: elementwise work is paid in trips through memory.")"""),
+    md("""On this CPU the softmax's cost is set by how many times it streams the $N^2$ scores through
+memory (and by `exp`), not by its FLOPs; the matrix product reuses every value it loads $d$ times.
+On a GPU the gap is far larger: its arithmetic is ~100x faster than its memory.
+
+### What the IO model predicts
 
 `flashviz.iomodel` counts the bytes each algorithm moves between HBM and the chip (closed forms,
 the paper's Theorem 2, tested equal to the traces of real runs). Standard attention moves
@@ -67,10 +74,16 @@ for n in (1024, 2048, 4096, 8192, 16384):
     std = standard_attention_io(n, n, 64, itemsize=2).hbm_bytes / 2**20
     til = flash_forward_io(n, n, 64, Br=128, Bc=128, itemsize=2).hbm_bytes / 2**20
     print(f"{n:>7} {std:>15.1f} {til:>12.1f} {std / til:>6.1f}")"""),
+    md("""The ratio stays near 4 as $N$ grows: standard attention moves $\\approx 4N^2$ elements, the tiled
+pass re-reads $K$ and $V$ once per query block, $\\approx 2N^2 d / B_r$ elements, so the saving is
+about $2B_r/d$. Larger blocks save more, and the block size is bounded by SRAM: that is the
+paper's $\\Theta(N^2 d^2 / M)$ (Theorem 2). Try it: change `Br=128` above to `Br=64` or `256`."""),
     md("""On a real GPU, the measured effect (from `benchmarks/results/`, recorded on an NVIDIA H200 with
-the kernel of part 3 — the label says where and when each number was measured):"""),
+the kernel of part 3 — the label says where and when each number was measured). *naive* is CuPy
+attention that materialises $S$ in HBM; the kernel keeps each tile of $S$ on chip. B·H is the
+number of (batch, head) pairs: every row processes 16,384 tokens in 32 heads."""),
     code("""from flashviz.widgets.gpu_panel import recorded_summary
-print(recorded_summary())"""),
+print(recorded_summary(Br=64, Bc=64))   # the GPU panel below shows every block size"""),
     md("""## 2. The explainer
 
 Below is FlashAttention's forward pass (FlashAttention-2 loop order) running on **real** queries, keys
@@ -97,8 +110,8 @@ model = flash_forward_io(tr.Nq, tr.Nk, tr.d, Br=tr.Br, Bc=tr.Bc, itemsize=tr.ite
 print("bytes counted from the run :", r.io.hbm_bytes)
 print("bytes from the closed form :", model.hbm_bytes, "→ equal:", r.io == model)
 Q, K, V, prov = fv.data.load_real_qkv(N=tr.Nq)
-print("max |O − O_ref| =", np.abs(r.O - fv.attention(Q, K, V, causal=tr.causal)).max())
-print("inputs:", prov["model"], "| layer", prov["layer"], "head", prov["head"], "|", prov["text"])"""),
+print(f"max |O − O_ref| = {np.abs(r.O - fv.attention(Q, K, V, causal=tr.causal)).max():.1e}")
+print("inputs:", prov["model"].split(" via ")[0], "| layer", prov["layer"], "head", prov["head"], "|", prov["text"])"""),
     md("""## 3. The same tiling on a GPU
 
 `kernels/flash_fwd.cu` is the same algorithm in CUDA, with the same names ($Q_i$, $K_j$, $V_j$,

@@ -154,6 +154,8 @@ def test_png_fallback_draws_frames():
     (dict(N=0), ValueError), (dict(N=2.5), TypeError), (dict(Br=3), ValueError), (dict(Bc="8"), TypeError),
     (dict(source="imagenet"), ValueError), (dict(d=48, source="random"), ValueError), (dict(d=64), ValueError),
     (dict(N=600), ValueError), (dict(causal="no"), TypeError), (dict(canvas="svg"), ValueError),
+    (dict(N=2048, Br=8, Bc=8, source="random"), ValueError), (dict(dtype="int8"), ValueError),
+    (dict(sram_budget="TPU"), ValueError),
 ])
 def test_bad_arguments_one_line_errors(kw, exc):
     with pytest.raises(exc) as info:
@@ -194,3 +196,12 @@ def test_export_buttons_report_in_the_panel(tmp_path, explorer, monkeypatch):
     monkeypatch.chdir(tmp_path)
     explorer.png_button.click()
     assert "saved" in explorer.export_status.value and list(tmp_path.glob("flashviz-step*.png"))
+
+
+def test_short_option_names_are_accepted():
+    w = fv.TileExplorer(N=32, source="random", dtype=np.float16, sram_budget="A100", key="short")
+    try:
+        assert w.dtype.value == "float16 (2 B)" and w.budget.value.startswith("A100")
+        assert w.result.trace.itemsize == 2
+    finally:
+        w.close()

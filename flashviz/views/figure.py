@@ -22,8 +22,8 @@ class ExplorerFigure:
     def __init__(self, fig, replay, *, caption: str = "", sram_budget: int = 232_448, budget_name: str = ""):
         fig.clear()
         self.fig, self.replay = fig, replay
-        gs = GridSpec(4, 3, figure=fig, width_ratios=[1.35, 1, 1], height_ratios=[1, 1, 1, 0.75],
-                      left=0.075, right=0.98, top=0.855, bottom=0.06, wspace=0.32, hspace=0.75)
+        gs = GridSpec(4, 3, figure=fig, width_ratios=[1.5, 1, 1], height_ratios=[1, 1, 1, 0.75],
+                      left=0.075, right=0.98, top=0.83, bottom=0.065, wspace=0.3, hspace=0.8)
         self.tiles = TilesPanel(fig.add_subplot(gs[0:3, 0]), replay)
         self.rows = RowStatsPanel(fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1]),
                                   fig.add_subplot(gs[2, 1]), replay)
@@ -31,6 +31,9 @@ class ExplorerFigure:
         self.meters = MetersPanel(fig.add_subplot(gs[3, 0:2]), fig.add_subplot(gs[3, 2]), replay,
                                   sram_budget, budget_name)
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        if replay.trace.causal:
+            first, _, rest = caption.partition("\n")
+            caption = f"{first}  (grey: masked −inf, hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
         self.caption = fig.text(0.01, 0.94, caption, fontsize=9, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
@@ -39,7 +42,7 @@ class ExplorerFigure:
         """(slow, fast): artists that change on some steps (images) and on every step."""
         t, r, o, m = self.tiles, self.rows, self.out, self.meters
         slow = [t.image, t.grid, o.acc, o.O]
-        fast = [t.band, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, m.bar, m.label, self.step]
+        fast = [t.band, t.q_strip, t.k_strip, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, m.bar, m.label, self.step]
         return slow, fast
 
     def enable_blitting(self):

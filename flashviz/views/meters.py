@@ -9,41 +9,52 @@ from . import style
 from .style import fmt_bytes
 
 
+def _unit(n: float):
+    """The binary unit (name, bytes) in which ``n`` bytes reads best."""
+    for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= 2 * size:
+            return name, size
+    return "B", 1
+
+
 class MetersPanel:
     def __init__(self, ax_hbm, ax_sram, replay, sram_budget: int, budget_name: str = ""):
         self.replay = replay
         std = replay.standard.hbm_bytes
         total = replay.total.hbm_bytes
-        top = 1.08 * max(std, total)
-        ax_hbm.barh([1], [std], color=style.STANDARD, alpha=0.85, height=0.6)
-        ax_hbm.barh([0], [total], color=style.TILED, alpha=0.2, height=0.6)
+        uname, self.u = _unit(max(std, total))
+        top = 1.08 * max(std, total) / self.u
+        ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
+        ax_hbm.barh([0], [total / self.u], color=style.TILED, alpha=0.2, height=0.6)
         (self.bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
         ax_hbm.set_yticks([0, 1], ["tiled", "standard"], fontsize=8)
         ax_hbm.set_xlim(0, top)
-        ax_hbm.text(std, 1, f" {fmt_bytes(std)}", va="center", ha="left" if std < 0.7 * top else "right",
-                    fontsize=8, color="k" if std < 0.7 * top else "w")
+        inside = std / self.u > 0.7 * top
+        ax_hbm.text(std / self.u, 1, f" {fmt_bytes(std)} ", va="center", ha="right" if inside else "left",
+                    fontsize=8, color="w" if inside else "k")
         self.label = ax_hbm.text(0, 0, "", va="center", fontsize=8)
         ax_hbm.set_title(f"HBM traffic (bytes read + written, {replay.trace.itemsize}-byte elements)", fontsize=9)
+        ax_hbm.set_xlabel(uname, fontsize=7, labelpad=1)
         ax_hbm.tick_params(axis="x", labelsize=7)
-        ax_hbm.xaxis.set_major_locator(MaxNLocator(6))
-        ax_hbm.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
+        ax_hbm.xaxis.set_major_locator(MaxNLocator(8, steps=[1, 2, 4, 5, 10]))
         self.total = total
         sram = replay.trace.sram_bytes
         fits = sram <= sram_budget
-        ax_sram.barh([0], [sram], color=style.OK if fits else style.BAD, height=0.5)
+        sname, su = _unit(max(sram, sram_budget))
+        ax_sram.barh([0], [sram / su], color=style.OK if fits else style.BAD, height=0.5)
         ax_sram.set_ylim(-0.45, 0.45)
-        ax_sram.axvline(sram_budget, color="k", lw=1.2)
-        ax_sram.set_xlim(0, 1.15 * max(sram, sram_budget))
+        ax_sram.axvline(sram_budget / su, color="k", lw=1.2)
+        ax_sram.set_xlim(0, 1.15 * max(sram, sram_budget) / su)
         ax_sram.set_yticks([])
-        ax_sram.xaxis.set_major_locator(MaxNLocator(3))
-        ax_sram.xaxis.set_major_formatter(lambda x, _: fmt_bytes(x))
+        ax_sram.set_xlabel(sname, fontsize=7, labelpad=1)
+        ax_sram.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 4, 5, 10]))
         ax_sram.tick_params(labelsize=7)
         verdict = "fits" if fits else "does NOT fit"
         ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)}: {verdict}", fontsize=9, color="k" if fits else style.BAD)
-        ax_sram.text(sram_budget, -0.38, f" {budget_name or 'budget'} ", fontsize=7, va="bottom",
-                     ha="right" if sram_budget > 0.6 * ax_sram.get_xlim()[1] else "left")
+        ax_sram.text(sram_budget / su, -0.38, f" {budget_name or 'budget'} ", fontsize=7, va="bottom",
+                     ha="right" if sram_budget / su > 0.6 * ax_sram.get_xlim()[1] else "left")
 
     def update(self, s):
-        self.bar.set_width(s.hbm_bytes)
-        self.label.set_x(s.hbm_bytes)
+        self.bar.set_width(s.hbm_bytes / self.u)
+        self.label.set_x(s.hbm_bytes / self.u)
         self.label.set_text(f" {fmt_bytes(s.hbm_bytes)} of {fmt_bytes(self.total)}")

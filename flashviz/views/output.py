@@ -4,6 +4,7 @@ and the rows of O already written to HBM."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from . import style
 
@@ -27,6 +28,8 @@ class OutputPanel:
         ax_O.set_xlabel("feature (d)", fontsize=8)
         for ax in (ax_acc, ax_O):
             ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(5, integer=True))
 
     def update(self, s):
         self._acc[:] = np.nan

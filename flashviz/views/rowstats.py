@@ -4,8 +4,20 @@ sum l, and the rescale factor exp(m_old − m_new) when it fires."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
+from ..replay import sub
 from . import style
+
+
+def _finite_range(arrays, default=(0.0, 1.0)):
+    vals = [a[np.isfinite(a)] for a in arrays if a is not None]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return default
+    lo, hi = float(min(v.min() for v in vals)), float(max(v.max() for v in vals))
+    pad = 0.08 * max(hi - lo, 0.5)
+    return lo - pad, hi + pad
 
 
 class RowStatsPanel:
@@ -14,28 +26,28 @@ class RowStatsPanel:
     def __init__(self, ax_m, ax_l, ax_r, replay):
         tr = replay.trace
         self.axes = (ax_m, ax_l, ax_r)
-        self.Br = tr.Br
-        x = np.arange(tr.Br)
-        nan = np.full(tr.Br, np.nan)
-        (self.m_old,) = ax_m.plot(x, nan, "o", mfc="none", mec="0.5", ms=3, label="m before")
-        (self.m,) = ax_m.plot(x, nan, "o-", color=style.TILED, ms=3, lw=1, label="m after")
+        self.ax_r = ax_r
+        self.Br = min(tr.Br, tr.Nq)
+        x = np.arange(self.Br)
+        nan = np.full(self.Br, np.nan)
+        (self.m_old,) = ax_m.plot(x, nan, "o", mfc="none", mec="0.5", ms=3)
+        (self.m,) = ax_m.plot(x, nan, "o-", color=style.TILED, ms=3, lw=1)
         (self.l,) = ax_l.plot(x, nan, "o-", color="#9467bd", ms=3, lw=1)
-        lw = max(1.0, 160.0 / tr.Br)  # bar-like stems, one LineCollection (cheap to redraw)
-        self.bars = ax_r.vlines(x, 0, np.zeros(tr.Br), colors=style.CURRENT, linewidth=lw)
-        self.fired = ax_r.text(0.02, 0.92, "", transform=ax_r.transAxes, va="top", fontsize=8)
-        lo, hi = replay.S_range
-        pad = 0.05 * max(hi - lo, 1e-9)
-        ax_m.set_ylim(lo - pad, hi + pad)
-        ls = [e.l for e in tr.events if e.l is not None]
-        l_max = max(float(np.max(a)) for a in ls) if ls else 1.0
-        ax_l.set_ylim(0, 1.05 * max(l_max, 1e-9))
-        ax_r.set_ylim(0, 1.1)
+        lw = max(1.0, 140.0 / self.Br)  # bar-like stems, one LineCollection (cheap to redraw)
+        self.bars = ax_r.vlines(x, 0, np.zeros(self.Br), colors=style.CURRENT, linewidth=lw)
+        # ranges over the whole run, so the axes stay still while the run plays
+        ev = tr.events
+        ax_m.set_ylim(*_finite_range([e.m for e in ev] + [e.m_old for e in ev]))
+        ax_l.set_ylim(0, _finite_range([e.l for e in ev], (0.0, 1.0))[1])
+        ax_r.set_ylim(0, 1.12)
         for ax in self.axes:
-            ax.set_xlim(-0.5, tr.Br - 0.5)
+            ax.set_xlim(-0.5, self.Br - 0.5)
             ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+            ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         ax_m.set_title("running max m  (● after this block, ○ before)", fontsize=9)
         ax_l.set_title("running sum l", fontsize=9)
-        ax_r.set_title("rescale factor exp(m_old − m_new)", fontsize=9)
+        self.fired = ax_r.set_title("rescale factor exp(m_old − m_new)", fontsize=9)
         ax_r.set_xlabel("row within the query block", fontsize=8)
         ax_m.tick_params(labelbottom=False)
         ax_l.tick_params(labelbottom=False)
@@ -43,7 +55,8 @@ class RowStatsPanel:
     def _pad(self, a):
         out = np.full(self.Br, np.nan)
         if a is not None:
-            out[: len(a)] = np.where(np.isfinite(a), a, np.nan)
+            n = min(len(a), self.Br)
+            out[:n] = np.where(np.isfinite(a[:n]), a[:n], np.nan)
         return out
 
     def update(self, s):
@@ -53,11 +66,17 @@ class RowStatsPanel:
         r = np.nan_to_num(self._pad(s.rescale))
         self.bars.set_segments([[(x, 0), (x, h)] for x, h in enumerate(r)])
         self.bars.set_color([style.CURRENT if h < 1 else "0.8" for h in r])  # orange: the factor fired
-        if s.rescale is not None and not np.isfinite(s.m_old).any():
-            self.fired.set_text("first key block: m was −inf, nothing to rescale yet")
-        elif s.rescale is not None:
-            fired = int(np.sum((s.rescale < 1) & np.isfinite(s.m_old)))
-            self.fired.set_text(f"last update: fired on {fired} of {len(s.rescale)} rows"
-                                if fired else "last update: max did not grow, no rescale")
+        where = f" after K{sub(s.rescale_j)}" if s.rescale_j >= 0 else ""
+        if s.rescale is None:
+            text = "rescale factor exp(m_old − m_new)"
+        elif not np.isfinite(s.m_old).any():
+            text = f"rescale{where}: first key block, m was −inf"
         else:
-            self.fired.set_text("")
+            fired = (s.rescale < 1) & np.isfinite(s.m_old)
+            if not fired.any():
+                text = f"rescale{where}: max did not grow, factor 1"
+            else:
+                smallest = float(np.min(s.m_old[fired] - s.m[fired]))   # log of the smallest factor
+                tiny = f", smallest e^{smallest:.0f}" if smallest < -5 else ""
+                text = f"rescale{where}: fired on {int(fired.sum())}/{len(fired)} rows{tiny}"
+        self.fired.set_text(text)

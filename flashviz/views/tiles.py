@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.collections import LineCollection, PatchCollection
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from . import style
 
@@ -35,15 +36,24 @@ class TilesPanel:
         if tr.causal:
             off = tr.Nk - tr.Nq
             ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
-        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.35, edgecolor="none")
+        # What is in SRAM now: Q_i (a strip right of the matrix, over its rows) and K_j, V_j (a strip
+        # above it, over their columns). The strips sit outside the axes so they hide no scores.
+        self.q_strip = Rectangle((tr.Nk * 1.01, 0), tr.Nk * 0.03, 0, facecolor=style.CURRENT, clip_on=False)
+        self.k_strip = Rectangle((0, -tr.Nq * 0.01), 0, -tr.Nq * 0.03, facecolor=style.CURRENT, clip_on=False)
+        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.25, edgecolor="none")
         self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
-        ax.add_patch(self.band)
-        ax.add_patch(self.tile)
+        for patch in (self.band, self.q_strip, self.k_strip, self.tile):
+            ax.add_patch(patch)
+        cb = ax.figure.colorbar(self.image, ax=ax, fraction=0.035, pad=0.09, extend="min" if tr.causal else "neither")
+        cb.set_label("score S", fontsize=7, labelpad=1)
+        cb.ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
-        ax.set_xlabel(f"key index  (K_j, V_j: blocks of Bc = {tr.Bc})")
+        ax.set_xlabel(f"key index  (K_j, V_j: blocks of Bc = {tr.Bc})", fontsize=9)
         ax.set_ylabel(f"query index  (Q_i: blocks of Br = {tr.Br})")
-        self.title = ax.set_title("", fontsize=10)
+        self.title = ax.set_title("", fontsize=10, pad=14)
         self.n_tiles = int((replay.tile_kinds != "skipped").sum())
 
     def update(self, s):
@@ -51,17 +61,26 @@ class TilesPanel:
         shown = s.S_shown.copy()
         shown[np.isneginf(shown)] = self.under
         self.image.set_data(shown)
-        if e.kind == "load_Q" or e.kind == "write_O":          # the query block's rows
-            self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
-        elif e.kind == "load_KV" and tr.order == "fa1":          # FA1: K_j, V_j columns for all rows
+        q_on = e.i >= 0 and e.kind != "init"
+        k_on = e.j >= 0 and not (tr.order == "fa2" and e.kind in ("load_Q", "write_O"))
+        self.q_strip.set_visible(q_on)
+        self.k_strip.set_visible(k_on)
+        if q_on:
+            self.q_strip.set_y(e.r0)
+            self.q_strip.set_height(e.r1 - e.r0)
+        if k_on:
+            self.k_strip.set_x(e.c0)
+            self.k_strip.set_width(e.c1 - e.c0)
+        # faint band: the rows of S this query block will produce (FA2) / the key block's columns (FA1)
+        if tr.order == "fa1" and e.j >= 0:
             self.band.set_bounds(e.c0, 0, e.c1 - e.c0, tr.Nq)
-        elif e.kind == "load_KV":
-            self.band.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
-        else:
+        elif e.i >= 0:
             self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
+        else:
+            self.band.set_bounds(0, 0, 0, 0)
         if e.j >= 0 and e.i >= 0:
             self.tile.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
             self.tile.set_visible(True)
         else:
             self.tile.set_visible(False)
-        self.title.set_text(f"scores S = scale·QKᵀ, tile by tile: {s.tiles_done} of {self.n_tiles} tiles")
+        self.title.set_text(f"S = scale·QKᵀ: {s.tiles_done} of {self.n_tiles} tiles · orange strips: in SRAM")

@@ -63,6 +63,22 @@ def _in_kernel() -> bool:
         return False
 
 
+def _match_option(value, options: dict, name: str) -> str:
+    """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
+    if isinstance(value, str) and value in options:
+        return value
+    try:
+        if not isinstance(value, str):
+            value = np.dtype(value).name
+    except TypeError:
+        pass
+    for label in options:
+        head = label.split()[0].rstrip(":")
+        if isinstance(value, str) and value.lower() in (head.lower(), *head.lower().split("/")):
+            return label
+    raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
+
+
 def _check_int(value, name, lo, hi=None):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r}")
@@ -83,8 +99,9 @@ class TileExplorer:
     causal : bool — bottom-right aligned causal mask.
     source : "real" | "random" | "adversarial" — where Q, K, V come from (flashviz.data).
     rescale : bool — False is the "break it" mode (no exp(m_old − m_new) correction).
-    dtype : "float32 (4 B)" | "float16 (2 B)" | "float64 (8 B)" — element type (bytes counted).
-    sram_budget : a key of flashviz.views.SRAM_BUDGETS.
+    dtype : "float32" | "float16" | "float64" (or the dropdown's label, or a NumPy dtype) — the
+        element type; bytes are counted in its size.
+    sram_budget : "H100/H200" | "A100" | "toy" (or a key of flashviz.views.SRAM_BUDGETS).
     canvas : "auto" | "ipympl" | "png" — "png" draws static frames into an Image widget
         (for front ends that cannot show ipympl); "auto" uses ipympl in Jupyter.
     figsize, dpi : figure size in inches and dots per inch (11 × 6.8 at 90 dpi ≈ 990 × 612 px).
@@ -94,8 +111,9 @@ class TileExplorer:
     Public: ``n_frames``, ``show_frame(k)``, ``close()``, ``widget`` (the ipywidgets box),
     ``result`` (the FlashResult drawn), ``state`` (the FrameState of the current frame).
 
-    Raises TypeError/ValueError (one line) for arguments outside those ranges; a
-    configuration with more than 4096 tiles is refused with the reason shown.
+    Raises TypeError/ValueError (one line) for arguments outside those ranges, including a
+    configuration of more than 4096 tiles; sliders moved to such a configuration keep the
+    previous run and say why in the status line.
     """
 
     def __init__(self, N: int = 256, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
@@ -114,10 +132,12 @@ class TileExplorer:
             _check_int(v, name, 1)
             if v not in BLOCKS:
                 raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
-        if sram_budget not in SRAM_BUDGETS:
-            raise ValueError(f"sram_budget must be one of {tuple(SRAM_BUDGETS)}, got {sram_budget!r}")
+        dtype = _match_option(dtype, DTYPES, "dtype")
+        sram_budget = _match_option(sram_budget, SRAM_BUDGETS, "sram_budget")
+        tiles = (-(-N // Br)) * (-(-N // Bc))
+        if tiles > MAX_TILES:
+            raise ValueError(f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles, more than the {MAX_TILES:,} "
+                             f"an animation can show; use larger blocks or a smaller N")
         if canvas not in ("auto", "ipympl", "png"):
             raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
         for name, v in (("causal", causal), ("rescale", rescale)):

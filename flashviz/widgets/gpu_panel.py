@@ -24,11 +24,16 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _cuda_version(v) -> str:
+    """CUDA's integer version (13020) as text ('13.2')."""
+    return f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else str(v)
+
+
 def recorded_label(res: dict) -> str:
-    """'NVIDIA H200, 2026-11-29 (CuPy 14.2.0, CUDA 13020, torch 2.11.0)' from a results dict."""
+    """'NVIDIA H200, 2026-11-29 (CuPy 14.2.0, CUDA 13.2, torch 2.11.0)' from a results dict."""
     env = res.get("env", {})
     return (f"{env.get('device', 'unknown GPU')}, {env.get('date', 'unknown date')} "
-            f"(CuPy {env.get('cupy', '?')}, CUDA runtime {env.get('cuda_runtime', '?')}"
+            f"(CuPy {env.get('cupy', '?')}, CUDA {_cuda_version(env.get('cuda_runtime', '?'))}"
             f"{', torch ' + str(env['torch']) if env.get('torch') else ''}; file {res.get('source_file', '?')})")
 
 
@@ -42,8 +47,9 @@ def recorded_rows(res: dict | None, *, Br=None, Bc=None, d=None) -> list[dict]:
     return pick
 
 
-def recorded_summary(res: dict | None = None) -> str:
-    """A plain-text table of the recorded teaching-kernel vs naive CuPy timings, labelled."""
+def recorded_summary(res: dict | None = None, *, Br=None, Bc=None) -> str:
+    """A plain-text table of the recorded teaching-kernel vs naive CuPy timings, labelled with
+    device and date; only the rows with these Br, Bc when given."""
     res = gpu.latest_results() if res is None else res
     if not res:
         return "No recorded GPU results are available (benchmarks/results/ is empty)."
@@ -51,7 +57,7 @@ def recorded_summary(res: dict | None = None) -> str:
              f"{'N':>6} {'d':>4} {'B·H':>6} {'Br×Bc':>8} {'causal':>6} {'kernel ms':>10} {'TFLOP/s':>8} "
              f"{'naive ms':>9} {'naive/kernel':>12}"]
     for r in res.get("timing", []):
-        if "kernel_ms" not in r:
+        if "kernel_ms" not in r or (Br is not None and r.get("Br") != Br) or (Bc is not None and r.get("Bc") != Bc):
             continue
         naive = f"{r['naive_ms']:9.2f} {r['ratio_naive_over_kernel']:12.2f}x" if "naive_ms" in r else \
             f"{'—':>9} {'—':>12}"
