@@ -195,7 +195,7 @@ def test_export_png_and_gif(tmp_path, explorer):
 def test_export_buttons_report_in_the_panel(tmp_path, explorer, monkeypatch):
     monkeypatch.chdir(tmp_path)
     explorer.png_button.click()
-    assert "saved" in explorer.export_status.value and list(tmp_path.glob("flashviz-step*.png"))
+    assert "saved" in explorer.export_status.value and list(tmp_path.glob("flashviz-tiles-step*.png"))
 
 
 def test_short_option_names_are_accepted():

@@ -8,12 +8,7 @@ drawn by widget events only (no blocking loops), with blitting.
 
 from __future__ import annotations
 
-import io
-import numbers
-
 import ipywidgets as W
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import data as fvdata
@@ -21,7 +16,7 @@ from ..reference import attention
 from ..replay import Replay
 from ..tiled import flash_forward
 from ..views import SRAM_BUDGETS, ExplorerFigure
-from . import registry
+from .base import FrameWidget, check_bool, check_int
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 HEAD_DIMS = (8, 16, 32, 64, 128)
@@ -30,40 +25,7 @@ MAX_TILES = 4096          # more tiles than this is no longer an animation: the 
 MAX_N = 2048
 
 
-def _is_widget_canvas(canvas) -> bool:
-    return isinstance(canvas, W.DOMWidget)
-
-
-def _ensure_ipympl() -> bool:
-    """In a Jupyter kernel, switch matplotlib to ipympl (``%matplotlib widget``) if possible."""
-    backend = matplotlib.get_backend().lower()
-    if "ipympl" in backend or backend == "widget":
-        return True
-    try:
-        from IPython import get_ipython
-
-        ip = get_ipython()
-        if ip is None or not hasattr(ip, "kernel"):
-            return False
-        import ipympl  # noqa: F401
-
-        ip.run_line_magic("matplotlib", "widget")
-        return True
-    except Exception:
-        return False
-
-
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-
-        ip = get_ipython()
-        return ip is not None and hasattr(ip, "kernel")
-    except Exception:
-        return False
-
-
-def _match_option(value, options: dict, name: str) -> str:
+def match_option(value, options: dict, name: str) -> str:
     """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
     if isinstance(value, str) and value in options:
         return value
@@ -79,16 +41,7 @@ def _match_option(value, options: dict, name: str) -> str:
     raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
 
 
-def _check_int(value, name, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}" if hi else
-                         f"{name} must be >= {lo}, got {value}")
-    return int(value)
-
-
-class TileExplorer:
+class TileExplorer(FrameWidget):
     """Interactive explainer of FlashAttention's tiled forward pass (FA2 loop order).
 
     Parameters
@@ -116,80 +69,36 @@ class TileExplorer:
     previous run and say why in the status line.
     """
 
+    kind = "TileExplorer"
+    export_stem = "flashviz-tiles"
+
     def __init__(self, N: int = 256, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, rescale: bool = True, dtype: str = "float32 (4 B)",
                  sram_budget: str = next(iter(SRAM_BUDGETS)), canvas: str = "auto", seed: int = 0,
                  figsize=(11, 6.8), dpi: int = 90, key=None):
         if source not in fvdata.SOURCES:
             raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
-        N = _check_int(N, "N", 1, 512 if source == "real" else MAX_N)
-        d = _check_int(d, "d", 1)
+        N = check_int(N, "N", 1, 512 if source == "real" else MAX_N)
+        d = check_int(d, "d", 1)
         if d not in HEAD_DIMS:
             raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
         if source == "real" and d != 32:
             raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = 32, got d = {d}")
         for name, v in (("Br", Br), ("Bc", Bc)):
-            _check_int(v, name, 1)
+            check_int(v, name, 1)
             if v not in BLOCKS:
                 raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
-        dtype = _match_option(dtype, DTYPES, "dtype")
-        sram_budget = _match_option(sram_budget, SRAM_BUDGETS, "sram_budget")
+        dtype = match_option(dtype, DTYPES, "dtype")
+        sram_budget = match_option(sram_budget, SRAM_BUDGETS, "sram_budget")
         tiles = (-(-N // Br)) * (-(-N // Bc))
         if tiles > MAX_TILES:
             raise ValueError(f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles, more than the {MAX_TILES:,} "
                              f"an animation can show; use larger blocks or a smaller N")
-        if canvas not in ("auto", "ipympl", "png"):
-            raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
-        for name, v in (("causal", causal), ("rescale", rescale)):
-            if not isinstance(v, (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False, got {v!r}")
+        causal, rescale = check_bool(causal, "causal"), check_bool(rescale, "rescale")
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
         self.seed = seed
-        self._key = registry.caller_key() if key is None else key
-        registry.register("TileExplorer", self._key, self)
-        self._closed = False
-        self._fig_view = None
         self.result = None
         self.replay = None
-        self.state = None
-
-        use_ipympl = canvas == "ipympl" or (canvas == "auto" and _ensure_ipympl())
-        with plt.ioff():
-            self.fig = plt.figure(figsize=figsize, dpi=dpi)
-        # static PNG frames where the canvas is no widget but someone may look (a kernel), or when asked
-        self._png_mode = canvas == "png" or (not _is_widget_canvas(self.fig.canvas) and _in_kernel())
-        if use_ipympl and _is_widget_canvas(self.fig.canvas):
-            c = self.fig.canvas
-            c.header_visible = False
-            c.footer_visible = False
-            c.toolbar_visible = False
-            c.resizable = False
-            c.capture_scroll = False
-            # The canvas is shown inside our VBox, so ipympl's _repr_mimebundle_ (which sets the
-            # size and a PNG data URL) never runs: give it its size, and let the front end ask for
-            # frames once attached (ipympl 0.10 would otherwise sync each blitted frame as a bare
-            # base64 string, which the browser shows as a broken image).
-            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
-            c.syncing_data_url = False
-            self._canvas_widget = c
-        else:
-            self._canvas_widget = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
-
-        # --- controls -------------------------------------------------------------------
-        style = {"description_width": "initial"}
-        self.play = W.Play(value=0, min=0, max=1, step=1, interval=150, description="Play")
-        self.frame = W.IntSlider(value=0, min=0, max=1, description="step", continuous_update=True,
-                                 layout=W.Layout(width="420px"))
-        W.link((self.play, "value"), (self.frame, "value"))
-        self.prev_button = W.Button(description="◀", tooltip="previous step", layout=W.Layout(width="40px"))
-        self.next_button = W.Button(description="▶", tooltip="next step", layout=W.Layout(width="40px"))
-        self.prev_button.on_click(lambda _: self._step(-1))
-        self.next_button.on_click(lambda _: self._step(+1))
-        self.speed = W.IntSlider(value=150, min=20, max=1000, step=10, description="ms/step", style=style,
-                                 layout=W.Layout(width="220px"))
-        W.link((self.speed, "value"), (self.play, "interval"))
-        self.skip = W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="steps/tick", style=style,
-                               layout=W.Layout(width="150px"))
-        W.link((self.skip, "value"), (self.play, "step"))
 
         self.source = W.Dropdown(options=list(fvdata.SOURCES), value=source, description="inputs",
                                  layout=W.Layout(width="190px"))
@@ -201,121 +110,22 @@ class TileExplorer:
                                     layout=W.Layout(width="230px"))
         self.Bc = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
                                     layout=W.Layout(width="230px"))
-        self.causal = W.Checkbox(value=bool(causal), description="causal", indent=False,
-                                 layout=W.Layout(width="80px"))
-        self.rescale = W.Checkbox(value=bool(rescale), description="rescale (untick: break it)", indent=False,
+        self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
+        self.rescale = W.Checkbox(value=rescale, description="rescale (untick: break it)", indent=False,
                                   layout=W.Layout(width="200px"))
         self.dtype = W.Dropdown(options=list(DTYPES), value=dtype, description="elements",
                                 layout=W.Layout(width="210px"))
         self.budget = W.Dropdown(options=list(SRAM_BUDGETS), value=sram_budget, description="SRAM",
                                  layout=W.Layout(width="300px"))
-        self.status = W.HTML(value="")
-        self.export_name = W.Text(value="flashviz", description="file", layout=W.Layout(width="220px"))
-        self.png_button = W.Button(description="frame → PNG", tooltip="save the current frame for slides")
-        self.gif_button = W.Button(description="run → GIF", tooltip="save every frame as an animated GIF")
-        self.export_status = W.HTML(value="")
-        self.png_button.on_click(lambda _: self._export("png"))
-        self.gif_button.on_click(lambda _: self._export("gif"))
-
-        self.frame.observe(self._on_frame, names="value")
-        for w in (self.N, self.d, self.Br, self.Bc, self.causal, self.rescale, self.dtype, self.budget):
-            w.observe(self._on_config, names="value")
+        self._watch(self.N, self.d, self.Br, self.Bc, self.causal, self.rescale, self.dtype, self.budget)
         self.source.observe(self._on_source, names="value")
-
-        transport = W.HBox([self.play, self.prev_button, self.next_button, self.frame, self.speed, self.skip])
-        config1 = W.HBox([self.source, self.N, self.d, self.Br, self.Bc])
-        config2 = W.HBox([self.causal, self.rescale, self.dtype, self.budget])
-        export = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_status])
-        self.widget = W.VBox([transport, config1, config2, self.status, self._canvas_widget, export])
+        self._layout(W.HBox([self.source, self.N, self.d, self.Br, self.Bc]),
+                     W.HBox([self.causal, self.rescale, self.dtype, self.budget]))
         self._rebuild()
 
-    # --- public API ---------------------------------------------------------------------
     @property
-    def n_frames(self) -> int:
-        """Number of frames (one per trace event) of the current run."""
-        return 0 if self.replay is None else self.replay.n_frames
-
-    def show_frame(self, k: int):
-        """Draw frame k (0 <= k < n_frames): the state after the k-th step of the run.
-
-        Returns the FrameState drawn. Raises TypeError for a non-integer k, IndexError out of range.
-        """
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-            raise TypeError(f"k must be an integer frame index, got {k!r}")
-        if not 0 <= k < self.n_frames:
-            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
-        if self.frame.value != k:
-            self.frame.value = int(k)       # the observer draws it
-        else:
-            self._render(int(k))
-        return self.state
-
-    def save_png(self, path, k: int | None = None):
-        """Save frame k (default: the current frame) as a PNG file; returns its Path."""
-        from ..views.export import save_frame_png
-
-        k = self.frame.value if k is None else k
-        try:
-            return save_frame_png(self._fig_view, k, path)
-        finally:
-            self._redraw_current()
-
-    def save_gif(self, path, *, frames=None, fps: float = 8):
-        """Save the run (or the given frame indices) as an animated .gif (.mp4 with ffmpeg); returns its Path."""
-        from ..views.export import save_animation
-
-        try:
-            return save_animation(self._fig_view, path, frames=frames, fps=fps)
-        finally:
-            self._redraw_current()
-
-    def _redraw_current(self):
-        if self._fig_view is not None and self._fig_view.blitter is not None:
-            self._fig_view.blitter.static_bg = None     # force a full redraw of the live canvas
-        self._render(self.frame.value)
-
-    def _export(self, kind: str):
-        name = (self.export_name.value or "flashviz").strip()
-        try:
-            if kind == "png":
-                path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
-            else:
-                frames = range(0, self.n_frames, max(1, self.n_frames // 300))  # at most ~300 frames
-                self.export_status.value = "writing GIF …"
-                path = self.save_gif(f"{name}.gif", frames=frames)
-            self.export_status.value = f"saved <code>{path.resolve()}</code>"
-        except Exception as exc:  # a full disk or a bad name: say so, keep working
-            self.export_status.value = f"<span style='color:#d62728'>export failed: {type(exc).__name__}: {exc}</span>"
-
-    def close(self):
-        """Close the figure and every widget of this explorer (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self.play.playing = False
-        if self._fig_view is not None and self._fig_view.blitter is not None:
-            self._fig_view.blitter.disconnect()
-        plt.close(self.fig)
-        for w in self.widget.children:
-            w.close()
-        for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.source,
-                  self.N, self.d, self.Br, self.Bc, self.causal, self.rescale, self.dtype, self.budget,
-                  self.status, self._canvas_widget, self.export_name, self.png_button, self.gif_button,
-                  self.export_status):
-            w.close()
-        self.widget.close()
-        registry.unregister("TileExplorer", self._key, self)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    # --- internals ----------------------------------------------------------------------
-    def _step(self, delta: int):
-        if self.n_frames:
-            self.frame.value = int(np.clip(self.frame.value + delta, 0, self.n_frames - 1))
-
-    def _on_frame(self, change):
-        self._render(change["new"])
+    def _fig_view(self):
+        return self._view
 
     def _on_source(self, change):
         real = change["new"] == "real"
@@ -332,9 +142,6 @@ class TileExplorer:
             self.d.disabled = real
         self._rebuild()
 
-    def _on_config(self, change):
-        self._rebuild()
-
     def _config_problem(self):
         N, Br, Bc = self.N.value, self.Br.value, self.Bc.value
         tiles = (-(-N // Br)) * (-(-N // Bc))
@@ -343,13 +150,7 @@ class TileExplorer:
                     f"(limit {MAX_TILES:,}). Pick larger blocks or a smaller N.")
         return None
 
-    def _rebuild(self):
-        if self._closed:
-            return
-        problem = self._config_problem()
-        if problem:
-            self.status.value = f"<span style='color:#d62728'>⚠ {problem} Showing the previous run.</span>"
-            return
+    def _make_view(self):
         N, d = self.N.value, self.d.value
         Q, K, V, desc = fvdata.get_qkv(self.source.value, N, d, seed=self.seed)
         dt = DTYPES[self.dtype.value]
@@ -369,27 +170,7 @@ class TileExplorer:
             self.status.value = f"<span style='color:#d62728'>✗ {check}</span>"
         caption = (f"inputs: {desc}  ·  N = {N}, d = {d}, Br = {self.Br.value}, Bc = {self.Bc.value}, "
                    f"Tr = {r.trace.Tr}, Tc = {r.trace.Tc}{', causal' if self.causal.value else ''}\n{check}")
-        if self._fig_view is not None and self._fig_view.blitter is not None:
-            self._fig_view.blitter.disconnect()
-        self._fig_view = ExplorerFigure(self.fig, self.replay, caption=caption,
-                                        sram_budget=SRAM_BUDGETS[self.budget.value], budget_name=self.budget.value)
-        self._fig_view.enable_blitting()
-        self.play.playing = False
-        n = self.replay.n_frames
-        with self.frame.hold_trait_notifications():
-            self.frame.unobserve(self._on_frame, names="value")
-            self.play.value = 0
-            self.frame.value = 0
-            self.play.max = self.frame.max = max(n - 1, 0)
-            self.frame.observe(self._on_frame, names="value")
-        self._render(0)
-
-    def _render(self, k: int):
-        if self._closed or self._fig_view is None:
-            return
-        k = int(np.clip(k, 0, self.n_frames - 1))
-        self.state = self._fig_view.render(k)
-        if self._png_mode:
-            buf = io.BytesIO()
-            self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
-            self._canvas_widget.value = buf.getvalue()
+        view = ExplorerFigure(self.fig, self.replay, caption=caption,
+                              sram_budget=SRAM_BUDGETS[self.budget.value], budget_name=self.budget.value)
+        view.enable_blitting()
+        return view

@@ -1,0 +1,278 @@
+"""FrameWidget: what every flashviz animation widget shares.
+
+A figure (ipympl canvas in Jupyter; static PNG frames where ipympl cannot render), a Play /
+step / speed transport, export buttons (frame → PNG, run → GIF), a status line, close()
+that frees the figure and every control, and replacement on re-run (the registry).
+
+A subclass supplies its configuration controls and ``_make_view()``, returning a view with
+``n_frames``, ``draw_frame(k)`` (update artists, return the frame's state) and optionally
+``render(k)`` (draw + blit) — see flashviz.views. Frames are drawn by widget events only.
+"""
+
+from __future__ import annotations
+
+import io
+import numbers
+
+import ipywidgets as W
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+
+from . import registry
+
+
+def is_widget_canvas(canvas) -> bool:
+    return isinstance(canvas, W.DOMWidget)
+
+
+def in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        return ip is not None and hasattr(ip, "kernel")
+    except Exception:
+        return False
+
+
+def ensure_ipympl() -> bool:
+    """In a Jupyter kernel, switch matplotlib to ipympl (``%matplotlib widget``) if possible."""
+    backend = matplotlib.get_backend().lower()
+    if "ipympl" in backend or backend == "widget":
+        return True
+    if not in_kernel():
+        return False
+    try:
+        import ipympl  # noqa: F401
+        from IPython import get_ipython
+
+        get_ipython().run_line_magic("matplotlib", "widget")
+        return True
+    except Exception:
+        return False
+
+
+def check_int(value, name, lo, hi=None):
+    """An integer in [lo, hi]; one-line TypeError/ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}" if hi is not None else
+                         f"{name} must be >= {lo}, got {value}")
+    return int(value)
+
+
+def check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+class FrameWidget:
+    """Base class: transport, canvas, export, status and cleanup for one animated figure."""
+
+    kind = "FrameWidget"
+    export_stem = "flashviz"
+
+    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150):
+        if canvas not in ("auto", "ipympl", "png"):
+            raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
+        self._key = registry.caller_key(depth=3) if key is None else key
+        registry.register(self.kind, self._key, self)
+        self._closed = False
+        self._view = None
+        self.state = None
+        use_ipympl = canvas == "ipympl" or (canvas == "auto" and ensure_ipympl())
+        with plt.ioff():
+            self.fig = plt.figure(figsize=figsize, dpi=dpi)
+        # static PNG frames where the canvas is no widget but someone may look (a kernel), or when asked
+        self._png_mode = canvas == "png" or (not is_widget_canvas(self.fig.canvas) and in_kernel())
+        if use_ipympl and is_widget_canvas(self.fig.canvas):
+            c = self.fig.canvas
+            c.header_visible = c.footer_visible = c.toolbar_visible = False
+            c.resizable = False
+            c.capture_scroll = False
+            # Shown inside our VBox, ipympl's _repr_mimebundle_ (which sets the size and a PNG data
+            # URL) never runs: give the canvas its size, and let the front end ask for frames once
+            # attached (ipympl 0.10 would otherwise sync each frame drawn before display as a bare
+            # base64 string, which the browser shows as a broken image).
+            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
+            c.syncing_data_url = False
+            self._canvas_widget = c
+        else:
+            self._canvas_widget = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
+
+        style = {"description_width": "initial"}
+        self.play = W.Play(value=0, min=0, max=1, step=1, interval=interval, description="Play")
+        self.frame = W.IntSlider(value=0, min=0, max=1, description="step", continuous_update=True,
+                                 layout=W.Layout(width="420px"))
+        W.link((self.play, "value"), (self.frame, "value"))
+        self.prev_button = W.Button(description="◀", tooltip="previous step", layout=W.Layout(width="40px"))
+        self.next_button = W.Button(description="▶", tooltip="next step", layout=W.Layout(width="40px"))
+        self.prev_button.on_click(lambda _: self._step(-1))
+        self.next_button.on_click(lambda _: self._step(+1))
+        self.speed = W.IntSlider(value=interval, min=20, max=1000, step=10, description="ms/step", style=style,
+                                 layout=W.Layout(width="220px"))
+        W.link((self.speed, "value"), (self.play, "interval"))
+        self.skip = W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="steps/tick", style=style,
+                               layout=W.Layout(width="150px"))
+        W.link((self.skip, "value"), (self.play, "step"))
+        self.status = W.HTML(value="")
+        self.export_name = W.Text(value=self.export_stem, description="file", layout=W.Layout(width="220px"))
+        self.png_button = W.Button(description="frame → PNG", tooltip="save the current frame for slides")
+        self.gif_button = W.Button(description="run → GIF", tooltip="save every frame as an animated GIF")
+        self.export_status = W.HTML(value="")
+        self.png_button.on_click(lambda _: self._export("png"))
+        self.gif_button.on_click(lambda _: self._export("gif"))
+        self.frame.observe(self._on_frame, names="value")
+        self.transport = W.HBox([self.play, self.prev_button, self.next_button, self.frame, self.speed, self.skip])
+        self.export_row = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_status])
+        self._controls = []          # config widgets, closed with the rest
+        self.widget = W.VBox([])
+
+    # --- for subclasses -----------------------------------------------------------------
+    def _layout(self, *config_rows):
+        """Assemble the box: transport, the subclass's config rows, status, canvas, export."""
+        for row in config_rows:
+            self._controls.extend(getattr(row, "children", ()))
+        self.widget.children = [self.transport, *config_rows, self.status, self._canvas_widget, self.export_row]
+
+    def _watch(self, *controls):
+        """Rebuild the view whenever one of these controls changes."""
+        for w in controls:
+            w.observe(self._on_config, names="value")
+            self._controls.append(w)
+
+    def _make_view(self):
+        """Build and return the view for the current configuration (subclasses override)."""
+        raise NotImplementedError
+
+    def _config_problem(self):
+        """A one-line reason the current configuration cannot be shown, or None."""
+        return None
+
+    # --- public API ---------------------------------------------------------------------
+    @property
+    def n_frames(self) -> int:
+        """Number of frames of the current view."""
+        return 0 if self._view is None else self._view.n_frames
+
+    def show_frame(self, k: int):
+        """Draw frame k (0 <= k < n_frames); returns the frame's state.
+        Raises TypeError for a non-integer k and IndexError out of range."""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise TypeError(f"k must be an integer frame index, got {k!r}")
+        if not 0 <= k < self.n_frames:
+            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
+        if self.frame.value != k:
+            self.frame.value = int(k)       # the observer draws it
+        else:
+            self._render(int(k))
+        return self.state
+
+    def save_png(self, path, k: int | None = None):
+        """Save frame k (default: the current frame) as a PNG file; returns its Path."""
+        from ..views.export import save_frame_png
+
+        k = self.frame.value if k is None else k
+        try:
+            return save_frame_png(self._view, k, path)
+        finally:
+            self._redraw_current()
+
+    def save_gif(self, path, *, frames=None, fps: float = 8):
+        """Save the run (or the given frame indices) as .gif (.mp4 with ffmpeg); returns its Path."""
+        from ..views.export import save_animation
+
+        try:
+            return save_animation(self._view, path, frames=frames, fps=fps)
+        finally:
+            self._redraw_current()
+
+    def close(self):
+        """Close the figure and every control of this widget (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.play.playing = False
+        blitter = getattr(self._view, "blitter", None)
+        if blitter is not None:
+            blitter.disconnect()
+        plt.close(self.fig)
+        for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.status,
+                  self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
+                  self.transport, self.export_row, *self._controls, *self.widget.children):
+            w.close()
+        self.widget.close()
+        registry.unregister(self.kind, self._key, self)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # --- internals ----------------------------------------------------------------------
+    def _step(self, delta: int):
+        if self.n_frames:
+            self.frame.value = int(np.clip(self.frame.value + delta, 0, self.n_frames - 1))
+
+    def _on_frame(self, change):
+        self._render(change["new"])
+
+    def _on_config(self, change=None):
+        self._rebuild()
+
+    def _rebuild(self):
+        """Re-make the view from the controls and go to frame 0; keep the old one if impossible."""
+        if self._closed:
+            return
+        problem = self._config_problem()
+        if problem:
+            self.status.value = f"<span style='color:#d62728'>⚠ {problem} Showing the previous run.</span>"
+            return
+        old = getattr(self._view, "blitter", None)
+        if old is not None:
+            old.disconnect()
+        self._view = self._make_view()
+        self.play.playing = False
+        n = self._view.n_frames
+        with self.frame.hold_trait_notifications():
+            self.frame.unobserve(self._on_frame, names="value")
+            self.play.value = 0
+            self.frame.value = 0
+            self.play.max = self.frame.max = max(n - 1, 0)
+            self.frame.observe(self._on_frame, names="value")
+        self._render(0)
+
+    def _render(self, k: int):
+        if self._closed or self._view is None:
+            return
+        k = int(np.clip(k, 0, self.n_frames - 1))
+        render = getattr(self._view, "render", None)
+        if render is not None:
+            self.state = render(k)
+        else:
+            self.state = self._view.draw_frame(k)
+            self.fig.canvas.draw_idle()
+        if self._png_mode:
+            buf = io.BytesIO()
+            self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
+            self._canvas_widget.value = buf.getvalue()
+
+    def _redraw_current(self):
+        blitter = getattr(self._view, "blitter", None)
+        if blitter is not None:
+            blitter.static_bg = None     # force a full redraw of the live canvas
+        self._render(self.frame.value)
+
+    def _export(self, kind: str):
+        name = (self.export_name.value or self.export_stem).strip()
+        try:
+            if kind == "png":
+                path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
+            else:
+                frames = range(0, self.n_frames, max(1, self.n_frames // 300))  # at most ~300 frames
+                self.export_status.value = "writing GIF …"
+                path = self.save_gif(f"{name}.gif", frames=frames)
+            self.export_status.value = f"saved <code>{path.resolve()}</code>"
+        except Exception as exc:  # a full disk or a bad name: say so, keep working
+            self.export_status.value = f"<span style='color:#d62728'>export failed: {type(exc).__name__}: {exc}</span>"
