@@ -4,7 +4,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from nbutil import run_notebook, widget_views
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -40,18 +40,14 @@ def test_notebook_is_committed_without_outputs(path):
             assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_top_to_bottom_and_widgets_respond(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
-    nb = nbformat.read(path, as_version=4)
-    if path.name == "00_start_here.ipynb":
-        nb.cells.append(nbformat.v4.new_code_cell(DRIVE_START_HERE))
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    texts = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    widget_views = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                    if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert widget_views, "no widget was displayed"
-    if path.name == "00_start_here.ipynb":
-        assert "DRIVEN-OK" in texts
-        assert "equal: True" in texts
+def test_start_here_runs_top_to_bottom_and_widgets_respond(tmp_path, monkeypatch):
+    nb, texts = run_notebook(ROOT / "notebooks" / "00_start_here.ipynb", tmp_path, monkeypatch, DRIVE_START_HERE)
+    assert widget_views(nb), "no widget was displayed"
+    assert "DRIVEN-OK" in texts
+    assert "equal: True" in texts
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name != "00_start_here.ipynb"], ids=lambda p: p.name)
+def test_every_chapter_has_its_own_driven_test(path):
+    """Each chapter is executed and driven by tests/test_nb_<number>.py."""
+    assert (ROOT / "tests" / f"test_nb_{path.name[:2]}.py").exists(), f"no driver test for {path.name}"

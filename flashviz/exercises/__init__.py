@@ -1,0 +1,57 @@
+"""Self-checking exercises for the lessons.
+
+Every check takes the learner's answer (a number, an array or a function), compares it with
+flashviz's own computation, and prints one line: ✓ right, or ✗ wrong with what was expected
+and what was given. A check never raises: an exception in the learner's code is reported
+in that one line too. Each check also returns a CheckResult (for tests and notebooks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CheckResult:
+    """ok: whether the answer is right; message: the one line shown to the learner."""
+
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def _repr_html_(self):
+        colour = "#2ca02c" if self.ok else "#d62728"
+        return f"<span style='color:{colour};font-weight:bold'>{self.message}</span>"
+
+    def __repr__(self):
+        return self.message
+
+
+def right(message: str) -> CheckResult:
+    return CheckResult(True, f"✓ Right: {message}")
+
+
+def wrong(message: str) -> CheckResult:
+    return CheckResult(False, f"✗ Not yet: {message}")
+
+
+def guarded(fn, *args, what: str = "your code", **kwargs):
+    """Call the learner's ``fn``; return (value, None) or (None, a one-line CheckResult)."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # the learner's code failed: say how, in one line
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return None, wrong(f"{what} raised {type(exc).__name__}: {first}")
+
+
+def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "your answer", unit: str = ""):
+    """Compare a numeric prediction with the computed value (relative tolerance ``rel``)."""
+    try:
+        a = float(answer)
+    except (TypeError, ValueError):
+        return wrong(f"{what} should be a number, got {answer!r}")
+    if abs(a - expected) <= rel * max(abs(expected), 1e-300):
+        return right(f"{what} = {a:,.6g}{unit} (computed: {expected:,.6g}{unit})")
+    return wrong(f"{what} = {a:,.6g}{unit}, but the run gives {expected:,.6g}{unit}")
