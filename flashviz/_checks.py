@@ -30,7 +30,9 @@ def as_matrix_stack(x, name: str) -> np.ndarray:
             x = np.asarray(x)
         except Exception as exc:  # ragged lists and the like
             raise TypeError(f"{name} must be a float array of shape (..., N, d): {exc}") from None
-    if x.dtype.kind in "iub":
+    if x.dtype.kind == "b":
+        raise TypeError(f"{name} must hold numbers, got a boolean array")
+    if x.dtype.kind in "iu":
         x = x.astype(np.float64)
     if x.dtype.type not in FLOAT_DTYPES:
         raise TypeError(f"{name} must have dtype float16, float32 or float64, got {x.dtype}")
@@ -84,24 +86,48 @@ def check_scale(scale, d: int) -> float:
         return 1.0 / float(np.sqrt(d))
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number or None, got {scale!r}")
-    if not np.isfinite(scale):
+    try:
+        value = float(scale)
+    except OverflowError:
+        raise ValueError(f"scale must be a finite float, got an integer with {len(str(scale))} digits") from None
+    if not np.isfinite(value):
         raise ValueError(f"scale must be finite, got {scale}")
-    return float(scale)
+    return value
+
+
+def check_score_range(Q: np.ndarray, K: np.ndarray, scale: float, acc_dtype) -> None:
+    """Refuse inputs whose scores scale·QKᵀ could overflow the accumulator type.
+
+    Bound (Cauchy–Schwarz): |scale·q·k| <= |scale|·max‖q‖·max‖k‖. Over 1/4 of the type's
+    largest finite value, scores (or their differences m_old − m_new) could become ±inf and
+    the softmax NaN or silently wrong, so this raises a one-line ValueError instead.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = float(np.sqrt(np.max(np.sum(np.square(Q, dtype=np.float64), axis=-1))))
+        k = float(np.sqrt(np.max(np.sum(np.square(K, dtype=np.float64), axis=-1))))
+        bound = abs(scale) * q * k
+    limit = float(np.finfo(acc_dtype).max) / 4
+    if not np.isfinite(bound) or bound > limit:
+        raise ValueError(f"scores scale·QKᵀ can reach about {bound:.3g}, beyond what {np.dtype(acc_dtype).name} "
+                         f"holds safely ({limit:.3g}): scale Q, K or scale down")
 
 
 def check_flag(value, name: str) -> bool:
+    """True/False (NumPy bools too); one-line TypeError otherwise."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 
 def check_itemsize(itemsize) -> int:
+    """Bytes per element: 1, 2, 4 or 8; one-line ValueError otherwise."""
     if isinstance(itemsize, bool) or not isinstance(itemsize, numbers.Integral) or itemsize not in (1, 2, 4, 8):
         raise ValueError(f"itemsize must be 1, 2, 4 or 8 bytes, got {itemsize!r}")
     return int(itemsize)
 
 
 def check_order(order) -> str:
+    """'fa2' or 'fa1'; one-line ValueError otherwise."""
     if order not in ("fa1", "fa2"):
         raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
     return order

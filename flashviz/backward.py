@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import as_matrix_stack, check_block, check_flag, check_qkv, check_scale, result_dtype
+from ._checks import (as_matrix_stack, check_block, check_flag, check_qkv, check_scale, check_score_range,
+                      result_dtype)
 from .iomodel import IOCount, backward_sram_working_set
 from .masking import tile_kind, visible
 from .online import safe_exp_diff
@@ -276,6 +277,7 @@ def flash_backward(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causal: b
         raise ValueError(f"record=True traces one head: pass Q, K, V of shape (N, d), got Q {Q.shape}")
     out_dtype = result_dtype(Q, K, V, O, dO)
     acc = np.float64 if out_dtype == np.float64 else np.float32
+    check_score_range(Q, K, scale, acc)
     b = np.dtype(out_dtype).itemsize
     lead = Q.shape[:-2]
     flat = lambda x, n, k: x.reshape(-1, n, k).astype(acc, copy=False)  # noqa: E731

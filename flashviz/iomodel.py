@@ -23,6 +23,7 @@ equal the sums over the trace of an actual run, exactly.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 from ._checks import check_block, check_flag, check_itemsize, check_order, check_size
@@ -285,3 +286,128 @@ def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br:
         t = n_key_blocks_visible(r1, Nk, Bc, Nq, causal)
         total += 2 * (r1 - i * Br) * min(t * Bc, Nk) * d
     return total
+
+
+# --------------------------------------------------------------------------------------------
+# Block size (chapter 4): the paper's choice of Br, Bc, the Θ(N²d²/M) curve of Theorem 2, and a
+# sweep of Br × Bc against an SRAM budget M. Every count below is ``flash_forward_io`` and
+# ``sram_working_set`` above; nothing is counted a second way.
+# --------------------------------------------------------------------------------------------
+
+#: block sizes the sweep tries by default (Br and Bc each)
+SWEEP_BLOCKS = (16, 32, 64, 128, 256)
+#: leading constant c of the Θ(N²d²/M) curve, per loop order (see ``asymptotic_flash_io``)
+ASYMPTOTIC_CONSTANT = {"fa2": 8, "fa1": 12}
+
+
+def _check_budget(M, name: str = "M") -> int:
+    if isinstance(M, bool) or not isinstance(M, numbers.Integral):
+        raise TypeError(f"{name} must be an integer number of bytes >= 1, got {M!r}")
+    if M < 1:
+        raise ValueError(f"{name} must be an integer number of bytes >= 1, got {M}")
+    return int(M)
+
+
+def paper_block_sizes(M: int, d: int, *, itemsize: int = 4) -> tuple[int, int]:
+    """The paper's block sizes for an SRAM of M bytes: Bc = ⌈M/(4d)⌉, Br = min(Bc, d).
+
+    M is in bytes and is converted to elements first (M // itemsize, rounded down), as the paper
+    counts SRAM in elements. The choice makes K_j and V_j (Bc×d) each about a quarter of SRAM and
+    keeps S_ij (Br×Bc ≤ M/4) in it too. It is sized for Algorithm 1's loop order (key blocks outer,
+    whose traffic is set by Bc); with the rounding up and m, l the exact ``sram_working_set`` may
+    exceed M by a little — check it. Returns (Br, Bc), ints >= 1.
+    Source: Dao et al. 2022, Algorithm 1, line 1. Raises ValueError/TypeError for M < 1 byte, a bad
+    d or itemsize, or M smaller than one element.
+    """
+    M, d, b = _check_budget(M), check_size(d, "d"), check_itemsize(itemsize)
+    M_el = M // b
+    if M_el < 1:
+        raise ValueError(f"M = {M} bytes holds no {b}-byte element; give M >= {b}")
+    Bc = -(-M_el // (4 * d))
+    return min(Bc, d), Bc
+
+
+def asymptotic_flash_io(N: int, d: int, M: int, *, itemsize: int = 4, order: str = "fa2") -> float:
+    """The paper's Θ(N²d²/M) HBM traffic of FlashAttention's forward pass, in bytes, with a stated constant.
+
+    Returns c·N²·d²/M_el elements times ``itemsize`` bytes, where M_el = M / itemsize is the SRAM size
+    in elements (M in bytes; not rounded) and c = 8 for order="fa2", 12 for order="fa1".
+    The constant is the leading term of the exact count when the block of the outer loop has the
+    paper's size B = M_el/(4d): FA2 re-reads K and V (2·N·d) once per query block, Tr = N/B times,
+    so 2·N·d·N·4d/M_el = 8·N²d²/M_el; FA1 (Algorithm 1) reads Q_i, O_i and writes O_i (3·N·d) once
+    per key block, Tc = N/B times: 12·N²d²/M_el. Lower-order terms (Q, O once, lse, m, l: O(N·d)
+    and O(N²d/M)) are left out, so the exact ``flash_forward_io`` count is slightly above it.
+    N: sequence length (Nq = Nk = N), d: head dim, M: SRAM bytes, itemsize: bytes per element.
+    Source: Dao et al. 2022, Theorem 2 and its proof (Appendix C). Raises ValueError/TypeError for
+    sizes < 1, a bad itemsize or order.
+    """
+    N, d, b = check_size(N, "N"), check_size(d, "d"), check_itemsize(itemsize)
+    M, order = _check_budget(M), check_order(order)
+    M_el = M / b
+    return ASYMPTOTIC_CONSTANT[order] * N * N * d * d / M_el * b
+
+
+def _check_blocks(blocks) -> tuple[int, ...]:
+    try:
+        out = tuple(blocks)
+    except TypeError:
+        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
+    if not out:
+        raise ValueError("blocks is empty: give at least one block size, e.g. (16, 32, 64, 128, 256)")
+    out = tuple(check_block(v, "each block size") for v in out)
+    if len(set(out)) != len(out):
+        raise ValueError(f"blocks must not repeat a size, got {out}")
+    return out
+
+
+def block_size_sweep(N: int, d: int, *, blocks=SWEEP_BLOCKS, itemsize: int = 4, sram_budget: int,
+                     order: str = "fa2", causal: bool = False, progress=None) -> list[dict]:
+    """Every Br × Bc from ``blocks``: HBM traffic, FLOPs, SRAM working set and whether it fits.
+
+    N: sequence length (Nq = Nk = N); d: head dim (dv = d); blocks: the sizes tried for Br and for Bc
+    (distinct integers >= 1); itemsize: bytes per element; sram_budget: M, on-chip bytes one thread
+    block may use (e.g. 232,448 on an H100/H200); order, causal: as in ``flash_forward_io``;
+    progress: optional callable(i, n) called after each configuration (a tqdm update, say).
+    Returns one dict per configuration, Br outer and Bc inner in the order of ``blocks``, with keys
+    Br, Bc, Tr, Tc (⌈N/Br⌉, ⌈N/Bc⌉), hbm_bytes (read + written), hbm_read_bytes, hbm_write_bytes,
+    flops (matmul), sram_bytes (``sram_working_set`` of the tile, clipped to N) and fits
+    (sram_bytes <= sram_budget). A configuration that does not fit would spill out of SRAM: a real
+    kernel either cannot launch it or pays extra memory traffic the model does not count.
+    Source: ``flash_forward_io`` (Dao et al. 2022, Algorithm 1 and Theorem 2; Dao 2023).
+    Raises ValueError/TypeError for bad sizes, blocks, budget, itemsize or order.
+    """
+    N, d, b = check_size(N, "N"), check_size(d, "d"), check_itemsize(itemsize)
+    M, order, causal = _check_budget(sram_budget, "sram_budget"), check_order(order), check_flag(causal, "causal")
+    blocks = _check_blocks(blocks)
+    rows, n = [], len(blocks) ** 2
+    for Br in blocks:
+        for Bc in blocks:
+            io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=b, order=order, causal=causal)
+            rows.append({"Br": Br, "Bc": Bc, "Tr": -(-N // Br), "Tc": -(-N // Bc), "hbm_bytes": io.hbm_bytes,
+                         "hbm_read_bytes": io.hbm_read_bytes, "hbm_write_bytes": io.hbm_write_bytes,
+                         "flops": io.flops, "sram_bytes": io.sram_bytes, "fits": io.sram_bytes <= M})
+            if progress is not None:
+                progress(len(rows), n)
+    return rows
+
+
+def best_of_sweep(rows) -> dict | None:
+    """The fitting row of a ``block_size_sweep`` with the least HBM traffic; ties go to the largest
+    tile Br·Bc, then the larger Br. None when no row fits."""
+    fitting = [r for r in rows if r["fits"]]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda r: (r["hbm_bytes"], -r["Br"] * r["Bc"], -r["Br"]))
+
+
+def best_fitting_blocks(N: int, d: int, *, blocks=SWEEP_BLOCKS, itemsize: int = 4, sram_budget: int,
+                        order: str = "fa2", causal: bool = False) -> dict | None:
+    """The optimum of ``block_size_sweep`` (same arguments): the configuration that fits in
+    ``sram_budget`` bytes with the least HBM traffic; among equal traffic, the largest tile Br·Bc
+    (then the larger Br). Returns that row (a dict, see ``block_size_sweep``), or None when no
+    configuration fits. In FA2 order the traffic depends on Br only (K, V re-read Tr times), in FA1
+    order on Bc only (Q, O passes Tc times), so the other block is as large as still fits.
+    Raises ValueError/TypeError as ``block_size_sweep``.
+    """
+    return best_of_sweep(block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=sram_budget,
+                                          order=order, causal=causal))

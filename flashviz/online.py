@@ -35,9 +35,14 @@ def safe_exp_diff(a, b):
 class OnlineSoftmaxStep:
     """State after streaming block ``j`` (elements [c0, c1)) of one row.
 
+    m_old: running max before the block (-inf before the first block).
     m, l: running max and running sum after the block (float64 scalars).
-    rescale: exp(m_old - m_new) applied to the old sum (1.0 when the max did not move).
+    rescale: exp(m_old - m_new), the factor the exact algorithm applies to the old sum
+        (1.0 when the max did not move; 0.0 for the first block, where l_old = 0). It is
+        recorded even in the "break it" mode, where it is NOT applied (see ``applied``).
     p_block: exp(x_block - m_new), the block's unnormalised weights.
+    applied: True when ``rescale`` was applied to the old sum (the exact algorithm);
+        False in the "break it" mode (``rescale=False``), where l = l_old + sum(p_block).
     """
 
     j: int
@@ -48,6 +53,7 @@ class OnlineSoftmaxStep:
     l: float
     rescale: float
     p_block: np.ndarray
+    applied: bool = True
 
 
 def _check_row(x) -> np.ndarray:
@@ -84,7 +90,8 @@ def online_softmax_steps(x, *, block: int, rescale: bool = True) -> list[OnlineS
         alpha = float(safe_exp_diff(m, m_new)) if rescale else 1.0  # break it: never correct
         p_block = safe_exp_diff(xb, np.float64(m_new))
         l = alpha * l + float(p_block.sum())
-        steps.append(OnlineSoftmaxStep(j, c0, c1, m, m_new, l, float(safe_exp_diff(m, m_new)), p_block))
+        steps.append(OnlineSoftmaxStep(j, c0, c1, m, m_new, l, float(safe_exp_diff(m, m_new)), p_block,
+                                       applied=rescale))
         m = m_new
     return steps
 
@@ -114,3 +121,33 @@ def online_softmax(x, *, block: int, rescale: bool = True) -> np.ndarray:
     if l == 0.0:
         return np.zeros_like(x)
     return safe_exp_diff(x, np.float64(m)) / l
+
+
+def naive_softmax(x, *, dtype=np.float32) -> np.ndarray:
+    """exp(x) / sum(exp(x)) in ``dtype``, WITHOUT subtracting the max — the "break it" demo.
+
+    exp overflows to inf above x ≈ 88.7 in float32 and x ≈ 709.8 in float64, so scores near
+    800 give inf / inf = NaN (and 0 for the entries that did not overflow). The result is
+    returned as computed, NaN and all (floating-point warnings are silenced on purpose);
+    compare ``online_softmax``, which subtracts the running max and never overflows.
+
+    Parameters: x (N,) float scores (-inf allowed for masked entries); dtype float16,
+    float32 (default) or float64 — the type the exponentials and the sum are computed in.
+    Returns an (N,) array of ``dtype``. Raises TypeError/ValueError like ``online_softmax``.
+    """
+    x = _check_row(x)
+    dt = _check_float_dtype(dtype)
+    xd = x.astype(dt)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(xd)
+        return (e / e.sum(dtype=dt)).astype(dt)
+
+
+def _check_float_dtype(dtype) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float16, float32 or float64, got {dtype!r}") from None
+    if dt.type not in (np.float16, np.float32, np.float64):
+        raise TypeError(f"dtype must be float16, float32 or float64, got {dt}")
+    return dt

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_flag, check_qkv, check_scale
+from ._checks import check_flag, check_qkv, check_scale, check_score_range
 from .masking import visible
 
 
@@ -36,13 +36,15 @@ def attention(Q, K, V, *, causal: bool = False, scale=None, return_lse: bool = F
     Raises
     ------
     TypeError for non-float or non-array input; ValueError for wrong ndim, mismatched
-    shapes or NaN/inf entries.
+    shapes, NaN/inf entries, or scores that could overflow float64.
     """
     Q, K, V = check_qkv(Q, K, V)
     causal = check_flag(causal, "causal")
+    return_lse = check_flag(return_lse, "return_lse")
     Nq, d = Q.shape[-2:]
     Nk = K.shape[-2]
     scale = check_scale(scale, d)
+    check_score_range(Q, K, scale, np.float64)
     Q64, K64, V64 = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
     S = scale * (Q64 @ np.swapaxes(K64, -1, -2))
     if causal:

@@ -15,6 +15,8 @@ from .iomodel import IOCount, standard_attention_io
 from .masking import tile_kind
 from .trace import Trace
 
+_SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
+
 STEP_TEXT = {
     "init": "initialise O = 0, l = 0, m = −inf in HBM",
     "load_Q": "load Q{i} from HBM into SRAM",
@@ -24,7 +26,12 @@ STEP_TEXT = {
     "accumulate_O": "O{i} ← exp(m_old − m_new) · O{i} + P{i},{j} V{j}",
     "write_O": "O{i} ← O{i} / l{i};  write O{i}, lse{i} to HBM",
 }
-_SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
+# Algorithm 1 (FA1 order): O, l, m go back and forth to HBM at every step
+STEP_TEXT_FA1 = dict(STEP_TEXT, load_Q="load Q{i}, O{i}, l{i}, m{i} from HBM into SRAM",
+                     write_O="write O{i} (normalised), l{i}, m{i} back to HBM")
+# rescale=False ("break it"): the correction is skipped
+STEP_TEXT_BROKEN = {"update_ml": "m{i}, l{i} updated WITHOUT rescaling the old sum (break it)",
+                    "accumulate_O": "O{i} ← O{i} + P{i},{j} V{j}   (old O{i} not rescaled: break it)"}
 
 
 def sub(n: int) -> str:
@@ -34,16 +41,17 @@ def sub(n: int) -> str:
 
 @dataclass
 class FrameState:
-    """Everything one frame shows. Arrays are views into the replay's buffers: do not modify.
+    """Everything one frame shows (arrays are the caller's own copies or read-only views).
 
     k: frame index; event: the TraceEvent just done; text: a sentence describing it;
-    i, j: current query / key block (-1 if none); S_shown: (Nq, Nk) scores computed so
-    far (NaN where not yet computed, -inf where masked); m, l, m_old, rescale: rows of the
-    current query block (None before the block's first update); O_acc: the current O_i
-    accumulator (unnormalised) or None; O_done: (Nq, dv) finished rows (NaN elsewhere);
-    hbm_bytes: bytes moved so far; tiles_done: number of computed tiles so far;
-    rows_written: rows of O written to HBM so far; rescale_j: the key block of the latest
-    m/l update shown (-1 if none).
+    i, j: current query / key block (-1 if none); shown_tiles: (Tr, Tc) bool, tiles whose
+    scores were computed so far (``Replay.scores_shown(k)`` gives the (Nq, Nk) picture);
+    m, l, m_old, rescale: rows of the current query block after its latest m/l update
+    (None before it); rescale_j: that update's key block; O_acc, O_acc_l: the O_i
+    accumulator (unnormalised) and the l it goes with, or None; O_done: (Nq, dv) rows
+    written to HBM so far (NaN elsewhere); hbm_bytes: bytes moved so far; tiles_done:
+    computed tiles so far; rows_written: rows of O written so far; writes_done: write events
+    (O to HBM) so far.
     """
 
     k: int
@@ -51,7 +59,7 @@ class FrameState:
     text: str
     i: int
     j: int
-    S_shown: np.ndarray
+    shown_tiles: np.ndarray
     m: np.ndarray | None
     l: np.ndarray | None
     m_old: np.ndarray | None
@@ -62,10 +70,20 @@ class FrameState:
     tiles_done: int
     rows_written: int
     rescale_j: int = -1
+    O_acc_l: np.ndarray | None = None
+    writes_done: int = 0
+
+
+def _readonly(a):
+    if a is None:
+        return None
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 class Replay:
-    """Index a recorded Trace for fast random access to frames (O(Nq·Nk) per frame)."""
+    """Index a recorded Trace for fast random access to frames."""
 
     def __init__(self, trace: Trace):
         if not trace.events:
@@ -75,18 +93,25 @@ class Replay:
         n = len(ev)
         self.n_frames = n
         Tr, Tc = trace.Tr, trace.Tc
+        never = np.iinfo(np.int64).max
         self.S_full = np.full((trace.Nq, trace.Nk), np.nan)
-        self.tile_at = np.full((Tr, Tc), np.iinfo(np.int64).max, dtype=np.int64)  # compute_S index
-        self.O_full = np.full((trace.Nq, trace.dv), np.nan)
-        self.rows_written_at = np.full(trace.Nq, np.iinfo(np.int64).max, dtype=np.int64)
+        self.tile_at = np.full((Tr, Tc), never, dtype=np.int64)       # compute_S index of each tile
+        self.O_full = np.full((trace.Nq, trace.dv), np.nan)           # the last O written to each row
+        self.rows_written_at = np.full(trace.Nq, never, dtype=np.int64)
+        self._writes = []                                              # (event index, r0, r1, O) in order
         self._stat_at = np.full(n, -1, dtype=np.int64)   # latest event ≤ k carrying m/l for the current block
         self._acc_at = np.full(n, -1, dtype=np.int64)    # latest accumulate_O ≤ k for the current block
         self._upd_at = np.full(n, -1, dtype=np.int64)    # latest update_ml ≤ k for the current block
         last_stat = last_acc = last_upd = -1
-        cur_i = -1
+        cur = None
         for idx, e in enumerate(ev):
-            if e.i != cur_i and e.kind in ("load_Q", "init"):
-                cur_i, last_stat, last_acc, last_upd = e.i, -1, -1, -1
+            block = (e.i, e.j) if trace.order == "fa1" else e.i
+            if e.kind in ("load_Q", "init") and block != cur:
+                cur, last_stat, last_acc, last_upd = block, -1, -1, -1
+            if e.kind == "init":                         # FA1: O = 0 is written for every row
+                self.O_full[:] = 0.0
+                self.rows_written_at[:] = idx
+                self._writes.append((idx, 0, trace.Nq, np.zeros((trace.Nq, trace.dv))))
             if e.kind == "compute_S":
                 self.S_full[e.r0:e.r1, e.c0:e.c1] = e.S
                 self.tile_at[e.i, e.j] = idx
@@ -98,8 +123,10 @@ class Replay:
                 last_upd = idx
             if e.kind == "write_O":
                 self.O_full[e.r0:e.r1] = e.O
-                self.rows_written_at[e.r0:e.r1] = idx
+                self.rows_written_at[e.r0:e.r1] = np.minimum(self.rows_written_at[e.r0:e.r1], idx)
+                self._writes.append((idx, e.r0, e.r1, e.O))
             self._stat_at[idx], self._acc_at[idx], self._upd_at[idx] = last_stat, last_acc, last_upd
+        self._write_idx = np.array([w[0] for w in self._writes], dtype=np.int64)
         self._row_tile = np.repeat(np.arange(Tr), trace.Br)[: trace.Nq]
         self._col_tile = np.repeat(np.arange(Tc), trace.Bc)[: trace.Nk]
         self.cum_bytes = trace.cumulative_hbm_bytes()
@@ -110,33 +137,44 @@ class Replay:
         self.tile_kinds = np.array([[tile_kind(i * trace.Br, min((i + 1) * trace.Br, trace.Nq), j * trace.Bc,
                                                min((j + 1) * trace.Bc, trace.Nk), trace.Nq, trace.Nk, trace.causal)
                                      for j in range(Tc)] for i in range(Tr)])
-        self._S_buf = np.empty_like(self.S_full)
-        self._O_buf = np.empty_like(self.O_full)
+        texts = STEP_TEXT_FA1 if trace.order == "fa1" else STEP_TEXT
+        self._texts = dict(texts, **(STEP_TEXT_BROKEN if not trace.rescale else {}))
 
     def io_so_far(self, k: int) -> IOCount:
         """The IOCount of events[0..k] (a sum over the trace)."""
         return self.trace.io(k + 1)
+
+    def scores_shown(self, k: int) -> np.ndarray:
+        """(Nq, Nk) float64: the scores computed by frame k, NaN where not yet (-inf where masked)."""
+        shown = (self.tile_at <= k)[self._row_tile][:, self._col_tile]
+        return np.where(shown, self.S_full, np.nan)
+
+    def output_written(self, k: int) -> np.ndarray:
+        """(Nq, dv) float64: O as it stands in HBM after frame k (NaN for rows not yet written)."""
+        O = np.full_like(self.O_full, np.nan)
+        for idx, r0, r1, rows in self._writes:
+            if idx > k:
+                break
+            O[r0:r1] = rows
+        return O
 
     def state(self, k: int) -> FrameState:
         """The state after event k (0 <= k < n_frames). Raises IndexError otherwise."""
         if not 0 <= k < self.n_frames:
             raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
         e = self.trace.events[k]
-        shown = (self.tile_at <= k)[self._row_tile][:, self._col_tile]
-        np.copyto(self._S_buf, self.S_full)
-        self._S_buf[~shown] = np.nan
-        np.copyto(self._O_buf, self.O_full)
-        self._O_buf[self.rows_written_at > k] = np.nan
         st = self.trace.events[self._stat_at[k]] if self._stat_at[k] >= 0 else None
         acc = self.trace.events[self._acc_at[k]] if self._acc_at[k] >= 0 else None
         upd = self.trace.events[self._upd_at[k]] if self._upd_at[k] >= 0 else None
-        text = STEP_TEXT[e.kind].format(i=sub(e.i), j=sub(e.j))
+        text = self._texts[e.kind].format(i=sub(e.i), j=sub(e.j))
         return FrameState(
-            k=k, event=e, text=text, i=e.i, j=e.j, S_shown=self._S_buf,
-            m=None if st is None else st.m, l=None if st is None else st.l,
-            m_old=None if upd is None else upd.m_old, rescale=None if upd is None else upd.rescale,
-            O_acc=None if acc is None else acc.O, O_done=self._O_buf,
-            hbm_bytes=int(self.cum_bytes[k]), tiles_done=int((self.tile_at <= k).sum()),
-            rows_written=int((self.rows_written_at <= k).sum()),
+            k=k, event=e, text=text, i=e.i, j=e.j, shown_tiles=self.tile_at <= k,
+            m=_readonly(None if st is None else st.m), l=_readonly(None if st is None else st.l),
+            m_old=_readonly(None if upd is None else upd.m_old),
+            rescale=_readonly(None if upd is None else upd.rescale),
+            O_acc=_readonly(None if acc is None else acc.O), O_acc_l=_readonly(None if acc is None else acc.l),
+            O_done=self.output_written(k), hbm_bytes=int(self.cum_bytes[k]),
+            tiles_done=int((self.tile_at <= k).sum()), rows_written=int((self.rows_written_at <= k).sum()),
             rescale_j=-1 if upd is None else upd.j,
+            writes_done=int(np.searchsorted(self._write_idx, k, side="right")),
         )

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_block, check_flag, check_order, check_qkv, check_scale, result_dtype
+from ._checks import (check_block, check_flag, check_order, check_qkv, check_scale, check_score_range,
+                      result_dtype)
 from .iomodel import IOCount, sram_working_set
 from .masking import n_key_blocks_visible, tile_kind, visible
 from .online import safe_exp_diff
@@ -173,8 +174,8 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
     Raises
     ------
     TypeError / ValueError for non-arrays, non-float dtypes, wrong ndim, mismatched shapes,
-    NaN/inf inputs, block sizes that are not integers >= 1, a bad order, or record=True
-    with batched inputs.
+    NaN/inf inputs, scores that could overflow the accumulator type, block sizes that are
+    not integers >= 1, a bad order, or record=True with batched inputs.
     """
     Q, K, V = check_qkv(Q, K, V)
     Br, Bc = check_block(Br, "Br"), check_block(Bc, "Bc")
@@ -188,6 +189,7 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
         raise ValueError(f"record=True traces one head: pass Q, K, V of shape (N, d), got Q {Q.shape}")
     out_dtype = result_dtype(Q, K, V)
     acc = np.float64 if out_dtype == np.float64 else np.float32
+    check_score_range(Q, K, scale, acc)
     b = np.dtype(out_dtype).itemsize
     lead = Q.shape[:-2]
     Qf = Q.reshape(-1, Nq, d).astype(acc, copy=False)
@@ -198,7 +200,7 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
     run = _forward_fa2 if order == "fa2" else _forward_fa1
     outs, io, trace = [], IOCount(sram_bytes=sram), None
     for h in range(Qf.shape[0]):
-        tr = Trace(Nq, Nk, d, dv, Br, Bc, causal, order, scale, b, sram)
+        tr = Trace(Nq, Nk, d, dv, Br, Bc, causal, order, scale, b, sram, rescale=rescale)
         rec = Recorder(tr, record)
         outs.append(run(Qf[h], Kf[h], Vf[h], Br, Bc, scale_acc, causal, rescale, rec, acc, b))
         io.add(rec.io.reads, rec.io.writes, rec.io.flops)

@@ -66,7 +66,9 @@ class Trace:
     """All events of one run plus its configuration.
 
     Nq, Nk, d, dv: sizes; Br, Bc, Tr, Tc: blocks; causal, order, scale; itemsize: bytes
-    per element used for the byte counts; sram_bytes: on-chip working set reserved.
+    per element used for the byte counts; sram_bytes: on-chip working set reserved; rescale:
+    False for a "break it" run (the events' ``rescale`` then holds the factor the exact
+    algorithm would apply, which this run did not).
     """
 
     Nq: int
@@ -81,13 +83,16 @@ class Trace:
     itemsize: int
     sram_bytes: int
     events: list = field(default_factory=list)
+    rescale: bool = True      # False: the "break it" run, where exp(m_old − m_new) is NOT applied
 
     @property
     def Tr(self) -> int:
+        """Number of query blocks, ceil(Nq / Br)."""
         return -(-self.Nq // self.Br)
 
     @property
     def Tc(self) -> int:
+        """Number of key blocks, ceil(Nk / Bc)."""
         return -(-self.Nk // self.Bc)
 
     def __len__(self) -> int:
@@ -118,6 +123,7 @@ class Recorder:
         self.io = IOCount(sram_bytes=trace.sram_bytes)
 
     def emit(self, kind, i, j, r0, r1, c0, c1, *, reads=None, writes=None, flops=0, tile="", **snap):
+        """Count one step (bytes per tensor, FLOPs); when recording, keep it with copies of ``snap``."""
         self.io.add(reads, writes, flops)
         if self.record:
             snap = {k: (None if v is None else np.array(v, copy=True)) for k, v in snap.items()}

@@ -63,3 +63,26 @@ def test_bad_data_and_model_arguments(call, exc):
     with pytest.raises(exc) as info:
         call()
     one_line(info)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fv.flash_forward(np.array([[1e20, 0.0]], np.float32), np.array([[1e20, 0.0]], np.float32),
+                             np.ones((1, 2), np.float32)),
+    lambda: fv.attention(np.array([[1e160, 0.0]]), np.array([[1e160, 0.0]]), Q[:1, :2]),
+    lambda: fv.flash_forward(Q, Q, Q, scale=1e308),
+    lambda: fv.flash_forward(Q, Q, Q, scale=-1e308),
+])
+def test_scores_that_would_overflow_are_refused_not_nan(call):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert "scores" in one_line(info)
+
+
+def test_other_bad_options():
+    with pytest.raises(TypeError):
+        fv.attention(Q, Q, Q, return_lse="no")
+    with pytest.raises(TypeError):
+        fv.flash_forward(Q > 0, Q, Q)
+    with pytest.raises(ValueError) as info:
+        fv.flash_forward(Q, Q, Q, scale=10**400)
+    assert "scale" in one_line(info)

@@ -205,3 +205,44 @@ def test_short_option_names_are_accepted():
         assert w.result.trace.itemsize == 2
     finally:
         w.close()
+
+
+def test_bad_seed_is_refused_and_a_failed_constructor_leaks_no_figure():
+    plt.close("all")
+    for seed in ("abc", -1):
+        with pytest.raises((TypeError, ValueError)) as info:
+            fv.TileExplorer(source="random", seed=seed)
+        assert "seed" in str(info.value)
+    assert plt.get_fignums() == []
+
+
+def test_switching_to_real_inputs_rebuilds_once(monkeypatch):
+    w = fv.TileExplorer(N=600, d=64, source="random", key="switch")
+    try:
+        calls = []
+        original = type(w)._make_view
+        monkeypatch.setattr(type(w), "_make_view", lambda self: calls.append(1) or original(self))
+        w.source.value = "real"
+        assert len(calls) == 1 and w.result.O.shape == (512, 32)
+    finally:
+        w.close()
+
+
+def test_close_closes_every_comm():
+    from ipywidgets.widgets.widget import _instances   # ipywidgets 8: every live widget (comm) by id
+
+    before = set(_instances)
+    w = fv.TileExplorer(N=32, source="random", key="comms")
+    assert len(set(_instances) - before) > 20
+    w.close()
+    assert set(_instances) - before == set()
+
+
+def test_break_it_panel_says_not_applied(explorer):
+    w = explorer
+    w.source.value = "adversarial"
+    w.rescale.value = False
+    k = next(k for k, e in enumerate(w.result.trace.events) if e.kind == "update_ml" and e.j == 1)
+    w.show_frame(k)
+    assert "NOT applied" in w._view.rows.fired.get_text()
+    assert "WITHOUT rescaling" in w._view.step.get_text()

@@ -65,7 +65,7 @@ class ExplorerFigure:
     @staticmethod
     def _slow_key(s):
         """Changes exactly when an image's content changes (tiles computed, rows written, accumulator)."""
-        return (s.tiles_done, s.rows_written, id(s.O_acc), id(s.l))
+        return (s.tiles_done, s.writes_done, id(s.O_acc), id(s.O_acc_l))
 
     def draw_frame(self, k: int):
         """Update all artists to frame k (does not render; the caller draws the canvas)."""

@@ -10,6 +10,8 @@ from . import style
 
 
 class OutputPanel:
+    """The O_i accumulator (shown divided by its l_i) and the rows of O written to HBM."""
+
     def __init__(self, ax_acc, ax_O, replay):
         tr = replay.trace
         self.Br, self.dv = tr.Br, tr.dv
@@ -32,10 +34,12 @@ class OutputPanel:
             ax.yaxis.set_major_locator(MaxNLocator(5, integer=True))
 
     def update(self, s):
+        """Draw the accumulator and the written rows of frame state ``s``."""
         self._acc[:] = np.nan
-        if s.O_acc is not None and s.l is not None:
-            n = len(s.O_acc)
+        if s.O_acc is not None and s.O_acc_l is not None:
+            n = len(s.O_acc)          # the accumulator and the l of the same step: both relative to one m
+            l = s.O_acc_l
             with np.errstate(invalid="ignore", divide="ignore"):
-                self._acc[:n] = np.where(s.l[:, None] > 0, s.O_acc / np.where(s.l > 0, s.l, 1)[:, None], np.nan)
+                self._acc[:n] = np.where(l[:, None] > 0, s.O_acc / np.where(l > 0, l, 1)[:, None], np.nan)
         self.acc.set_data(self._acc)
         self.O.set_data(s.O_done)

@@ -28,6 +28,7 @@ class RowStatsPanel:
         self.axes = (ax_m, ax_l, ax_r)
         self.ax_r = ax_r
         self.Br = min(tr.Br, tr.Nq)
+        self.applied = tr.rescale        # False: a "break it" run, the factor is computed but not applied
         x = np.arange(self.Br)
         nan = np.full(self.Br, np.nan)
         (self.m_old,) = ax_m.plot(x, nan, "o", mfc="none", mec="0.5", ms=3)
@@ -60,12 +61,14 @@ class RowStatsPanel:
         return out
 
     def update(self, s):
+        """Draw m, m_old, l and the rescale factors of frame state ``s``."""
         self.m.set_ydata(self._pad(s.m))
         self.m_old.set_ydata(self._pad(s.m_old))
         self.l.set_ydata(self._pad(s.l))
         r = np.nan_to_num(self._pad(s.rescale))
         self.bars.set_segments([[(x, 0), (x, h)] for x, h in enumerate(r)])
-        self.bars.set_color([style.CURRENT if h < 1 else "0.8" for h in r])  # orange: the factor fired
+        fired_colour = style.CURRENT if self.applied else style.BAD
+        self.bars.set_color([fired_colour if h < 1 else "0.8" for h in r])  # orange: the factor fired
         where = f" after K{sub(s.rescale_j)}" if s.rescale_j >= 0 else ""
         if s.rescale is None:
             text = "rescale factor exp(m_old − m_new)"
@@ -79,4 +82,6 @@ class RowStatsPanel:
                 smallest = float(np.min(s.m_old[fired] - s.m[fired]))   # log of the smallest factor
                 tiny = f", smallest e^{smallest:.0f}" if smallest < -5 else ""
                 text = f"rescale{where}: fired on {int(fired.sum())}/{len(fired)} rows{tiny}"
+                if not self.applied:
+                    text = f"rescale OFF{where}: {int(fired.sum())}/{len(fired)} rows needed it{tiny} — NOT applied"
         self.fired.set_text(text)

@@ -12,7 +12,7 @@ from . import style
 
 
 class TilesPanel:
-    """Draws into ``ax``; ``update(state)`` moves the artists for one frame."""
+    """The score matrix panel. Draws into ``ax``; ``update(state)`` moves the artists for one frame."""
 
     def __init__(self, ax, replay):
         tr = replay.trace
@@ -20,14 +20,22 @@ class TilesPanel:
         lo, hi = replay.S_range
         if hi <= lo:
             hi = lo + 1.0
-        self.image = ax.imshow(replay.S_full * np.nan, cmap=style.score_cmap(), vmin=lo, vmax=hi,
+        # Display buffer, updated tile by tile; strided for large N (the axes have ~400 pixels).
+        self.stride = max(1, max(tr.Nq, tr.Nk) // 512)
+        st = self.stride
+        S_disp = np.where(np.isneginf(replay.S_full), lo - 1.0, replay.S_full)   # masked → "under" colour
+        self._S_disp = S_disp[::st, ::st]
+        self._buf = np.full_like(self._S_disp, np.nan)
+        self._shown = np.zeros_like(replay.tile_at, dtype=bool)
+        self._tile_rows = [slice(-(-i * tr.Br // st), -(-min((i + 1) * tr.Br, tr.Nq) // st)) for i in range(tr.Tr)]
+        self._tile_cols = [slice(-(-j * tr.Bc // st), -(-min((j + 1) * tr.Bc, tr.Nk) // st)) for j in range(tr.Tc)]
+        self.image = ax.imshow(self._buf, cmap=style.score_cmap(), vmin=lo, vmax=hi,
                                extent=(0, tr.Nk, tr.Nq, 0), interpolation="nearest", aspect="auto")
         rows = np.arange(0, tr.Nq + 1, tr.Br)
         cols = np.arange(0, tr.Nk + 1, tr.Bc)
         segs = [[(0, r), (tr.Nk, r)] for r in rows] + [[(c, 0), (c, tr.Nq)] for c in cols]
         self.grid = LineCollection(segs if len(segs) <= 600 else [], colors="0.6", linewidths=0.5)
         ax.add_collection(self.grid)  # tile borders (drawn over the scores; too dense past 600 lines)
-        self.under = lo - 1.0          # masked (-inf) entries are drawn in the colormap's "under" colour
         skipped = [Rectangle((j * tr.Bc, i * tr.Br), tr.Bc, tr.Br)
                    for i, j in zip(*np.nonzero(replay.tile_kinds == "skipped"))]
         if skipped:
@@ -58,9 +66,11 @@ class TilesPanel:
 
     def update(self, s):
         tr, e = self.tr, s.event
-        shown = s.S_shown.copy()
-        shown[np.isneginf(shown)] = self.under
-        self.image.set_data(shown)
+        for i, j in zip(*np.nonzero(s.shown_tiles != self._shown)):   # usually one tile per frame
+            rs, cs = self._tile_rows[i], self._tile_cols[j]
+            self._buf[rs, cs] = self._S_disp[rs, cs] if s.shown_tiles[i, j] else np.nan
+        self._shown = s.shown_tiles.copy()
+        self.image.set_data(self._buf)
         q_on = e.i >= 0 and e.kind != "init"
         k_on = e.j >= 0 and not (tr.order == "fa2" and e.kind in ("load_Q", "write_O"))
         self.q_strip.set_visible(q_on)

@@ -69,6 +69,15 @@ def check_bool(value, name):
     return bool(value)
 
 
+def close_widget(w) -> None:
+    """Close an ipywidget and the Layout/Style models it owns (each is a comm of its own)."""
+    for part in ("layout", "style"):
+        sub = getattr(w, part, None)
+        if isinstance(sub, W.Widget):
+            sub.close()
+    w.close()
+
+
 class FrameWidget:
     """Base class: transport, canvas, export, status and cleanup for one animated figure."""
 
@@ -202,9 +211,8 @@ class FrameWidget:
         plt.close(self.fig)
         for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
-                  self.transport, self.export_row, *self._controls, *self.widget.children):
-            w.close()
-        self.widget.close()
+                  self.transport, self.export_row, *self._controls, *self.widget.children, self.widget):
+            close_widget(w)
         registry.unregister(self.kind, self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):

@@ -95,7 +95,15 @@ class TileExplorer(FrameWidget):
             raise ValueError(f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles, more than the {MAX_TILES:,} "
                              f"an animation can show; use larger blocks or a smaller N")
         causal, rescale = check_bool(causal, "causal"), check_bool(rescale, "rescale")
+        seed = check_int(seed, "seed", 0)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        try:
+            self._build(N, d, Br, Bc, causal, source, rescale, dtype, sram_budget, seed)
+        except BaseException:
+            self.close()       # a failed constructor leaves no figure behind
+            raise
+
+    def _build(self, N, d, Br, Bc, causal, source, rescale, dtype, sram_budget, seed):
         self.seed = seed
         self.result = None
         self.replay = None
@@ -129,17 +137,23 @@ class TileExplorer(FrameWidget):
 
     def _on_source(self, change):
         real = change["new"] == "real"
-        with self.d.hold_trait_notifications(), self.N.hold_trait_notifications():
+        self._suspended = True            # one rebuild for the whole switch, not one per control
+        try:
             if real:
-                self.d.unobserve(self._on_config, names="value")
                 self.d.value = 32
-                self.d.observe(self._on_config, names="value")
-                if self.N.value > 512:
-                    self.N.unobserve(self._on_config, names="value")
-                    self.N.value = 512
-                    self.N.observe(self._on_config, names="value")
+                self.N.value = min(self.N.value, 512)
             self.N.max = 512 if real else MAX_N
             self.d.disabled = real
+        finally:
+            self._suspended = False
+        self._rebuild()
+
+    def _on_config(self, change=None):
+        if getattr(self, "_suspended", False):
+            return
+        if self.source.value == "real" and self.d.value != 32:   # the real inputs have d = 32
+            self.d.value = 32
+            return
         self._rebuild()
 
     def _config_problem(self):

@@ -15,6 +15,7 @@ from .. import gpu
 from ..iomodel import flash_forward_io, standard_attention_io
 from ..views.style import fmt_bytes
 from . import registry
+from .base import close_widget
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
 
@@ -120,14 +121,15 @@ class GPUPanel:
             for name in ("Br", "Bc", "d", "causal"):
                 getattr(explorer, name).observe(self._refresh, names="value")
         self.N.observe(self._refresh, names="value")
-        self.widget = W.VBox([W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)"),
-                              W.HBox([self.N, self.run_button, self.config]), self.status, self.result_html,
-                              self.recorded_html])
+        self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)"),
+                       W.HBox([self.N, self.run_button, self.config])]
+        self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html])
         self._refresh()
 
     # configuration follows the explorer
     @property
     def params(self) -> dict:
+        """The kernel configuration now: Br, Bc, d and causal (from the explorer when there is one)."""
         if self.explorer is None:
             return dict(self._fixed)
         e = self.explorer
@@ -189,15 +191,16 @@ class GPUPanel:
         return res
 
     def close(self):
+        """Stop following the explorer and close every control of the panel (idempotent)."""
         if self.explorer is not None:
             for name in ("Br", "Bc", "d", "causal"):
                 try:
                     getattr(self.explorer, name).unobserve(self._refresh, names="value")
                 except ValueError:
                     pass
-        for w in (self.N, self.config, self.run_button, self.status, self.result_html, self.recorded_html):
-            w.close()
-        self.widget.close()
+        for w in (self.N, self.config, self.run_button, self.status, self.result_html, self.recorded_html,
+                  *self._boxes, self.widget):
+            close_widget(w)
         registry.unregister("GPUPanel", self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):

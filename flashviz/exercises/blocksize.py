@@ -1,0 +1,108 @@
+"""Chapter 4 exercises: predict the HBM traffic of a block size; find the best tile that fits.
+
+Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
+answer or the question's parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+
+from .. import iomodel
+from . import CheckResult, close_number, right, wrong
+
+
+def _say(result: CheckResult) -> CheckResult:
+    print(result.message)
+    return result
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
+def _never_raises(check):
+    """Whatever goes wrong inside a check becomes its one ✗ line."""
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except Exception as exc:  # a strange answer object: report it, never raise
+            return _say(wrong(f"could not check {args[0] if args else 'the answer'!r}: "
+                              f"{type(exc).__name__}: {_first_line(exc)}"))
+    return wrapper
+
+
+def _budget_bytes(sram_budget) -> int:
+    from ..views.blocksize_view import sram_budget_bytes
+
+    return sram_budget_bytes(sram_budget)[1]
+
+
+@_never_raises
+def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *,
+                             order: str = "fa2", causal: bool = False, rel: float = 0.02) -> CheckResult:
+    """Is ``answer_bytes`` the HBM traffic (bytes read + written) of the tiled forward pass with
+    these N (= Nq = Nk), d, Br, Bc, itemsize, order and mask? Compared with
+    ``iomodel.flash_forward_io`` within ``rel`` (2 %). Prints and returns a CheckResult."""
+    try:
+        expected = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=order,
+                                            causal=causal).hbm_bytes
+    except (TypeError, ValueError) as exc:
+        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+    if answer_bytes is None or isinstance(answer_bytes, bool):
+        return _say(wrong(f"replace the placeholder with your predicted number of bytes, got {answer_bytes!r}"))
+    try:
+        mine = float(answer_bytes)
+    except (TypeError, ValueError):
+        return _say(wrong(f"your prediction should be a number of bytes, got {answer_bytes!r}"))
+    if not math.isfinite(mine):
+        return _say(wrong(f"your prediction should be a finite number of bytes, got {answer_bytes!r}"))
+    verdict = close_number(mine, expected, rel=rel)
+    said = f"{mine:,.0f} B ({mine / 2**20:,.2f} MiB)"
+    if verdict.ok:
+        return _say(right(f"Br = {Br}, Bc = {Bc} moves {expected:,} B ({expected / 2**20:,.2f} MiB); you said {said}"))
+    return _say(wrong(f"you said {said}, but Br = {Br}, Bc = {Bc} moves {expected:,} B "
+                      f"({expected / 2**20:,.2f} MiB): {mine / expected:.2f}x that"))
+
+
+@_never_raises
+def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize: int = 4,
+                               blocks=iomodel.SWEEP_BLOCKS, order: str = "fa2", causal: bool = False) -> CheckResult:
+    """Is ``answer`` (a pair (Br, Bc)) the best fitting block size among ``blocks`` × ``blocks``:
+    the one whose SRAM working set fits in ``sram_budget`` (bytes or a preset name such as
+    'A100') with the least HBM traffic, ties going to the largest tile (``iomodel.best_fitting_blocks``)?
+    A wrong answer is told why: it does not fit, it moves more bytes, or a larger tile moves as few.
+    Prints and returns a CheckResult."""
+    try:
+        M = _budget_bytes(sram_budget)
+        rows = iomodel.block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order,
+                                        causal=causal)
+    except (TypeError, ValueError) as exc:
+        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+    best = iomodel.best_of_sweep(rows)
+    try:
+        Br, Bc = answer
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in (Br, Bc)):
+            raise TypeError
+    except Exception:
+        return _say(wrong(f"give (Br, Bc) as a pair of integers, got {answer!r}"))
+    mine = next((r for r in rows if (r["Br"], r["Bc"]) == (Br, Bc)), None)
+    if best is None:
+        if mine is None:
+            return _say(wrong(f"{Br}×{Bc} is not one of the sizes swept {tuple(blocks)}"))
+        return _say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM; here nothing fits in {M:,} B"))
+    if mine is None:
+        return _say(wrong(f"{Br}×{Bc} is not in the sweep: Br and Bc must each be one of {tuple(blocks)}"))
+    if (Br, Bc) == (best["Br"], best["Bc"]):
+        return _say(right(f"{Br}×{Bc} fits ({mine['sram_bytes']:,} of {M:,} B of SRAM) and moves the fewest "
+                          f"bytes: {mine['hbm_bytes']:,} B"))
+    if not mine["fits"]:
+        return _say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM, more than M = {M:,} B: it spills"))
+    if mine["hbm_bytes"] > best["hbm_bytes"]:
+        return _say(wrong(f"{Br}×{Bc} fits, but moves {mine['hbm_bytes']:,} B; another fitting tile moves "
+                          f"{mine['hbm_bytes'] / best['hbm_bytes']:.2f}x fewer"))
+    return _say(wrong(f"{Br}×{Bc} fits and moves as few bytes ({mine['hbm_bytes']:,} B), but a larger tile "
+                      f"with the same traffic fits too"))

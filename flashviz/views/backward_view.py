@@ -1,0 +1,540 @@
+"""The backward pass, replayed: ``BackwardReplay`` (the state of frame k, read from a
+``flash_backward(..., record=True)`` trace) and ``BackwardFigure`` (the picture of it).
+
+One frame per trace event, in the backward's loop order (FlashAttention-2, Algorithm 2):
+D = rowsum(dO ∘ O) per query block; then key blocks j outer, query blocks i inner. The figure:
+
+* left — the Nq×Nk grid of tiles: visited tiles shaded by visit order (column by column), the
+  current tile outlined, the blocks in SRAM as strips (K_j, V_j above, Q_i right); the tile
+  flashes when P_ij is recomputed from Q_i, K_j and lse_i (P was never stored);
+* on chip — the current P_ij and dS_ij, and the dK_j, dV_j accumulators;
+* in HBM — dQ (its rows read-modify-written at every tile) and the finished dK, dV;
+* meters — HBM bytes so far vs the standard backward, bytes kept between the passes (P vs lse),
+  matmul FLOPs so far with the recomputation's extra share.
+
+Nothing here recomputes attention: every number and picture is read from the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.collections import LineCollection, PatchCollection
+from matplotlib.gridspec import GridSpec
+from matplotlib.colors import PowerNorm
+from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from ..iomodel import recompute_extra_flops, standard_backward_io, stored_between_passes
+from ..masking import tile_kind
+from ..replay import sub
+from . import style
+from .blit import Blitter
+from .meters import _unit
+from .style import fmt_bytes
+
+STEP_TEXT = {
+    "compute_D": "preprocess: D{i} = rowsum(dO{i} ∘ O{i}),  and dQ{i} = 0 in HBM",
+    "load_KV": "load K{j}, V{j} into SRAM;  dK{j} = dV{j} = 0 on chip",
+    "load_Qi": "load Q{i}, dO{i}, lse{i}, D{i} into SRAM",
+    "recompute_P": "recompute S{i},{j} = scale·Q{i}K{j}ᵀ and P{i},{j} = exp(S{i},{j} − lse{i}): P was never stored",
+    "accumulate_dV": "dV{j} += P{i},{j}ᵀ dO{i}   (on chip)",
+    "compute_dS": "dP{i},{j} = dO{i} V{j}ᵀ;   dS{i},{j} = P{i},{j} ∘ (dP{i},{j} − D{i})   (on chip)",
+    "accumulate_dK": "dK{j} += scale · dS{i},{j}ᵀ Q{i}   (on chip)",
+    "update_dQ": "dQ{i} += scale · dS{i},{j} K{j}:  read dQ{i} from HBM, add, write it back",
+    "write_dKdV": "write dK{j}, dV{j} to HBM, once: key block j = {jn} is finished",
+}
+_AFTER_P = ("recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
+_BIG = np.iinfo(np.int64).max
+RECOMPUTE = "#e6550d"     # the recomputation: the flash, the extra FLOPs
+FLASH = "#fdd835"
+
+
+@dataclass
+class BackwardState:
+    """What frame k shows. Arrays are views into the replay's buffers: do not modify.
+
+    event: the event just done; text: a sentence for it; i, j: its query / key block (-1 if
+    none); P, dS: the current tile on chip (None when no tile is live); dK_j, dV_j: the
+    accumulators on chip (None outside a key block); dQ: (Nq, d) dQ in HBM (NaN before the
+    preprocessing zeroes a row); dKV: (Nk, d + dv) finished [dK | dV] rows (NaN not yet
+    written); hbm_bytes, flops, recompute_flops: sums over events[0..k]; tiles_done: tiles whose
+    P has been recomputed; dQ_updates, blocks_written, D_blocks: counts so far.
+    """
+
+    k: int
+    event: object
+    text: str
+    i: int
+    j: int
+    P: np.ndarray | None
+    dS: np.ndarray | None
+    dK_j: np.ndarray | None
+    dV_j: np.ndarray | None
+    dQ: np.ndarray
+    dKV: np.ndarray
+    hbm_bytes: int
+    flops: int
+    recompute_flops: int
+    tiles_done: int
+    dQ_updates: int
+    blocks_written: int
+    D_blocks: int
+
+
+def _latest(ev, kinds):
+    """For each k, the index of the latest event <= k whose kind is in ``kinds`` (-1 if none)."""
+    out = np.full(len(ev), -1, dtype=np.int64)
+    last = -1
+    for idx, e in enumerate(ev):
+        if e.kind in kinds:
+            last = idx
+        out[idx] = last
+    return out
+
+
+class BackwardReplay:
+    """Index a backward Trace (order "fa2_bwd") for random access to frames."""
+
+    def __init__(self, trace):
+        if not trace.events or trace.order != "fa2_bwd":
+            raise ValueError("need the trace of flash_backward(..., record=True)")
+        self.trace = tr = trace
+        ev = tr.events
+        self.n_frames = n = len(ev)
+        Tr, Tc = tr.Tr, tr.Tc
+        self.visit_at = np.full((Tr, Tc), _BIG, dtype=np.int64)        # index of the tile's recompute_P
+        self.D_at = np.full(Tr, _BIG, dtype=np.int64)
+        self.dQ_updates = [[] for _ in range(Tr)]                        # update_dQ indices per query block
+        self.dKV_full = np.full((tr.Nk, tr.d + tr.dv), np.nan)
+        self.written_at = np.full(tr.Nk, _BIG, dtype=np.int64)
+        for idx, e in enumerate(ev):
+            if e.kind == "recompute_P":
+                self.visit_at[e.i, e.j] = idx
+            elif e.kind == "compute_D":
+                self.D_at[e.i] = idx
+            elif e.kind == "update_dQ":
+                self.dQ_updates[e.i].append(idx)
+            elif e.kind == "write_dKdV":
+                self.dKV_full[e.c0:e.c1] = np.hstack([e.dK, e.dV])
+                self.written_at[e.c0:e.c1] = idx
+        self.dQ_updates = [np.array(u, dtype=np.int64) for u in self.dQ_updates]
+        self.all_dQ_updates = np.sort(np.concatenate(self.dQ_updates)) if n else np.zeros(0, np.int64)
+        self._P_at, self._dS_at = _latest(ev, ("recompute_P",)), _latest(ev, ("compute_dS",))
+        self._dK_at, self._dV_at = _latest(ev, ("accumulate_dK",)), _latest(ev, ("accumulate_dV",))
+        self._kv_at = _latest(ev, ("load_KV", "write_dKdV"))
+        self.cum_bytes = tr.cumulative_hbm_bytes()
+        self.cum_flops = np.cumsum([e.flops for e in ev], dtype=np.int64)
+        self.cum_recompute = np.cumsum([e.flops if e.kind == "recompute_P" else 0 for e in ev], dtype=np.int64)
+        self.order = np.full((Tr, Tc), np.nan)                           # visit number of each tile
+        visited = np.argsort(self.visit_at, axis=None, kind="stable")[: int((self.visit_at < _BIG).sum())]
+        self.order.flat[visited] = np.arange(len(visited))
+        self.n_tiles = len(visited)
+        self.tile_kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc,
+                                               min((j + 1) * tr.Bc, tr.Nk), tr.Nq, tr.Nk, tr.causal)
+                                     for j in range(Tc)] for i in range(Tr)])
+        self.row_tile = np.repeat(np.arange(Tr), tr.Br)[: tr.Nq]
+        self.col_tile = np.repeat(np.arange(Tc), tr.Bc)[: tr.Nk]
+        # totals, the standard backward and the bytes kept between the passes (closed forms)
+        self.total = tr.io()
+        self.standard = standard_backward_io(tr.Nq, tr.Nk, tr.d, dv=tr.dv, itemsize=tr.itemsize)
+        self.stored = stored_between_passes(tr.Nq, tr.Nk, itemsize=tr.itemsize)
+        self.extra_flops = recompute_extra_flops(tr.Nq, tr.Nk, tr.d, tr.causal, Br=tr.Br, Bc=tr.Bc)
+        self._dQ = np.full((tr.Nq, tr.d), np.nan)
+        self._dKV = np.empty_like(self.dKV_full)
+        self._order_buf = np.full((tr.Nq, tr.Nk), np.nan)
+
+    def visited_grid(self, k: int) -> np.ndarray:
+        """(Nq, Nk) visit number of each tile visited by frame k (NaN elsewhere)."""
+        o = np.where(self.visit_at <= k, self.order, np.nan)
+        np.copyto(self._order_buf, o[self.row_tile][:, self.col_tile])
+        return self._order_buf
+
+    def state(self, k: int) -> BackwardState:
+        """The state after event k (0 <= k < n_frames). Raises IndexError otherwise."""
+        if not 0 <= k < self.n_frames:
+            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
+        ev = self.trace.events
+        e = ev[k]
+        live = e.kind in _AFTER_P
+        P = ev[self._P_at[k]].P if live else None
+        dS = ev[self._dS_at[k]].dS if live and self._dS_at[k] > self._P_at[k] else None
+        dK_j = dV_j = None
+        kv = self._kv_at[k]
+        if kv >= 0 and e.kind != "compute_D" and (ev[kv].kind == "load_KV" or kv == k):
+            start = kv
+            if e.kind == "write_dKdV":
+                dK_j, dV_j = e.dK, e.dV
+            else:
+                bc, d, dv = ev[kv].c1 - ev[kv].c0, self.trace.d, self.trace.dv
+                dK_j = ev[self._dK_at[k]].dK if self._dK_at[k] > start else np.zeros((bc, d))
+                dV_j = ev[self._dV_at[k]].dV if self._dV_at[k] > start else np.zeros((bc, dv))
+        self._dQ[:] = np.nan
+        Br = self.trace.Br
+        for i, ups in enumerate(self.dQ_updates):
+            if self.D_at[i] > k:
+                continue
+            r0, r1 = i * Br, min((i + 1) * Br, self.trace.Nq)
+            n = int(np.searchsorted(ups, k, side="right"))
+            self._dQ[r0:r1] = ev[ups[n - 1]].dQ if n else 0.0
+        np.copyto(self._dKV, self.dKV_full)
+        self._dKV[self.written_at > k] = np.nan
+        return BackwardState(
+            k=k, event=e, text=STEP_TEXT[e.kind].format(i=sub(e.i), j=sub(e.j), jn=e.j), i=e.i, j=e.j, P=P, dS=dS,
+            dK_j=dK_j, dV_j=dV_j, dQ=self._dQ, dKV=self._dKV, hbm_bytes=int(self.cum_bytes[k]),
+            flops=int(self.cum_flops[k]), recompute_flops=int(self.cum_recompute[k]),
+            tiles_done=int((self.visit_at <= k).sum()),
+            dQ_updates=int(np.searchsorted(self.all_dQ_updates, k, side="right")),
+            blocks_written=int((self.written_at <= k).sum()), D_blocks=int((self.D_at <= k).sum()))
+
+
+def _vmax(arrays, q=99.0):
+    vals = [np.abs(a[np.isfinite(a)]).ravel() for a in arrays if a is not None]
+    vals = np.concatenate(vals) if vals else np.zeros(0)
+    v = float(np.percentile(vals, q)) if vals.size else 1.0
+    return v if v > 0 else 1.0
+
+
+def _fmt_flops(n: float) -> str:
+    for unit, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} FLOP"
+
+
+def _small_axes(ax, xlabel="", ylabel=""):
+    ax.tick_params(labelsize=7, length=2, pad=1)
+    ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=7, labelpad=1)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=7, labelpad=1)
+
+
+class _GridPanel:
+    """The Nq×Nk grid of tiles, in the backward's loop order."""
+
+    def __init__(self, ax, rp: BackwardReplay):
+        tr = rp.trace
+        self.ax, self.rp, self.tr = ax, rp, tr
+        cmap = mpl.colormaps["Blues"].with_extremes(bad=(1, 1, 1, 0))
+        self.image = ax.imshow(np.full((tr.Nq, tr.Nk), np.nan), cmap=cmap, vmin=-0.35 * max(rp.n_tiles, 1),
+                               vmax=1.25 * max(rp.n_tiles, 1), extent=(0, tr.Nk, tr.Nq, 0),
+                               interpolation="nearest", aspect="auto")
+        rows, cols = np.arange(0, tr.Nq + 1, tr.Br), np.arange(0, tr.Nk + 1, tr.Bc)
+        rows, cols = np.unique(np.append(rows, tr.Nq)), np.unique(np.append(cols, tr.Nk))
+        segs = [[(0, r), (tr.Nk, r)] for r in rows] + [[(c, 0), (c, tr.Nq)] for c in cols]
+        self.grid = LineCollection(segs if len(segs) <= 600 else [], colors="0.55", linewidths=0.5)
+        ax.add_collection(self.grid)
+        skipped = [Rectangle((j * tr.Bc, i * tr.Br), tr.Bc, tr.Br) for i, j in zip(*np.nonzero(rp.tile_kinds == "skipped"))]
+        if skipped:
+            ax.add_collection(PatchCollection(skipped, facecolor=style.SKIPPED, edgecolor="0.7", hatch="//",
+                                              linewidth=0.3))
+        if tr.causal:
+            off = tr.Nk - tr.Nq
+            ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
+        # the loop order: a faint path through the tile centres, column after column
+        if rp.n_tiles <= 256:
+            ij = sorted(zip(*np.nonzero(rp.visit_at < _BIG)), key=lambda t: rp.visit_at[t])
+            cx = [min((j + 0.5) * tr.Bc, (j * tr.Bc + tr.Nk) / 2) for _, j in ij]
+            cy = [min((i + 0.5) * tr.Br, (i * tr.Br + tr.Nq) / 2) for i, _ in ij]
+            ax.plot(cx, cy, color="0.45", lw=0.7, ls=":", zorder=1.5)
+        self.q_strip = Rectangle((tr.Nk * 1.01, 0), tr.Nk * 0.03, 0, facecolor=style.CURRENT, clip_on=False)
+        self.k_strip = Rectangle((0, -tr.Nq * 0.01), 0, -tr.Nq * 0.03, facecolor=style.CURRENT, clip_on=False)
+        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.15, edgecolor="none")
+        self.flash = Rectangle((0, 0), 0, 0, facecolor=FLASH, edgecolor=RECOMPUTE, linewidth=1.5, alpha=0.9)
+        self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
+        for p in (self.band, self.flash, self.tile, self.q_strip, self.k_strip):
+            ax.add_patch(p)
+        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.tick_params(labelsize=8)
+        ax.set_xlim(0, tr.Nk)
+        ax.set_ylim(tr.Nq, 0)
+        ax.set_xlabel(f"key index (K_j, V_j: blocks of Bc = {tr.Bc}) · j outer", fontsize=8)
+        ax.set_ylabel(f"query index (Q_i: blocks of Br = {tr.Br}) · i inner", fontsize=8)
+        self.title = ax.set_title("", fontsize=9, pad=12)
+
+    def update(self, s: BackwardState, grid=None):
+        tr, e = self.tr, s.event
+        if grid is not None:
+            self.image.set_data(grid)
+        q_on = e.i >= 0 and e.kind != "compute_D"
+        k_on = e.j >= 0
+        self.q_strip.set_visible(q_on)
+        self.k_strip.set_visible(k_on)
+        if q_on:
+            self.q_strip.set_y(e.r0)
+            self.q_strip.set_height(e.r1 - e.r0)
+        if k_on:
+            self.k_strip.set_x(e.c0)
+            self.k_strip.set_width(e.c1 - e.c0)
+        if e.kind == "compute_D":
+            self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
+        elif e.j >= 0:
+            self.band.set_bounds(e.c0, 0, e.c1 - e.c0, tr.Nq)       # the key block's column: dK_j, dV_j
+        else:
+            self.band.set_bounds(0, 0, 0, 0)
+        on_tile = e.i >= 0 and e.j >= 0
+        self.tile.set_visible(on_tile)
+        self.flash.set_visible(e.kind == "recompute_P")
+        if on_tile:
+            self.tile.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
+            self.flash.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
+        if e.kind == "recompute_P":
+            self.title.set_text(f"P{sub(e.i)},{sub(e.j)} recomputed from Q{sub(e.i)}, K{sub(e.j)} and lse{sub(e.i)}"
+                                " — never stored")
+            self.title.set_color(RECOMPUTE)
+            self.title.set_weight("bold")
+        else:
+            self.title.set_text(f"tiles of S, P: {s.tiles_done} of {self.rp.n_tiles} visited "
+                                "(each used on chip, then dropped)")
+            self.title.set_color("k")
+            self.title.set_weight("normal")
+
+
+class _Image:
+    """A small matrix panel with a fixed shape (partial blocks padded with NaN)."""
+
+    def __init__(self, ax, shape, cmap, vmin, vmax, title, xlabel="", ylabel="", extent=None):
+        self.buf = np.full(shape, np.nan)
+        self.ax = ax
+        self.image = ax.imshow(self.buf, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto",
+                               extent=extent)
+        self.title = ax.set_title(title, fontsize=8.5, pad=3)
+        _small_axes(ax, xlabel, ylabel)
+
+    def show(self, a):
+        self.buf[:] = np.nan
+        if a is not None:
+            self.buf[: a.shape[0], : a.shape[1]] = a
+        self.image.set_data(self.buf)
+
+
+class _Meters:
+    """Three bar panels: HBM bytes, bytes kept between passes, FLOPs (with the recomputation)."""
+
+    def __init__(self, ax_hbm, ax_keep, ax_flops, rp: BackwardReplay):
+        tr = rp.trace
+        # HBM traffic so far vs the standard backward
+        std, tot = rp.standard.hbm_bytes, rp.total.hbm_bytes
+        uname, self.u = _unit(max(std, tot))
+        ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
+        ax_hbm.barh([0], [tot / self.u], color=style.TILED, alpha=0.2, height=0.6)
+        (self.hbm_bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
+        self.hbm_label = ax_hbm.text(0, 0, "", va="center", fontsize=7.5)
+        self.tot = tot
+        self._bar_axes(ax_hbm, ["tiled", "standard"], max(std, tot) / self.u, uname)
+        self._end_label(ax_hbm, 1, std / self.u, fmt_bytes(std))
+        ax_hbm.set_title(f"HBM traffic of the backward ({tr.itemsize}-byte elements)", fontsize=8.5)
+        # bytes kept in HBM from the forward to the backward
+        P, lse = rp.stored["standard (P)"], rp.stored["flash (lse)"]
+        kname, ku = _unit(P)
+        ax_keep.barh([1], [P / ku], color=style.STANDARD, alpha=0.85, height=0.6)
+        ax_keep.barh([0], [lse / ku], color=style.TILED, height=0.6)
+        self._bar_axes(ax_keep, [f"lse ({tr.Nq})", f"P ({tr.Nq}×{tr.Nk})"], P / ku, kname)
+        self._end_label(ax_keep, 1, P / ku, fmt_bytes(P))
+        self._end_label(ax_keep, 0, lse / ku, f"{fmt_bytes(lse)}" + (f"  ({P // lse:,}× less)" if P > lse else ""))
+        ax_keep.set_title("kept in HBM from forward to backward", fontsize=8.5)
+        # FLOPs so far, the recomputation's share in its own colour
+        fstd, ftot = rp.standard.flops, rp.total.flops
+        self.fu = float(max(fstd, ftot))
+        ax_flops.barh([1], [fstd / self.fu], color=style.STANDARD, alpha=0.85, height=0.6)
+        ax_flops.barh([0], [ftot / self.fu], color=style.TILED, alpha=0.2, height=0.6)
+        (self.flop_bar,) = ax_flops.barh([0], [0], color=style.TILED, height=0.6)
+        (self.extra_bar,) = ax_flops.barh([0], [0], color=RECOMPUTE, height=0.6)
+        self.flop_label = ax_flops.text(0, 0, "", va="center", fontsize=7.5)
+        self._bar_axes(ax_flops, ["tiled", "standard"], 1.0, "")
+        ax_flops.set_xticks([])
+        self._end_label(ax_flops, 1, fstd / self.fu, _fmt_flops(fstd))
+        self.ftot = ftot
+        pct = 100 * rp.extra_flops / fstd
+        ax_flops.set_title(f"matmul FLOPs (orange: recompute S, +{pct:.0f}%)", fontsize=8.5)
+        fig = ax_hbm.figure
+        self.char_frac = {ax: 0.62 * 7.5 / 72 * fig.dpi / ax.get_window_extent().width for ax in (ax_hbm, ax_flops)}
+
+    @staticmethod
+    def _bar_axes(ax, labels, top, uname):
+        ax.set_yticks([0, 1], labels, fontsize=7.5)
+        ax.set_ylim(-0.5, 1.5)
+        ax.set_xlim(0, 1.06 * top)
+        ax.tick_params(axis="x", labelsize=7, length=2, pad=1)
+        ax.xaxis.set_major_locator(MaxNLocator(5, steps=[1, 2, 4, 5, 10]))
+        if uname:
+            ax.set_xlabel(uname, fontsize=7, labelpad=0)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+
+    @staticmethod
+    def _end_label(ax, y, x, text):
+        top = ax.get_xlim()[1]
+        inside = x > 0.55 * top
+        ax.text(x, y, f" {text} ", va="center", ha="right" if inside else "left", fontsize=7.5,
+                color="w" if inside else "k")
+
+    def _place(self, label, x, texts):
+        """Put the first of ``texts`` that fits right of the bar's end, else inside it (white)."""
+        ax = label.axes
+        top = ax.get_xlim()[1]
+        cf = self.char_frac[ax] * top          # data units per character
+        for text in texts:
+            w = (len(text) + 2) * cf
+            if x + w <= top:
+                label.set(x=x, ha="left", color="k", text=f" {text} ")
+                return
+            if w <= x:
+                label.set(x=x, ha="right", color="w", text=f" {text} ")
+                return
+        label.set(x=x, ha="right", color="w", text=f" {texts[-1]} ")
+
+    def update(self, s: BackwardState):
+        b = s.hbm_bytes / self.u
+        self.hbm_bar.set_width(b)
+        self._place(self.hbm_label, b, [f"{fmt_bytes(s.hbm_bytes)} of {fmt_bytes(self.tot)}", fmt_bytes(s.hbm_bytes)])
+        base = (s.flops - s.recompute_flops) / self.fu
+        self.flop_bar.set_width(base)
+        self.extra_bar.set_x(base)
+        self.extra_bar.set_width(s.recompute_flops / self.fu)
+        self._place(self.flop_label, s.flops / self.fu,
+                    [f"{_fmt_flops(s.flops)}, recompute {_fmt_flops(s.recompute_flops)}", _fmt_flops(s.flops)])
+
+
+class BackwardFigure:
+    """The backward explainer's figure, built on ``fig`` (cleared first) for one backward trace.
+
+    caption: text under the step line (inputs, configuration, the gradient check).
+    Public: ``n_frames``, ``draw_frame(k)`` (update every artist, return the BackwardState),
+    ``render(k)`` (draw and blit), ``enable_blitting()``, ``replay``, ``fig``, ``blitter``.
+    """
+
+    def __init__(self, fig, trace, *, caption: str = ""):
+        fig.clear()
+        self.fig = fig
+        self.replay = rp = BackwardReplay(trace)
+        tr = trace
+        gs = GridSpec(3, 4, figure=fig, width_ratios=[1.55, 0.8, 0.8, 0.8], height_ratios=[1, 1, 0.5],
+                      left=0.07, right=0.975, top=0.785, bottom=0.065, wspace=0.42, hspace=0.62)
+        self.grid = _GridPanel(fig.add_subplot(gs[0:2, 0]), rp)
+        ev = tr.events
+        pmax = _vmax([e.P for e in ev if e.kind == "recompute_P"], 99.5)
+        dsmax = _vmax([e.dS for e in ev if e.kind == "compute_dS"])
+        qmax = _vmax([e.dQ for e in ev if e.kind == "update_dQ"])
+        kmax, vmax = _vmax([rp.dKV_full[:, : tr.d]]), _vmax([rp.dKV_full[:, tr.d:]])
+        Br, Bc = min(tr.Br, tr.Nq), min(tr.Bc, tr.Nk)
+        probs = mpl.colormaps["magma_r"].with_extremes(bad="white")
+        signed = style.output_cmap()
+        self.P = _Image(fig.add_subplot(gs[0, 1]), (Br, Bc), probs, 0, pmax, "", "key in block", "query in block")
+        self.P.image.set_norm(PowerNorm(0.5, vmin=0, vmax=pmax))     # small probabilities stay visible
+        self.dS = _Image(fig.add_subplot(gs[1, 1]), (Br, Bc), signed, -dsmax, dsmax, "", "key in block",
+                         "query in block")
+        self.dK = _Image(fig.add_subplot(gs[0, 2]), (Bc, tr.d), signed, -kmax, kmax, "", "feature (d)", "key in block")
+        self.dV = _Image(fig.add_subplot(gs[1, 2]), (Bc, tr.dv), signed, -vmax, vmax, "", "feature (d)",
+                         "key in block")
+        self.dQ = _Image(fig.add_subplot(gs[0, 3]), (tr.Nq, tr.d), signed, -qmax, qmax, "dQ",
+                         "feature (d)", "query index", extent=(0, tr.d, tr.Nq, 0))
+        self.dKV = _Image(fig.add_subplot(gs[1, 3]), (tr.Nk, tr.d + tr.dv), signed, -1, 1, "dK | dV (written once)",
+                          "feature: dK | dV", "key index", extent=(0, tr.d + tr.dv, tr.Nk, 0))
+        # dK and dV share one image: scale each half to its own range, so both read
+        self._kv_scale = np.concatenate([np.full(tr.d, 1 / kmax), np.full(tr.dv, 1 / vmax)])
+        self.dKV.ax.axvline(tr.d, color="k", lw=0.8)
+        self.rmw = Rectangle((0, 0), tr.d, 0, fill=False, edgecolor=style.CURRENT, linewidth=2, clip_on=False)
+        self.dQ.ax.add_patch(self.rmw)
+        mgs = gs[2, :].subgridspec(1, 3, wspace=0.55)
+        self.meters = _Meters(fig.add_subplot(mgs[0]), fig.add_subplot(mgs[1]), fig.add_subplot(mgs[2]), rp)
+        self._group(fig, [self.P.ax, self.dS.ax, self.dK.ax, self.dV.ax], "on chip (SRAM)", style.CURRENT)
+        self._group(fig, [self.dQ.ax, self.dKV.ax], "in HBM", "0.35")
+        self.step = fig.text(0.01, 0.985, "", fontsize=11, weight="bold", va="top")
+        if tr.causal:
+            first, _, rest = caption.partition("\n")
+            caption = f"{first}  (hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
+        self.caption = fig.text(0.01, 0.945, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.45)
+        self.k = None
+        self.blitter = None
+        self._grid_k = None
+
+    @staticmethod
+    def _group(fig, axes, label, colour):
+        """A faint box behind a group of panels, labelled with where the data lives."""
+        boxes = [ax.get_position() for ax in axes]
+        x0, x1 = min(b.x0 for b in boxes) - 0.048, max(b.x1 for b in boxes) + 0.008
+        y0, y1 = min(b.y0 for b in boxes) - 0.07, max(b.y1 for b in boxes) + 0.062
+        fig.patches.append(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.008",
+                                          transform=fig.transFigure, facecolor=colour, alpha=0.06,
+                                          edgecolor=colour, linewidth=0.8, zorder=-10))
+        fig.text(x0 + 0.006, y1 - 0.004, label, fontsize=8.5, weight="bold", color=colour, va="top")
+
+    @property
+    def n_frames(self) -> int:
+        return self.replay.n_frames
+
+    def animated_artists(self):
+        """(slow, fast): the big images (change every few steps) and everything else."""
+        slow = [self.grid.image, self.grid.grid, self.dQ.image, self.dKV.image]
+        g, m = self.grid, self.meters
+        fast = [g.band, g.flash, g.tile, g.q_strip, g.k_strip, g.title, self.P.image, self.P.title, self.dS.image,
+                self.dS.title, self.dK.image, self.dK.title, self.dV.image, self.dV.title, self.rmw, self.dQ.title,
+                m.hbm_bar, m.hbm_label, m.flop_bar, m.extra_bar, m.flop_label, self.step]
+        return slow, fast
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, *self.animated_artists())
+
+    @staticmethod
+    def _slow_key(s: BackwardState):
+        return (s.tiles_done, s.dQ_updates, s.blocks_written, s.D_blocks)
+
+    def render(self, k: int):
+        """Update to frame k and render it (blitting when enabled)."""
+        s = self.draw_frame(k)
+        if self.blitter is not None:
+            self.blitter.update(self._slow_key(s))
+        else:
+            self.fig.canvas.draw_idle()
+        return s
+
+    def draw_frame(self, k: int) -> BackwardState:
+        """Update all artists to frame k (does not render; the caller draws the canvas)."""
+        s = self.replay.state(k)
+        e, ij = s.event, f"{sub(s.i)},{sub(s.j)}"
+        key = self._slow_key(s)
+        if key != self._grid_k:             # the big images change only every few steps
+            self._grid_k = key
+            self.grid.update(s, self.replay.visited_grid(k))
+            self.dQ.image.set_data(s.dQ)
+            self.dKV.image.set_data(s.dKV * self._kv_scale)
+        else:
+            self.grid.update(s)
+        flash = e.kind == "recompute_P"
+        self.P.show(s.P)
+        self.P.title.set_text(f"P{ij} recomputed (never stored)" if s.P is not None else "P_ij: no tile on chip")
+        self.P.title.set_color(RECOMPUTE if flash else "k")
+        self.P.title.set_weight("bold" if flash else "normal")
+        self.dS.show(s.dS)
+        self.dS.title.set_text(f"dS{ij} = P ∘ (dP − D)" if s.dS is not None else
+                               ("dS_ij: next" if s.P is not None else "dS_ij: no tile on chip"))
+        jj = sub(s.j) if s.dK_j is not None else "_j"
+        self.dK.show(s.dK_j)
+        self.dV.show(s.dV_j)
+        self.dK.title.set_text(f"dK{jj} accumulator")
+        self.dV.title.set_text(f"dV{jj} accumulator")
+        for panel, kind in ((self.dK, "accumulate_dK"), (self.dV, "accumulate_dV")):
+            panel.title.set_color(style.CURRENT if e.kind in (kind, "write_dKdV") else "k")
+        if e.kind in ("update_dQ", "compute_D"):
+            self.rmw.set_visible(True)
+            self.rmw.set_y(e.r0)
+            self.rmw.set_height(e.r1 - e.r0)
+            self.dQ.title.set_text(f"dQ{sub(e.i)}: read, add, write" if e.kind == "update_dQ" else f"dQ{sub(e.i)} = 0")
+            self.dQ.title.set_color(style.CURRENT)
+        else:
+            self.rmw.set_visible(False)
+            self.dQ.title.set_text("dQ")
+            self.dQ.title.set_color("k")
+        self.meters.update(s)
+        self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}")
+        self.step.set_color(RECOMPUTE if flash else "k")
+        self.k = k
+        return s

@@ -1,0 +1,402 @@
+"""Block size (chapter 4): HBM traffic over the Br × Bc grid against an SRAM budget.
+
+``BlockSizeFigure`` draws, on one matplotlib Figure:
+
+* the model's HBM traffic for every Br × Bc (a heatmap); configurations whose working set does
+  not fit in SRAM are hatched red, the best fitting configuration found so far is starred;
+* the recorded GPU sweep (measured kernel ms per Br × Bc, labelled with device and date) when
+  one exists for this N, d, element size and mask, else a note saying what was recorded;
+* traffic against N (log-log): exact counts for the best fitting blocks, the paper's
+  Θ(N²d²/M) curve, standard attention, and the configuration of the current frame;
+* the SRAM working set of the current configuration, part by part, against the budget.
+
+One frame per configuration (the search, Br outer, Bc inner) plus a last frame for the optimum.
+Every number comes from ``flashviz.iomodel``; none is counted here.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.colors import LogNorm
+from matplotlib.gridspec import GridSpec
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from .. import iomodel
+from . import style
+from .blit import Blitter
+from .style import fmt_bytes
+
+DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
+#: the sequence lengths of the traffic-vs-N panel (the chosen N is added)
+CURVE_N = tuple(2 ** k for k in range(7, 17))
+SPILL = "#a00000"         # text on configurations that do not fit
+PARTS = (("Q_i", "#1f77b4"), ("K_j", "#2ca02c"), ("V_j", "#98df8a"), ("S_ij/P_ij", "#9467bd"),
+         ("O_i", "#17becf"), ("m_i, l_i", "#7f7f7f"))
+
+
+@dataclass
+class BlockSizeState:
+    """What frame k shows: the configuration ``row`` (a block_size_sweep dict), the best fitting
+    configuration so far ``best`` (None while nothing fitted), whether this is the final frame
+    (the optimum), the measured kernel ms of ``row`` (None when not recorded) and the step text."""
+
+    k: int
+    row: dict
+    best: dict | None
+    final: bool
+    measured_ms: float | None
+    text: str
+
+
+def sram_budget_bytes(value) -> tuple[str, int]:
+    """(label, bytes) of an SRAM budget: a preset of SRAM_BUDGETS by its label or first word
+    ('H100/H200', 'H100', 'H200', 'A100', 'toy'), or an integer number of bytes ('custom').
+    Raises one-line ValueError/TypeError otherwise."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"an SRAM budget must be >= 1 byte, got {value}")
+        return f"custom: {fmt_bytes(int(value))}", int(value)
+    if not isinstance(value, str):
+        raise TypeError(f"an SRAM budget is a preset name or a number of bytes, got {value!r}")
+    for label, nbytes in style.SRAM_BUDGETS.items():
+        head = label.split()[0].rstrip(":").lower()
+        if value.lower() in (label.lower(), head, *head.split("/")):
+            return label, nbytes
+    names = ", ".join(label.split()[0].rstrip(":") for label in style.SRAM_BUDGETS)
+    raise ValueError(f"unknown SRAM budget {value!r}; presets: {names} (or a number of bytes)")
+
+
+def fmt_axis_bytes(v: float, _=None) -> str:
+    """Tick labels of a log byte axis: '64 KiB', '4 GiB', '1 TiB'."""
+    for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= size:
+            return f"{v / size:.3g} {name}"
+    return f"{v:.3g} B"
+
+
+def fmt_flops(f: float) -> str:
+    for name, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if f >= size:
+            return f"{f / size:.3g} {name}"
+    return f"{f:,.0f} FLOP"
+
+
+def _unit(n: float):
+    for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return name, size
+    return "B", 1
+
+
+def working_set_parts(Br: int, Bc: int, d: int, N: int, itemsize: int) -> list[int]:
+    """Bytes of Q_i, K_j, V_j, S_ij/P_ij, O_i and m_i + l_i for one tile (clipped to N); they sum
+    to ``iomodel.sram_working_set``."""
+    br, bc = min(Br, N), min(Bc, N)
+    return [x * itemsize for x in (br * d, bc * d, bc * d, br * bc, br * d, 2 * br)]
+
+
+def recorded_sweep(res: dict | None, *, N: int, d: int, itemsize: int, causal: bool, order: str) -> dict:
+    """{(Br, Bc): recorded sweep row} for rows of ``res["sweep"]`` (flashviz.gpu.latest_results())
+    measured at this N, d and mask whose ``model_hbm_bytes`` equals ``flash_forward_io(...)`` for
+    this itemsize times the recorded B·H heads (so the element size matches too). The GPU kernel
+    runs the FA2 loop order; for order "fa1" nothing matches."""
+    if not res or order != "fa2":
+        return {}
+    out = {}
+    for r in res.get("sweep", []):
+        try:
+            if (r["N"], r["d"], bool(r.get("causal", False))) != (N, d, causal) or "kernel_ms" not in r:
+                continue
+            model = iomodel.flash_forward_io(N, N, d, Br=r["Br"], Bc=r["Bc"], itemsize=itemsize, causal=causal)
+            if model.scaled(r["B"] * r["H"]).hbm_bytes == r["model_hbm_bytes"]:
+                out[(r["Br"], r["Bc"])] = r
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _latest():
+    try:
+        from ..gpu.results import latest_results
+
+        return latest_results()
+    except Exception:     # a missing or corrupt results file: the panel says so, nothing breaks
+        return None
+
+
+class BlockSizeFigure:
+    """Builds the block-size panels on ``fig`` (cleared first).
+
+    N, d: sizes (Nq = Nk = N); itemsize: bytes per element; sram_budget: M in bytes; budget_name:
+    the preset's label; order: "fa2" | "fa1"; causal: mask; blocks: sizes tried for Br and Bc;
+    recorded: a GPU results dict, None (no measurements) or "latest" (flashviz.gpu.latest_results,
+    imported lazily; no CuPy needed). Public: ``rows`` (the sweep), ``best`` (the optimum or None),
+    ``measured`` ({(Br, Bc): row}), ``n_frames``, ``draw_frame(k)`` → BlockSizeState.
+    """
+
+    def __init__(self, fig, *, N: int, d: int, itemsize: int = 4, sram_budget: int, budget_name: str = "",
+                 order: str = "fa2", causal: bool = False, blocks=iomodel.SWEEP_BLOCKS, recorded="latest"):
+        self.rows = iomodel.block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=sram_budget,
+                                             order=order, causal=causal)
+        fig.clear()
+        self.fig, self.N, self.d, self.b, self.M = fig, N, d, itemsize, sram_budget
+        self.order, self.causal, self.blocks = order, causal, tuple(blocks)
+        self.budget_name = budget_name or "budget"
+        self.best = iomodel.best_of_sweep(self.rows)
+        self.standard = iomodel.standard_attention_io(N, N, d, itemsize=itemsize).hbm_bytes
+        self._res = _latest() if isinstance(recorded, str) and recorded == "latest" else recorded
+        self.measured = recorded_sweep(self._res, N=N, d=d, itemsize=itemsize, causal=causal, order=order)
+        self._curves = {}
+        gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], left=0.065, right=0.985,
+                      top=0.815, bottom=0.07, wspace=0.42, hspace=0.5)
+        self._heatmap(fig.add_subplot(gs[0, 0]))
+        self._measured_panel(fig.add_subplot(gs[0, 1]))
+        self._curve_panel(fig.add_subplot(gs[0, 2]))
+        self._sram_panel(fig.add_subplot(gs[1, 0:2]))
+        self.ax_text = fig.add_subplot(gs[1, 2])
+        self.ax_text.axis("off")
+        self.numbers = self.ax_text.text(0, 1.12, "", fontsize=8, va="top", family="monospace", linespacing=1.45,
+                                         transform=self.ax_text.transAxes)
+        self.step = fig.text(0.01, 0.975, "", fontsize=11.5, weight="bold", va="top")
+        Br_p, Bc_p = iomodel.paper_block_sizes(sram_budget, d, itemsize=itemsize)
+        fit = sum(r["fits"] for r in self.rows)
+        caption = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
+                   f"{', causal' if causal else ''} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
+                   f"{fit} of {len(self.rows)} configurations fit · standard attention moves {fmt_bytes(self.standard)}\n"
+                   f"The paper's choice for this M (Algorithm 1): Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}  "
+                   f"(M counted in elements: {sram_budget // itemsize:,})")
+        self.caption = fig.text(0.01, 0.93, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
+        self.k = None
+        self.blitter = None
+
+    # --- static panels -------------------------------------------------------------------------
+    def _cell(self, r):
+        return self.blocks.index(r["Bc"]), self.blocks.index(r["Br"])
+
+    def _grid_axes(self, ax, title):
+        n = len(self.blocks)
+        ax.set_xticks(range(n), [str(b) for b in self.blocks], fontsize=7.5)
+        ax.set_yticks(range(n), [str(b) for b in self.blocks], fontsize=7.5)
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_xlabel("Bc (key block columns)", fontsize=8)
+        ax.set_ylabel("Br (query block rows)", fontsize=8)
+        ax.set_title(title, fontsize=8.5)
+        ax.tick_params(length=2)
+
+    def _heatmap(self, ax):
+        n = len(self.blocks)
+        uname, u = _unit(max(r["hbm_bytes"] for r in self.rows))
+        grid = np.zeros((n, n))
+        for r in self.rows:
+            x, y = self._cell(r)
+            grid[y, x] = r["hbm_bytes"]
+        lo, hi = grid.min(), grid.max()
+        norm = LogNorm(lo, hi if hi > lo else lo * 1.01)
+        ax.imshow(grid, cmap="Blues", norm=norm, aspect="auto")
+        for r in self.rows:
+            x, y = self._cell(r)
+            dark = norm(r["hbm_bytes"]) > 0.55
+            if not r["fits"]:
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="#fde0e0", edgecolor="#f08080",
+                                       hatch="///", linewidth=0.5))
+            ax.text(x, y, f"{r['hbm_bytes'] / u:.3g}" + ("" if r["fits"] else "\nspills"), ha="center", va="center",
+                    fontsize=7, color=SPILL if not r["fits"] else ("w" if dark else "k"), linespacing=1.1,
+                    weight="normal" if r["fits"] else "bold",
+                    bbox=None if r["fits"] else dict(boxstyle="round,pad=0.15", facecolor="#fde0e0", edgecolor="none"))
+        self._grid_axes(ax, f"model HBM traffic ({uname}) per Br × Bc\nhatched red: does not fit in SRAM")
+        self.ax_heat = ax
+        self.cur_heat = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
+        ax.add_patch(self.cur_heat)
+        (self.star,) = ax.plot([], [], marker="*", markersize=13, color="gold", markeredgecolor="k",
+                               markeredgewidth=0.8, linestyle="none")
+
+    def _measured_panel(self, ax):
+        self.ax_meas = ax
+        self.cur_meas = None
+        if not self.measured:
+            ax.axis("off")
+            rec = [r for r in (self._res or {}).get("sweep", []) if "kernel_ms" in r]
+            if rec:
+                env = self._res.get("env", {})
+                N0, d0 = rec[0].get("N"), rec[0].get("d")
+                msg = (f"No recorded GPU sweep\nfor this configuration.\n\nRecorded on {env.get('device', '?')},\n"
+                       f"{env.get('date', '?')}: N = {N0}, d = {d0},\nfp32, non-causal, FA2 order.\n\n"
+                       f"Set N = {N0}, d = {d0}, fp32, FA2,\ncausal off to see the measured\nkernel time per block size.")
+            else:
+                msg = "No recorded GPU results\nin this installation."
+            ax.text(0.5, 0.5, msg, ha="center", va="center", fontsize=8, color="0.3", transform=ax.transAxes,
+                    bbox=dict(boxstyle="round", facecolor="0.96", edgecolor="0.8"))
+            return
+        n = len(self.blocks)
+        grid = np.full((n, n), np.nan)
+        for (Br, Bc), r in self.measured.items():
+            if Br in self.blocks and Bc in self.blocks:
+                grid[self.blocks.index(Br), self.blocks.index(Bc)] = r["kernel_ms"]
+        fin = grid[np.isfinite(grid)]
+        norm = LogNorm(fin.min(), max(fin.max(), fin.min() * 1.01))
+        ax.imshow(grid, cmap=mpl.colormaps["Purples"].with_extremes(bad="0.93"), norm=norm, aspect="auto")
+        for y in range(n):
+            for x in range(n):
+                v = grid[y, x]
+                ax.text(x, y, "—" if not np.isfinite(v) else f"{v:.1f}", ha="center", va="center", fontsize=7,
+                        color="0.55" if not np.isfinite(v) else ("w" if norm(v) > 0.55 else "k"))
+        env = self._res.get("env", {})
+        r0 = next(iter(self.measured.values()))
+        self._grid_axes(ax, f"measured kernel ms ({env.get('device', '?')}, {env.get('date', '?')})\n"
+                            f"B·H = {r0['B'] * r0['H']} heads, kernels/flash_fwd.cu")
+        self.cur_meas = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
+        ax.add_patch(self.cur_meas)
+
+    def _exact_over_N(self, Br, Bc):
+        key = (Br, Bc)
+        if key not in self._curves:
+            self._curves[key] = [iomodel.flash_forward_io(n, n, self.d, Br=Br, Bc=Bc, itemsize=self.b,
+                                                          order=self.order, causal=self.causal).hbm_bytes
+                                 for n in self.Ns]
+        return self._curves[key]
+
+    def _curve_panel(self, ax):
+        self.Ns = sorted(set(CURVE_N) | {self.N})
+        d, b = self.d, self.b
+        std = [iomodel.standard_attention_io(n, n, d, itemsize=b).hbm_bytes for n in self.Ns]
+        best = []
+        for n in self.Ns:
+            r = iomodel.best_fitting_blocks(n, d, blocks=self.blocks, itemsize=b, sram_budget=self.M,
+                                            order=self.order, causal=self.causal)
+            best.append(np.nan if r is None else r["hbm_bytes"])
+        theta = [iomodel.asymptotic_flash_io(n, d, self.M, itemsize=b, order=self.order) for n in self.Ns]
+        c = iomodel.ASYMPTOTIC_CONSTANT[self.order]
+        ax.loglog(self.Ns, std, color=style.STANDARD, lw=1.6, label="standard attention (exact)")
+        ax.loglog(self.Ns, best, color=style.TILED, lw=1.8, marker="o", ms=3,
+                  label="best fitting blocks (exact)" if self.best else "best fitting blocks: none fit")
+        ax.loglog(self.Ns, theta, color="k", lw=1.2, ls="--", label=f"Θ(N²d²/M) = {c}·N²d²/M")
+        (self.cur_curve,) = ax.loglog(self.Ns, std, color=style.CURRENT, lw=1.2, alpha=0.9, label="this frame's Br × Bc")
+        ax.axvline(self.N, color="0.5", lw=0.8, ls=":")
+        ax.set_xlabel("N (sequence length)", fontsize=8)
+        ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_bytes(self.M)}", fontsize=8.5)
+        ax.yaxis.set_major_locator(LogLocator(base=4.0 ** 2, numticks=12))
+        ax.yaxis.set_major_formatter(FuncFormatter(fmt_axis_bytes))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        xt = [n for n in CURVE_N if n.bit_length() % 2 == 0]       # 128, 512, 2k, 8k, 32k
+        ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="major", lw=0.3, alpha=0.5)
+        ax.legend(fontsize=6.5, loc="upper left", frameon=False, handlelength=1.6)
+        self.ax_curve = ax
+
+    def _sram_panel(self, ax):
+        self.ax_sram = ax
+        top = max(max(r["sram_bytes"] for r in self.rows), self.M)
+        uname, self.su = _unit(top)
+        self.parts = []
+        for name, colour in PARTS:
+            (bar,) = ax.barh([0], [0], left=[0], color=colour, height=0.5, label=name)
+            self.parts.append(bar)
+        lo, hi = -0.62, 1.15
+        ax.axvline(self.M / self.su, ymin=0, ymax=(0.45 - lo) / (hi - lo), color="k", lw=1.4)
+        ax.text(self.M / self.su, -0.6, f" budget M = {self.budget_name} ", fontsize=7, va="bottom",
+                ha="right" if self.M > 0.6 * top else "left")
+        ax.set_xlim(0, 1.04 * top / self.su)
+        ax.set_ylim(lo, hi)
+        ax.set_yticks([])
+        ax.set_xlabel(uname, fontsize=7, labelpad=1)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6.5, ncol=6, loc="upper left", frameon=False, handlelength=1.0, columnspacing=1.2,
+                  borderaxespad=0.3)
+        self.sram_title = ax.set_title("", fontsize=8.5, loc="left")
+
+    # --- frames ----------------------------------------------------------------------------------
+    @property
+    def n_frames(self) -> int:
+        """One frame per configuration of the sweep, plus the optimum."""
+        return len(self.rows) + 1
+
+    def animated_artists(self) -> list:
+        """The artists a frame changes (everything else is a static background)."""
+        out = [self.cur_heat, self.star, self.cur_curve, *self.parts, self.sram_title, self.numbers, self.step]
+        return out + ([self.cur_meas] if self.cur_meas is not None else [])
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, [], self.animated_artists())
+
+    def render(self, k: int) -> BlockSizeState:
+        """Update to frame k and render it to the canvas (blitting when enabled)."""
+        s = self.draw_frame(k)
+        if self.blitter is not None:
+            self.blitter.update(None)
+        else:
+            self.fig.canvas.draw_idle()
+        return s
+
+    def state(self, k: int) -> BlockSizeState:
+        """The state of frame k (no drawing). Raises IndexError outside 0..n_frames-1."""
+        if not 0 <= k < self.n_frames:
+            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
+        final = k == len(self.rows)
+        seen = self.rows if final else self.rows[:k + 1]
+        best = iomodel.best_of_sweep(seen)
+        row = (best or self.rows[-1]) if final else self.rows[k]
+        ms = self.measured.get((row["Br"], row["Bc"]), {}).get("kernel_ms")
+        tag = f"{row['Br']}×{row['Bc']}"
+        if final and best is None:
+            text = f"no configuration fits in {self.budget_name}: every tile spills — use a larger M or smaller d"
+        elif final:
+            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_bytes(row['hbm_bytes'])} of HBM traffic, "
+                    f"{fmt_bytes(row['sram_bytes'])} of SRAM")
+        else:
+            fit = "fits" if row["fits"] else "does NOT fit (spills)"
+            so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
+            text = (f"trying Br × Bc = {tag}: {fmt_bytes(row['hbm_bytes'])} HBM, {fmt_bytes(row['sram_bytes'])} SRAM, "
+                    f"{fit} · {so_far}")
+        return BlockSizeState(k, row, best, final, ms, text)
+
+    def draw_frame(self, k: int) -> BlockSizeState:
+        """Update every artist to frame k (does not render; the caller draws the canvas)."""
+        s = self.state(k)
+        r = s.row
+        x, y = self._cell(r)
+        self.cur_heat.set_xy((x - 0.5, y - 0.5))
+        if self.cur_meas is not None:
+            self.cur_meas.set_xy((x - 0.5, y - 0.5))
+        if s.best is not None:
+            bx, by = self._cell(s.best)
+            self.star.set_data([bx + 0.3], [by - 0.3])
+        else:
+            self.star.set_data([], [])
+        self.cur_curve.set_ydata(self._exact_over_N(r["Br"], r["Bc"]))
+        left = 0.0
+        for bar, nbytes in zip(self.parts, working_set_parts(r["Br"], r["Bc"], self.d, self.N, self.b)):
+            bar.set_x(left)
+            bar.set_width(nbytes / self.su)
+            left += nbytes / self.su
+        over = r["sram_bytes"] / self.M
+        verdict = "fits" if r["fits"] else f"over the budget by {over:.2g}× — spills"
+        self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_bytes(r['sram_bytes'])} "
+                                 f"of M = {fmt_bytes(self.M)} ({100 * over:.0f}%): {verdict}")
+        self.sram_title.set_color("k" if r["fits"] else style.BAD)
+        self.numbers.set_text(self._numbers(r, s.measured_ms))
+        self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}")
+        self.k = k
+        return s
+
+    def _numbers(self, r, ms) -> str:
+        io = iomodel.flash_forward_io(self.N, self.N, self.d, Br=r["Br"], Bc=r["Bc"], itemsize=self.b,
+                                      order=self.order, causal=self.causal)
+        big = sorted(((v, k) for k, v in {**io.reads}.items()), reverse=True)[:3]
+        lines = [f"Br = {r['Br']}, Bc = {r['Bc']}: Tr = {r['Tr']}, Tc = {r['Tc']}",
+                 f"HBM  {fmt_bytes(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
+                 "read " + ", ".join(f"{k} {fmt_bytes(v)}" for v, k in big),
+                 f"{fmt_flops(r['flops'])} (matmul)"]
+        if max(r["Br"], r["Bc"]) > self.N:
+            lines.append(f"(tiles clipped to N = {self.N})")
+        if self.measured:
+            lines.append(f"GPU  {ms:.2f} ms measured" if ms is not None else "GPU  not measured (kernel: ≤ 128)")
+        return "\n".join(lines)

@@ -1,0 +1,400 @@
+"""Online softmax of one row, block by block: the row x, m and l, the rescale factor, the
+partial weights exp(x − m), and the exact result side by side with a broken variant.
+
+``OnlineRun`` computes every frame from flashviz.online (no drawing); ``OnlineSoftmaxFigure``
+draws one frame per streamed block plus a final "normalise" frame. No widgets in here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.gridspec import GridSpec
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from ..online import naive_softmax, online_softmax_steps, safe_exp_diff
+from . import style
+
+BREAK_MODES = ("none", "no rescale", "no max-subtraction")
+SEEN, GHOST, REF = style.TILED, "0.55", "k"
+EXP_LIMIT = {np.dtype(np.float32): 88.72, np.dtype(np.float64): 709.78, np.dtype(np.float16): 11.09}
+
+
+def softmax64(x) -> np.ndarray:
+    """The reference: float64 softmax with the max subtracted (two passes)."""
+    x = np.asarray(x, np.float64)
+    e = safe_exp_diff(x, np.float64(x.max()))
+    return e / e.sum()
+
+
+def _err(p, ref) -> float:
+    """max |p − ref| in float64; NaN when p holds a NaN or an inf."""
+    d = np.abs(np.asarray(p, np.float64) - ref)
+    return float("nan") if not np.isfinite(d).all() else float(d.max())
+
+
+@dataclass(frozen=True)
+class OnlineFrame:
+    """What frame k shows. Blocks j = 0..T−1 have one frame each; frame T is the final normalise.
+
+    c0, c1: the current block is x[c0:c1]; x[:c1] has been streamed. m_old, m, l, rescale: as in
+    OnlineSoftmaxStep, of the exact algorithm; applied: False when the broken variant is "no rescale"
+    (it skips the factor; its running sum is l_broken). p_exact / p_broken: the
+    softmax of x[:c1] by the online algorithm / by the broken variant (None when none), in the
+    run's dtype; p_ref: float64 softmax of x[:c1]. err_*: max |p − p_ref| (NaN if p has NaN/inf);
+    sum_*: the sum of the weights (should be 1). l_broken: the broken variant's running sum.
+    """
+
+    k: int
+    j: int
+    final: bool
+    c0: int
+    c1: int
+    m_old: float
+    m: float
+    l: float
+    rescale: float
+    applied: bool
+    p_exact: np.ndarray
+    p_broken: np.ndarray | None
+    p_ref: np.ndarray
+    err_exact: float
+    err_broken: float
+    sum_exact: float
+    sum_broken: float
+    l_broken: float
+
+
+class OnlineRun:
+    """All frames of one row streamed in blocks. x is rounded to ``dtype`` first (the scores as
+    stored); m and l are kept in float64; results are rounded to ``dtype``; the reference is the
+    float64 softmax of the same rounded scores, so an error is the algorithm's, not the input's."""
+
+    def __init__(self, x, block: int, *, broken: str = "none", dtype=np.float32):
+        if broken not in BREAK_MODES:
+            raise ValueError(f"broken must be one of {BREAK_MODES}, got {broken!r}")
+        self.dtype = np.dtype(dtype)
+        self.x = np.asarray(x, np.float64).astype(self.dtype).astype(np.float64)
+        self.block, self.broken, self.N = block, broken, self.x.size
+        self.steps = online_softmax_steps(self.x, block=block)
+        self.steps_norescale = online_softmax_steps(self.x, block=block, rescale=False)
+        self.T = len(self.steps)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.l_naive = np.cumsum(np.exp(self.x.astype(self.dtype)), dtype=self.dtype)
+        self._cache = {}
+
+    @property
+    def n_frames(self) -> int:
+        return self.T + 1
+
+    def frame(self, k: int) -> OnlineFrame:
+        if k not in self._cache:
+            self._cache = {k: self._frame(k)}          # keep one: frames are cheap to recompute
+        return self._cache[k]
+
+    def _frame(self, k: int) -> OnlineFrame:
+        final = k == self.T
+        s = self.steps[min(k, self.T - 1)]
+        c0, c1 = (0, self.N) if final else (s.c0, s.c1)
+        xs, dt = self.x[:c1], self.dtype
+        ref = softmax64(xs)
+        e = safe_exp_diff(xs, np.float64(s.m))
+        p_exact = (e / s.l).astype(dt)
+        p_broken, l_broken = None, float("nan")
+        if self.broken == "no rescale":
+            l_broken = self.steps_norescale[min(k, self.T - 1)].l
+            p_broken = (e / l_broken).astype(dt)
+        elif self.broken == "no max-subtraction":
+            l_broken = float(self.l_naive[c1 - 1])
+            p_broken = naive_softmax(xs, dtype=dt)
+        with np.errstate(invalid="ignore", over="ignore"):
+            sum_b = float(np.sum(p_broken, dtype=np.float64)) if p_broken is not None else float("nan")
+        applied = self.broken != "no rescale"          # the broken variant never applies the factor
+        return OnlineFrame(k, min(k, self.T - 1), final, c0, c1, s.m_old, s.m, s.l, s.rescale, applied,
+                           p_exact, p_broken, ref, _err(p_exact, ref),
+                           _err(p_broken, ref) if p_broken is not None else float("nan"),
+                           float(np.sum(p_exact, dtype=np.float64)), sum_b, l_broken)
+
+
+def _fmt(v: float, nd: int = 3) -> str:
+    if np.isnan(v):
+        return "NaN"
+    if np.isinf(v):
+        return "−∞" if v < 0 else "inf"
+    return f"{v:.{nd}g}" if abs(v) < 1e4 else f"{v:.4g}"
+
+
+def _style(ax, title):
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.tick_params(labelsize=7)
+    ax.xaxis.set_major_locator(_ticks(8))
+
+
+def _ticks(n):
+    return MaxNLocator(n, integer=True, min_n_ticks=1)
+
+
+def _broken_is_wrong(f) -> bool:
+    return f.p_broken is not None and not (np.isfinite(f.err_broken) and f.err_broken < 1e-4
+                                           and abs(f.sum_broken - 1) < 1e-4)
+
+
+class OnlineSoftmaxFigure:
+    """Draws an OnlineRun on ``fig`` (cleared first). caption: a line under the step text."""
+
+    def __init__(self, fig, x, block: int, *, broken: str = "none", dtype=np.float32, caption: str = ""):
+        fig.clear()
+        self.fig, self.run = fig, OnlineRun(x, block, broken=broken, dtype=dtype)
+        r, N, T = self.run, self.run.N, self.run.T
+        gs = GridSpec(3, 3, figure=fig, height_ratios=[1.15, 0.9, 1.0], left=0.06, right=0.985, top=0.855,
+                      bottom=0.06, hspace=0.75, wspace=0.25)
+        ax_x = fig.add_subplot(gs[0, :])
+        self.ax_m, self.ax_l, self.ax_a = (fig.add_subplot(gs[1, c]) for c in range(3))
+        self.ax_w, self.ax_ex, self.ax_br = (fig.add_subplot(gs[2, c]) for c in range(3))
+        self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        self.caption = fig.text(0.01, 0.935, caption, fontsize=9, va="top", color="0.25")
+        idx, bw = np.arange(N), 0.85 if N <= 128 else 1.0
+        # the row x: bars from the bottom of the axes (scores near 800 are all tall)
+        lo, hi = float(r.x.min()), float(r.x.max())
+        pad = 0.12 * max(hi - lo, 1.0)
+        self.lo = lo - pad
+        self.xbars = ax_x.bar(idx, r.x - self.lo, bottom=self.lo, width=bw, color="0.85", linewidth=0)
+        ax_x.set_ylim(self.lo, hi + 1.6 * pad)
+        ax_x.set_xlim(-0.6, N - 0.4)
+        if T <= 64:
+            for c in range(block, N, block):
+                ax_x.axvline(c - 0.5, color="0.75", lw=0.6, ls=":")
+        self.span = Rectangle((0, 0), 0, 1, transform=ax_x.get_xaxis_transform(), color=style.CURRENT, alpha=0.13)
+        ax_x.add_patch(self.span)
+        (self.m_old_line,) = ax_x.plot([], [], ls="--", color=GHOST, lw=1.2)
+        (self.m_line,) = ax_x.plot([], [], color=SEEN, lw=1.8)
+        self.m_text = ax_x.text(0, 0, "", fontsize=8, color=SEEN, va="bottom", ha="right",
+                                bbox=dict(fc="w", ec="none", alpha=0.75, pad=0.5))
+        _style(ax_x, f"the row x ({N} scores), streamed in blocks of {block};  line: running max m "
+                     f"(dashed: m before this block)")
+        ax_x.legend(handles=[Patch(color=SEEN, label="streamed"), Patch(color=style.CURRENT, label="this block"),
+                             Patch(color="0.85", label="not read yet")], loc="lower right", bbox_to_anchor=(1, 1.0),
+                    ncol=3, fontsize=7, frameon=False, borderaxespad=0.1, handlelength=1)
+        ax_x.set_xlabel("element k", fontsize=7, labelpad=1)
+        ax_x.ticklabel_format(axis="y", useOffset=False, style="plain")
+        self._init_stats(T)
+        self._init_weights(idx, bw)
+        self.k = None
+
+    # --- panels -------------------------------------------------------------------------------
+    def _init_stats(self, T):
+        r, js = self.run, np.arange(T)
+        ms = np.array([s.m for s in r.steps])
+        ls = np.array([s.l for s in r.steps] + ([s.l for s in r.steps_norescale] if r.broken == "no rescale" else []))
+        for ax in (self.ax_m, self.ax_l, self.ax_a):
+            ax.set_xlim(-0.6, T - 0.4)
+            ax.set_xlabel("block j", fontsize=7, labelpad=1)
+        fin = ms[np.isfinite(ms)]
+        lo, hi = (float(fin.min()), float(fin.max())) if fin.size else (0.0, 1.0)
+        pad = 0.15 * max(hi - lo, 0.5)
+        self.ax_m.set_ylim(lo - pad, hi + 2.2 * pad)
+        self.ax_m.ticklabel_format(axis="y", useOffset=False, style="plain")
+        (self.m_hist,) = self.ax_m.plot([], [], "o-", color=SEEN, alpha=0.35, ms=3, lw=1)
+        (self.m_old_pt,) = self.ax_m.plot([], [], "o", mfc="none", mec=GHOST, ms=7)
+        (self.m_pt,) = self.ax_m.plot([], [], "o", color=SEEN, ms=7)
+        self.m_info = self.ax_m.text(0.02, 0.95, "", transform=self.ax_m.transAxes, fontsize=7.5, va="top")
+        _style(self.ax_m, "running max m  (○ m_old, ● m)")
+        # l: history, and the current block as  rescaled old sum + this block's weights
+        self.ax_l.set_ylim(0, 1.35 * max(float(ls.max()), 1.0))
+        (self.l_hist,) = self.ax_l.plot([], [], "o-", color="#9467bd", alpha=0.35, ms=3, lw=1)
+        (self.lb_hist,) = self.ax_l.plot([], [], "x--", color=style.BAD, ms=4, lw=1)
+        w = 0.7
+        self.l_old_box = Rectangle((0, 0), w, 0, fill=False, ec="k", ls="--", lw=1.2, zorder=3)
+        self.l_kept = Rectangle((0, 0), w, 0, color=SEEN)
+        self.l_new = Rectangle((0, 0), w, 0, color=style.CURRENT)
+        for p in (self.l_old_box, self.l_kept, self.l_new):
+            self.ax_l.add_patch(p)
+        self.l_info = self.ax_l.text(0.02, 0.95, "", transform=self.ax_l.transAxes, fontsize=7.5, va="top")
+        _style(self.ax_l, "running sum l = rescale·l_old + Σ exp(x_block − m)")
+        # the rescale factor per block
+        self.ax_a.set_ylim(0, 1.45)
+        self.a_bars = self.ax_a.bar(js, np.zeros(T), width=0.7 if T > 1 else 0.4, color="0.8", linewidth=0)
+        self.ax_a.axhline(1, color="0.7", lw=0.6, ls=":")
+        self.a_info = self.ax_a.text(0.02, 0.95, "", transform=self.ax_a.transAxes, fontsize=7.5, va="top")
+        self.a_title = self.ax_a.set_title("", fontsize=9, loc="left")
+        self.ax_a.tick_params(labelsize=7)
+        self.ax_a.xaxis.set_major_locator(_ticks(8))
+        for ax in (self.ax_m, self.ax_l):
+            ax.xaxis.set_major_locator(_ticks(8))
+
+    def _init_weights(self, idx, bw):
+        N = self.run.N
+        self.ax_w.set_ylim(0, 1.3)
+        self.ax_w.set_xlim(-0.6, N - 0.4)
+        self.w_ghost = self.ax_w.bar(idx, np.zeros(N), width=bw, fill=False, ec=GHOST, lw=0.8, ls="--")
+        self.w_bars = self.ax_w.bar(idx, np.zeros(N), width=bw, color=SEEN, linewidth=0 if N <= 128 else 0.6)
+        self.w_title = self.ax_w.set_title("", fontsize=9, loc="left")
+        self.ax_w.tick_params(labelsize=7)
+        self.ax_w.xaxis.set_major_locator(_ticks(6))
+        self.ax_w.set_xlabel("element k   (dashed: as first computed, with an older m)", fontsize=7, labelpad=1)
+        self.cmp = []
+        for ax, colour in ((self.ax_ex, SEEN), (self.ax_br, style.BAD if self.run.broken != "none" else "0.7")):
+            bars = ax.bar(idx, np.zeros(N), width=bw, color=colour, ec=colour, linewidth=0 if N <= 128 else 0.6)
+            (ref,) = ax.plot([], [], "_", color=REF, ms=max(2.0, min(8.0, 300 / N)), mew=1.5)
+            (bad,) = ax.plot([], [], "x", color=style.BAD, ms=6, mew=1.5)
+            title = ax.set_title("", fontsize=8.5, loc="left")
+            note = ax.text(0.5, 0.45, "", transform=ax.transAxes, ha="center", va="center", fontsize=7.5,
+                           color=style.BAD, bbox=dict(fc="w", ec="0.8", alpha=0.9, pad=2), zorder=5)
+            ax.set_xlim(-0.6, N - 0.4)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(_ticks(6))
+            ax.set_xlabel("element k   (—: float64 softmax)", fontsize=7, labelpad=1)
+            self.cmp.append((ax, bars, ref, bad, title, note))
+
+    # --- frames -------------------------------------------------------------------------------
+    @property
+    def n_frames(self) -> int:
+        return self.run.n_frames
+
+    def draw_frame(self, k: int) -> OnlineFrame:
+        """Update every artist to frame k (does not render); returns the frame's OnlineFrame."""
+        r = self.run
+        f = r.frame(k)
+        self._draw_row(f)
+        self._draw_stats(f)
+        self._draw_weights(f)
+        self._draw_compare(f)
+        if f.final:
+            text = f"step {k + 1}/{r.n_frames}: normalise — p = exp(x − m) / l with m = {_fmt(f.m, 6)}, l = {_fmt(f.l, 4)}"
+        else:
+            text = (f"step {k + 1}/{r.n_frames}: block j = {f.j} (elements {f.c0}…{f.c1 - 1}) — "
+                    f"update m and l" + ("" if f.applied else "  [break it: rescale NOT applied]"))
+        self.step.set_text(text)
+        self.k = k
+        return f
+
+    def _draw_row(self, f):
+        for i, b in enumerate(self.xbars):
+            b.set_color(style.CURRENT if (f.c0 <= i < f.c1 and not f.final) else SEEN if i < f.c1 else "0.85")
+        self.span.set_x(f.c0 - 0.5)
+        self.span.set_width(f.c1 - f.c0)
+        self.span.set_visible(not f.final)
+        self.m_line.set_data([-0.5, f.c1 - 0.5], [f.m, f.m])
+        old = np.isfinite(f.m_old) and not f.final
+        self.m_old_line.set_data(([-0.5, f.c0 - 0.5], [f.m_old, f.m_old]) if old else ([], []))
+        self.m_text.set_position((f.c1 - 0.5, f.m))
+        self.m_text.set_text(f"m = {_fmt(f.m, 5)} ")
+
+    def _draw_stats(self, f):
+        r, j = self.run, f.j
+        js = np.arange(j + 1)
+        self.m_hist.set_data(js, [s.m for s in r.steps[: j + 1]])
+        self.m_pt.set_data([j], [f.m])
+        self.m_old_pt.set_data(([j], [f.m_old]) if np.isfinite(f.m_old) and not f.final else ([], []))
+        grew = "grew" if f.m > f.m_old else "did not grow"
+        self.m_info.set_text(f"m = {_fmt(f.m, 5)}" if f.final else
+                             f"m_old = {_fmt(f.m_old, 5)} → m = {_fmt(f.m, 5)} ({grew})")
+        s = r.steps[j]
+        l_old = r.steps[j - 1].l if j > 0 else 0.0
+        kept = s.rescale * l_old                      # the exact algorithm; the broken l is the red line
+        new = float(s.p_block.sum())
+        self.l_hist.set_data(js, [t.l for t in r.steps[: j + 1]])
+        if r.broken == "no rescale":
+            self.lb_hist.set_data(js, [t.l for t in r.steps_norescale[: j + 1]])
+        for p, y, h in ((self.l_old_box, 0, l_old), (self.l_kept, 0, kept), (self.l_new, kept, new)):
+            p.set_x(j - 0.35)
+            p.set_y(y)
+            p.set_height(h)
+            p.set_visible(not f.final and h > 0)
+        if f.final:
+            info = f"l = {_fmt(f.l, 4)}  (exact: Σ exp(x − m) over the row)"
+        else:
+            info = f"l = {_fmt(s.rescale, 3)}·{_fmt(l_old, 3)} + {_fmt(new, 3)} = {_fmt(f.l, 4)}"
+        if r.broken == "no rescale":
+            info += f"\nno rescale: l = {_fmt(f.l_broken, 4)}  (red ×)"
+        elif r.broken == "no max-subtraction":
+            info += f"\nno max-subtraction: Σ exp(x) = {_fmt(f.l_broken, 4)}" + (
+                " (= e^m · l)" if np.isfinite(f.l_broken) else " (overflow)")
+        self.l_info.set_text(info)
+        self.l_info.set_color(style.BAD if _broken_is_wrong(f) else "k")
+        self._draw_rescale(f)
+
+    def _draw_rescale(self, f):
+        r = self.run
+        for i, b in enumerate(self.a_bars):
+            a = r.steps[i].rescale if 0 < i <= f.j else 0.0
+            b.set_height(a)
+            b.set_color(style.CURRENT if a < 1 else "0.6")
+            b.set_edgecolor("k" if i == f.j and not f.final else "none")
+            b.set_linewidth(1.2)
+        self.a_title.set_text("rescale factor exp(m_old − m)" + ("" if r.broken != "no rescale" else "  — NOT applied"))
+        self.a_title.set_color(style.BAD if r.broken == "no rescale" else "k")
+        if f.final:
+            fired = sum(1 for s in r.steps[1:] if s.rescale < 1)
+            info = f"fired on {fired} of {r.T - 1} later blocks" if r.T > 1 else "one block: never needed"
+        elif f.j == 0:
+            info = "first block: m_old = −∞, l_old = 0 — nothing to rescale"
+        elif f.rescale < 1:
+            verb = "should shrink the old sum: NOT applied" if not f.applied else "fired: the old sum shrinks"
+            info = f"e^({_fmt(f.m_old, 4)} − {_fmt(f.m, 4)}) = {f.rescale:.3g}\n{verb}"
+        else:
+            info = "= 1: the max did not grow, old sum kept"
+        self.a_info.set_text(info)
+        self.a_info.set_color(style.CURRENT if (f.rescale < 1 and f.j > 0 and not f.final) else "k")
+
+    def _draw_weights(self, f):
+        r = self.run
+        stale = np.zeros(r.N)
+        for s in r.steps[: f.j + 1]:
+            stale[s.c0:s.c1] = s.p_block              # weights as computed when the block arrived
+        now = np.zeros(r.N)
+        now[: f.c1] = safe_exp_diff(r.x[: f.c1], np.float64(f.m))
+        for i, (b, g) in enumerate(zip(self.w_bars, self.w_ghost)):
+            b.set_height(now[i])
+            b.set_color(style.CURRENT if (f.c0 <= i < f.c1 and not f.final) else SEEN)
+            g.set_height(stale[i] if i < f.c0 or f.final else 0)
+        if f.final:
+            self.w_title.set_text("exp(x − m): divide by l to get p")
+        else:
+            self.w_title.set_text("partial weights exp(x − m)")
+        self.w_title.set_text(self.w_title.get_text() + f";  Σ = l = {_fmt(f.l, 4)}")
+
+    def _draw_compare(self, f):
+        r = self.run
+        top = 1.3 * max(float(f.p_ref.max()), float(np.nanmax(np.where(np.isfinite(f.p_exact), f.p_exact, 0))), 1e-3)
+        what = "the whole row" if f.final else f"x[0:{f.c1}] so far"
+        panels = [(f.p_exact, f.err_exact, f.sum_exact, "exact online")]
+        if r.broken == "none":
+            panels.append((f.p_ref, 0.0, float(f.p_ref.sum()), "float64 softmax (no break-it mode)"))
+        else:
+            panels.append((f.p_broken, f.err_broken, f.sum_broken, f"broken: {r.broken}"))
+        for (ax, bars, ref, bad, title, note), (p, err, total, name) in zip(self.cmp, panels):
+            h = np.zeros(r.N)
+            h[: f.c1] = np.where(np.isfinite(p), p, 0)
+            for b, v in zip(bars, h):
+                b.set_height(v)
+            ref.set_data(np.arange(f.c1), f.p_ref)
+            nonfinite = np.flatnonzero(~np.isfinite(p))
+            bad.set_data(nonfinite, np.full(nonfinite.size, 0.9 * top))
+            ax.set_ylim(0, top)
+            right = (np.isfinite(err) and err < 1e-4 and abs(total - 1) < 1e-4)
+            title.set_text(f"{name}: p of {what}\nmax |p − p_ref| = {_fmt(err, 2)} · Σp = "
+                           + (f"{total:.6f}" if np.isfinite(total) else "NaN") + ("" if right else " ≠ 1"))
+            title.set_color(style.OK if right else style.BAD)
+            text = self._note(f, p, nonfinite) if ax is self.ax_br else ""
+            note.set_text(text)
+            note.set_color(style.BAD if text.startswith("✗") else "0.25")
+            note.set_visible(bool(text))
+
+    def _note(self, f, p, nonfinite) -> str:
+        r = self.run
+        lim = EXP_LIMIT.get(r.dtype, float("nan"))
+        if r.broken == "no max-subtraction" and not np.isfinite(f.l_broken):
+            head = (f"✗ exp(x) overflows {r.dtype.name} above x ≈ {lim:g};\n"
+                    f"scores here reach {_fmt(float(r.x[:f.c1].max()), 4)}, so Σ exp(x) = inf")
+            if nonfinite.size:
+                return f"{head}\n→ inf / inf = NaN (×) at {nonfinite.size} of {f.c1} entries"
+            return f"{head}\n→ every p = finite / inf = 0"
+        if r.broken == "no max-subtraction" and np.isfinite(f.sum_broken) and f.err_broken < 1e-4:
+            return (f"fine here: scores ≤ {_fmt(float(r.x[:f.c1].max()), 4)} stay below\n"
+                    f"{r.dtype.name}'s overflow point x ≈ {lim:g}")
+        if r.broken == "no rescale" and f.err_broken < 1e-12:
+            return "still right: the max has not grown after the first block"
+        return ""
