@@ -1,19 +1,24 @@
-"""Command line: ``flashviz tables`` (the IO model's standard-vs-tiled table) and
-``flashviz gpu`` (is a GPU usable here, and the recorded GPU results)."""
+"""Command line: ``flashviz tables`` (the IO model's tables: standard vs tiled traffic over N, a
+block-size sweep against an SRAM budget, backward storage) and ``flashviz gpu`` (is a GPU usable
+here, and the recorded GPU results)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .iomodel import flash_forward_io, standard_attention_io
+from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
+                      standard_attention_io, standard_backward_io, stored_between_passes)
+
+TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
+LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)
 
 
 def tables(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2, causal: bool = False) -> str:
     """HBM bytes (MiB) and GFLOP of standard vs tiled attention for N = 1k…64k, as text."""
     rows = [f"d = {d}, Br = {Br}, Bc = {Bc}, {itemsize}-byte elements{', causal' if causal else ''}",
             f"{'N':>7} {'standard MiB':>13} {'tiled MiB':>10} {'ratio':>6} {'GFLOP':>9}"]
-    for N in (1024, 2048, 4096, 8192, 16384, 32768, 65536):
+    for N in TABLE_N:
         std = standard_attention_io(N, N, d, itemsize=itemsize)
         til = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, causal=causal)
         rows.append(f"{N:>7} {std.hbm_bytes / 2**20:>13.1f} {til.hbm_bytes / 2**20:>10.1f} "
@@ -21,20 +26,84 @@ def tables(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2, causal:
     return "\n".join(rows)
 
 
+def sweep_table(N: int = 4096, d: int = 64, sram: str = "H100/H200", itemsize: int = 2, causal: bool = False,
+                order: str = "fa2", blocks=SWEEP_BLOCKS) -> str:
+    """The block-size sweep (iomodel.block_size_sweep) at N, d against an SRAM preset (or bytes), as text:
+    Br, Bc, Tr, Tc, HBM MiB, SRAM KiB, whether it fits, the optimum marked with *."""
+    from .views.blocksize_view import sram_budget_bytes
+
+    label, M = sram_budget_bytes(sram)
+    n_cfg = len(tuple(blocks)) ** 2
+    long = N // min(tuple(blocks) or (1,)) * n_cfg > LONG_SWEEP
+    bar = _progress(n_cfg, long, "block-size sweep")
+    try:
+        rows = block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order, causal=causal,
+                                progress=lambda i, n: bar.update(1))
+    finally:
+        bar.close()
+    best = best_of_sweep(rows)
+    std = standard_attention_io(N, N, d, itemsize=itemsize).hbm_bytes
+    out = [f"Block-size sweep: N = {N}, d = {d}, {itemsize}-byte elements, {order.upper()} order"
+           f"{', causal' if causal else ''}; SRAM budget M = {label} ({M:,} bytes); standard attention "
+           f"{std / 2**20:.1f} MiB",
+           f"{'Br':>5} {'Bc':>5} {'Tr':>6} {'Tc':>6} {'HBM MiB':>10} {'SRAM KiB':>9} {'fits':>5}"]
+    for r in rows:
+        star = " *" if best is not None and r is best else ""
+        out.append(f"{r['Br']:>5} {r['Bc']:>5} {r['Tr']:>6} {r['Tc']:>6} {r['hbm_bytes'] / 2**20:>10.2f} "
+                   f"{r['sram_bytes'] / 1024:>9.1f} {'yes' if r['fits'] else 'NO':>5}{star}")
+    out.append(f"* optimum (least traffic that fits, ties → largest tile): {best['Br']}×{best['Bc']}" if best else
+               "no configuration fits: every one would spill out of SRAM")
+    return "\n".join(out)
+
+
+def backward_table(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2, causal: bool = False) -> str:
+    """What the forward leaves for the backward (P vs lse, iomodel.stored_between_passes) and the
+    backward's HBM traffic (standard_backward_io vs flash_backward_io) over N, as text."""
+    out = [f"Backward: stored between passes and backward HBM traffic; d = {d}, Br = {Br}, Bc = {Bc}, "
+           f"{itemsize}-byte elements{', causal' if causal else ''}",
+           f"{'N':>7} {'P MiB':>10} {'lse KiB':>9} {'std bwd MiB':>12} {'flash bwd MiB':>14} {'ratio':>6}"]
+    bar = _progress(len(TABLE_N), True, "backward table")
+    try:
+        for N in TABLE_N:
+            kept = stored_between_passes(N, N, itemsize=itemsize)
+            std = standard_backward_io(N, N, d, itemsize=itemsize).hbm_bytes
+            fla = flash_backward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, causal=causal).hbm_bytes
+            out.append(f"{N:>7} {kept['standard (P)'] / 2**20:>10.1f} {kept['flash (lse)'] / 1024:>9.1f} "
+                       f"{std / 2**20:>12.1f} {fla / 2**20:>14.1f} {std / fla:>6.1f}")
+            bar.update(1)
+    finally:
+        bar.close()
+    return "\n".join(out)
+
+
+def _progress(total: int, long: bool, desc: str):
+    """A tqdm bar on stderr for long work on a terminal; a silent stand-in otherwise."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, file=sys.stderr, disable=None if long else True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="flashviz", description="FlashAttention, seen and checked.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("tables", help="standard vs tiled HBM traffic over N (the IO model)")
+    t = sub.add_parser("tables", help="the IO model's tables: traffic over N, a block-size sweep, backward storage")
     t.add_argument("--d", type=int, default=64)
     t.add_argument("--Br", type=int, default=128)
     t.add_argument("--Bc", type=int, default=128)
     t.add_argument("--itemsize", type=int, default=2, choices=(2, 4, 8))
     t.add_argument("--causal", action="store_true")
+    t.add_argument("--N", type=int, default=4096, help="sequence length of the block-size sweep")
+    t.add_argument("--sram", default="H100/H200", help="SRAM budget of the sweep: H100/H200, A100, toy, or bytes")
+    t.add_argument("--order", default="fa2", choices=("fa2", "fa1"), help="loop order of the sweep")
     sub.add_parser("gpu", help="whether a GPU is usable here, and the recorded GPU results")
     args = p.parse_args(argv)
     try:
         if args.cmd == "tables":
-            print(tables(args.d, args.Br, args.Bc, args.itemsize, args.causal))
+            sram = int(args.sram) if args.sram.isdigit() else args.sram
+            text = [tables(args.d, args.Br, args.Bc, args.itemsize, args.causal),
+                    sweep_table(args.N, args.d, sram, args.itemsize, args.causal, args.order),
+                    backward_table(args.d, args.Br, args.Bc, args.itemsize, args.causal)]
+            print("\n\n".join(text))
         else:
             from .gpu import gpu_status
             from .widgets.gpu_panel import recorded_summary

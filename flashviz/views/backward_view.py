@@ -26,12 +26,12 @@ from matplotlib.gridspec import GridSpec
 from matplotlib.colors import PowerNorm
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import Bbox, TransformedBbox
 
 from ..iomodel import recompute_extra_flops, standard_backward_io, stored_between_passes
 from ..masking import tile_kind
 from ..replay import sub
 from . import style
-from .blit import Blitter
 from .meters import _unit
 from .style import fmt_bytes
 
@@ -145,6 +145,11 @@ class BackwardReplay:
         self._dQ = np.full((tr.Nq, tr.d), np.nan)
         self._dKV = np.empty_like(self.dKV_full)
         self._order_buf = np.full((tr.Nq, tr.Nk), np.nan)
+        self._zero_cache = {}
+
+    def _zeros(self, *shape):
+        """A cached zero array (the accumulators just after load_KV)."""
+        return self._zero_cache.setdefault(shape, np.zeros(shape))
 
     def visited_grid(self, k: int) -> np.ndarray:
         """(Nq, Nk) visit number of each tile visited by frame k (NaN elsewhere)."""
@@ -169,8 +174,8 @@ class BackwardReplay:
                 dK_j, dV_j = e.dK, e.dV
             else:
                 bc, d, dv = ev[kv].c1 - ev[kv].c0, self.trace.d, self.trace.dv
-                dK_j = ev[self._dK_at[k]].dK if self._dK_at[k] > start else np.zeros((bc, d))
-                dV_j = ev[self._dV_at[k]].dV if self._dV_at[k] > start else np.zeros((bc, dv))
+                dK_j = ev[self._dK_at[k]].dK if self._dK_at[k] > start else self._zeros(bc, d)
+                dV_j = ev[self._dV_at[k]].dV if self._dV_at[k] > start else self._zeros(bc, dv)
         self._dQ[:] = np.nan
         Br = self.trace.Br
         for i, ups in enumerate(self.dQ_updates):
@@ -326,6 +331,7 @@ class _Meters:
         ax_hbm.barh([0], [tot / self.u], color=style.TILED, alpha=0.2, height=0.6)
         (self.hbm_bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
         self.hbm_label = ax_hbm.text(0, 0, "", va="center", fontsize=7.5)
+        self.axes = (ax_hbm, ax_keep, ax_flops)
         self.tot = tot
         self._bar_axes(ax_hbm, ["tiled", "standard"], max(std, tot) / self.u, uname)
         self._end_label(ax_hbm, 1, std / self.u, fmt_bytes(std))
@@ -402,6 +408,87 @@ class _Meters:
                     [f"{_fmt_flops(s.flops)}, recompute {_fmt_flops(s.recompute_flops)}", _fmt_flops(s.flops)])
 
 
+class RegionBlitter:
+    """Blitting by areas: redraw only the parts of the figure whose content changed.
+
+    ``regions``: {name: ((x0, y0, x1, y1) in figure fractions, slow artists, fast artists)}, areas
+    that do not overlap. The static figure is rendered once (a full draw) and each area's piece
+    of it kept; an area's slow artists (big images) are composited onto that piece and cached
+    whenever their key changes; its fast artists are drawn on top whenever its key changes.
+    Areas whose key did not change are left as they are on the canvas. Text is costly to render
+    (about 0.1 ms a glyph), so this keeps a frame's cost to what actually moved. Any full redraw
+    (first display, resize, ``static_bg = None``) refreshes every cache through draw_event.
+    """
+
+    def __init__(self, fig, regions):
+        self.fig, self.canvas = fig, fig.canvas
+        self.regions = {}
+        for name, (frac, slow, fast) in regions.items():
+            box = TransformedBbox(Bbox.from_extents(*frac), fig.transFigure)
+            for a in (*slow, *fast):
+                a.set_animated(True)
+                a.set_clip_box(box)
+                a.set_clip_on(True)
+            self.regions[name] = {"box": box, "slow": list(slow), "fast": list(fast), "static": None, "base": None,
+                                  "key": (object(), object())}
+        self._static_ok = False
+        self._keys = {}
+        self._size = None
+        self._cid = self.canvas.mpl_connect("draw_event", self._on_draw)
+
+    @property
+    def static_bg(self):
+        """Truthy once the static figure is cached; set to None to force a full redraw."""
+        return self._static_ok or None
+
+    @static_bg.setter
+    def static_bg(self, value):
+        if value is None:
+            self._static_ok = False
+
+    def _on_draw(self, event):
+        for name, r in self.regions.items():
+            r["static"] = self.canvas.copy_from_bbox(r["box"])
+            r["key"] = (object(), object())
+        self._static_ok = True
+        self._draw_changed(self._keys)
+
+    def _draw_changed(self, keys) -> bool:
+        changed = False
+        for name, r in self.regions.items():
+            slow_key, fast_key = keys.get(name, (None, None))
+            if r["key"] == (slow_key, fast_key) and r["base"] is not None:
+                continue
+            changed = True
+            if r["key"][0] != slow_key or r["base"] is None:
+                self.canvas.restore_region(r["static"])
+                for a in r["slow"]:
+                    self.fig.draw_artist(a)
+                r["base"] = self.canvas.copy_from_bbox(r["box"]) if r["slow"] else r["static"]
+            else:
+                self.canvas.restore_region(r["base"])
+            for a in r["fast"]:
+                self.fig.draw_artist(a)
+            r["key"] = (slow_key, fast_key)
+        return changed
+
+    def update(self, keys):
+        """Render the areas whose (slow key, fast key) changed since they were last drawn."""
+        self._keys = keys
+        size = self.canvas.get_width_height()
+        if not self._static_ok or self._size != size:
+            self._size = size
+            for r in self.regions.values():
+                r["base"] = None
+            self.canvas.draw()                 # fires draw_event: caches the static pieces, draws every area
+        elif not self._draw_changed(keys):
+            return
+        self.canvas.blit(self.fig.bbox)
+
+    def disconnect(self):
+        self.canvas.mpl_disconnect(self._cid)
+
+
 class BackwardFigure:
     """The backward explainer's figure, built on ``fig`` (cleared first) for one backward trace.
 
@@ -470,31 +557,66 @@ class BackwardFigure:
     def n_frames(self) -> int:
         return self.replay.n_frames
 
-    def animated_artists(self):
-        """(slow, fast): the big images (change every few steps) and everything else."""
-        slow = [self.grid.image, self.grid.grid, self.dQ.image, self.dKV.image]
+    def _regions(self):
+        """Disjoint figure areas (figure fractions) with their (slow, fast) artists.
+
+        Column and row borders sit half-way between panels, so each area holds its animated
+        artists whole (they are clipped to it, to be sure)."""
         g, m = self.grid, self.meters
-        fast = [g.band, g.flash, g.tile, g.q_strip, g.k_strip, g.title, self.P.image, self.P.title, self.dS.image,
-                self.dS.title, self.dK.image, self.dK.title, self.dV.image, self.dV.title, self.rmw, self.dQ.title,
-                m.hbm_bar, m.hbm_label, m.flop_bar, m.extra_bar, m.flop_label, self.step]
-        return slow, fast
+        pos = {name: p.ax.get_position() for name, p in
+               (("P", self.P), ("dS", self.dS), ("dK", self.dK), ("dV", self.dV), ("dQ", self.dQ), ("dKV", self.dKV))}
+        gx1 = g.ax.get_position().x1
+        c1 = (gx1 + pos["P"].x0) / 2
+        c2 = (pos["P"].x1 + pos["dK"].x0) / 2
+        c3 = (pos["dK"].x1 + pos["dQ"].x0) / 2
+        r_mid = (pos["P"].y0 + pos["dS"].y1) / 2
+        m_top = max(ax.get_position().y1 for ax in m.axes)
+        head_y0 = 0.952
+        return {
+            "head": ((0, head_y0, 1, 1), [], [self.step]),
+            "grid": ((0, g.ax.get_position().y0, c1, head_y0), [g.image, g.grid],
+                     [g.band, g.flash, g.tile, g.q_strip, g.k_strip, g.title]),
+            "P": ((c1, r_mid, c2, head_y0), [], [self.P.image, self.P.title]),
+            "dS": ((c1, m_top, c2, r_mid), [], [self.dS.image, self.dS.title]),
+            "dK": ((c2, r_mid, c3, head_y0), [], [self.dK.image, self.dK.title]),
+            "dV": ((c2, m_top, c3, r_mid), [], [self.dV.image, self.dV.title]),
+            "dQ": ((c3, r_mid, 1, head_y0), [self.dQ.image], [self.rmw, self.dQ.title]),
+            "dKV": ((c3, m_top, 1, r_mid), [self.dKV.image], []),
+            "meters": ((0, 0, 1, m_top), [], [m.hbm_bar, m.hbm_label, m.flop_bar, m.extra_bar, m.flop_label]),
+        }
+
+    def _region_keys(self, s: BackwardState):
+        """Per area, (slow key, fast key): an area is redrawn only when its key changes."""
+        e, g = s.event, self.grid
+        txt = lambda t: (t.get_text(), t.get_color())  # noqa: E731
+        return {
+            "head": (None, s.k),
+            "grid": (s.tiles_done, (e.kind, e.i, e.j, txt(g.title))),
+            "P": (None, (id(s.P), txt(self.P.title))),
+            "dS": (None, (id(s.dS), txt(self.dS.title))),
+            "dK": (None, (id(s.dK_j), txt(self.dK.title))),
+            "dV": (None, (id(s.dV_j), txt(self.dV.title))),
+            "dQ": ((s.dQ_updates, s.D_blocks), (self.rmw.get_visible(), e.r0, txt(self.dQ.title))),
+            "dKV": (s.blocks_written, None),
+            "meters": (None, (s.hbm_bytes, s.flops)),
+        }
 
     def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, *self.animated_artists())
-
-    @staticmethod
-    def _slow_key(s: BackwardState):
-        return (s.tiles_done, s.dQ_updates, s.blocks_written, s.D_blocks)
+        """Render later frames by blitting only the areas that change (call once the figure has its canvas)."""
+        self.blitter = RegionBlitter(self.fig, self._regions())
 
     def render(self, k: int):
         """Update to frame k and render it (blitting when enabled)."""
         s = self.draw_frame(k)
         if self.blitter is not None:
-            self.blitter.update(self._slow_key(s))
+            self.blitter.update(self._region_keys(s))
         else:
             self.fig.canvas.draw_idle()
         return s
+
+    @staticmethod
+    def _slow_key(s: BackwardState):
+        return (s.tiles_done, s.dQ_updates, s.blocks_written, s.D_blocks)
 
     def draw_frame(self, k: int) -> BackwardState:
         """Update all artists to frame k (does not render; the caller draws the canvas)."""

@@ -10,15 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba_array
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from ..online import naive_softmax, online_softmax_steps, safe_exp_diff
 from . import style
+from .blit import Blitter
 
 BREAK_MODES = ("none", "no rescale", "no max-subtraction")
 SEEN, GHOST, REF = style.TILED, "0.55", "k"
+Y_TOPS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.35)   # few y ranges: few full redraws
 EXP_LIMIT = {np.dtype(np.float32): 88.72, np.dtype(np.float64): 709.78, np.dtype(np.float16): 11.09}
 
 
@@ -141,6 +145,24 @@ def _broken_is_wrong(f) -> bool:
                                            and abs(f.sum_broken - 1) < 1e-4)
 
 
+class Bars:
+    """Bars as one PolyCollection (hundreds of bars redraw fast): heights and colours per frame."""
+
+    def __init__(self, ax, x, width, *, bottom=0.0, color="0.8", **kw):
+        self.x0, self.x1 = np.asarray(x, float) - width / 2, np.asarray(x, float) + width / 2
+        self.bottom = bottom
+        self.coll = PolyCollection([], facecolors=color, **kw)
+        ax.add_collection(self.coll)
+        self.set(np.zeros(len(self.x0)))
+
+    def set(self, heights, colors=None):
+        b, t = self.bottom, self.bottom + np.nan_to_num(np.asarray(heights, float), nan=0.0, posinf=0.0, neginf=0.0)
+        self.coll.set_verts(np.stack([np.stack([self.x0, self.x0, self.x1, self.x1], 1),
+                                      np.stack([np.full_like(t, b), t, t, np.full_like(t, b)], 1)], -1))
+        if colors is not None:
+            self.coll.set_facecolor(to_rgba_array(colors))
+
+
 class OnlineSoftmaxFigure:
     """Draws an OnlineRun on ``fig`` (cleared first). caption: a line under the step text."""
 
@@ -160,7 +182,8 @@ class OnlineSoftmaxFigure:
         lo, hi = float(r.x.min()), float(r.x.max())
         pad = 0.12 * max(hi - lo, 1.0)
         self.lo = lo - pad
-        self.xbars = ax_x.bar(idx, r.x - self.lo, bottom=self.lo, width=bw, color="0.85", linewidth=0)
+        self.xbars = Bars(ax_x, idx, bw, bottom=self.lo, linewidth=0)
+        self.xbars.set(r.x - self.lo)
         ax_x.set_ylim(self.lo, hi + 1.6 * pad)
         ax_x.set_xlim(-0.6, N - 0.4)
         if T <= 64:
@@ -182,6 +205,33 @@ class OnlineSoftmaxFigure:
         self._init_stats(T)
         self._init_weights(idx, bw)
         self.k = None
+        self.blitter, self._top, self._drawn_top = None, None, None
+
+    def animated_artists(self):
+        """Every artist that changes between frames (drawn on top of a cached background)."""
+        arts = [self.step, self.span, self.xbars.coll, self.m_line, self.m_old_line, self.m_text,
+                self.m_hist, self.m_old_pt, self.m_pt, self.m_info, self.l_hist, self.lb_hist, self.l_old_box,
+                self.l_kept, self.l_new, self.l_info, self.a_bars.coll, self.a_now, self.a_info,
+                self.w_ghost.coll, self.w_bars.coll, self.w_title]
+        for _, bars, ref, bad, title, note in self.cmp:
+            arts += [bars.coll, ref, bad, title, note]
+        return arts
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, [], self.animated_artists())
+
+    def render(self, k: int) -> OnlineFrame:
+        """Update to frame k and render it (blitting; a full redraw only when a y range changes)."""
+        f = self.draw_frame(k)
+        if self.blitter is None:
+            self.fig.canvas.draw_idle()
+            return f
+        if self._top != self._drawn_top:
+            self.blitter.static_bg = None        # the comparison axes' ticks changed: redraw them
+            self._drawn_top = self._top
+        self.blitter.update(0)
+        return f
 
     # --- panels -------------------------------------------------------------------------------
     def _init_stats(self, T):
@@ -215,10 +265,13 @@ class OnlineSoftmaxFigure:
         _style(self.ax_l, "running sum l = rescale·l_old + Σ exp(x_block − m)")
         # the rescale factor per block
         self.ax_a.set_ylim(0, 1.45)
-        self.a_bars = self.ax_a.bar(js, np.zeros(T), width=0.7 if T > 1 else 0.4, color="0.8", linewidth=0)
+        self.a_bars = Bars(self.ax_a, js, 0.7 if T > 1 else 0.4, linewidth=0)
+        (self.a_now,) = self.ax_a.plot([], [], "k-", lw=1.4)        # outline of the current block's bar
         self.ax_a.axhline(1, color="0.7", lw=0.6, ls=":")
         self.a_info = self.ax_a.text(0.02, 0.95, "", transform=self.ax_a.transAxes, fontsize=7.5, va="top")
-        self.a_title = self.ax_a.set_title("", fontsize=9, loc="left")
+        broken = r.broken == "no rescale"
+        self.ax_a.set_title("rescale factor exp(m_old − m)" + ("  — NOT applied" if broken else ""), fontsize=9,
+                            loc="left", color=style.BAD if broken else "k")
         self.ax_a.tick_params(labelsize=7)
         self.ax_a.xaxis.set_major_locator(_ticks(8))
         for ax in (self.ax_m, self.ax_l):
@@ -228,15 +281,16 @@ class OnlineSoftmaxFigure:
         N = self.run.N
         self.ax_w.set_ylim(0, 1.3)
         self.ax_w.set_xlim(-0.6, N - 0.4)
-        self.w_ghost = self.ax_w.bar(idx, np.zeros(N), width=bw, fill=False, ec=GHOST, lw=0.8, ls="--")
-        self.w_bars = self.ax_w.bar(idx, np.zeros(N), width=bw, color=SEEN, linewidth=0 if N <= 128 else 0.6)
+        self.w_ghost = Bars(self.ax_w, idx, bw, color="0.85", edgecolor=GHOST, linewidth=0.8 if N <= 64 else 0,
+                            linestyle="--")
+        self.w_bars = Bars(self.ax_w, idx, bw, color=SEEN, edgecolor="face", linewidth=0 if N <= 128 else 0.6)
         self.w_title = self.ax_w.set_title("", fontsize=9, loc="left")
         self.ax_w.tick_params(labelsize=7)
         self.ax_w.xaxis.set_major_locator(_ticks(6))
-        self.ax_w.set_xlabel("element k   (dashed: as first computed, with an older m)", fontsize=7, labelpad=1)
+        self.ax_w.set_xlabel("element k   (grey: as first computed, with an older m)", fontsize=7, labelpad=1)
         self.cmp = []
         for ax, colour in ((self.ax_ex, SEEN), (self.ax_br, style.BAD if self.run.broken != "none" else "0.7")):
-            bars = ax.bar(idx, np.zeros(N), width=bw, color=colour, ec=colour, linewidth=0 if N <= 128 else 0.6)
+            bars = Bars(ax, idx, bw, color=colour, edgecolor="face", linewidth=0 if N <= 128 else 0.6)
             (ref,) = ax.plot([], [], "_", color=REF, ms=max(2.0, min(8.0, 300 / N)), mew=1.5)
             (bad,) = ax.plot([], [], "x", color=style.BAD, ms=6, mew=1.5)
             title = ax.set_title("", fontsize=8.5, loc="left")
@@ -264,15 +318,19 @@ class OnlineSoftmaxFigure:
         if f.final:
             text = f"step {k + 1}/{r.n_frames}: normalise — p = exp(x − m) / l with m = {_fmt(f.m, 6)}, l = {_fmt(f.l, 4)}"
         else:
-            text = (f"step {k + 1}/{r.n_frames}: block j = {f.j} (elements {f.c0}…{f.c1 - 1}) — "
+            where = f"element {f.c0}" if f.c1 - f.c0 == 1 else f"elements {f.c0}…{f.c1 - 1}"
+            text = (f"step {k + 1}/{r.n_frames}: block j = {f.j} ({where}) — "
                     f"update m and l" + ("" if f.applied else "  [break it: rescale NOT applied]"))
         self.step.set_text(text)
         self.k = k
         return f
 
     def _draw_row(self, f):
-        for i, b in enumerate(self.xbars):
-            b.set_color(style.CURRENT if (f.c0 <= i < f.c1 and not f.final) else SEEN if i < f.c1 else "0.85")
+        i = np.arange(self.run.N)
+        colors = np.where(i < f.c1, SEEN, "0.85").astype(object)
+        if not f.final:
+            colors[f.c0:f.c1] = style.CURRENT
+        self.xbars.coll.set_facecolor(to_rgba_array(list(colors)))
         self.span.set_x(f.c0 - 0.5)
         self.span.set_width(f.c1 - f.c0)
         self.span.set_visible(not f.final)
@@ -318,14 +376,13 @@ class OnlineSoftmaxFigure:
 
     def _draw_rescale(self, f):
         r = self.run
-        for i, b in enumerate(self.a_bars):
-            a = r.steps[i].rescale if 0 < i <= f.j else 0.0
-            b.set_height(a)
-            b.set_color(style.CURRENT if a < 1 else "0.6")
-            b.set_edgecolor("k" if i == f.j and not f.final else "none")
-            b.set_linewidth(1.2)
-        self.a_title.set_text("rescale factor exp(m_old − m)" + ("" if r.broken != "no rescale" else "  — NOT applied"))
-        self.a_title.set_color(style.BAD if r.broken == "no rescale" else "k")
+        a = np.array([s.rescale if 0 < i <= f.j else 0.0 for i, s in enumerate(r.steps)])
+        self.a_bars.set(a, [style.CURRENT if v < 1 else "0.6" for v in a])
+        if f.final or f.j == 0:
+            self.a_now.set_data([], [])
+        else:
+            x0, x1 = self.a_bars.x0[f.j], self.a_bars.x1[f.j]
+            self.a_now.set_data([x0, x0, x1, x1, x0], [0, f.rescale, f.rescale, 0, 0])
         if f.final:
             fired = sum(1 for s in r.steps[1:] if s.rescale < 1)
             info = f"fired on {fired} of {r.T - 1} later blocks" if r.T > 1 else "one block: never needed"
@@ -346,10 +403,12 @@ class OnlineSoftmaxFigure:
             stale[s.c0:s.c1] = s.p_block              # weights as computed when the block arrived
         now = np.zeros(r.N)
         now[: f.c1] = safe_exp_diff(r.x[: f.c1], np.float64(f.m))
-        for i, (b, g) in enumerate(zip(self.w_bars, self.w_ghost)):
-            b.set_height(now[i])
-            b.set_color(style.CURRENT if (f.c0 <= i < f.c1 and not f.final) else SEEN)
-            g.set_height(stale[i] if i < f.c0 or f.final else 0)
+        colors = np.full(r.N, SEEN, dtype=object)
+        if not f.final:
+            colors[f.c0:f.c1] = style.CURRENT
+            stale[f.c0:] = 0
+        self.w_bars.set(now, list(colors))
+        self.w_ghost.set(stale)
         if f.final:
             self.w_title.set_text("exp(x − m): divide by l to get p")
         else:
@@ -358,7 +417,8 @@ class OnlineSoftmaxFigure:
 
     def _draw_compare(self, f):
         r = self.run
-        top = 1.3 * max(float(f.p_ref.max()), float(np.nanmax(np.where(np.isfinite(f.p_exact), f.p_exact, 0))), 1e-3)
+        top = 1.3 * max(float(f.p_ref.max()), float(np.nanmax(np.where(np.isfinite(f.p_exact), f.p_exact, 0))))
+        top = self._top = next((t for t in Y_TOPS if t >= top), Y_TOPS[-1])
         what = "the whole row" if f.final else f"x[0:{f.c1}] so far"
         panels = [(f.p_exact, f.err_exact, f.sum_exact, "exact online")]
         if r.broken == "none":
@@ -368,8 +428,7 @@ class OnlineSoftmaxFigure:
         for (ax, bars, ref, bad, title, note), (p, err, total, name) in zip(self.cmp, panels):
             h = np.zeros(r.N)
             h[: f.c1] = np.where(np.isfinite(p), p, 0)
-            for b, v in zip(bars, h):
-                b.set_height(v)
+            bars.set(h)
             ref.set_data(np.arange(f.c1), f.p_ref)
             nonfinite = np.flatnonzero(~np.isfinite(p))
             bad.set_data(nonfinite, np.full(nonfinite.size, 0.9 * top))

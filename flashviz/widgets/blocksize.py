@@ -74,9 +74,17 @@ class BlockSizeExplorer(FrameWidget):
         blocks = iomodel._check_blocks(blocks)
         if len(blocks) > MAX_BLOCKS:
             raise ValueError(f"blocks has {len(blocks)} sizes; at most {MAX_BLOCKS} fit on the grid")
-        if not (recorded is None or isinstance(recorded, dict) or recorded == "latest"):
+        if not (recorded is None or isinstance(recorded, dict) or
+                (isinstance(recorded, str) and recorded == "latest")):
             raise ValueError(f"recorded must be 'latest', a results dict or None, got {recorded!r}")
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        try:
+            self._build(N, d, dtype, sram_budget, causal, order, blocks, recorded)
+        except BaseException:
+            self.close()       # a failed constructor leaves no figure behind
+            raise
+
+    def _build(self, N, d, dtype, sram_budget, causal, order, blocks, recorded):
         self.blocks, self.recorded = blocks, recorded
         self.N = W.SelectionSlider(options=sorted(set(N_CHOICES) | {N}), value=N, description="N",
                                    continuous_update=False, layout=W.Layout(width="300px"))

@@ -138,6 +138,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
         caption = f"{desc}  ·  N = {N}, block = {block} → {T} block{'s' * (T > 1)}  ·  {dt.name}"
         view = OnlineSoftmaxFigure(self.fig, x, block, broken=self.break_it.value, dtype=dt, caption=caption)
         self.run, self.x = view.run, view.run.x
+        view.enable_blitting()
         last = view.run.frame(view.run.T)
         parts = [f"<span style='color:#2ca02c'>✓ exact online: max |p − p_ref| = {last.err_exact:.1e}, "
                  f"Σp = {last.sum_exact:.6f}</span>"]

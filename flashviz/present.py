@@ -1,0 +1,57 @@
+"""``flashviz present``: serve the chapters as an app (Voilà: no code cells), for class.
+
+Binds to 127.0.0.1 unless ``--ip`` says otherwise; a token protects it (printed in the URL).
+``--presenter`` enlarges figures and fonts for a projector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+APP_NOTEBOOK = "app.ipynb"
+
+
+def app_notebook(root: Path) -> Path:
+    """Find notebooks/app.ipynb under ``root`` (or ``root`` itself), else the packaged copy."""
+    for candidate in (root / "notebooks" / APP_NOTEBOOK, root / APP_NOTEBOOK):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"no {APP_NOTEBOOK} under {root}: run from the flashviz repository or pass --root")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="flashviz present", description="Serve the flashviz chapters with Voilà.")
+    p.add_argument("--ip", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8866)
+    p.add_argument("--token", default=None, help="access token (default: a random one, printed)")
+    p.add_argument("--root", default=".", help="folder holding notebooks/app.ipynb (default: current folder)")
+    p.add_argument("--presenter", action="store_true", help="large figures and fonts for a projector")
+    p.add_argument("--no-browser", action="store_true")
+    args = p.parse_args(argv)
+    if shutil.which("voila") is None and subprocess.run([sys.executable, "-c", "import voila"]).returncode:
+        print("flashviz present needs Voilà: pip install 'flashviz[app]'", file=sys.stderr)
+        return 2
+    root = Path(args.root).resolve()
+    try:
+        nb = app_notebook(root)
+    except FileNotFoundError as exc:
+        print(f"flashviz present: {exc}", file=sys.stderr)
+        return 2
+    token = args.token or secrets.token_hex(16)
+    env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0")
+    cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
+           f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}"]
+    if args.no_browser:
+        cmd.append("--no-browser")
+    print(f"flashviz present: http://{args.ip}:{args.port}/?token={token}", flush=True)
+    return subprocess.call(cmd, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Loop order (chapter 5): FA1 and FA2 on the same input, side by side, one tile step per frame.
+
+``LoopOrderFigure`` replays two traces of ``flash_forward(..., record=True)`` — the paper's
+Algorithm 1 (``order="fa1"``: key blocks j outer) and FlashAttention-2 (``order="fa2"``: query
+blocks i outer) — in lockstep: frame k shows both runs after their (k+1)-th computed tile. Both
+compute the same tiles, in a different order, so the grids fill differently (FA2 sweeps rows,
+FA1 sweeps columns) while the meters show the bytes each moved so far, by tensor.
+
+Every byte comes from the traces' events (``TileSteps``); the totals printed beside the meters
+come from ``iomodel.flash_forward_io`` and equal the last frame (the tests check it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.collections import LineCollection, PatchCollection
+from matplotlib.gridspec import GridSpec
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from .. import iomodel
+from ..masking import tile_kind
+from ..replay import sub
+from . import style
+from .blit import Blitter
+from .meters import _unit
+from .style import fmt_bytes
+
+#: the tensors a forward pass moves, in the order the meters stack them
+TENSORS = ("Q", "K", "V", "O", "l", "m", "lse")
+TENSOR_COLOURS = {"Q": "#1f77b4", "K": "#2ca02c", "V": "#98df8a", "O": "#d62728", "l": "#9467bd",
+                  "m": "#c5b0d5", "lse": "#8c564b"}
+ORDER_TITLES = {
+    "fa1": ("FA1 (paper, Algorithm 1): key blocks j outer",
+            "K_j, V_j stay on chip; Q_i, O_i, l_i, m_i go to and from HBM at every tile"),
+    "fa2": ("FA2 (FlashAttention-2): query blocks i outer",
+            "Q_i, O_i, m_i, l_i stay on chip; K_j, V_j stream past; O_i written once"),
+}
+_LOADS = ("init", "load_Q", "load_KV")
+MAX_NUMBERED = 12        # visit numbers are written in the tiles when Tr, Tc <= this
+
+
+class TileSteps:
+    """One run's Trace indexed by computed tile.
+
+    Every event belongs to one tile step: loads (``init``, ``load_Q``, ``load_KV``) to the tile
+    they load for (the next ``compute_S``), every other event to the latest computed tile.
+    Attributes: ``order``; ``tiles`` ((n, 2) int: (i, j) of each step); ``visit`` ((Tr, Tc) int:
+    the step at which each tile is computed, −1 if never); ``cum`` ((n, len(TENSORS)) int64:
+    bytes read + written per tensor up to and including step k); ``o_writes`` ((n,) int: O_i
+    writes to HBM so far, FA1's initial O = 0 counted as one).
+    """
+
+    def __init__(self, trace):
+        ev = trace.events
+        self.order, self.trace = trace.order, trace
+        self.tiles = np.array([(e.i, e.j) for e in ev if e.kind == "compute_S"], dtype=np.int64).reshape(-1, 2)
+        n = len(self.tiles)
+        if n == 0:
+            raise ValueError("the trace has no computed tile: run flash_forward(..., record=True)")
+        per = np.zeros((n, len(TENSORS)), dtype=np.int64)
+        writes = np.zeros(n, dtype=np.int64)
+        col = {t: c for c, t in enumerate(TENSORS)}
+        t = -1
+        for e in ev:
+            if e.kind == "compute_S":
+                t += 1
+            step = min(t + 1 if e.kind in _LOADS else max(t, 0), n - 1)
+            for name, b in (*e.reads.items(), *e.writes.items()):
+                if name not in col:
+                    raise ValueError(f"a forward trace moves only {TENSORS}, got {name!r}")
+                per[step, col[name]] += b
+            writes[step] += "O" in e.writes
+        self.cum = np.cumsum(per, axis=0)
+        self.o_writes = np.cumsum(writes)
+        self.visit = np.full((trace.Tr, trace.Tc), -1, dtype=np.int64)
+        self.visit[self.tiles[:, 0], self.tiles[:, 1]] = np.arange(n)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.tiles)
+
+    def bytes_at(self, k: int) -> dict:
+        """{tensor: bytes read + written} after step k."""
+        return {t: int(b) for t, b in zip(TENSORS, self.cum[k])}
+
+
+@dataclass
+class RunFrame:
+    """One run at one tile step: ``tile`` (i, j) just computed, ``bytes`` per tensor so far,
+    ``hbm_bytes`` their sum, ``o_writes`` O_i writes to HBM so far."""
+
+    order: str
+    tile: tuple
+    bytes: dict
+    hbm_bytes: int
+    o_writes: int
+
+
+@dataclass
+class LoopOrderState:
+    """Frame k: both runs after their (k+1)-th computed tile, and the step text."""
+
+    k: int
+    fa1: RunFrame
+    fa2: RunFrame
+    text: str
+
+
+class _GridPanel:
+    """One run's tile grid: done tiles shaded by when they were computed, the current tile
+    outlined, the block that stays on chip banded, skipped tiles hatched."""
+
+    def __init__(self, ax, steps: TileSteps, kinds):
+        tr = steps.trace
+        self.ax, self.steps, self.tr = ax, steps, tr
+        n = steps.n_steps
+        self._buf = np.full(steps.visit.shape, np.nan)
+        self.image = ax.imshow(self._buf, cmap="Blues", vmin=-0.35 * n, vmax=n - 1, interpolation="nearest",
+                               extent=(0, tr.Tc * tr.Bc, tr.Tr * tr.Br, 0), aspect="auto")
+        segs = ([[(0, r), (tr.Nk, r)] for r in range(0, tr.Nq + 1, tr.Br)] +
+                [[(c, 0), (c, tr.Nq)] for c in range(0, tr.Nk + 1, tr.Bc)])
+        if len(segs) <= 600:
+            ax.add_collection(LineCollection(segs, colors="0.55", linewidths=0.5))
+        skipped = [Rectangle((j * tr.Bc, i * tr.Br), tr.Bc, tr.Br) for i, j in zip(*np.nonzero(kinds == "skipped"))]
+        if skipped:
+            ax.add_collection(PatchCollection(skipped, facecolor=style.SKIPPED, edgecolor="0.7", hatch="//",
+                                              linewidth=0.3))
+        if tr.causal:
+            off = tr.Nk - tr.Nq
+            ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.9, ls="--")
+        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.45, edgecolor="none")
+        self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
+        ax.add_patch(self.band)
+        ax.add_patch(self.tile)
+        self.numbers = []
+        if tr.Tr <= MAX_NUMBERED and tr.Tc <= MAX_NUMBERED:
+            size = 9 if max(tr.Tr, tr.Tc) <= 6 else 7
+            for n, (i, j) in enumerate(steps.tiles):
+                x = (j * tr.Bc + min((j + 1) * tr.Bc, tr.Nk)) / 2
+                y = (i * tr.Br + min((i + 1) * tr.Br, tr.Nq)) / 2
+                dark = n > 0.45 * max(steps.n_steps - 1, 1)     # white digits on the darker tiles
+                self.numbers.append(ax.text(x, y, "", ha="center", va="center", fontsize=size,
+                                            color="w" if dark else "k"))
+        ax.set_xlim(0, tr.Nk)
+        ax.set_ylim(tr.Nq, 0)
+        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(5, integer=True))
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=8)
+        ax.set_ylabel(f"query index (blocks Q_i of Br = {tr.Br})", fontsize=8)
+        head, sub_ = ORDER_TITLES[steps.order]
+        ax.set_title(f"{head}\n{sub_}", fontsize=8.5, pad=6)
+        self.label = ax.text(0.5, -0.2, "", transform=ax.transAxes, ha="center", va="top", fontsize=8.5)
+
+    def artists(self):
+        return [self.image, self.band, self.tile, self.label, *self.numbers]
+
+    def update(self, k: int) -> RunFrame:
+        st, tr = self.steps, self.tr
+        v = st.visit
+        self._buf[:] = np.where((v >= 0) & (v <= k), v, np.nan)
+        self.image.set_data(self._buf)
+        i, j = (int(x) for x in st.tiles[k])
+        r0, r1, c0, c1 = i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk)
+        self.tile.set_bounds(c0, r0, c1 - c0, r1 - r0)
+        if st.order == "fa2":
+            self.band.set_bounds(0, r0, tr.Nk, r1 - r0)       # Q_i (and O_i, m_i, l_i) stay on chip
+        else:
+            self.band.set_bounds(c0, 0, c1 - c0, tr.Nq)       # K_j, V_j stay on chip
+        for n, txt in enumerate(self.numbers):
+            txt.set_text(str(n + 1) if n <= k else "")
+        b = st.bytes_at(k)
+        total = sum(b.values())
+        resident = f"Q{sub(i)} on chip" if st.order == "fa2" else f"K{sub(j)}, V{sub(j)} on chip"
+        self.label.set_text(f"just computed S{sub(i)},{sub(j)}  ·  {resident}  ·  "
+                            f"O written to HBM {st.o_writes[k]} times")
+        return RunFrame(st.order, (i, j), b, total, int(st.o_writes[k]))
+
+
+class _TrafficMeters:
+    """Stacked horizontal bars: bytes moved so far by each run, one segment per tensor."""
+
+    def __init__(self, ax, steps: dict, io_model: dict):
+        self.ax, self.steps = ax, steps
+        totals = {o: io_model[o].hbm_bytes for o in steps}
+        uname, self.u = _unit(max(totals.values()))
+        top = max(totals.values()) / self.u
+        self.rows = {"fa1": 1, "fa2": 0}
+        self.segments, self.labels = {}, {}
+        for o, y in self.rows.items():
+            ax.barh([y], [totals[o] / self.u], height=0.62, facecolor="none", edgecolor="0.4", lw=0.8, ls="--")
+            self.segments[o] = [ax.barh([y], [0], height=0.62, color=TENSOR_COLOURS[t], label=t)[0]
+                                for t in TENSORS]
+            self.labels[o] = ax.text(0, y, "", va="center", fontsize=8)
+            ax.text(1.005, y, f"total {fmt_bytes(totals[o])}\n(flash_forward_io)", transform=ax.get_yaxis_transform(),
+                    va="center", ha="left", fontsize=7.5, color="0.25")
+        ax.set_yticks([1, 0], ["FA1", "FA2"], fontsize=9)
+        ax.set_ylim(-0.55, 1.55)
+        ax.set_xlim(0, 1.02 * top)
+        ax.set_xlabel(uname, fontsize=7, labelpad=1)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(8, steps=[1, 2, 4, 5, 10]))
+        extra = totals["fa1"] - totals["fa2"]
+        ax.set_title(f"HBM traffic so far (bytes read + written, by tensor; dashed: the whole run). "
+                     f"FA1 moves {fmt_bytes(abs(extra))} {'more' if extra >= 0 else 'less'} "
+                     f"({totals['fa1'] / totals['fa2']:.2f}x FA2)", fontsize=9)
+        handles = [self.segments["fa2"][c] for c in range(len(TENSORS))]
+        ax.legend(handles, TENSORS, ncol=len(TENSORS), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.42),
+                  frameon=False, handlelength=1.2, columnspacing=1.2)
+
+    def artists(self):
+        return [s for o in self.segments for s in self.segments[o]] + list(self.labels.values())
+
+    def update(self, frames: dict):
+        for o, f in frames.items():
+            x = 0.0
+            for seg, t in zip(self.segments[o], TENSORS):
+                w = f.bytes[t] / self.u
+                seg.set_x(x)
+                seg.set_width(w)
+                x += w
+            self.labels[o].set_x(x)
+            self.labels[o].set_text(f" {fmt_bytes(f.hbm_bytes)}")
+
+
+class LoopOrderFigure:
+    """FA1 and FA2 side by side, in lockstep by tile step, with their traffic meters.
+
+    fig: a matplotlib Figure (cleared first); trace_fa1, trace_fa2: recorded runs of
+    ``flash_forward`` on the same Q, K, V with the same Br, Bc and mask, ``order="fa1"`` and
+    ``"fa2"``; caption: a line under the step text (inputs, check).
+    Public: ``n_frames`` (computed tiles), ``draw_frame(k)`` → LoopOrderState, ``render(k)``,
+    ``enable_blitting()``, ``steps`` ({"fa1": TileSteps, "fa2": TileSteps}), ``io_model`` (both
+    orders' ``flash_forward_io``), ``fig``. Raises ValueError when the traces do not match.
+    """
+
+    def __init__(self, fig, trace_fa1, trace_fa2, *, caption: str = ""):
+        if (trace_fa1.order, trace_fa2.order) != ("fa1", "fa2"):
+            raise ValueError(f"give an order='fa1' trace then an order='fa2' one, got "
+                             f"{trace_fa1.order!r}, {trace_fa2.order!r}")
+        same = ("Nq", "Nk", "d", "dv", "Br", "Bc", "causal", "itemsize")
+        diff = [a for a in same if getattr(trace_fa1, a) != getattr(trace_fa2, a)]
+        if diff:
+            raise ValueError(f"the two traces differ in {', '.join(diff)}: run both on the same input and blocks")
+        fig.clear()
+        self.fig = fig
+        tr = trace_fa2
+        self.steps = {"fa1": TileSteps(trace_fa1), "fa2": TileSteps(trace_fa2)}
+        if self.steps["fa1"].n_steps != self.steps["fa2"].n_steps:
+            raise ValueError("the two runs computed a different number of tiles")
+        self.io_model = {o: iomodel.flash_forward_io(tr.Nq, tr.Nk, tr.d, dv=tr.dv, Br=tr.Br, Bc=tr.Bc,
+                                                     itemsize=tr.itemsize, order=o, causal=tr.causal)
+                         for o in ("fa1", "fa2")}
+        kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk),
+                                     tr.Nq, tr.Nk, tr.causal) for j in range(tr.Tc)] for i in range(tr.Tr)])
+        gs = GridSpec(2, 2, figure=fig, height_ratios=[3.2, 1], left=0.085, right=0.89, top=0.8, bottom=0.12,
+                      wspace=0.28, hspace=0.62)
+        self.grids = {"fa1": _GridPanel(fig.add_subplot(gs[0, 0]), self.steps["fa1"], kinds),
+                      "fa2": _GridPanel(fig.add_subplot(gs[0, 1]), self.steps["fa2"], kinds)}
+        self.meters = _TrafficMeters(fig.add_subplot(gs[1, :]), self.steps, self.io_model)
+        self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        note = ("orange box: the tile just computed · orange band: the block that stays on chip · "
+                "tiles darken in the order they were computed" + (" · hatched: skipped by the causal mask"
+                                                                  if tr.causal else ""))
+        self.caption = fig.text(0.01, 0.935, f"{caption}\n{note}" if caption else note, fontsize=8.5, va="top",
+                                color="0.25", linespacing=1.5)
+        self.k = None
+        self.blitter = None
+
+    @property
+    def n_frames(self) -> int:
+        return self.steps["fa2"].n_steps
+
+    def animated_artists(self):
+        return [*self.grids["fa1"].artists(), *self.grids["fa2"].artists(), *self.meters.artists(), self.step]
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, [], self.animated_artists())
+
+    def render(self, k: int) -> LoopOrderState:
+        s = self.draw_frame(k)
+        if self.blitter is not None:
+            self.blitter.update(None)
+        else:
+            self.fig.canvas.draw_idle()
+        return s
+
+    def draw_frame(self, k: int) -> LoopOrderState:
+        """Update every artist to tile step k (0 <= k < n_frames); returns the state."""
+        if not 0 <= k < self.n_frames:
+            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
+        frames = {o: self.grids[o].update(k) for o in ("fa1", "fa2")}
+        self.meters.update(frames)
+        (i1, j1), (i2, j2) = frames["fa1"].tile, frames["fa2"].tile
+        text = (f"tile step {k + 1}/{self.n_frames}:  FA1 computes S{sub(i1)},{sub(j1)}   ·   "
+                f"FA2 computes S{sub(i2)},{sub(j2)}")
+        self.step.set_text(text)
+        self.k = k
+        return LoopOrderState(k, frames["fa1"], frames["fa2"], text)

@@ -1,0 +1,79 @@
+"""Start JupyterLab or Voilà on a free 127.0.0.1 port with a token, in throwaway directories."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def isolated_env(tmp: Path) -> dict:
+    env = dict(os.environ)
+    for var in ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR",
+                "IPYTHONDIR"):
+        d = tmp / var.lower()
+        d.mkdir(parents=True, exist_ok=True)
+        env[var] = str(d)
+    return env
+
+
+@contextmanager
+def server(kind: str = "lab", notebook: str | None = None, extra_args=()):
+    """Yield (base_url, token, workdir). kind: "lab" or "voila". Notebooks are served from a copy
+    (JupyterLab autosaves, and the committed notebooks must stay without outputs)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
+    work = tmp / "work"
+    shutil.copytree(ROOT / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    port, token = free_port(), secrets.token_hex(16)
+    env = isolated_env(tmp)
+    if kind == "lab":
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work}",
+               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    else:
+        cmd = [sys.executable, "-m", "flashviz.present", "--no-browser", f"--port={port}",
+               f"--token={token}", f"--root={work}"]
+    cmd += list(extra_args)
+    log = open(tmp / "server.log", "w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if kind == "lab":
+                    urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                else:   # Voilà runs the notebook on each page request: only wait for the port
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                break
+            except Exception:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"{kind} server did not start:\n" + (tmp / "server.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield base, token, work
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
