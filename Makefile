@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8888
 NOTEBOOK := notebooks/00_start_here.ipynb
 
-.PHONY: lab test setup ptx bench clean
+.PHONY: lab test setup ptx bench present clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,9 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	@if [ -x $(BIN)/uv ]; then \
-	  $(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[lab,test]"; \
+	  $(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[lab,app,test]"; \
 	else \
-	  $(BIN)/python -m pip install --quiet -e ".[lab,test]"; \
+	  $(BIN)/python -m pip install --quiet -e ".[lab,app,test]"; \
 	fi
 	touch $(STAMP)
 
@@ -44,6 +44,10 @@ ptx:
 	    nvcc -std=c++17 -arch=sm_90 --ptx -DFLASHVIZ_PTX_CHECK -o /dev/null $$cu || exit 1; \
 	  done; \
 	else echo "nvcc not found: skipping the PTX compile check"; fi
+
+## Serve the chapters as an app (Voila, no code cells) on 127.0.0.1; PRESENTER=1 for a projector.
+present: $(STAMP)
+	$(BIN)/python -m flashviz.present --port=$(PORT) $(if $(PRESENTER),--presenter,)
 
 ## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
 bench: $(STAMP)

@@ -16,7 +16,7 @@ from .trace import Trace, TraceEvent
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
-           "Trace", "TraceEvent", "iomodel", "data", "gpu", "TileExplorer", "GPUPanel", "__version__"]
+           "Trace", "TraceEvent", "iomodel", "data", "gpu", "TileExplorer", "GPUPanel", "check_environment", "__version__"]
 
 
 def __getattr__(name):
@@ -27,6 +27,9 @@ def __getattr__(name):
     if name == "GPUPanel":
         from .widgets.gpu_panel import GPUPanel
         return GPUPanel
+    if name == "check_environment":
+        from .envcheck import check_environment
+        return check_environment
     if name in _LAZY_MODULES:
         import importlib
         return importlib.import_module(f".{name}", __name__)

@@ -36,6 +36,14 @@ def kernel_source(name: str = _KERNEL_FILE) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def _nvidia_driver_present() -> bool:
+    """Whether this machine looks like it has an NVIDIA driver (without importing CUDA)."""
+    import os
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None or os.path.exists("/proc/driver/nvidia/version")
+
+
 def gpu_status() -> tuple[bool, str]:
     """(ok, reason): can flashviz run its CUDA kernel here? Never raises.
 
@@ -45,7 +53,9 @@ def gpu_status() -> tuple[bool, str]:
     try:
         import cupy as cp
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
-        return False, f"CuPy is not importable ({type(exc).__name__}: {exc}); install cupy-cuda12x or cupy-cuda13x"
+        hint = ("on a machine with an NVIDIA GPU, pip install 'flashviz[gpu]' (CUDA 12) or 'flashviz[gpu-cuda13]'"
+                if _nvidia_driver_present() else "this machine shows no NVIDIA driver")
+        return False, f"CuPy is not installed ({hint})"
     try:
         n = cp.cuda.runtime.getDeviceCount()
         if n < 1:

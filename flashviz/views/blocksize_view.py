@@ -16,6 +16,7 @@ Every number comes from ``flashviz.iomodel``; none is counted here.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .. import iomodel
 from . import style
@@ -33,7 +34,7 @@ from .style import fmt_bytes
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
 #: the sequence lengths of the traffic-vs-N panel (the chosen N is added)
-CURVE_N = tuple(2 ** k for k in range(7, 17))
+CURVE_N = tuple(2 ** k for k in range(7, 16))
 SPILL = "#a00000"         # text on configurations that do not fit
 PARTS = (("Q_i", "#1f77b4"), ("K_j", "#2ca02c"), ("V_j", "#98df8a"), ("S_ij/P_ij", "#9467bd"),
          ("O_i", "#17becf"), ("m_i, l_i", "#7f7f7f"))
@@ -118,6 +119,14 @@ def recorded_sweep(res: dict | None, *, N: int, d: int, itemsize: int, causal: b
         except (KeyError, TypeError, ValueError):
             continue
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _best_bytes(n, d, blocks, itemsize, M, order, causal) -> float:
+    """HBM bytes of the best fitting blocks at sequence length n (NaN when none fits); cached, as
+    re-running a cell or moving a control back asks for the same curve again."""
+    r = iomodel.best_fitting_blocks(n, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order, causal=causal)
+    return np.nan if r is None else r["hbm_bytes"]
 
 
 def _latest():
@@ -265,11 +274,7 @@ class BlockSizeFigure:
         self.Ns = sorted(set(CURVE_N) | {self.N})
         d, b = self.d, self.b
         std = [iomodel.standard_attention_io(n, n, d, itemsize=b).hbm_bytes for n in self.Ns]
-        best = []
-        for n in self.Ns:
-            r = iomodel.best_fitting_blocks(n, d, blocks=self.blocks, itemsize=b, sram_budget=self.M,
-                                            order=self.order, causal=self.causal)
-            best.append(np.nan if r is None else r["hbm_bytes"])
+        best = [_best_bytes(n, d, self.blocks, b, self.M, self.order, self.causal) for n in self.Ns]
         theta = [iomodel.asymptotic_flash_io(n, d, self.M, itemsize=b, order=self.order) for n in self.Ns]
         c = iomodel.ASYMPTOTIC_CONSTANT[self.order]
         ax.loglog(self.Ns, std, color=style.STANDARD, lw=1.6, label="standard attention (exact)")
@@ -282,10 +287,9 @@ class BlockSizeFigure:
         ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_bytes(self.M)}", fontsize=8.5)
         ax.yaxis.set_major_locator(LogLocator(base=4.0 ** 2, numticks=12))
         ax.yaxis.set_major_formatter(FuncFormatter(fmt_axis_bytes))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.minorticks_off()
         xt = [n for n in CURVE_N if n.bit_length() % 2 == 0]       # 128, 512, 2k, 8k, 32k
         ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
-        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(labelsize=7)
         ax.grid(True, which="major", lw=0.3, alpha=0.5)
         ax.legend(fontsize=6.5, loc="upper left", frameon=False, handlelength=1.6)

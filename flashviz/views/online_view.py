@@ -145,6 +145,18 @@ def _broken_is_wrong(f) -> bool:
                                            and abs(f.sum_broken - 1) < 1e-4)
 
 
+class _Blitter(Blitter):
+    """Blitter that leaves a savefig alone: when saving, axes draw their animated artists
+    themselves (the cache refresh would draw them twice) but the figure skips its own, so only
+    those (the step text) are added here."""
+
+    def _on_draw(self, event):
+        if self.canvas.is_saving():
+            self._draw([a for a in self.fast if a.axes is None])
+        else:
+            super()._on_draw(event)
+
+
 class Bars:
     """Bars as one PolyCollection (hundreds of bars redraw fast): heights and colours per frame."""
 
@@ -219,7 +231,7 @@ class OnlineSoftmaxFigure:
 
     def enable_blitting(self):
         """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, [], self.animated_artists())
+        self.blitter = _Blitter(self.fig, [], self.animated_artists())
 
     def render(self, k: int) -> OnlineFrame:
         """Update to frame k and render it (blitting; a full redraw only when a y range changes)."""

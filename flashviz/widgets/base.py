@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import os
 
 import ipywidgets as W
 import matplotlib
@@ -85,6 +86,8 @@ class FrameWidget:
     export_stem = "flashviz"
 
     def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150):
+        if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
+            canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
         if canvas not in ("auto", "ipympl", "png"):
             raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
         self._key = registry.caller_key(depth=3) if key is None else key
