@@ -194,3 +194,26 @@ def test_compile_cached_and_timed(cp):
     a = gpu.compile_kernel(32, 32, 32)
     b = gpu.compile_kernel(32, 32, 32)
     assert a is b and a.compile_ms > 0 and a.local_bytes == 0 and a.smem_bytes == gpu.smem_bytes(32, 32, 32)
+
+
+@pytest.mark.gpu
+def test_gpu_panel_runs_the_kernel_with_the_explorers_blocks(cp):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import flashviz as fv
+
+    w = fv.TileExplorer(N=64, d=64, Br=64, Bc=32, source="random", key="gpu-panel")
+    panel = fv.GPUPanel(w, N=1024, key="gpu-panel")
+    try:
+        assert panel.ok and not panel.run_button.disabled
+        res = panel.run()
+        assert res is not None, panel.status.value
+        assert (res["Br"], res["Bc"], res["d"]) == (64, 32, 64)
+        assert res["rel_err"] < 1e-5 and res["kernel_ms"] > 0 and "naive_ms" in res
+        assert "Measured now" in panel.status.value and "64×32" in panel.result_html.value
+        w.Br.value, w.Bc.value, w.d.value = 128, 128, 128      # 270,336 B of shared memory: cannot run
+        assert "cannot run" in panel.status.value and panel.run_button.disabled
+    finally:
+        panel.close()
+        w.close()

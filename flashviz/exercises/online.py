@@ -1,0 +1,110 @@
+"""Exercises for chapter 2, online softmax.
+
+``check_rescale(update)``: the learner writes one step of the online softmax,
+``update(m_old, l_old, x_block) -> (m_new, l_new)``; the check streams several rows through it
+(a real attention row, a row whose max arrives late, scores near 800, one-element blocks) and
+compares every block with flashviz.online_softmax_steps. ``check_alpha`` / ``check_l``: predict
+the rescale factor and the running sum for the small row ``PREDICT_X``.
+
+Every check prints one line (✓ or ✗ with the first wrong block) and returns a CheckResult; it
+never raises, whatever the learner's code does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..online import online_softmax_steps
+from . import CheckResult, close_number, guarded, right, wrong
+
+PREDICT_X = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])
+PREDICT_BLOCK = 2
+
+
+def _rows():
+    """(name, x, block) streamed by check_rescale: easy first, then the traps."""
+    rng = np.random.default_rng(2)
+    rows = [("small row", PREDICT_X, PREDICT_BLOCK),
+            ("random row", 2 * rng.standard_normal(10), 3),
+            ("max in the last block", np.array([0.5, 1.0, 0.0, 2.0, 1.5, 3.0, 2.5, 9.0]), 2)]
+    try:
+        from ..data import load_real_qkv
+
+        Q, K, _, _ = load_real_qkv(N=48)
+        rows.append(("real attention row 29", Q[29] @ K.T / math.sqrt(Q.shape[1]), 16))
+    except Exception:  # the data file is missing (a stripped install): the other rows still check
+        pass
+    rows += [("scores near 800", np.array([795.0, 796.5, 794.0, 798.0, 797.0, 800.0, 799.0]), 3),
+             ("one element per block", np.array([-1.0, 2.0, 0.5, 4.0, 3.0]), 1)]
+    return rows
+
+
+def _say(result: CheckResult) -> CheckResult:
+    print(result.message)
+    return result
+
+
+def _as_pair(out):
+    """(m, l) as floats from what the learner returned, or a reason it is not a pair of numbers."""
+    try:
+        m, l = out
+        return float(m), float(l), None
+    except Exception:
+        return None, None, f"update must return two numbers (m_new, l_new), got {out!r:.60}"
+
+
+def check_rescale(update) -> CheckResult:
+    """Stream test rows through the learner's ``update(m_old, l_old, x_block) -> (m_new, l_new)``
+    (starting from m = -inf, l = 0) and compare each block with flashviz. Prints one line."""
+    if not callable(update):
+        return _say(wrong(f"pass your function itself, e.g. check_rescale(update); got {update!r:.60}"))
+    blocks = 0
+    for name, x, block in _rows():
+        steps = online_softmax_steps(x, block=block)
+        m, l = -math.inf, 0.0
+        for s in steps:
+            xb = np.array(x[s.c0:s.c1], dtype=np.float64)
+            out, err = guarded(update, m, l, xb, what=f"update on the {name}, block j = {s.j}")
+            if err is not None:
+                return _say(err)
+            m_new, l_new, bad = _as_pair(out)
+            if bad:
+                return _say(wrong(bad))
+            where = f"{name} (block = {block}), block j = {s.j} (elements {s.c0}…{s.c1 - 1})"
+            if not math.isclose(m_new, s.m, rel_tol=1e-9, abs_tol=1e-12):
+                return _say(wrong(f"{where}: m_new = {m_new:.6g}, expected {s.m:.6g} = max(m_old, max(x_block))"))
+            if not math.isclose(l_new, s.l, rel_tol=1e-7, abs_tol=1e-12):
+                return _say(wrong(f"{where}: l_new = {l_new:.6g}, expected {s.l:.6g}. {_hint(m, l, xb, s, l_new)}"))
+            m, l = s.m, s.l                            # continue from the right state
+            blocks += 1
+    return _say(right(f"your update matches flashviz on {len(_rows())} rows, {blocks} blocks "
+                      "(including a late max, scores near 800 and one-element blocks)"))
+
+
+def _hint(m_old, l_old, xb, s, l_new) -> str:
+    """Name the likely mistake from the learner's wrong l."""
+    if not math.isfinite(l_new):
+        return "Yours overflowed: subtract the running max before exp, exp(x_block − m_new)."
+    no_rescale = l_old + float(np.exp(xb - s.m).sum())
+    if math.isclose(l_new, no_rescale, rel_tol=1e-7):
+        return f"That is l_old + Σ exp(x_block − m_new): the old sum needs the factor exp(m_old − m_new) = {s.rescale:.3g}."
+    if math.isclose(l_new, float(np.exp(xb - s.m).sum()), rel_tol=1e-7):
+        return "That is only this block's sum: add the (rescaled) old sum l_old."
+    return "Check l_new = exp(m_old − m_new)·l_old + Σ exp(x_block − m_new)."
+
+
+def _predict_steps():
+    return online_softmax_steps(PREDICT_X, block=PREDICT_BLOCK)
+
+
+def check_alpha(answer) -> CheckResult:
+    """Your prediction of the rescale factor exp(m_old − m_new) at block j = 1 of PREDICT_X (blocks of 2)."""
+    return _say(close_number(answer, _predict_steps()[1].rescale, rel=0.02,
+                             what="the rescale factor at block j = 1"))
+
+
+def check_l(answer) -> CheckResult:
+    """Your prediction of the running sum l after block j = 1 of PREDICT_X (blocks of 2)."""
+    return _say(close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1"))
