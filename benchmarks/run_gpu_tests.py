@@ -1,0 +1,50 @@
+"""On a GPU machine: run the `gpu`-marked tests and write a JSON record (device, versions, date,
+outcome of every test) to benchmarks/results/tests-<device>-<date>.json (or $OUT).
+
+Usage: python benchmarks/run_gpu_tests.py   (needs CuPy and a CUDA device; pytest)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+class Collect:
+    def __init__(self):
+        self.results = []
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.results.append({"test": report.nodeid, "outcome": report.outcome,
+                                 "seconds": round(report.duration, 3),
+                                 "message": str(report.longrepr)[-500:] if report.failed else ""})
+
+
+def main():
+    import flashviz.gpu as gpu
+
+    ok, reason = gpu.gpu_status()
+    env = gpu.environment() if ok else {"gpu": reason}
+    col = Collect()
+    code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_gpu.py")],
+                       plugins=[col])
+    counts = {k: sum(r["outcome"] == k for r in col.results) for k in ("passed", "failed", "skipped")}
+    out = {"env": env, "pytest_exit_code": int(code), "counts": counts, "tests": col.results}
+    dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
+    dev = str(env.get("device", "nogpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
+    path = dest / f"tests-{dev}-{env.get('date', 'unknown')}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped -> {path}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
