@@ -120,6 +120,16 @@ with the explainer's $B_r$ and $B_c$ and times it against naive CuPy attention (
 $S$). Without a GPU it says so and shows the recorded measurements instead."""),
     code("""panel = fv.GPUPanel(w)
 panel"""),
+    md("""## The lessons, in order
+
+1. [The memory wall](01_memory_wall.ipynb) — arithmetic intensity, measured; why bytes, not FLOPs.
+2. [Online softmax](02_online_softmax.ipynb) — a softmax without a whole row: m, l and the rescale.
+3. [Tiling](03_tiling.ipynb) — Q_i, K_j, V_j in SRAM; S never leaves the chip.
+4. [Block size](04_block_size.ipynb) — bigger tiles move fewer bytes, until SRAM runs out.
+5. [Causal masking and loop order](05_causal_and_loop_order.ipynb) — skipped tiles; FA1 vs FA2.
+6. [The backward pass](06_backward.ipynb) — recompute P instead of storing it.
+
+For a class, `make present` serves all chapters as one page without code cells."""),
 ]
 nb = nbf.v4.new_notebook(cells=cells, metadata={
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},

@@ -22,3 +22,60 @@ def test_gpu_command_reports_no_gpu_and_recorded_results(capsys):
     out = capsys.readouterr().out
     assert "GPU usable: False" in out or "GPU usable: True" in out
     assert "Recorded on" in out and "H200" in out
+
+
+def _table(out: str, title: str) -> list[list[str]]:
+    """The rows (split into words) of the table whose first line starts with ``title``."""
+    block = next(b for b in out.split("\n\n") if b.startswith(title))
+    return [line.split() for line in block.splitlines()[2:]]
+
+
+def test_tables_prints_three_tables_that_match_the_closed_forms(capsys):
+    N, d, b, M = 2048, 64, 4, 232_448
+    assert main(["tables", "--d", str(d), "--Br", "64", "--Bc", "64", "--itemsize", str(b), "--N", str(N),
+                 "--sram", "H100/H200"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n\n") == 2
+    # block-size sweep: FA2 traffic (2·Tr + 2)·N·d + N elements; working set 2·Br·d + 2·Bc·d + Br·Bc + 2·Br
+    sweep = [r for r in _table(out, "Block-size sweep") if r[0].isdigit()]
+    assert len(sweep) == 25
+    for r in sweep:
+        Br, Bc, Tr, Tc = map(int, r[:4])
+        assert (Tr, Tc) == (-(-N // Br), -(-N // Bc))
+        hbm = ((2 * Tr + 2) * N * d + N) * b / 2**20
+        sram = (2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br) * b
+        assert abs(float(r[4]) - hbm) < 0.006 and abs(float(r[5]) - sram / 1024) < 0.06
+        assert r[6] == ("yes" if sram <= M else "NO")
+    starred = [r for r in sweep if r[-1] == "*"]
+    assert [tuple(map(int, r[:2])) for r in starred] == [(256, 64)]
+    # backward: P is N² elements, lse N; standard backward (7·N² + 8·N·d)·b; tiled (7Nd + 4·Tc·Nd + 2·Tc·N + N)·b
+    back = _table(out, "Backward")
+    assert len(back) == 7
+    for r in back:
+        n = int(r[0])
+        Tc = -(-n // 64)
+        assert abs(float(r[1]) - n * n * b / 2**20) < 0.06 and abs(float(r[2]) - n * b / 1024) < 0.06
+        assert abs(float(r[3]) - (7 * n * n + 8 * n * d) * b / 2**20) < 0.06
+        assert abs(float(r[4]) - (7 * n * d + 4 * Tc * n * d + 2 * Tc * n + n) * b / 2**20) < 0.06
+        assert r[3] == f"{fv.iomodel.standard_backward_io(n, n, d, itemsize=b).hbm_bytes / 2**20:.1f}"
+
+
+def test_sweep_options_and_errors(capsys):
+    assert main(["tables", "--sram", "toy", "--d", "128", "--itemsize", "8", "--order", "fa1", "--causal"]) == 0
+    out = capsys.readouterr().out
+    assert "FA1 order, causal" in out and "no configuration fits" in out
+    assert main(["tables", "--sram", "50000", "--N", "512"]) == 0
+    assert "custom: 48.8 KiB (50,000 bytes)" in capsys.readouterr().out
+    assert main(["tables", "--sram", "TPU"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "unknown SRAM budget 'TPU'" in captured.err and captured.err.count("\n") == 1
+    assert main(["tables", "--N", "0"]) == 2
+    assert "N must be" in capsys.readouterr().err
+
+
+def test_long_sweep_progress_bar_stays_off_the_table(capsys):
+    from flashviz.cli import sweep_table
+
+    text = sweep_table(N=65536, d=64, sram="A100", itemsize=2)
+    assert "it/s" not in text and len(text.splitlines()) == 2 + 25 + 1
+    assert "it/s" not in capsys.readouterr().out

@@ -46,6 +46,11 @@ def guarded(fn, *args, what: str = "your code", **kwargs):
         return None, wrong(f"{what} raised {type(exc).__name__}: {first}")
 
 
+def _fmt(x: float) -> str:
+    """Whole numbers with thousands separators (136,314,880); others to 6 significant digits."""
+    return f"{x:,.0f}" if abs(x) >= 1e4 and float(x).is_integer() else f"{x:,.6g}"
+
+
 def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "your answer", unit: str = ""):
     """Compare a numeric prediction with the computed value (relative tolerance ``rel``)."""
     try:
@@ -53,5 +58,5 @@ def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "you
     except (TypeError, ValueError):
         return wrong(f"{what} should be a number, got {answer!r}")
     if abs(a - expected) <= rel * max(abs(expected), 1e-300):
-        return right(f"{what} = {a:,.6g}{unit} (computed: {expected:,.6g}{unit})")
-    return wrong(f"{what} = {a:,.6g}{unit}, but the run gives {expected:,.6g}{unit}")
+        return right(f"{what} = {_fmt(a)}{unit} (flashviz computes {_fmt(expected)}{unit})")
+    return wrong(f"{what} = {_fmt(a)}{unit}, but flashviz computes {_fmt(expected)}{unit}")

@@ -26,7 +26,7 @@ PREDICT_BLOCK = 2
 def _rows():
     """(name, x, block) streamed by check_rescale: easy first, then the traps."""
     rng = np.random.default_rng(2)
-    rows = [("small row", PREDICT_X, PREDICT_BLOCK),
+    rows = [("small row", np.array([0.5, 2.0, 1.0, 3.5, 3.0, 1.5]), 2),
             ("random row", 2 * rng.standard_normal(10), 3),
             ("max in the last block", np.array([0.5, 1.0, 0.0, 2.0, 1.5, 3.0, 2.5, 9.0]), 2)]
     try:
@@ -60,8 +60,8 @@ def check_rescale(update) -> CheckResult:
     (starting from m = -inf, l = 0) and compare each block with flashviz. Prints one line."""
     if not callable(update):
         return _say(wrong(f"pass your function itself, e.g. check_rescale(update); got {update!r:.60}"))
-    blocks = 0
-    for name, x, block in _rows():
+    blocks, rows = 0, _rows()
+    for name, x, block in rows:
         steps = online_softmax_steps(x, block=block)
         m, l = -math.inf, 0.0
         for s in steps:
@@ -79,7 +79,7 @@ def check_rescale(update) -> CheckResult:
                 return _say(wrong(f"{where}: l_new = {l_new:.6g}, expected {s.l:.6g}. {_hint(m, l, xb, s, l_new)}"))
             m, l = s.m, s.l                            # continue from the right state
             blocks += 1
-    return _say(right(f"your update matches flashviz on {len(_rows())} rows, {blocks} blocks "
+    return _say(right(f"your update matches flashviz on {len(rows)} rows, {blocks} blocks "
                       "(including a late max, scores near 800 and one-element blocks)"))
 
 
@@ -90,6 +90,10 @@ def _hint(m_old, l_old, xb, s, l_new) -> str:
     no_rescale = l_old + float(np.exp(xb - s.m).sum())
     if math.isclose(l_new, no_rescale, rel_tol=1e-7):
         return f"That is l_old + Σ exp(x_block − m_new): the old sum needs the factor exp(m_old − m_new) = {s.rescale:.3g}."
+    with np.errstate(over="ignore"):
+        unshifted = l_old + float(np.exp(xb).sum())
+    if math.isclose(l_new, unshifted, rel_tol=1e-7) or math.isclose(l_new, math.exp(min(s.m, 700)) * s.l, rel_tol=1e-7):
+        return "That is Σ exp(x) without the max subtracted: use exp(x_block − m_new) (exp(800) = inf)."
     if math.isclose(l_new, float(np.exp(xb - s.m).sum()), rel_tol=1e-7):
         return "That is only this block's sum: add the (rescaled) old sum l_old."
     return "Check l_new = exp(m_old − m_new)·l_old + Σ exp(x_block − m_new)."

@@ -35,16 +35,17 @@ from . import style
 from .meters import _unit
 from .style import fmt_bytes
 
+# What each step does, in the paper's names (i: query block, j: key block; the frame names them).
 STEP_TEXT = {
-    "compute_D": "preprocess: D{i} = rowsum(dO{i} ∘ O{i}),  and dQ{i} = 0 in HBM",
-    "load_KV": "load K{j}, V{j} into SRAM;  dK{j} = dV{j} = 0 on chip",
-    "load_Qi": "load Q{i}, dO{i}, lse{i}, D{i} into SRAM",
-    "recompute_P": "recompute S{i},{j} = scale·Q{i}K{j}ᵀ and P{i},{j} = exp(S{i},{j} − lse{i}): P was never stored",
-    "accumulate_dV": "dV{j} += P{i},{j}ᵀ dO{i}   (on chip)",
-    "compute_dS": "dP{i},{j} = dO{i} V{j}ᵀ;   dS{i},{j} = P{i},{j} ∘ (dP{i},{j} − D{i})   (on chip)",
-    "accumulate_dK": "dK{j} += scale · dS{i},{j}ᵀ Q{i}   (on chip)",
-    "update_dQ": "dQ{i} += scale · dS{i},{j} K{j}:  read dQ{i} from HBM, add, write it back",
-    "write_dKdV": "write dK{j}, dV{j} to HBM, once: key block j = {jn} is finished",
+    "compute_D": "preprocess: Dᵢ = rowsum(dOᵢ ∘ Oᵢ), and dQᵢ = 0 in HBM",
+    "load_KV": "load Kⱼ, Vⱼ into SRAM;  dKⱼ = dVⱼ = 0 on chip",
+    "load_Qi": "load Qᵢ, dOᵢ, lseᵢ, Dᵢ into SRAM",
+    "recompute_P": "recompute Sᵢⱼ = scale·QᵢKⱼᵀ, Pᵢⱼ = exp(Sᵢⱼ − lseᵢ): P was never stored",
+    "accumulate_dV": "dVⱼ += Pᵢⱼᵀ dOᵢ   (on chip)",
+    "compute_dS": "dPᵢⱼ = dOᵢ Vⱼᵀ;   dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)   (on chip)",
+    "accumulate_dK": "dKⱼ += scale · dSᵢⱼᵀ Qᵢ   (on chip)",
+    "update_dQ": "dQᵢ += scale · dSᵢⱼ Kⱼ:  read dQᵢ from HBM, add, write it back",
+    "write_dKdV": "write dKⱼ, dVⱼ to HBM, once: key block j is finished",
 }
 _AFTER_P = ("recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
 _BIG = np.iinfo(np.int64).max
@@ -56,8 +57,8 @@ FLASH = "#fdd835"
 class BackwardState:
     """What frame k shows. Arrays are views into the replay's buffers: do not modify.
 
-    event: the event just done; text: a sentence for it; i, j: its query / key block (-1 if
-    none); P, dS: the current tile on chip (None when no tile is live); dK_j, dV_j: the
+    event: the event just done; text: a sentence for it (STEP_TEXT); where: "i = …, j = …" of the
+    blocks it works on; i, j: its query / key block (-1 if none); P, dS: the current tile on chip (None when no tile is live); dK_j, dV_j: the
     accumulators on chip (None outside a key block); dQ: (Nq, d) dQ in HBM (NaN before the
     preprocessing zeroes a row); dKV: (Nk, d + dv) finished [dK | dV] rows (NaN not yet
     written); hbm_bytes, flops, recompute_flops: sums over events[0..k]; tiles_done: tiles whose
@@ -67,6 +68,7 @@ class BackwardState:
     k: int
     event: object
     text: str
+    where: str
     i: int
     j: int
     P: np.ndarray | None
@@ -82,6 +84,11 @@ class BackwardState:
     dQ_updates: int
     blocks_written: int
     D_blocks: int
+
+
+def _where(e) -> str:
+    parts = [f"{n} = {v}" for n, v in (("i", e.i), ("j", e.j)) if v >= 0]
+    return ", ".join(parts)
 
 
 def _latest(ev, kinds):
@@ -187,7 +194,7 @@ class BackwardReplay:
         np.copyto(self._dKV, self.dKV_full)
         self._dKV[self.written_at > k] = np.nan
         return BackwardState(
-            k=k, event=e, text=STEP_TEXT[e.kind].format(i=sub(e.i), j=sub(e.j), jn=e.j), i=e.i, j=e.j, P=P, dS=dS,
+            k=k, event=e, text=STEP_TEXT[e.kind], where=_where(e), i=e.i, j=e.j, P=P, dS=dS,
             dK_j=dK_j, dV_j=dV_j, dQ=self._dQ, dKV=self._dKV, hbm_bytes=int(self.cum_bytes[k]),
             flops=int(self.cum_flops[k]), recompute_flops=int(self.cum_recompute[k]),
             tiles_done=int((self.visit_at <= k).sum()),
@@ -238,30 +245,32 @@ class _GridPanel:
         if skipped:
             ax.add_collection(PatchCollection(skipped, facecolor=style.SKIPPED, edgecolor="0.7", hatch="//",
                                               linewidth=0.3))
+        self.path = []                     # lines drawn over the tile shading (the mask edge, the loop order)
         if tr.causal:
             off = tr.Nk - tr.Nq
-            ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
+            self.path += ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
         # the loop order: a faint path through the tile centres, column after column
         if rp.n_tiles <= 256:
             ij = sorted(zip(*np.nonzero(rp.visit_at < _BIG)), key=lambda t: rp.visit_at[t])
             cx = [min((j + 0.5) * tr.Bc, (j * tr.Bc + tr.Nk) / 2) for _, j in ij]
             cy = [min((i + 0.5) * tr.Br, (i * tr.Br + tr.Nq) / 2) for i, _ in ij]
-            ax.plot(cx, cy, color="0.45", lw=0.7, ls=":", zorder=1.5)
+            self.path += ax.plot(cx, cy, color="0.45", lw=0.7, ls=":", zorder=1.5)
         self.q_strip = Rectangle((tr.Nk * 1.01, 0), tr.Nk * 0.03, 0, facecolor=style.CURRENT, clip_on=False)
         self.k_strip = Rectangle((0, -tr.Nq * 0.01), 0, -tr.Nq * 0.03, facecolor=style.CURRENT, clip_on=False)
-        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.15, edgecolor="none")
+        self.band = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=1.2, linestyle="--")
         self.flash = Rectangle((0, 0), 0, 0, facecolor=FLASH, edgecolor=RECOMPUTE, linewidth=1.5, alpha=0.9)
         self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
-        for p in (self.band, self.flash, self.tile, self.q_strip, self.k_strip):
+        for z, p in enumerate((self.flash, self.band, self.tile, self.q_strip, self.k_strip)):
             ax.add_patch(p)
+            p.set_zorder(3 + 0.1 * z)          # over the tile borders, in the order blitting draws them
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.tick_params(labelsize=8)
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
-        ax.set_xlabel(f"key index (K_j, V_j: blocks of Bc = {tr.Bc}) · j outer", fontsize=8)
-        ax.set_ylabel(f"query index (Q_i: blocks of Br = {tr.Br}) · i inner", fontsize=8)
-        self.title = ax.set_title("", fontsize=9, pad=12)
+        ax.set_xlabel(f"key index  (Kⱼ, Vⱼ: blocks of Bc = {tr.Bc};  j: outer loop)", fontsize=8)
+        ax.set_ylabel(f"query index  (Qᵢ: blocks of Br = {tr.Br};  i: inner loop)", fontsize=8)
+        self.title = ax.set_title("", fontsize=9, pad=16)
 
     def update(self, s: BackwardState, grid=None):
         tr, e = self.tr, s.event
@@ -290,15 +299,9 @@ class _GridPanel:
             self.tile.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
             self.flash.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
         if e.kind == "recompute_P":
-            self.title.set_text(f"P{sub(e.i)},{sub(e.j)} recomputed from Q{sub(e.i)}, K{sub(e.j)} and lse{sub(e.i)}"
-                                " — never stored")
-            self.title.set_color(RECOMPUTE)
-            self.title.set_weight("bold")
+            self.title.set(text="Pᵢⱼ recomputed from Qᵢ, Kⱼ and lseᵢ — never stored", color=RECOMPUTE, weight="bold")
         else:
-            self.title.set_text(f"tiles of S, P: {s.tiles_done} of {self.rp.n_tiles} visited "
-                                "(each used on chip, then dropped)")
-            self.title.set_color("k")
-            self.title.set_weight("normal")
+            self.title.set(text="tiles of S and P, column by column (shade: visit order)", color="k", weight="normal")
 
 
 class _Image:
@@ -309,7 +312,7 @@ class _Image:
         self.ax = ax
         self.image = ax.imshow(self.buf, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto",
                                extent=extent)
-        self.title = ax.set_title(title, fontsize=8.5, pad=3)
+        self.title = ax.set_title(title, fontsize=8.5, pad=5)
         _small_axes(ax, xlabel, ylabel)
 
     def show(self, a):
@@ -411,26 +414,28 @@ class _Meters:
 class RegionBlitter:
     """Blitting by areas: redraw only the parts of the figure whose content changed.
 
-    ``regions``: {name: ((x0, y0, x1, y1) in figure fractions, slow artists, fast artists)}, areas
-    that do not overlap. The static figure is rendered once (a full draw) and each area's piece
-    of it kept; an area's slow artists (big images) are composited onto that piece and cached
-    whenever their key changes; its fast artists are drawn on top whenever its key changes.
-    Areas whose key did not change are left as they are on the canvas. Text is costly to render
-    (about 0.1 ms a glyph), so this keeps a frame's cost to what actually moved. Any full redraw
-    (first display, resize, ``static_bg = None``) refreshes every cache through draw_event.
+    ``regions``: {name: ((x0, y0, x1, y1) in figure fractions, slow artists, fast artists, cache)}:
+    areas that do not overlap. The static figure is rendered once (a full draw) and each area's
+    piece of it kept; an area's slow artists (big images) are composited onto that piece and
+    cached whenever their key changes; its fast artists are drawn on top whenever its key
+    changes; with ``cache`` the finished pixels are kept per key (for texts that take a few
+    values). Areas whose key did not change are left as they are. Text costs about 0.1 ms a
+    glyph to render, so a frame costs only what moved. Any full redraw (first display, resize,
+    ``static_bg = None``) refreshes every cache through draw_event. Animated artists are clipped
+    to their area, so an area never paints over another.
     """
 
     def __init__(self, fig, regions):
         self.fig, self.canvas = fig, fig.canvas
         self.regions = {}
-        for name, (frac, slow, fast) in regions.items():
+        for name, (frac, slow, fast, cache) in regions.items():
             box = TransformedBbox(Bbox.from_extents(*frac), fig.transFigure)
             for a in (*slow, *fast):
                 a.set_animated(True)
                 a.set_clip_box(box)
                 a.set_clip_on(True)
-            self.regions[name] = {"box": box, "slow": list(slow), "fast": list(fast), "static": None, "base": None,
-                                  "key": (object(), object())}
+            self.regions[name] = {"box": box, "slow": list(slow), "fast": list(fast), "cache": {} if cache else None,
+                                  "static": None, "base": None, "key": None}
         self._static_ok = False
         self._keys = {}
         self._size = None
@@ -447,20 +452,30 @@ class RegionBlitter:
             self._static_ok = False
 
     def _on_draw(self, event):
-        for name, r in self.regions.items():
+        if self.canvas.is_saving():          # savefig draws every artist itself; re-cache after it
+            self._static_ok = False
+            return
+        for r in self.regions.values():
             r["static"] = self.canvas.copy_from_bbox(r["box"])
-            r["key"] = (object(), object())
+            r["base"] = r["key"] = None
+            if r["cache"] is not None:
+                r["cache"].clear()
         self._static_ok = True
         self._draw_changed(self._keys)
 
     def _draw_changed(self, keys) -> bool:
         changed = False
         for name, r in self.regions.items():
-            slow_key, fast_key = keys.get(name, (None, None))
-            if r["key"] == (slow_key, fast_key) and r["base"] is not None:
+            key = keys.get(name, (None, None))
+            if r["key"] == key and r["base"] is not None:
                 continue
             changed = True
-            if r["key"][0] != slow_key or r["base"] is None:
+            cache = r["cache"]
+            if cache is not None and key in cache:
+                self.canvas.restore_region(cache[key])
+                r["key"] = key
+                continue
+            if r["base"] is None or r["key"] is None or r["key"][0] != key[0]:
                 self.canvas.restore_region(r["static"])
                 for a in r["slow"]:
                     self.fig.draw_artist(a)
@@ -469,7 +484,9 @@ class RegionBlitter:
                 self.canvas.restore_region(r["base"])
             for a in r["fast"]:
                 self.fig.draw_artist(a)
-            r["key"] = (slow_key, fast_key)
+            if cache is not None and len(cache) < 64:
+                cache[key] = self.canvas.copy_from_bbox(r["box"])
+            r["key"] = key
         return changed
 
     def update(self, keys):
@@ -478,8 +495,6 @@ class RegionBlitter:
         size = self.canvas.get_width_height()
         if not self._static_ok or self._size != size:
             self._size = size
-            for r in self.regions.values():
-                r["base"] = None
             self.canvas.draw()                 # fires draw_event: caches the static pieces, draws every area
         elif not self._draw_changed(keys):
             return
@@ -503,7 +518,7 @@ class BackwardFigure:
         self.replay = rp = BackwardReplay(trace)
         tr = trace
         gs = GridSpec(3, 4, figure=fig, width_ratios=[1.55, 0.8, 0.8, 0.8], height_ratios=[1, 1, 0.5],
-                      left=0.07, right=0.975, top=0.785, bottom=0.065, wspace=0.42, hspace=0.62)
+                      left=0.07, right=0.975, top=0.775, bottom=0.065, wspace=0.42, hspace=0.66)
         self.grid = _GridPanel(fig.add_subplot(gs[0:2, 0]), rp)
         ev = tr.events
         pmax = _vmax([e.P for e in ev if e.kind == "recompute_P"], 99.5)
@@ -520,34 +535,38 @@ class BackwardFigure:
         self.dK = _Image(fig.add_subplot(gs[0, 2]), (Bc, tr.d), signed, -kmax, kmax, "", "feature (d)", "key in block")
         self.dV = _Image(fig.add_subplot(gs[1, 2]), (Bc, tr.dv), signed, -vmax, vmax, "", "feature (d)",
                          "key in block")
-        self.dQ = _Image(fig.add_subplot(gs[0, 3]), (tr.Nq, tr.d), signed, -qmax, qmax, "dQ",
-                         "feature (d)", "query index", extent=(0, tr.d, tr.Nq, 0))
+        self.dQ = _Image(fig.add_subplot(gs[0, 3]), (tr.Nq, tr.d), signed, -qmax, qmax, "", "feature (d)",
+                         "query index", extent=(0, tr.d, tr.Nq, 0))
         self.dKV = _Image(fig.add_subplot(gs[1, 3]), (tr.Nk, tr.d + tr.dv), signed, -1, 1, "dK | dV (written once)",
                           "feature: dK | dV", "key index", extent=(0, tr.d + tr.dv, tr.Nk, 0))
-        # dK and dV share one image: scale each half to its own range, so both read
+        # dK and dV share one image: each half is scaled to its own range, so both read
         self._kv_scale = np.concatenate([np.full(tr.d, 1 / kmax), np.full(tr.dv, 1 / vmax)])
-        self.dKV.ax.axvline(tr.d, color="k", lw=0.8)
+        self.divider = self.dKV.ax.axvline(tr.d, color="k", lw=0.8)
         self.rmw = Rectangle((0, 0), tr.d, 0, fill=False, edgecolor=style.CURRENT, linewidth=2, clip_on=False)
         self.dQ.ax.add_patch(self.rmw)
         mgs = gs[2, :].subgridspec(1, 3, wspace=0.55)
         self.meters = _Meters(fig.add_subplot(mgs[0]), fig.add_subplot(mgs[1]), fig.add_subplot(mgs[2]), rp)
         self._group(fig, [self.P.ax, self.dS.ax, self.dK.ax, self.dV.ax], "on chip (SRAM)", style.CURRENT)
         self._group(fig, [self.dQ.ax, self.dKV.ax], "in HBM", "0.35")
-        self.step = fig.text(0.01, 0.985, "", fontsize=11, weight="bold", va="top")
+        # the step line lives in an axes: savefig draws an axes' animated artists, not a figure's
+        head = fig.add_axes((0, 0.952, 1, 0.048))
+        head.set_axis_off()
+        self.step = head.text(0.01, 0.69, "", fontsize=11, weight="bold", va="center", transform=head.transAxes)
+        self.where = head.text(0.99, 0.69, "", fontsize=10, va="center", ha="right", transform=head.transAxes)
         if tr.causal:
             first, _, rest = caption.partition("\n")
             caption = f"{first}  (hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
         self.caption = fig.text(0.01, 0.945, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.45)
         self.k = None
         self.blitter = None
-        self._grid_k = None
+        self._big_key = None
 
     @staticmethod
     def _group(fig, axes, label, colour):
         """A faint box behind a group of panels, labelled with where the data lives."""
         boxes = [ax.get_position() for ax in axes]
         x0, x1 = min(b.x0 for b in boxes) - 0.048, max(b.x1 for b in boxes) + 0.008
-        y0, y1 = min(b.y0 for b in boxes) - 0.07, max(b.y1 for b in boxes) + 0.062
+        y0, y1 = min(b.y0 for b in boxes) - 0.07, max(b.y1 for b in boxes) + 0.07
         fig.patches.append(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.008",
                                           transform=fig.transFigure, facecolor=colour, alpha=0.06,
                                           edgecolor=colour, linewidth=0.8, zorder=-10))
@@ -558,48 +577,67 @@ class BackwardFigure:
         return self.replay.n_frames
 
     def _regions(self):
-        """Disjoint figure areas (figure fractions) with their (slow, fast) artists.
+        """Disjoint areas (figure fractions) with their (slow, fast) artists and whether to cache pixels.
 
-        Column and row borders sit half-way between panels, so each area holds its animated
-        artists whole (they are clipped to it, to be sure)."""
+        Columns split half-way between panels; each panel has an image area and a title strip."""
+        W, H = self.fig.bbox.width, self.fig.bbox.height
+        px, py = 1 / W, 1 / H
         g, m = self.grid, self.meters
         pos = {name: p.ax.get_position() for name, p in
                (("P", self.P), ("dS", self.dS), ("dK", self.dK), ("dV", self.dV), ("dQ", self.dQ), ("dKV", self.dKV))}
-        gx1 = g.ax.get_position().x1
-        c1 = (gx1 + pos["P"].x0) / 2
+        gp = g.ax.get_position()
+        c1 = (gp.x1 + pos["P"].x0) / 2
         c2 = (pos["P"].x1 + pos["dK"].x0) / 2
         c3 = (pos["dK"].x1 + pos["dQ"].x0) / 2
-        r_mid = (pos["P"].y0 + pos["dS"].y1) / 2
+        top_t, bot_t = pos["P"].y1, pos["dS"].y1         # tops of the two panel rows
         m_top = max(ax.get_position().y1 for ax in m.axes)
-        head_y0 = 0.952
-        return {
-            "head": ((0, head_y0, 1, 1), [], [self.step]),
-            "grid": ((0, g.ax.get_position().y0, c1, head_y0), [g.image, g.grid],
-                     [g.band, g.flash, g.tile, g.q_strip, g.k_strip, g.title]),
-            "P": ((c1, r_mid, c2, head_y0), [], [self.P.image, self.P.title]),
-            "dS": ((c1, m_top, c2, r_mid), [], [self.dS.image, self.dS.title]),
-            "dK": ((c2, r_mid, c3, head_y0), [], [self.dK.image, self.dK.title]),
-            "dV": ((c2, m_top, c3, r_mid), [], [self.dV.image, self.dV.title]),
-            "dQ": ((c3, r_mid, 1, head_y0), [self.dQ.image], [self.rmw, self.dQ.title]),
-            "dKV": ((c3, m_top, 1, r_mid), [self.dKV.image], []),
-            "meters": ((0, 0, 1, m_top), [], [m.hbm_bar, m.hbm_label, m.flop_bar, m.extra_bar, m.flop_label]),
+        head = 0.952
+        strip = 20 * py                                  # a title strip above an axes
+        grid_top = gp.y1 + 14 * py                       # the K_j strip sits just above the grid
+        cols = {"P": (c1, c2), "dS": (c1, c2), "dK": (c2, c3), "dV": (c2, c3), "dQ": (c3, 1), "dKV": (c3, 1)}
+        regions = {
+            "step": ((0, head, 0.78, 1), [], [self.step], True),
+            "where": ((0.78, head, 1, 1), [], [self.where], False),
+            "grid": ((0, gp.y0 - 3 * py, c1, grid_top), [g.image, g.grid, *g.path, *g.ax.spines.values()],
+                     [g.flash, g.band, g.tile, g.q_strip, g.k_strip], False),
+            "grid title": ((0, grid_top, c1, head), [], [g.title], True),
+            "meters": ((0, 0, 1, m_top + 2 * py), [], [m.hbm_bar, m.hbm_label, m.flop_bar, m.extra_bar, m.flop_label],
+                       False),
         }
+        for name, panel in (("P", self.P), ("dS", self.dS), ("dK", self.dK), ("dV", self.dV), ("dQ", self.dQ),
+                            ("dKV", self.dKV)):
+            x0, x1 = cols[name]
+            b = pos[name]
+            below = (bot_t + strip) if b.y1 == top_t else m_top + 2 * py
+            spines = list(panel.ax.spines.values())       # drawn again over the image, as in a full draw
+            slow = [panel.image, *spines] if name in ("dQ", "dKV") else []
+            fast = [] if name in ("dQ", "dKV") else [panel.image, *spines]
+            if name == "dQ":
+                fast = [self.rmw]
+            if name == "dKV":
+                slow.insert(1, self.divider)
+            regions[name] = ((x0, max(below, b.y0 - 3 * py), x1, b.y1 + 3 * py), slow, fast, False)
+            if name != "dKV":
+                regions[name + " title"] = ((x0, b.y1 + 3 * py, x1, b.y1 + strip), [], [panel.title], True)
+        return regions
 
     def _region_keys(self, s: BackwardState):
         """Per area, (slow key, fast key): an area is redrawn only when its key changes."""
-        e, g = s.event, self.grid
-        txt = lambda t: (t.get_text(), t.get_color())  # noqa: E731
-        return {
-            "head": (None, s.k),
-            "grid": (s.tiles_done, (e.kind, e.i, e.j, txt(g.title))),
-            "P": (None, (id(s.P), txt(self.P.title))),
-            "dS": (None, (id(s.dS), txt(self.dS.title))),
-            "dK": (None, (id(s.dK_j), txt(self.dK.title))),
-            "dV": (None, (id(s.dV_j), txt(self.dV.title))),
-            "dQ": ((s.dQ_updates, s.D_blocks), (self.rmw.get_visible(), e.r0, txt(self.dQ.title))),
+        e = s.event
+        txt = lambda t: (t.get_text(), t.get_color(), t.get_weight())  # noqa: E731
+        keys = {
+            "step": (None, txt(self.step)),
+            "where": (None, s.k),
+            "grid": (s.tiles_done, (e.kind == "recompute_P", e.kind == "compute_D", e.i, e.j)),
+            "grid title": (None, txt(self.grid.title)),
+            "P": (None, id(s.P)), "dS": (None, id(s.dS)), "dK": (None, id(s.dK_j)), "dV": (None, id(s.dV_j)),
+            "dQ": ((s.dQ_updates, s.D_blocks), (self.rmw.get_visible(), e.r0, e.r1)),
             "dKV": (s.blocks_written, None),
             "meters": (None, (s.hbm_bytes, s.flops)),
         }
+        for name in ("P", "dS", "dK", "dV", "dQ"):
+            keys[name + " title"] = (None, txt(getattr(self, name).title))
+        return keys
 
     def enable_blitting(self):
         """Render later frames by blitting only the areas that change (call once the figure has its canvas)."""
@@ -614,17 +652,13 @@ class BackwardFigure:
             self.fig.canvas.draw_idle()
         return s
 
-    @staticmethod
-    def _slow_key(s: BackwardState):
-        return (s.tiles_done, s.dQ_updates, s.blocks_written, s.D_blocks)
-
     def draw_frame(self, k: int) -> BackwardState:
         """Update all artists to frame k (does not render; the caller draws the canvas)."""
         s = self.replay.state(k)
-        e, ij = s.event, f"{sub(s.i)},{sub(s.j)}"
-        key = self._slow_key(s)
-        if key != self._grid_k:             # the big images change only every few steps
-            self._grid_k = key
+        e = s.event
+        big = (s.tiles_done, s.dQ_updates, s.blocks_written, s.D_blocks)
+        if big != self._big_key:             # the big images change only every few steps
+            self._big_key = big
             self.grid.update(s, self.replay.visited_grid(k))
             self.dQ.image.set_data(s.dQ)
             self.dKV.image.set_data(s.dKV * self._kv_scale)
@@ -632,31 +666,27 @@ class BackwardFigure:
             self.grid.update(s)
         flash = e.kind == "recompute_P"
         self.P.show(s.P)
-        self.P.title.set_text(f"P{ij} recomputed (never stored)" if s.P is not None else "P_ij: no tile on chip")
-        self.P.title.set_color(RECOMPUTE if flash else "k")
-        self.P.title.set_weight("bold" if flash else "normal")
+        self.P.title.set(text="Pᵢⱼ recomputed, never stored" if s.P is not None else "Pᵢⱼ: no tile on chip",
+                         color=RECOMPUTE if flash else "k", weight="bold" if flash else "normal")
         self.dS.show(s.dS)
-        self.dS.title.set_text(f"dS{ij} = P ∘ (dP − D)" if s.dS is not None else
-                               ("dS_ij: next" if s.P is not None else "dS_ij: no tile on chip"))
-        jj = sub(s.j) if s.dK_j is not None else "_j"
+        self.dS.title.set(text="dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)" if s.dS is not None else
+                          ("dSᵢⱼ: next" if s.P is not None else "dSᵢⱼ: no tile on chip"),
+                          color=style.CURRENT if e.kind == "compute_dS" else "k")
         self.dK.show(s.dK_j)
         self.dV.show(s.dV_j)
-        self.dK.title.set_text(f"dK{jj} accumulator")
-        self.dV.title.set_text(f"dV{jj} accumulator")
-        for panel, kind in ((self.dK, "accumulate_dK"), (self.dV, "accumulate_dV")):
-            panel.title.set_color(style.CURRENT if e.kind in (kind, "write_dKdV") else "k")
-        if e.kind in ("update_dQ", "compute_D"):
-            self.rmw.set_visible(True)
+        for panel, kind, name in ((self.dK, "accumulate_dK", "dK"), (self.dV, "accumulate_dV", "dV")):
+            live = s.dK_j is not None
+            panel.title.set(text=f"{name}ⱼ accumulator" if live else f"{name}ⱼ: no key block on chip",
+                            color=style.CURRENT if e.kind in (kind, "write_dKdV") else "k")
+        rmw = e.kind in ("update_dQ", "compute_D")
+        self.rmw.set_visible(rmw)
+        if rmw:
             self.rmw.set_y(e.r0)
             self.rmw.set_height(e.r1 - e.r0)
-            self.dQ.title.set_text(f"dQ{sub(e.i)}: read, add, write" if e.kind == "update_dQ" else f"dQ{sub(e.i)} = 0")
-            self.dQ.title.set_color(style.CURRENT)
-        else:
-            self.rmw.set_visible(False)
-            self.dQ.title.set_text("dQ")
-            self.dQ.title.set_color("k")
+        self.dQ.title.set(text={"update_dQ": "dQᵢ: read, add, write back", "compute_D": "dQᵢ = 0"}.get(e.kind, "dQ"),
+                          color=style.CURRENT if rmw else "k")
         self.meters.update(s)
-        self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}")
-        self.step.set_color(RECOMPUTE if flash else "k")
+        self.step.set(text=s.text, color=RECOMPUTE if flash else "k")
+        self.where.set_text(f"step {k + 1}/{self.n_frames}" + (f"  ·  {s.where}" if s.where else ""))
         self.k = k
         return s

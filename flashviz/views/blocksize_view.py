@@ -30,7 +30,6 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 from .. import iomodel
 from . import style
 from .blit import Blitter
-from .style import fmt_bytes
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
 #: the sequence lengths of the traffic-vs-N panel (the chosen N is added)
@@ -61,7 +60,7 @@ def sram_budget_bytes(value) -> tuple[str, int]:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         if value < 1:
             raise ValueError(f"an SRAM budget must be >= 1 byte, got {value}")
-        return f"custom: {fmt_bytes(int(value))}", int(value)
+        return f"custom: {fmt_size(int(value))}", int(value)
     if not isinstance(value, str):
         raise TypeError(f"an SRAM budget is a preset name or a number of bytes, got {value!r}")
     for label, nbytes in style.SRAM_BUDGETS.items():
@@ -72,12 +71,12 @@ def sram_budget_bytes(value) -> tuple[str, int]:
     raise ValueError(f"unknown SRAM budget {value!r}; presets: {names} (or a number of bytes)")
 
 
-def fmt_axis_bytes(v: float, _=None) -> str:
-    """Tick labels of a log byte axis: '64 KiB', '4 GiB', '1 TiB'."""
+def fmt_size(v: float, _=None) -> str:
+    """Bytes with three significant digits, B … TiB: '64 KiB', '4 GiB', '1.02 TiB' (also a tick formatter)."""
     for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if v >= size:
             return f"{v / size:.3g} {name}"
-    return f"{v:.3g} B"
+    return f"{v:.0f} B"
 
 
 def fmt_flops(f: float) -> str:
@@ -88,7 +87,7 @@ def fmt_flops(f: float) -> str:
 
 
 def _unit(n: float):
-    for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return name, size
     return "B", 1
@@ -176,7 +175,7 @@ class BlockSizeFigure:
         fit = sum(r["fits"] for r in self.rows)
         caption = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
                    f"{', causal' if causal else ''} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
-                   f"{fit} of {len(self.rows)} configurations fit · standard attention moves {fmt_bytes(self.standard)}\n"
+                   f"{fit} of {len(self.rows)} configurations fit · standard attention moves {fmt_size(self.standard)}\n"
                    f"The paper's choice for this M (Algorithm 1): Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}  "
                    f"(M counted in elements: {sram_budget // itemsize:,})")
         self.caption = fig.text(0.01, 0.93, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
@@ -284,9 +283,9 @@ class BlockSizeFigure:
         (self.cur_curve,) = ax.loglog(self.Ns, std, color=style.CURRENT, lw=1.2, alpha=0.9, label="this frame's Br × Bc")
         ax.axvline(self.N, color="0.5", lw=0.8, ls=":")
         ax.set_xlabel("N (sequence length)", fontsize=8)
-        ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_bytes(self.M)}", fontsize=8.5)
+        ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_size(self.M)}", fontsize=8.5)
         ax.yaxis.set_major_locator(LogLocator(base=4.0 ** 2, numticks=12))
-        ax.yaxis.set_major_formatter(FuncFormatter(fmt_axis_bytes))
+        ax.yaxis.set_major_formatter(FuncFormatter(fmt_size))
         ax.minorticks_off()
         xt = [n for n in CURVE_N if n.bit_length() % 2 == 0]       # 128, 512, 2k, 8k, 32k
         ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
@@ -353,12 +352,12 @@ class BlockSizeFigure:
         if final and best is None:
             text = f"no configuration fits in {self.budget_name}: every tile spills — use a larger M or smaller d"
         elif final:
-            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_bytes(row['hbm_bytes'])} of HBM traffic, "
-                    f"{fmt_bytes(row['sram_bytes'])} of SRAM")
+            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_size(row['hbm_bytes'])} of HBM traffic, "
+                    f"{fmt_size(row['sram_bytes'])} of SRAM")
         else:
             fit = "fits" if row["fits"] else "does NOT fit (spills)"
             so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
-            text = (f"trying Br × Bc = {tag}: {fmt_bytes(row['hbm_bytes'])} HBM, {fmt_bytes(row['sram_bytes'])} SRAM, "
+            text = (f"trying Br × Bc = {tag}: {fmt_size(row['hbm_bytes'])} HBM, {fmt_size(row['sram_bytes'])} SRAM, "
                     f"{fit} · {so_far}")
         return BlockSizeState(k, row, best, final, ms, text)
 
@@ -383,8 +382,8 @@ class BlockSizeFigure:
             left += nbytes / self.su
         over = r["sram_bytes"] / self.M
         verdict = "fits" if r["fits"] else f"over the budget by {over:.2g}× — spills"
-        self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_bytes(r['sram_bytes'])} "
-                                 f"of M = {fmt_bytes(self.M)} ({100 * over:.0f}%): {verdict}")
+        self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_size(r['sram_bytes'])} "
+                                 f"of M = {fmt_size(self.M)} ({100 * over:.0f}%): {verdict}")
         self.sram_title.set_color("k" if r["fits"] else style.BAD)
         self.numbers.set_text(self._numbers(r, s.measured_ms))
         self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}")
@@ -396,8 +395,8 @@ class BlockSizeFigure:
                                       order=self.order, causal=self.causal)
         big = sorted(((v, k) for k, v in {**io.reads}.items()), reverse=True)[:3]
         lines = [f"Br = {r['Br']}, Bc = {r['Bc']}: Tr = {r['Tr']}, Tc = {r['Tc']}",
-                 f"HBM  {fmt_bytes(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
-                 "read " + ", ".join(f"{k} {fmt_bytes(v)}" for v, k in big),
+                 f"HBM  {fmt_size(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
+                 "read " + ", ".join(f"{k} {fmt_size(v)}" for v, k in big),
                  f"{fmt_flops(r['flops'])} (matmul)"]
         if max(r["Br"], r["Bc"]) > self.N:
             lines.append(f"(tiles clipped to N = {self.N})")

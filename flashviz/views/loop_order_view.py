@@ -25,7 +25,7 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Affine2D
 
 from .. import iomodel
-from ..masking import tile_kind
+from ..masking import n_key_blocks_visible, tile_kind
 from ..replay import sub
 from . import style
 from .blit import Blitter
@@ -151,11 +151,12 @@ class _GridPanel:
         n = steps.n_steps
         xs = np.minimum(np.arange(tr.Tc + 1) * tr.Bc, tr.Nk)
         ys = np.minimum(np.arange(tr.Tr + 1) * tr.Br, tr.Nq)
-        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.5, edgecolor="none")
+        self.band = Rectangle((0, 0), 0, 0, facecolor=style.BAND, alpha=0.5, edgecolor="none",
+                              zorder=0.5)
         ax.add_patch(self.band)              # under the tiles: it shows where nothing is computed yet
         self.mesh = ax.pcolormesh(xs, ys, np.ma.masked_all((tr.Tr, tr.Tc)), cmap="Blues", vmin=-0.35 * n,
                                   vmax=max(n - 1, 1), edgecolors="0.55" if tr.Tr * tr.Tc <= 1024 else "none",
-                                  linewidth=0.5)
+                                  linewidth=0.5, zorder=0.8)
         segs = ([[(0, r), (tr.Nk, r)] for r in ys] + [[(c, 0), (c, tr.Nq)] for c in xs])
         if len(segs) <= 600:
             ax.add_collection(LineCollection(segs, colors="0.55", linewidths=0.5))
@@ -166,7 +167,7 @@ class _GridPanel:
         if tr.causal:
             off = tr.Nk - tr.Nq
             ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.9, ls="--")
-        self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5)
+        self.tile = Rectangle((0, 0), 0, 0, fill=False, edgecolor=style.CURRENT, linewidth=2.5, zorder=3)
         ax.add_patch(self.tile)
         # what stays on chip: Q_i (strip right of the grid) in FA2, K_j, V_j (strip above it) in FA1
         if steps.order == "fa2":
@@ -174,6 +175,11 @@ class _GridPanel:
         else:
             self.strip = Rectangle((0, -tr.Nq * 0.012), 0, -tr.Nq * 0.03, facecolor=style.CURRENT, clip_on=False)
         ax.add_patch(self.strip)
+        # the band covers only the tiles this block visits (a causal mask skips the rest)
+        self._band_end = [min(n_key_blocks_visible(min((i + 1) * tr.Br, tr.Nq), tr.Nk, tr.Bc, tr.Nq, tr.causal)
+                              * tr.Bc, tr.Nk) for i in range(tr.Tr)]
+        rows_of = [[i for i in range(tr.Tr) if kinds[i, j] != "skipped"] for j in range(tr.Tc)]
+        self._band_rows = [(min(r) * tr.Br if r else 0, tr.Nq if r else 0) for r in rows_of]
         self.numbers = None
         if tr.Tr <= MAX_NUMBERED and tr.Tc <= MAX_NUMBERED:
             size = 9.0 if max(tr.Tr, tr.Tc) <= 6 else 7.0
@@ -194,7 +200,7 @@ class _GridPanel:
         ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=8)
         ax.set_ylabel(f"query index (blocks Q_i of Br = {tr.Br})", fontsize=8)
         head, sub_ = ORDER_TITLES[steps.order]
-        ax.set_title(f"{head}\n{sub_}", fontsize=8.5, pad=10)
+        ax.set_title(f"{head}\n{sub_}", fontsize=8.5, pad=16 if steps.order == "fa1" else 6)
         self.label = ax.text(0.5, -0.2, "", transform=ax.transAxes, ha="center", va="top", fontsize=9)
 
     def artists(self):
@@ -208,11 +214,12 @@ class _GridPanel:
         r0, r1, c0, c1 = i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk)
         self.tile.set_bounds(c0, r0, c1 - c0, r1 - r0)
         if st.order == "fa2":
-            self.band.set_bounds(0, r0, tr.Nk, r1 - r0)       # Q_i (and O_i, m_i, l_i) stay on chip
+            self.band.set_bounds(0, r0, self._band_end[i], r1 - r0)     # Q_i (and O_i, m_i, l_i) stay on chip
             self.strip.set_y(r0)
             self.strip.set_height(r1 - r0)
         else:
-            self.band.set_bounds(c0, 0, c1 - c0, tr.Nq)       # K_j, V_j stay on chip
+            y0, y1 = self._band_rows[j]
+            self.band.set_bounds(c0, y0, c1 - c0, y1 - y0)             # K_j, V_j stay on chip
             self.strip.set_x(c0)
             self.strip.set_width(c1 - c0)
         if self.numbers is not None:
@@ -240,16 +247,17 @@ class _TrafficMeters:
             self.segments[o] = [ax.barh([y], [0], height=0.62, color=TENSOR_COLOURS[t], label=t)[0]
                                 for t in TENSORS]
             self.labels[o] = ax.text(0, y, "", va="center", fontsize=8)
-            ax.text(1.005, y, f"total {fmt_bytes(totals[o])}\n(flash_forward_io)", transform=ax.get_yaxis_transform(),
+            ax.text(1.005, y, f"run total\n{fmt_bytes(totals[o])}", transform=ax.get_yaxis_transform(),
                     va="center", ha="left", fontsize=7.5, color="0.25")
         ax.set_yticks([1, 0], ["FA1", "FA2"], fontsize=9)
         ax.set_ylim(-0.55, 1.55)
-        ax.set_xlim(0, 1.02 * top)
+        ax.set_xlim(0, 1.28 * top)
         ax.set_xlabel(uname, fontsize=7, labelpad=1)
         ax.tick_params(axis="x", labelsize=7)
         ax.xaxis.set_major_locator(MaxNLocator(8, steps=[1, 2, 4, 5, 10]))
         extra = totals["fa1"] - totals["fa2"]
-        ax.set_title(f"HBM traffic so far (bytes read + written, by tensor; dashed: the whole run). "
+        ax.set_title(f"HBM traffic so far (bytes read + written, by tensor; dashed: the run's total from "
+                     f"flash_forward_io). "
                      f"FA1 moves {fmt_bytes(abs(extra))} {'more' if extra >= 0 else 'less'} "
                      f"({totals['fa1'] / totals['fa2']:.2f}x FA2)", fontsize=9)
         handles = [self.segments["fa2"][c] for c in range(len(TENSORS))]
@@ -301,7 +309,7 @@ class LoopOrderFigure:
                          for o in ("fa1", "fa2")}
         kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk),
                                      tr.Nq, tr.Nk, tr.causal) for j in range(tr.Tc)] for i in range(tr.Tr)])
-        gs = GridSpec(2, 2, figure=fig, height_ratios=[3.2, 1], left=0.085, right=0.89, top=0.8, bottom=0.12,
+        gs = GridSpec(2, 2, figure=fig, height_ratios=[3.2, 1], left=0.085, right=0.89, top=0.775, bottom=0.12,
                       wspace=0.28, hspace=0.62)
         self.grids = {"fa1": _GridPanel(fig.add_subplot(gs[0, 0]), self.steps["fa1"], kinds),
                       "fa2": _GridPanel(fig.add_subplot(gs[0, 1]), self.steps["fa2"], kinds)}

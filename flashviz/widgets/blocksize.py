@@ -14,8 +14,7 @@ import numpy as np
 
 from .. import iomodel
 from ..views import SRAM_BUDGETS
-from ..views.blocksize_view import BlockSizeFigure, sram_budget_bytes
-from ..views.style import fmt_bytes
+from ..views.blocksize_view import BlockSizeFigure, fmt_size, sram_budget_bytes
 from .base import FrameWidget, check_bool, check_int
 from .explorer import DTYPES, match_option
 
@@ -127,10 +126,10 @@ class BlockSizeExplorer(FrameWidget):
         if best is None:
             small = min(view.rows, key=lambda r: r["sram_bytes"])
             return (f"<span style='color:#d62728'>⚠ No block size here fits: even {small['Br']}×{small['Bc']} needs "
-                    f"{fmt_bytes(small['sram_bytes'])} of SRAM, more than M = {fmt_bytes(M)}. Every configuration "
+                    f"{fmt_size(small['sram_bytes'])} of SRAM, more than M = {fmt_size(M)}. Every configuration "
                     f"would spill; pick a larger SRAM budget, a smaller d or a smaller element type.</span>")
         measured = f" · measured GPU times shown ({len(view.measured)} configurations)" if view.measured else ""
         return (f"<span style='color:#2ca02c'>✓ optimum Br × Bc = {best['Br']}×{best['Bc']}: "
-                f"{fmt_bytes(best['hbm_bytes'])} of HBM traffic ({best['hbm_bytes'] / view.standard:.2f}× standard "
-                f"attention's {fmt_bytes(view.standard)}), SRAM {fmt_bytes(best['sram_bytes'])} of {fmt_bytes(M)}; "
+                f"{fmt_size(best['hbm_bytes'])} of HBM traffic ({best['hbm_bytes'] / view.standard:.2f}× standard "
+                f"attention's {fmt_size(view.standard)}), SRAM {fmt_size(best['sram_bytes'])} of {fmt_size(M)}; "
                 f"{spill} of {len(view.rows)} configurations spill{measured}.</span>")
