@@ -140,7 +140,8 @@ $N = 2048$, $d = 64$, FA2 order and no mask: how many bytes does the forward pas
 $B_r = 32$, $B_c = 128$? Use the formula from part 1, then replace `None` with your number."""),
     code("""my_prediction = None          # your number of bytes, e.g. 12_345_678
 check_traffic_prediction(my_prediction, N=2048, d=64, Br=32, Bc=128, itemsize=2);"""),
-    md("""*Hint:* $T_r = \\lceil 2048 / 32 \\rceil$, and every term of the formula is in elements. Multiply by 2 bytes at the end.
+    md("""*Hint:* $T_r = \\lceil 2048 / 32 \\rceil$, and every term of the formula is in elements.
+Multiply by 2 bytes at the end.
 
 **Exercise 2 — the best tile that fits.** On an A100 (163 KiB, that is 166,912 bytes of shared memory
 per block), with $d = 128$ in half precision and $N = 8192$: which $(B_r, B_c)$, each from
@@ -182,8 +183,9 @@ Q, K, V = fv.data.random_qkv(256, 64, dtype=np.float32)
 for Br in (2, 64):
     r = fv.flash_forward(Q, K, V, Br=Br, Bc=64)
     std_small = iomodel.standard_attention_io(256, 256, 64, itemsize=4).hbm_bytes
+    err = np.abs(r.O - fv.attention(Q, K, V)).max()
     print(f"a real run, N = 256, Br = {Br:>2}: moved {r.io.hbm_bytes:>9,} bytes "
-          f"({r.io.hbm_bytes / std_small:.2f}x standard), max |O − O_ref| = {np.abs(r.O - fv.attention(Q, K, V)).max():.1e}")"""),
+          f"({r.io.hbm_bytes / std_small:.2f}x standard), max |O − O_ref| = {err:.1e}")"""),
     md("""## Summary
 
 * In the FA2 order the traffic is about $2 T_r N d$: $K$ and $V$ are re-read once per query block. Larger

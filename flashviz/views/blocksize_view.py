@@ -175,7 +175,8 @@ class BlockSizeFigure:
         fit = sum(r["fits"] for r in self.rows)
         caption = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
                    f"{', causal' if causal else ''} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
-                   f"{fit} of {len(self.rows)} configurations fit · standard attention moves {fmt_size(self.standard)}\n"
+                   f"{fit} of {len(self.rows)} configurations fit · "
+                   f"standard attention moves {fmt_size(self.standard)}\n"
                    f"The paper's choice for this M (Algorithm 1): Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}  "
                    f"(M counted in elements: {sram_budget // itemsize:,})")
         self.caption = fig.text(0.01, 0.93, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
@@ -235,7 +236,8 @@ class BlockSizeFigure:
                 N0, d0 = rec[0].get("N"), rec[0].get("d")
                 msg = (f"No recorded GPU sweep\nfor this configuration.\n\nRecorded on {env.get('device', '?')},\n"
                        f"{env.get('date', '?')}: N = {N0}, d = {d0},\nfp32, non-causal, FA2 order.\n\n"
-                       f"Set N = {N0}, d = {d0}, fp32, FA2,\ncausal off to see the measured\nkernel time per block size.")
+                       f"Set N = {N0}, d = {d0}, fp32, FA2,\ncausal off to see the measured\n"
+                       "kernel time per block size.")
             else:
                 msg = "No recorded GPU results\nin this installation."
             ax.text(0.5, 0.5, msg, ha="center", va="center", fontsize=8, color="0.3", transform=ax.transAxes,
@@ -280,7 +282,8 @@ class BlockSizeFigure:
         ax.loglog(self.Ns, best, color=style.TILED, lw=1.8, marker="o", ms=3,
                   label="best fitting blocks (exact)" if self.best else "best fitting blocks: none fit")
         ax.loglog(self.Ns, theta, color="k", lw=1.2, ls="--", label=f"Θ(N²d²/M) = {c}·N²d²/M")
-        (self.cur_curve,) = ax.loglog(self.Ns, std, color=style.CURRENT, lw=1.2, alpha=0.9, label="this frame's Br × Bc")
+        (self.cur_curve,) = ax.loglog(self.Ns, std, color=style.CURRENT, lw=1.2, alpha=0.9,
+                                      label="this frame's Br × Bc")
         ax.axvline(self.N, color="0.5", lw=0.8, ls=":")
         ax.set_xlabel("N (sequence length)", fontsize=8)
         ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_size(self.M)}", fontsize=8.5)
@@ -371,7 +374,7 @@ class BlockSizeFigure:
             self.cur_meas.set_xy((x - 0.5, y - 0.5))
         if s.best is not None:
             bx, by = self._cell(s.best)
-            self.star.set_data([bx + 0.3], [by - 0.3])
+            self.star.set_data([bx + 0.26], [by - 0.27])
         else:
             self.star.set_data([], [])
         self.cur_curve.set_ydata(self._exact_over_N(r["Br"], r["Bc"]))
