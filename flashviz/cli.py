@@ -83,6 +83,62 @@ def _progress(total: int, long: bool, desc: str):
     return tqdm(total=total, desc=desc, leave=False, file=sys.stderr, disable=None if long else True)
 
 
+RENDERABLE = {
+    "tiles": ("flashviz.widgets.explorer", "TileExplorer"),
+    "online-softmax": ("flashviz.widgets.online_softmax", "OnlineSoftmaxExplorer"),
+    "block-size": ("flashviz.widgets.blocksize", "BlockSizeExplorer"),
+    "causal": ("flashviz.widgets.causal", "CausalExplorer"),
+    "loop-order": ("flashviz.widgets.loop_order", "LoopOrderExplorer"),
+    "backward": ("flashviz.widgets.backward", "BackwardExplorer"),
+}
+
+
+def _parse_setting(text: str):
+    """'N=128' → ('N', 128); 'causal=True' → ('causal', True); strings stay strings."""
+    import ast
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise ValueError(f"--set takes NAME=VALUE, got {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
+def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kwargs):
+    """Export widget ``widget`` (a key of RENDERABLE) to ``out``: .gif/.mp4 (every ``every``-th
+    frame, with a progress bar) or .png (frame ``frame``, default the last). Returns the Path.
+    Raises ValueError for an unknown widget, a bad file type or bad widget arguments."""
+    import importlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pathlib import Path
+
+    if widget not in RENDERABLE:
+        raise ValueError(f"widget must be one of {sorted(RENDERABLE)}, got {widget!r}")
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"--every must be an integer >= 1, got {every!r}")
+    module, cls = RENDERABLE[widget]
+    w = getattr(importlib.import_module(module), cls)(**kwargs, key=("cli-render", widget))
+    try:
+        out = Path(out)
+        if out.suffix.lower() == ".png":
+            return w.save_png(out, w.n_frames - 1 if frame is None else frame)
+        frames = list(range(0, w.n_frames, every))
+        bar = _progress(len(frames), len(frames) > 30, f"render {widget}")
+        try:
+            return w.save_gif(out, frames=frames, fps=fps,
+                              progress=(lambda i, n: bar.update(1)) if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+    finally:
+        w.close()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="flashviz", description="FlashAttention, seen and checked.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -96,9 +152,27 @@ def main(argv=None) -> int:
     t.add_argument("--sram", default="H100/H200", help="SRAM budget of the sweep: H100/H200, A100, toy, or bytes")
     t.add_argument("--order", default="fa2", choices=("fa2", "fa1"), help="loop order of the sweep")
     sub.add_parser("gpu", help="whether a GPU is usable here, and the recorded GPU results")
+    r = sub.add_parser("render", help="export a widget's animation (GIF, or MP4 with ffmpeg) for slides")
+    r.add_argument("widget", choices=sorted(RENDERABLE), help="which widget")
+    r.add_argument("--out", required=True, help="file to write: .gif or .mp4 (or .png for one frame)")
+    r.add_argument("--every", type=int, default=1, help="keep every n-th frame (default 1: all)")
+    r.add_argument("--frame", type=int, default=None, help="with a .png: the frame to save (default: the last)")
+    r.add_argument("--fps", type=float, default=8)
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a widget argument, e.g. --set N=128 --set causal=True (repeatable)")
+    pr = sub.add_parser("present", help="serve the chapters as an app with Voilà (see flashviz.present)")
+    pr.add_argument("rest", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
+    if args.cmd == "present":
+        from .present import main as present_main
+
+        return present_main(args.rest)
     try:
-        if args.cmd == "tables":
+        if args.cmd == "render":
+            path = render(args.widget, args.out, every=args.every, frame=args.frame, fps=args.fps,
+                          **dict(_parse_setting(kv) for kv in args.set))
+            print(f"wrote {path}")
+        elif args.cmd == "tables":
             sram = int(args.sram) if args.sram.isdigit() else args.sram
             text = [tables(args.d, args.Br, args.Bc, args.itemsize, args.causal),
                     sweep_table(args.N, args.d, sram, args.itemsize, args.causal, args.order),
@@ -106,7 +180,7 @@ def main(argv=None) -> int:
             print("\n\n".join(text))
         else:
             from .gpu import gpu_status
-            from .widgets.gpu_panel import recorded_summary
+            from .gpu.results import recorded_summary
 
             ok, reason = gpu_status()
             print(f"GPU usable: {ok} ({reason})")

@@ -79,3 +79,30 @@ def test_long_sweep_progress_bar_stays_off_the_table(capsys):
     text = sweep_table(N=65536, d=64, sram="A100", itemsize=2)
     assert "it/s" not in text and len(text.splitlines()) == 2 + 25 + 1
     assert "it/s" not in capsys.readouterr().out
+
+
+def test_render_writes_a_gif_and_a_png(tmp_path):
+    from PIL import Image
+
+    assert main(["render", "tiles", "--out", str(tmp_path / "t.gif"), "--every", "5",
+                 "--set", "N=64", "--set", "source=random"]) == 0
+    im = Image.open(tmp_path / "t.gif")
+    assert im.n_frames == len(range(0, 2 * (2 + 2 * 4), 5))       # N=64, 32-tiles: 20 steps, every 5th
+    assert main(["render", "tiles", "--out", str(tmp_path / "f.png"), "--set", "N=64", "--frame", "3"]) == 0
+    assert Image.open(tmp_path / "f.png").size[0] > 500
+
+
+def test_render_bad_arguments_are_one_line(capsys, tmp_path):
+    assert main(["render", "tiles", "--out", str(tmp_path / "x.gif"), "--set", "N=0"]) == 2
+    assert "N must be" in capsys.readouterr().err
+    assert main(["render", "tiles", "--out", str(tmp_path / "x.jpg"), "--set", "N=8"]) == 2
+    assert ".gif or .mp4" in capsys.readouterr().err
+
+
+def test_gpu_command_imports_no_widgets():
+    import subprocess
+    import sys
+
+    code = "import sys; from flashviz.cli import main; main(['gpu']); print('ipywidgets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("False")

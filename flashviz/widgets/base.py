@@ -193,12 +193,13 @@ class FrameWidget:
         finally:
             self._redraw_current()
 
-    def save_gif(self, path, *, frames=None, fps: float = 8):
-        """Save the run (or the given frame indices) as .gif (.mp4 with ffmpeg); returns its Path."""
+    def save_gif(self, path, *, frames=None, fps: float = 8, progress=None):
+        """Save the run (or the given frame indices) as .gif (.mp4 with ffmpeg); returns its Path.
+        progress: optional callable(i, n) after each frame (e.g. a tqdm update)."""
         from ..views.export import save_animation
 
         try:
-            return save_animation(self._view, path, frames=frames, fps=fps)
+            return save_animation(self._view, path, frames=frames, fps=fps, progress=progress)
         finally:
             self._redraw_current()
 
