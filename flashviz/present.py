@@ -17,12 +17,27 @@ from pathlib import Path
 APP_NOTEBOOK = "app.ipynb"
 
 
+APP_SOURCE = (
+    "%matplotlib widget\nimport os\nfrom flashviz.widgets.app import ChapterApp\n\n"
+    "app = ChapterApp(presenter=os.environ.get(\"FLASHVIZ_PRESENTER\") == \"1\")\napp"
+)
+
+
 def app_notebook(root: Path) -> Path:
-    """Find notebooks/app.ipynb under ``root`` (or ``root`` itself), else the packaged copy."""
+    """notebooks/app.ipynb under ``root`` (or ``root`` itself); outside the repository (an
+    installed flashviz) a one-cell app notebook is written to a temporary folder."""
     for candidate in (root / "notebooks" / APP_NOTEBOOK, root / APP_NOTEBOOK):
         if candidate.exists():
             return candidate
-    raise FileNotFoundError(f"no {APP_NOTEBOOK} under {root}: run from the flashviz repository or pass --root")
+    import tempfile
+
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(APP_SOURCE)], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    path = Path(tempfile.mkdtemp(prefix="flashviz-app-")) / APP_NOTEBOOK
+    nbformat.write(nb, path)
+    return path
 
 
 def main(argv=None) -> int:
@@ -38,11 +53,7 @@ def main(argv=None) -> int:
         print("flashviz present needs Voilà: pip install 'flashviz[app]'", file=sys.stderr)
         return 2
     root = Path(args.root).resolve()
-    try:
-        nb = app_notebook(root)
-    except FileNotFoundError as exc:
-        print(f"flashviz present: {exc}", file=sys.stderr)
-        return 2
+    nb = app_notebook(root)
     token = args.token or secrets.token_hex(16)
     env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0")
     cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",

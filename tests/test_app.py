@@ -1,0 +1,43 @@
+"""The chapter picker (Voilà app mode) opens every chapter, closes the previous one, and the
+present command finds or writes its notebook."""
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+from flashviz.present import APP_SOURCE, app_notebook
+from flashviz.widgets.app import CHAPTERS, ChapterApp, available_chapters
+
+matplotlib.use("Agg")
+
+
+def test_every_available_chapter_opens_and_the_previous_closes():
+    plt.close("all")
+    app = ChapterApp()
+    try:
+        labels = available_chapters()
+        assert labels[0].startswith("0") and set(labels) <= set(CHAPTERS)
+        for label in labels:
+            app.chapter.value = label
+            assert app.status.value == "", app.status.value
+            assert app.current and all(w.n_frames > 0 for w in app.current if hasattr(w, "n_frames"))
+            assert len(plt.get_fignums()) == sum(hasattr(w, "fig") for w in app.current)
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
+def test_presenter_mode_draws_larger():
+    app = ChapterApp(presenter=True)
+    try:
+        assert app.current[0].fig.get_figwidth() > 12 and "font-size: 20px" in app.title.value
+    finally:
+        app.close()
+
+
+def test_present_finds_the_repo_notebook_or_writes_one(tmp_path):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    assert app_notebook(repo) == repo / "notebooks" / "app.ipynb"
+    made = app_notebook(tmp_path)
+    assert made.exists() and "ChapterApp" in made.read_text() and "ChapterApp" in APP_SOURCE
