@@ -27,6 +27,9 @@ def __getattr__(name):
     if name == "GPUPanel":
         from .widgets.gpu_panel import GPUPanel
         return GPUPanel
+    if name in _WIDGETS:
+        import importlib
+        return getattr(importlib.import_module(_WIDGETS[name]), name)
     if name == "check_environment":
         from .envcheck import check_environment
         return check_environment
@@ -36,8 +39,16 @@ def __getattr__(name):
     raise AttributeError(f"module 'flashviz' has no attribute {name!r}")
 
 
-_LAZY_MODULES = ("data", "gpu", "views", "widgets", "replay", "cli")
+_LAZY_MODULES = ("data", "gpu", "views", "widgets", "replay", "cli", "exercises")
+_WIDGETS = {
+    "OnlineSoftmaxExplorer": "flashviz.widgets.online_softmax",
+    "BlockSizeExplorer": "flashviz.widgets.blocksize",
+    "CausalExplorer": "flashviz.widgets.causal",
+    "LoopOrderExplorer": "flashviz.widgets.loop_order",
+    "BackwardExplorer": "flashviz.widgets.backward",
+    "ChapterApp": "flashviz.widgets.app",
+}
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES))
+    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES) | set(_WIDGETS))

@@ -61,9 +61,9 @@ last step normalises.
   computed, with an older $m$ — the rescale shrank them); then the exact result and a broken variant,
   each against the float64 softmax (black marks), with its error and its sum of weights.
 
-Press ▶ (Play) or drag *step*. Then try: *row* → *rising* (the max grows in every block);
+Press ▶ (Play) or drag *step*. Then try: *query row* → another row of $S$; *scores* → *rising* (the max grows in every block);
 *block* → 1, or larger than *N*; *break it* → *no rescale*, then *no max-subtraction* with
-*row* → *scores near 800*; *dtype* → float64."""),
+*scores* → *scores near 800*; *dtype* → float64."""),
     code("""w = OnlineSoftmaxExplorer(N=32, block=8, source="real")
 w"""),
     md("""### Check it yourself
@@ -117,9 +117,9 @@ by hand, then replace `None` with your numbers and run the cell:
 2. the running sum $\\ell$ after block $j = 1$."""),
     code("""print("x =", PREDICT_X, "  blocks of", PREDICT_BLOCK)
 alpha_1 = None   # your prediction: the rescale factor at block j = 1
-l_1 = None       # your prediction: l after block j = 1
-result_alpha = check_alpha(alpha_1)
-result_l = check_l(l_1)"""),
+check_alpha(alpha_1)"""),
+    code("""l_1 = None       # your prediction: l after block j = 1
+check_l(l_1)"""),
     md("""### 3b. Write the update
 
 Complete `update`: given the state $(m_\\text{old}, \\ell_\\text{old})$ and the next block's scores, return the
@@ -134,14 +134,14 @@ The version below is **wrong on purpose**: run it, read the check's message, fix
     l_new = l_old + float(np.sum(np.exp(x_block - m_new)))   # ← something is missing here
     return m_new, l_new
 
-result_update = check_rescale(update)"""),
+check_rescale(update)"""),
     md("""## 4. Break it
 
 ### Drop the rescale
 
 Forget the factor $e^{m_\\text{old} - m_\\text{new}}$: the old sum keeps terms computed with an older, smaller
 max, so it is too large. Dividing by it makes every weight too small, and they no longer sum to 1.
-In the widget: *row* → *rising*, *break it* → *no rescale* — the red × line of $\\ell$ runs away from
+In the widget: *scores* → *rising*, *break it* → *no rescale* — the red × line of $\\ell$ runs away from
 the exact one, and the red bars fall short of the black marks."""),
     code("""x = make_row("rising", 32, 8)[0]
 for rescale in (True, False):
@@ -150,7 +150,7 @@ for rescale in (True, False):
     md("""### Drop the max-subtraction
 
 Compute $e^{x}/\\sum e^{x}$ directly. For scores near 800, $e^{x}$ is `inf` in both float32 and float64,
-and `inf / inf` is `nan`. In the widget: *row* → *scores near 800*, *break it* → *no max-subtraction*
+and `inf / inf` is `nan`. In the widget: *scores* → *scores near 800*, *break it* → *no max-subtraction*
 (the red × marks are `nan`). Try *dtype* → float64: still `nan` at 800."""),
     code("""x800 = make_row("scores near 800", 32, 8)[0]
 with np.errstate(over="ignore"):

@@ -246,3 +246,16 @@ def test_break_it_panel_says_not_applied(explorer):
     w.show_frame(k)
     assert "NOT applied" in w._view.rows.fired.get_text()
     assert "WITHOUT rescaling" in w._view.step.get_text()
+
+
+def test_exported_png_equals_the_live_canvas(tmp_path, explorer):
+    from PIL import Image
+
+    w = explorer
+    w.show_frame(5)
+    live = np.asarray(w.fig.canvas.buffer_rgba())[..., :3].copy()
+    png = np.asarray(Image.open(w.save_png(tmp_path / "f.png", 5)).convert("RGB"))
+    assert png.shape == live.shape
+    differ = (png != live).any(axis=-1)
+    assert differ.mean() < 0.01            # the moving parts are drawn once (only stacking order may differ)
+    assert differ[:40].mean() < 0.001      # the step title (a figure-level moving text) is in the file

@@ -53,8 +53,10 @@ def test_nb_02_runs_and_widget_responds(tmp_path, monkeypatch):
     assert not errors
     assert widget_views(nb), "no widget was displayed"
     assert "DRIVEN-OK" in texts
-    # the stubs are left wrong on purpose: each check says so in one line
-    not_yet = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
+    # the stubs are left wrong on purpose: each check's result (the cell's value) says so in one line
+    reprs = [o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    not_yet = [r for r in reprs if r.startswith("✗ Not yet")]
+    assert len(not_yet) == 3 and all("\n" not in r for r in not_yet)
     assert any("rescale factor at block j = 1 should be a number" in line for line in not_yet)
     assert any("l after block j = 1 should be a number" in line for line in not_yet)
     assert any("exp(m_old − m_new)" in line for line in not_yet), texts

@@ -233,7 +233,8 @@ def test_show_frame_bad_index(w):
     (dict(N=0), ValueError), (dict(N=513), ValueError), (dict(N=3.0), TypeError), (dict(block=0), ValueError),
     (dict(block="8"), TypeError), (dict(source="imagenet"), ValueError), (dict(row=32), ValueError),
     (dict(row=1.5), TypeError), (dict(break_it="yes"), ValueError), (dict(dtype="int8"), ValueError),
-    (dict(dtype="float16"), ValueError), (dict(seed="a"), TypeError), (dict(canvas="svg"), ValueError),
+    (dict(dtype="float16"), ValueError), (dict(seed="a"), TypeError), (dict(seed=-1), ValueError),
+    (dict(canvas="svg"), ValueError),
 ])
 def test_bad_arguments_one_line_errors(kw, exc):
     with pytest.raises(exc) as info:
@@ -270,11 +271,11 @@ def raising_update(m_old, l_old, x_block):
     (lambda m, l, xb: (m, l), False, "m_new"),
     ("update", False, "pass your function"),
 ])
-def test_check_rescale(fn, ok, words, capsys):
+def test_check_rescale(fn, ok, words):
     r = check_rescale(fn)
     assert r.ok is ok and words in r.message and "\n" not in r.message
-    assert capsys.readouterr().out.strip() == r.message          # printed, one line
-    assert r.message.startswith("✓ Right" if ok else "✗ Not yet")
+    assert r.message.startswith("✓ Right" if ok else "✗ Not yet") and repr(r) == r.message
+    assert r._repr_html_().count("<span") == 1                   # one coloured line in a notebook
 
 
 def test_check_rescale_names_the_first_wrong_block():
@@ -283,7 +284,7 @@ def test_check_rescale_names_the_first_wrong_block():
     assert "block j = 1" in r.message
 
 
-def test_predictions_against_float64(capsys):
+def test_predictions_against_float64():
     x, b = PREDICT_X, PREDICT_BLOCK
     m0, m1 = x[:b].max(), max(x[:b].max(), x[b:2 * b].max())
     alpha = math.exp(m0 - m1)

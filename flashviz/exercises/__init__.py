@@ -1,9 +1,9 @@
 """Self-checking exercises for the lessons.
 
 Every check takes the learner's answer (a number, an array or a function), compares it with
-flashviz's own computation, and prints one line: ✓ right, or ✗ wrong with what was expected
-and what was given. A check never raises: an exception in the learner's code is reported
-in that one line too. Each check also returns a CheckResult (for tests and notebooks).
+flashviz's own computation, and returns a CheckResult that shows as one line: ✓ right, or
+✗ wrong with what was expected and what was given. A check never raises: an exception in
+the learner's code is reported in that one line too.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 compares every block with flashviz.online_softmax_steps. ``check_alpha`` / ``check_l``: predict
 the rescale factor and the running sum for the small row ``PREDICT_X``.
 
-Every check prints one line (✓ or ✗ with the first wrong block) and returns a CheckResult; it
-never raises, whatever the learner's code does.
+Every check returns a CheckResult — one line, ✓ or ✗ (with the first wrong block), shown in colour
+as a cell's last expression — and never raises, whatever the learner's code does.
 """
 
 from __future__ import annotations
@@ -41,11 +41,6 @@ def _rows():
     return rows
 
 
-def _say(result: CheckResult) -> CheckResult:
-    print(result.message)
-    return result
-
-
 def _as_pair(out):
     """(m, l) as floats from what the learner returned, or a reason it is not a pair of numbers."""
     try:
@@ -59,7 +54,7 @@ def check_rescale(update) -> CheckResult:
     """Stream test rows through the learner's ``update(m_old, l_old, x_block) -> (m_new, l_new)``
     (starting from m = -inf, l = 0) and compare each block with flashviz. Prints one line."""
     if not callable(update):
-        return _say(wrong(f"pass your function itself, e.g. check_rescale(update); got {update!r:.60}"))
+        return wrong(f"pass your function itself, e.g. check_rescale(update); got {update!r:.60}")
     blocks, rows = 0, _rows()
     for name, x, block in rows:
         steps = online_softmax_steps(x, block=block)
@@ -68,19 +63,19 @@ def check_rescale(update) -> CheckResult:
             xb = np.array(x[s.c0:s.c1], dtype=np.float64)
             out, err = guarded(update, m, l, xb, what=f"update on the {name}, block j = {s.j}")
             if err is not None:
-                return _say(err)
+                return err
             m_new, l_new, bad = _as_pair(out)
             if bad:
-                return _say(wrong(bad))
+                return wrong(bad)
             where = f"{name} (block = {block}), block j = {s.j} (elements {s.c0}…{s.c1 - 1})"
             if not math.isclose(m_new, s.m, rel_tol=1e-9, abs_tol=1e-12):
-                return _say(wrong(f"{where}: m_new = {m_new:.6g}, expected {s.m:.6g} = max(m_old, max(x_block))"))
+                return wrong(f"{where}: m_new = {m_new:.6g}, expected {s.m:.6g} = max(m_old, max(x_block))")
             if not math.isclose(l_new, s.l, rel_tol=1e-7, abs_tol=1e-12):
-                return _say(wrong(f"{where}: l_new = {l_new:.6g}, expected {s.l:.6g}. {_hint(m, l, xb, s, l_new)}"))
+                return wrong(f"{where}: l_new = {l_new:.6g}, expected {s.l:.6g}. {_hint(m, l, xb, s, l_new)}")
             m, l = s.m, s.l                            # continue from the right state
             blocks += 1
-    return _say(right(f"your update matches flashviz on {len(rows)} rows, {blocks} blocks "
-                      "(including a late max, scores near 800 and one-element blocks)"))
+    return right(f"your update matches flashviz on {len(rows)} rows, {blocks} blocks "
+                 "(including a late max, scores near 800 and one-element blocks)")
 
 
 def _hint(m_old, l_old, xb, s, l_new) -> str:
@@ -105,10 +100,9 @@ def _predict_steps():
 
 def check_alpha(answer) -> CheckResult:
     """Your prediction of the rescale factor exp(m_old − m_new) at block j = 1 of PREDICT_X (blocks of 2)."""
-    return _say(close_number(answer, _predict_steps()[1].rescale, rel=0.02,
-                             what="the rescale factor at block j = 1"))
+    return close_number(answer, _predict_steps()[1].rescale, rel=0.02, what="the rescale factor at block j = 1")
 
 
 def check_l(answer) -> CheckResult:
     """Your prediction of the running sum l after block j = 1 of PREDICT_X (blocks of 2)."""
-    return _say(close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1"))
+    return close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1")

@@ -25,6 +25,10 @@ class Blitter:
         self._cid = self.canvas.mpl_connect("draw_event", self._on_draw)
 
     def _on_draw(self, event):
+        if self.canvas.is_saving():
+            # savefig draws the animated artists itself: caching now would paint them twice
+            self.static_bg = None
+            return
         self.static_bg = self.canvas.copy_from_bbox(self.fig.bbox)
         self._compose_slow()
         self._draw(self.fast)

@@ -7,6 +7,7 @@ matplotlib's animation writers (PillowWriter for GIF, FFMpegWriter for MP4).
 from __future__ import annotations
 
 import numbers
+from contextlib import contextmanager
 from pathlib import Path
 
 from matplotlib import animation
@@ -24,6 +25,19 @@ def _frames(n_frames: int, frames):
     return out
 
 
+@contextmanager
+def _all_drawn(fig):
+    """While saving, draw the blitted (animated) artists too: matplotlib skips figure-level ones."""
+    animated = [a for a in fig.findobj() if a.get_animated()]
+    for a in animated:
+        a.set_animated(False)
+    try:
+        yield
+    finally:
+        for a in animated:
+            a.set_animated(True)
+
+
 def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
     """Draw frame k of ``view`` and save it as a PNG file at ``path`` (returned as a Path).
 
@@ -34,7 +48,8 @@ def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
         raise ValueError(f"path must end in .png, got {str(path)!r}")
     (k,) = _frames(view.n_frames, [k])
     view.draw_frame(k)
-    view.fig.savefig(path, dpi=dpi or view.fig.dpi)
+    with _all_drawn(view.fig):
+        view.fig.savefig(path, dpi=dpi or view.fig.dpi)
     return path
 
 
@@ -56,7 +71,7 @@ def save_animation(view, path, *, frames=None, fps: float = 8, dpi=None, progres
     else:
         raise ValueError(f"path must end in .gif or .mp4, got {str(path)!r}")
     ks = _frames(view.n_frames, frames)
-    with writer.saving(view.fig, str(path), dpi or view.fig.dpi):
+    with _all_drawn(view.fig), writer.saving(view.fig, str(path), dpi or view.fig.dpi):
         for n, k in enumerate(ks):
             view.draw_frame(k)
             writer.grab_frame()

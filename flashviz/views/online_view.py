@@ -264,7 +264,7 @@ class OnlineSoftmaxFigure:
         self.m_info = self.ax_m.text(0.02, 0.95, "", transform=self.ax_m.transAxes, fontsize=7.5, va="top")
         _style(self.ax_m, "running max m  (○ m_old, ● m)")
         # l: history, and the current block as  rescaled old sum + this block's weights
-        self.ax_l.set_ylim(0, 1.35 * max(float(ls.max()), 1.0))
+        self.ax_l.set_ylim(0, 1.65 * max(float(ls.max()), 1.0))        # room for two lines of text
         (self.l_hist,) = self.ax_l.plot([], [], "o-", color="#9467bd", alpha=0.35, ms=3, lw=1)
         (self.lb_hist,) = self.ax_l.plot([], [], "x--", color=style.BAD, ms=4, lw=1)
         w = 0.7
@@ -273,7 +273,8 @@ class OnlineSoftmaxFigure:
         self.l_new = Rectangle((0, 0), w, 0, color=style.CURRENT)
         for p in (self.l_old_box, self.l_kept, self.l_new):
             self.ax_l.add_patch(p)
-        self.l_info = self.ax_l.text(0.02, 0.95, "", transform=self.ax_l.transAxes, fontsize=7.5, va="top")
+        self.l_info = self.ax_l.text(0.02, 0.95, "", transform=self.ax_l.transAxes, fontsize=7.5, va="top",
+                                     bbox=dict(fc="w", ec="none", alpha=0.8, pad=0.5))
         _style(self.ax_l, "running sum l = rescale·l_old + Σ exp(x_block − m)")
         # the rescale factor per block
         self.ax_a.set_ylim(0, 1.45)
@@ -376,7 +377,7 @@ class OnlineSoftmaxFigure:
         if f.final:
             info = f"l = {_fmt(f.l, 4)}  (exact: Σ exp(x − m) over the row)"
         else:
-            info = f"l = {_fmt(s.rescale, 3)}·{_fmt(l_old, 3)} + {_fmt(new, 3)} = {_fmt(f.l, 4)}"
+            info = f"l = {_fmt(s.rescale, 3)}·{_fmt(l_old, 4)} + {_fmt(new, 4)} = {_fmt(f.l, 4)}"
         if r.broken == "no rescale":
             info += f"\nno rescale: l = {_fmt(f.l_broken, 4)}  (red ×)"
         elif r.broken == "no max-subtraction":
@@ -399,7 +400,7 @@ class OnlineSoftmaxFigure:
             fired = sum(1 for s in r.steps[1:] if s.rescale < 1)
             info = f"fired on {fired} of {r.T - 1} later blocks" if r.T > 1 else "one block: never needed"
         elif f.j == 0:
-            info = "first block: m_old = −∞, l_old = 0 — nothing to rescale"
+            info = "first block: m_old = −∞, l_old = 0,\nnothing to rescale"
         elif f.rescale < 1:
             verb = "should shrink the old sum: NOT applied" if not f.applied else "fired: the old sum shrinks"
             info = f"e^({_fmt(f.m_old, 4)} − {_fmt(f.m, 4)}) = {f.rescale:.3g}\n{verb}"
@@ -434,7 +435,7 @@ class OnlineSoftmaxFigure:
         what = "the whole row" if f.final else f"x[0:{f.c1}] so far"
         panels = [(f.p_exact, f.err_exact, f.sum_exact, "exact online")]
         if r.broken == "none":
-            panels.append((f.p_ref, 0.0, float(f.p_ref.sum()), "float64 softmax (no break-it mode)"))
+            panels.append((f.p_ref, 0.0, float(f.p_ref.sum()), "reference, float64"))
         else:
             panels.append((f.p_broken, f.err_broken, f.sum_broken, f"broken: {r.broken}"))
         for (ax, bars, ref, bad, title, note), (p, err, total, name) in zip(self.cmp, panels):

@@ -8,7 +8,6 @@ each frame is one streamed block, the last frame normalises. Drawing: flashviz.v
 from __future__ import annotations
 
 import math
-import numbers
 
 import ipywidgets as W
 import numpy as np
@@ -99,12 +98,18 @@ class OnlineSoftmaxExplorer(FrameWidget):
         if break_it not in BREAK_MODES:
             raise ValueError(f"break_it must be one of {BREAK_MODES}, got {break_it!r}")
         dtype = _dtype_name(dtype)
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        seed = check_int(seed, "seed", 0)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
-        self.seed, self.x, self.run = int(seed), None, None
+        try:
+            self._build(N, block, source, row, break_it, dtype, seed)
+        except BaseException:
+            self.close()       # a failed constructor leaves no figure behind
+            raise
+
+    def _build(self, N, block, source, row, break_it, dtype, seed):
+        self.seed, self.x, self.run = seed, None, None
         lay = W.Layout
-        self.source = W.Dropdown(options=list(SOURCES), value=source, description="row", layout=lay(width="210px"))
+        self.source = W.Dropdown(options=list(SOURCES), value=source, description="scores", layout=lay(width="220px"))
         self.N = W.IntSlider(value=N, min=1, max=MAX_N, description="N", continuous_update=False,
                              layout=lay(width="260px"))
         self.block = W.IntSlider(value=block, min=1, max=MAX_BLOCK, description="block", continuous_update=False,
