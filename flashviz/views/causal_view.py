@@ -119,6 +119,7 @@ class CausalFigure:
         self._draw_bars(fig.add_subplot(gs[0, 1]))
         self._draw_table(fig.add_subplot(gs[1, 1]))
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        self.detail = fig.text(0.205, 0.972, "", fontsize=10, va="top")
         self.caption = fig.text(0.01, 0.935, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
@@ -156,8 +157,9 @@ class CausalFigure:
                     bbox=dict(facecolor="w", edgecolor=NO_KEY, alpha=0.9, boxstyle="round,pad=0.25"))
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
-        ratio = tr.Nq / tr.Nk
-        ax.set_aspect("equal" if 1 / 3 <= ratio <= 3 else "auto", adjustable="box", anchor="N")
+        # the box follows the matrix's shape (wide when Nq < Nk), clamped so extremes stay readable
+        ax.set_box_aspect(float(np.clip(tr.Nq / tr.Nk, 0.55, 1.8)))
+        ax.set_anchor("N")
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.tick_params(labelsize=7)
@@ -218,10 +220,10 @@ class CausalFigure:
         handles = [Patch(facecolor=KIND_COLOURS[kd], edgecolor="0.45", hatch="//" if kd == "skipped" else None,
                          label=f"{kd} ({k[kd]})") for kd in ("full", "partial", "skipped")]
         handles.append(Patch(facecolor="none", edgecolor=style.CURRENT, lw=2, label="visited by this Q_i"))
-        ax.legend(handles=handles, fontsize=8, ncol=4, loc="upper left", bbox_to_anchor=(-0.01, 1.08),
+        ax.legend(handles=handles, fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(-0.01, 1.12),
                   frameon=False, handlelength=1.4, columnspacing=1.0, title="tiles", title_fontsize=8,
                   alignment="left")
-        ax.text(0.0, 0.82, "\n".join(lines), family="monospace", fontsize=8, va="top", ha="left",
+        ax.text(0.0, 0.74, "\n".join(lines), family="monospace", fontsize=8, va="top", ha="left",
                 transform=ax.transAxes, linespacing=1.5)
         ax.text(0.0, -0.06, f"bytes of {tr.itemsize}-byte elements, d = {tr.d}; counts: iomodel.flash_forward_io,\n"
                           f"equal to the sums over this run's trace (the solid bars)", fontsize=7.5, color="0.35",
@@ -234,7 +236,8 @@ class CausalFigure:
 
     def animated_artists(self):
         return [self.box, self.strip,
-                self.fill["flops"], self.fill["hbm_bytes"], self.step]
+                self.fill["flops"], self.fill["hbm_bytes"], self.step,
+                self.detail]
 
     def enable_blitting(self):
         """Render later frames by blitting (call once the figure has its canvas)."""
@@ -272,6 +275,7 @@ class CausalFigure:
                     f"({n_full} full, {n_part} partial), skips {tr.Tc - t}")
         else:
             text = f"Q{sub(i)} ({rows}) sees no key: skips all {tr.Tc} key blocks; O = 0, lse = −inf"
-        self.step.set_text(f"query block {i + 1}/{tr.Tr}:  {text}")
+        self.step.set_text(f"query block {i + 1}/{tr.Tr}")
+        self.detail.set_text(text)
         self.k = k
         return CausalState(k, i, r0, r1, t, n_full, n_part, tr.Tc - t, fl, nb, text)

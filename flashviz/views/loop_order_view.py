@@ -204,7 +204,8 @@ class _GridPanel:
         self.label = ax.text(0.5, -0.2, "", transform=ax.transAxes, ha="center", va="top", fontsize=9)
 
     def artists(self):
-        return [self.band, self.mesh, self.tile, self.strip, self.label] + ([self.numbers] if self.numbers else [])
+        numbers = [] if self.numbers is None else [self.numbers]
+        return [self.band, self.mesh, self.tile, self.strip, self.label, *numbers]
 
     def update(self, k: int) -> RunFrame:
         st, tr = self.steps, self.tr
@@ -315,7 +316,7 @@ class LoopOrderFigure:
                       "fa2": _GridPanel(fig.add_subplot(gs[0, 1]), self.steps["fa2"], kinds)}
         self.meters = _TrafficMeters(fig.add_subplot(gs[1, :]), self.steps, self.io_model)
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
-        fig.text(0.16, 0.975, "both runs after the same number of computed tiles: same tiles, different order",
+        fig.text(0.235, 0.975, "both runs after the same number of computed tiles: same tiles, different order",
                  fontsize=10, va="top")
         note = ("orange box: the tile just computed · orange band: the block that stays on chip · "
                 "tiles darken in the order they were computed" + (" · hatched: skipped by the causal mask"

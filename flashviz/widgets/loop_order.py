@@ -141,7 +141,8 @@ class LoopOrderExplorer(FrameWidget):
         same_io = all(self.results[o].io == self.io_model[o] for o in ("fa1", "fa2"))
         ok = max(errs.values()) < 1e-4 * max(1.0, float(np.max(np.abs(O_ref)))) and same_io
         b1, b2 = self.io_model["fa1"].hbm_bytes, self.io_model["fa2"].hbm_bytes
-        check = (f"max |O − O_ref|: FA1 {errs['fa1']:.1e}, FA2 {errs['fa2']:.1e} (vs dense attention) · bytes counted "
+        check = (f"max |O − O_ref|: FA1 {errs['fa1']:.1e}, FA2 {errs['fa2']:.1e} (vs dense attention) · "
+                 f"bytes counted "
                  f"from both runs {'=' if same_io else '≠'} flash_forward_io · FA1 moves {b1 / b2:.2f}x FA2's bytes")
         colour, mark = ("#2ca02c", "✓") if ok else ("#d62728", "✗")
         self.status.value = f"<span style='color:{colour}'>{mark} {check}</span>"
