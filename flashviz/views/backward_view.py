@@ -12,7 +12,9 @@ D = rowsum(dO ∘ O) per query block; then key blocks j outer, query blocks i in
 * meters — HBM bytes so far vs the standard backward, bytes kept between the passes (P vs lse),
   matmul FLOPs so far with the recomputation's extra share.
 
-Nothing here recomputes attention: every number and picture is read from the trace.
+Nothing here recomputes attention: every number and picture is read from the trace. Frames are
+rendered by ``RegionBlitter``, which redraws only the areas of the figure that changed (about
+13 ms a frame at N = 256 on a 2-core CPU; a full redraw costs ~0.35 s).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from matplotlib.transforms import Bbox, TransformedBbox
 
 from ..iomodel import recompute_extra_flops, standard_backward_io, stored_between_passes
 from ..masking import tile_kind
-from ..replay import sub
 from . import style
 from .meters import _unit
 from .style import fmt_bytes
@@ -57,9 +58,10 @@ FLASH = "#fdd835"
 class BackwardState:
     """What frame k shows. Arrays are views into the replay's buffers: do not modify.
 
-    event: the event just done; text: a sentence for it (STEP_TEXT); where: "i = …, j = …" of the
-    blocks it works on; i, j: its query / key block (-1 if none); P, dS: the current tile on chip (None when no tile is live); dK_j, dV_j: the
-    accumulators on chip (None outside a key block); dQ: (Nq, d) dQ in HBM (NaN before the
+    event: the event just done; text: a sentence for it (STEP_TEXT); where: "i = …, j = …", the
+    blocks it works on; i, j: its query / key block (-1 if none); P, dS: the current tile on chip
+    (None when no tile is live); dK_j, dV_j: the accumulators on chip (None outside a key block);
+    dQ: (Nq, d) dQ in HBM (NaN before the
     preprocessing zeroes a row); dKV: (Nk, d + dv) finished [dK | dV] rows (NaN not yet
     written); hbm_bytes, flops, recompute_flops: sums over events[0..k]; tiles_done: tiles whose
     P has been recomputed; dQ_updates, blocks_written, D_blocks: counts so far.
@@ -218,8 +220,8 @@ def _fmt_flops(n: float) -> str:
 
 def _small_axes(ax, xlabel="", ylabel=""):
     ax.tick_params(labelsize=7, length=2, pad=1)
-    ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(4, integer=True, min_n_ticks=1))
+    ax.yaxis.set_major_locator(MaxNLocator(4, integer=True, min_n_ticks=1))
     if xlabel:
         ax.set_xlabel(xlabel, fontsize=7, labelpad=1)
     if ylabel:
@@ -263,8 +265,8 @@ class _GridPanel:
         for z, p in enumerate((self.flash, self.band, self.tile, self.q_strip, self.k_strip)):
             ax.add_patch(p)
             p.set_zorder(3 + 0.1 * z)          # over the tile borders, in the order blitting draws them
-        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
+        ax.yaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
         ax.tick_params(labelsize=8)
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
@@ -385,17 +387,14 @@ class _Meters:
                 color="w" if inside else "k")
 
     def _place(self, label, x, texts):
-        """Put the first of ``texts`` that fits right of the bar's end, else inside it (white)."""
+        """Put the first of ``texts`` that fits right of the bar's end; else the last (shortest)
+        inside the bar, in white."""
         ax = label.axes
         top = ax.get_xlim()[1]
         cf = self.char_frac[ax] * top          # data units per character
         for text in texts:
-            w = (len(text) + 2) * cf
-            if x + w <= top:
+            if x + (len(text) + 2) * cf <= top:
                 label.set(x=x, ha="left", color="k", text=f" {text} ")
-                return
-            if w <= x:
-                label.set(x=x, ha="right", color="w", text=f" {text} ")
                 return
         label.set(x=x, ha="right", color="w", text=f" {texts[-1]} ")
 
@@ -525,6 +524,8 @@ class BackwardFigure:
         dsmax = _vmax([e.dS for e in ev if e.kind == "compute_dS"])
         qmax = _vmax([e.dQ for e in ev if e.kind == "update_dQ"])
         kmax, vmax = _vmax([rp.dKV_full[:, : tr.d]]), _vmax([rp.dKV_full[:, tr.d:]])
+        floor = 1e-6 * max(qmax, kmax, vmax)          # a gradient that is 0 up to rounding shows as 0
+        qmax, kmax, vmax = max(qmax, floor), max(kmax, floor), max(vmax, floor)
         Br, Bc = min(tr.Br, tr.Nq), min(tr.Bc, tr.Nk)
         probs = mpl.colormaps["magma_r"].with_extremes(bad="white")
         signed = style.output_cmap()
@@ -553,9 +554,6 @@ class BackwardFigure:
         head.set_axis_off()
         self.step = head.text(0.01, 0.69, "", fontsize=11, weight="bold", va="center", transform=head.transAxes)
         self.where = head.text(0.99, 0.69, "", fontsize=10, va="center", ha="right", transform=head.transAxes)
-        if tr.causal:
-            first, _, rest = caption.partition("\n")
-            caption = f"{first}  (hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
         self.caption = fig.text(0.01, 0.945, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.45)
         self.k = None
         self.blitter = None
@@ -580,8 +578,7 @@ class BackwardFigure:
         """Disjoint areas (figure fractions) with their (slow, fast) artists and whether to cache pixels.
 
         Columns split half-way between panels; each panel has an image area and a title strip."""
-        W, H = self.fig.bbox.width, self.fig.bbox.height
-        px, py = 1 / W, 1 / H
+        py = 1 / self.fig.bbox.height                   # one pixel, in figure fractions
         g, m = self.grid, self.meters
         pos = {name: p.ax.get_position() for name, p in
                (("P", self.P), ("dS", self.dS), ("dK", self.dK), ("dV", self.dV), ("dQ", self.dQ), ("dKV", self.dKV))}

@@ -42,8 +42,9 @@ def open_and_run_all(browser, lab, name):
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/notebooks/{name}?token={token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # ?reset: start from an empty workspace, so only this notebook is open
+    page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-mod-idle, "
                            ".jp-Toolbar-kernelStatus", state="attached", timeout=60_000)
     time.sleep(2)
@@ -52,12 +53,15 @@ def open_and_run_all(browser, lab, name):
     return page, errors
 
 
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"     # the notebook in the visible tab
+
+
 def wait_until_done(page, timeout=240):
     """Wait until no cell shows [*] (running / queued)."""
     deadline = time.time() + timeout
     time.sleep(2)
     while time.time() < deadline:
-        prompts = page.locator(".jp-InputArea-prompt").all_inner_texts()
+        prompts = page.locator(f"{NB} .jp-InputArea-prompt").all_inner_texts()
         if prompts and not any("*" in p for p in prompts):
             return
         time.sleep(1)
@@ -65,12 +69,12 @@ def wait_until_done(page, timeout=240):
 
 
 def assert_rendered(page, errors, name):
-    body = page.locator(".jp-Notebook").inner_text()
+    body = page.locator(NB).inner_text()
     assert "Error displaying widget" not in body
     assert "Traceback" not in body, f"{name}: a cell raised"
     time.sleep(2)
     assert page.locator(".widget-label, .jupyter-widgets").count() > 0, f"{name}: no widget rendered"
-    assert "Loading widget" not in page.locator(".jp-Notebook").inner_text()
+    assert "Loading widget" not in page.locator(NB).inner_text()
     bad = [e for e in errors if "flashviz" in e or "widget" in e.lower()]
     assert not bad, f"{name}: console errors {bad[:3]}"
 
