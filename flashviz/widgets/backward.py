@@ -56,6 +56,7 @@ class BackwardExplorer(FrameWidget):
     to more than 4096 tiles keep the previous run and say why in the status line.
     """
 
+    max_N = MAX_N
     kind = "BackwardExplorer"
     export_stem = "flashviz-backward"
 
@@ -102,15 +103,6 @@ class BackwardExplorer(FrameWidget):
         self._watch(self.N, self.d, self.Br, self.Bc, self.causal, self.dtype)
         self.source.observe(self._on_source, names="value")
         self._layout(W.HBox([self.source, self.N, self.d, self.Br, self.Bc]), W.HBox([self.causal, self.dtype]))
-        self._rebuild()
-
-    def _on_source(self, change):
-        real = change["new"] == "real"
-        if real and self.d.value != 32:
-            self.d.unobserve(self._on_config, names="value")
-            self.d.value = 32
-            self.d.observe(self._on_config, names="value")
-        self.d.disabled = real
         self._rebuild()
 
     def _config_problem(self):

@@ -79,11 +79,20 @@ def close_widget(w) -> None:
     w.close()
 
 
+REAL_D = 32          # head dimension of the shipped real inputs (all-MiniLM-L6-v2)
+REAL_MAX_N = 512     # tokens captured
+
+
 class FrameWidget:
-    """Base class: transport, canvas, export, status and cleanup for one animated figure."""
+    """Base class: transport, canvas, export, status and cleanup for one animated figure.
+
+    Widgets with ``source``, ``N`` and ``d`` controls get the input-source switch for free:
+    observe ``source`` with ``self._on_source``; ``max_N`` is N's limit for other sources.
+    """
 
     kind = "FrameWidget"
     export_stem = "flashviz"
+    max_N = 2048
 
     def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150):
         if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
@@ -231,6 +240,26 @@ class FrameWidget:
         self._render(change["new"])
 
     def _on_config(self, change=None):
+        if getattr(self, "_suspended", False):
+            return
+        source, d = getattr(self, "source", None), getattr(self, "d", None)
+        if source is not None and d is not None and source.value == "real" and d.value != REAL_D:
+            d.value = REAL_D          # the real inputs have d = 32 (this change rebuilds once)
+            return
+        self._rebuild()
+
+    def _on_source(self, change):
+        """Switching the input source: lock d (and cap N) for the real inputs, then rebuild once."""
+        real = change["new"] == "real"
+        self._suspended = True            # one rebuild for the whole switch, not one per control
+        try:
+            if real:
+                self.d.value = REAL_D
+                self.N.value = min(self.N.value, REAL_MAX_N)
+            self.N.max = REAL_MAX_N if real else self.max_N
+            self.d.disabled = real
+        finally:
+            self._suspended = False
         self._rebuild()
 
     def _rebuild(self):

@@ -69,6 +69,7 @@ class TileExplorer(FrameWidget):
     previous run and say why in the status line.
     """
 
+    max_N = MAX_N
     kind = "TileExplorer"
     export_stem = "flashviz-tiles"
 
@@ -134,27 +135,6 @@ class TileExplorer(FrameWidget):
     @property
     def _fig_view(self):
         return self._view
-
-    def _on_source(self, change):
-        real = change["new"] == "real"
-        self._suspended = True            # one rebuild for the whole switch, not one per control
-        try:
-            if real:
-                self.d.value = 32
-                self.N.value = min(self.N.value, 512)
-            self.N.max = 512 if real else MAX_N
-            self.d.disabled = real
-        finally:
-            self._suspended = False
-        self._rebuild()
-
-    def _on_config(self, change=None):
-        if getattr(self, "_suspended", False):
-            return
-        if self.source.value == "real" and self.d.value != 32:   # the real inputs have d = 32
-            self.d.value = 32
-            return
-        self._rebuild()
 
     def _config_problem(self):
         N, Br, Bc = self.N.value, self.Br.value, self.Bc.value

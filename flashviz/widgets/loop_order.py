@@ -60,6 +60,7 @@ class LoopOrderExplorer(FrameWidget):
     outside those ranges; sliders moved to more than 4096 tiles keep the previous run and say why.
     """
 
+    max_N = MAX_N
     kind = "LoopOrderExplorer"
     export_stem = "flashviz-loop-order"
 
@@ -104,25 +105,6 @@ class LoopOrderExplorer(FrameWidget):
         self._watch(self.N, self.d, self.Br, self.Bc, self.causal)
         self.source.observe(self._on_source, names="value")
         self._layout(W.HBox([self.source, self.N, self.d]), W.HBox([self.Br, self.Bc, self.causal]))
-        self._rebuild()
-
-    def _on_source(self, change):
-        real = change["new"] == "real"
-        self._suspended = True            # one rebuild for the whole switch
-        try:
-            if real:
-                self.d.value = 32
-            self.d.disabled = real
-        finally:
-            self._suspended = False
-        self._rebuild()
-
-    def _on_config(self, change=None):
-        if getattr(self, "_suspended", False):
-            return
-        if self.source.value == "real" and self.d.value != 32:   # the real inputs have d = 32
-            self.d.value = 32
-            return
         self._rebuild()
 
     def _config_problem(self):
