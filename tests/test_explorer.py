@@ -259,3 +259,13 @@ def test_exported_png_equals_the_live_canvas(tmp_path, explorer):
     differ = (png != live).any(axis=-1)
     assert differ.mean() < 0.01            # the moving parts are drawn once (only stacking order may differ)
     assert differ[:40].mean() < 0.001      # the step title (a figure-level moving text) is in the file
+
+
+def test_rapid_play_pause_and_displaying_twice(explorer):
+    w = explorer
+    for k in range(0, w.n_frames, 3):        # what fast Play ticks and pauses send
+        w.play.playing = not w.play.playing
+        w.play.value = k
+    assert w.state.k == range(0, w.n_frames, 3)[-1]
+    a, b = w._repr_mimebundle_(), w._repr_mimebundle_()
+    assert a == b and "application/vnd.jupyter.widget-view+json" in a

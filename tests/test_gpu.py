@@ -217,3 +217,59 @@ def test_gpu_panel_runs_the_kernel_with_the_explorers_blocks(cp):
     finally:
         panel.close()
         w.close()
+
+
+def _panel_with_fake_gpu(monkeypatch, benchmark):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import flashviz as fv
+    import flashviz.gpu as g
+
+    monkeypatch.setattr(g, "gpu_status", lambda: (True, "a pretend GPU"))
+    monkeypatch.setattr(g, "benchmark", benchmark)
+    return fv.GPUPanel(Br=64, Bc=64, d=64, key=("fake", id(benchmark)))
+
+
+@pytest.mark.parametrize("error", [MemoryError("out of memory allocating 17,179,869,184 bytes\nmore detail"),
+                                   RuntimeError("nvrtc: error: identifier \"x\" is undefined"),
+                                   ValueError("Br=128, Bc=128, d=128 needs 270,336 bytes of shared memory")])
+def test_gpu_failures_are_one_line_messages_in_the_panel(monkeypatch, error):
+    def boom(*a, **k):
+        raise error
+
+    panel = _panel_with_fake_gpu(monkeypatch, boom)
+    try:
+        assert panel.run() is None
+        msg = panel.status.value
+        assert "GPU run failed" in msg and type(error).__name__ in msg and "more detail" not in msg
+        assert not panel.run_button.disabled                        # ready for another try
+    finally:
+        panel.close()
+
+
+def test_gpu_panel_progress_and_stop(monkeypatch):
+    import threading
+
+    release = threading.Event()
+    calls = []
+
+    def slow(N, d, **kw):
+        calls.append(kw["naive"])
+        release.wait(5)
+        return {"N": N, "d": d, "B": 16384 // N, "H": 32, "Br": kw["Br"], "Bc": kw["Bc"], "causal": False,
+                "compile_ms": 1.0, "kernel_ms": 2.0, "tflops": 1.0, "model_GBps": 1.0, "naive_ms": 6.0}
+
+    panel = _panel_with_fake_gpu(monkeypatch, slow)
+    try:
+        assert panel.run(wait=False) is None
+        assert panel.run_button.disabled and not panel.stop_button.disabled
+        assert panel.progress.layout.visibility == "visible"
+        panel.stop()
+        release.set()
+        panel._thread.join(5)
+        assert calls == [False]                                      # stopped before timing naive attention
+        assert "Stopped" in panel.status.value and panel.last["kernel_ms"] == 2.0
+        assert not panel.run_button.disabled and panel.stop_button.disabled
+    finally:
+        panel.close()

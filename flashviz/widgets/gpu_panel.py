@@ -8,6 +8,7 @@ not fit in shared memory) shows its one-line error in the panel; nothing else br
 from __future__ import annotations
 
 import html
+import threading
 
 import ipywidgets as W
 
@@ -32,7 +33,7 @@ def _table_html(rows: list[dict]) -> str:
             "<th>rel. error</th></tr>")
     body = []
     for r in rows:
-        naive = (f"<td>{r['naive_ms']:.2f}</td><td><b>{r['ratio_naive_over_kernel']:.2f}x</b></td>"
+        naive = (f"<td>{r['naive_ms']:.2f}</td><td><b>{r['naive_ms'] / r['kernel_ms']:.2f}x</b></td>"
                  if "naive_ms" in r else "<td>—</td><td>—</td>")
         err = f"{r['rel_err']:.1e}" if "rel_err" in r else "—"
         body.append(f"<tr><td>{r['N']}</td><td>{r['d']}</td><td>{r['B'] * r['H']}</td>"
@@ -69,14 +70,20 @@ class GPUPanel:
         self.status = W.HTML()
         self.result_html = W.HTML()
         self.recorded_html = W.HTML()
-        self.run_button.on_click(lambda _: self.run())
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True,
+                                    tooltip="stop after the current stage")
+        self.progress = W.IntProgress(value=0, min=0, max=2, description="",
+                                      layout=W.Layout(width="160px", visibility="hidden"))
+        self._stop, self._thread = threading.Event(), None
+        self.run_button.on_click(lambda _: self.run(wait=False))
+        self.stop_button.on_click(lambda _: self.stop())
         self._fixed = dict(Br=Br, Bc=Bc, d=d, causal=causal)
         if explorer is not None:
             for name in ("Br", "Bc", "d", "causal"):
                 getattr(explorer, name).observe(self._refresh, names="value")
         self.N.observe(self._refresh, names="value")
         self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)"),
-                       W.HBox([self.N, self.run_button, self.config])]
+                       W.HBox([self.N, self.run_button, self.stop_button, self.progress, self.config])]
         self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html])
         self._refresh()
 
@@ -123,26 +130,60 @@ class GPUPanel:
                                     f"{'' if rows and rows[0]['Br'] == p['Br'] and rows[0]['Bc'] == p['Bc'] else ' (no recording with these blocks; showing the closest)'}:"
                                     f"</div>{_table_html(rows[:12])}")
 
-    def run(self):
-        """Compile, check and time the kernel now (blocking, a few seconds). Returns the result dict or None."""
+    def run(self, *, wait: bool = True):
+        """Compile, check and time the kernel, then naive CuPy attention (a few seconds).
+
+        Runs in a background thread with a progress bar; the Stop button (or ``stop()``) ends it
+        after the current stage. wait=True (the API default) blocks and returns the result dict,
+        or None with the reason shown in the panel; the button uses wait=False.
+        """
         p, N = self.params, self.N.value
         if not self.ok:
             self.status.value = f"<span style='color:#d62728'>No GPU here: {html.escape(self.reason)}.</span>"
             return None
-        self.run_button.disabled = True
+        if self._thread is not None and self._thread.is_alive():
+            self.status.value = "A run is already going: wait for it or press Stop."
+            return None
+        self._stop.clear()
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.progress.value, self.progress.layout.visibility = 0, "visible"
         self.status.value = f"Running Br = {p['Br']}, Bc = {p['Bc']}, d = {p['d']}, N = {N} …"
+        box = {}
+        self._thread = threading.Thread(target=self._work, args=(p, N, box), daemon=True)
+        self._thread.start()
+        if not wait:
+            return None
+        self._thread.join()
+        return box.get("res")
+
+    def stop(self):
+        """Ask a running measurement to stop after its current stage."""
+        self._stop.set()
+
+    def _work(self, p, N, box):
+        kw = dict(Br=p["Br"], Bc=p["Bc"], causal=p["causal"], sdpa=False, repeat=10)
         try:
-            res = gpu.benchmark(N, p["d"], Br=p["Br"], Bc=p["Bc"], causal=p["causal"], sdpa=False, repeat=10)
+            self.progress.description = "kernel"
+            res = gpu.benchmark(N, p["d"], naive=False, **kw)          # compile, check, time the kernel
+            self.progress.value = 1
+            if self._stop.is_set():
+                self.status.value = "Stopped after timing the kernel (naive attention not timed)."
+            else:
+                self.progress.description = "naive"
+                naive = gpu.benchmark(N, p["d"], naive=True, check=False, **kw)
+                res.update({k: v for k, v in naive.items() if k.startswith(("naive", "ratio"))})
+                if "naive_ms" in res:
+                    res["ratio_naive_over_kernel"] = res["naive_ms"] / res["kernel_ms"]
+                self.progress.value = 2
+                self.status.value = (f"<span style='color:#2ca02c'>Measured now (compile {res['compile_ms']:.0f} ms, "
+                                     f"not included).</span>")
+            self.last = box["res"] = res
+            self.result_html.value = _table_html([res])
         except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
             self.status.value = f"<span style='color:#d62728'>GPU run failed: {html.escape(_first_line(exc))}</span>"
-            return None
         finally:
-            self.run_button.disabled = False
-        self.last = res
-        self.status.value = (f"<span style='color:#2ca02c'>Measured now (compile {res['compile_ms']:.0f} ms, "
-                             f"not included).</span>")
-        self.result_html.value = _table_html([res])
-        return res
+            self.run_button.disabled, self.stop_button.disabled = False, True
+            self.progress.layout.visibility = "hidden"
 
     def close(self):
         """Stop following the explorer and close every control of the panel (idempotent)."""
@@ -152,7 +193,9 @@ class GPUPanel:
                     getattr(self.explorer, name).unobserve(self._refresh, names="value")
                 except ValueError:
                     pass
-        for w in (self.N, self.config, self.run_button, self.status, self.result_html, self.recorded_html,
+        self._stop.set()
+        for w in (self.N, self.config, self.run_button, self.stop_button, self.progress, self.status,
+                  self.result_html, self.recorded_html,
                   *self._boxes, self.widget):
             close_widget(w)
         registry.unregister("GPUPanel", self._key, self)
