@@ -269,3 +269,13 @@ def test_rapid_play_pause_and_displaying_twice(explorer):
     assert w.state.k == range(0, w.n_frames, 3)[-1]
     a, b = w._repr_mimebundle_(), w._repr_mimebundle_()
     assert a == b and "application/vnd.jupyter.widget-view+json" in a
+
+
+def test_gif_button_shows_progress_and_writes_the_file(tmp_path, explorer, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    explorer.export_progress.observe(lambda c: seen.append(c["new"]), names="value")
+    explorer.gif_button.click()
+    assert (tmp_path / "flashviz-tiles.gif").exists() and "saved" in explorer.export_status.value
+    assert seen and seen[-1] == explorer.export_progress.max == explorer.n_frames
+    assert explorer.export_progress.layout.visibility == "hidden"

@@ -144,11 +144,14 @@ class FrameWidget:
         self.png_button = W.Button(description="frame → PNG", tooltip="save the current frame for slides")
         self.gif_button = W.Button(description="run → GIF", tooltip="save every frame as an animated GIF")
         self.export_status = W.HTML(value="")
+        self.export_progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="160px",
+                                                                                     visibility="hidden"))
         self.png_button.on_click(lambda _: self._export("png"))
         self.gif_button.on_click(lambda _: self._export("gif"))
         self.frame.observe(self._on_frame, names="value")
         self.transport = W.HBox([self.play, self.prev_button, self.next_button, self.frame, self.speed, self.skip])
-        self.export_row = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_status])
+        self.export_row = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_progress,
+                                  self.export_status])
         self._controls = []          # config widgets, closed with the rest
         self.widget = W.VBox([])
 
@@ -224,6 +227,7 @@ class FrameWidget:
         plt.close(self.fig)
         for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
+                  self.export_progress,
                   self.transport, self.export_row, *self._controls, *self.widget.children, self.widget):
             close_widget(w)
         registry.unregister(self.kind, self._key, self)
@@ -313,7 +317,16 @@ class FrameWidget:
             else:
                 frames = range(0, self.n_frames, max(1, self.n_frames // 300))  # at most ~300 frames
                 self.export_status.value = "writing GIF …"
-                path = self.save_gif(f"{name}.gif", frames=frames)
+                bar = self.export_progress
+                bar.max, bar.value, bar.layout.visibility = len(frames), 0, "visible"
+
+                def tick(i, n):
+                    bar.value = i
+
+                try:
+                    path = self.save_gif(f"{name}.gif", frames=frames, progress=tick)
+                finally:
+                    bar.layout.visibility = "hidden"
             self.export_status.value = f"saved <code>{path.resolve()}</code>"
         except Exception as exc:  # a full disk or a bad name: say so, keep working
             self.export_status.value = f"<span style='color:#d62728'>export failed: {type(exc).__name__}: {exc}</span>"
