@@ -60,3 +60,23 @@ class Blitter:
 
     def disconnect(self):
         self.canvas.mpl_disconnect(self._cid)
+
+
+class BlittedView:
+    """Mixin for a view with ``fig``, ``draw_frame(k)`` and ``animated_artists()`` (all moving
+    artists in one layer): ``enable_blitting()`` and ``render(k)``."""
+
+    blitter = None
+
+    def enable_blitting(self):
+        """Render later frames by blitting (call once the figure has its canvas)."""
+        self.blitter = Blitter(self.fig, [], self.animated_artists())
+
+    def render(self, k: int):
+        """Update to frame k and render it (blitting when enabled); returns the frame's state."""
+        s = self.draw_frame(k)
+        if self.blitter is not None:
+            self.blitter.update(None)
+        else:
+            self.fig.canvas.draw_idle()
+        return s

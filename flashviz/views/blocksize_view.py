@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .. import iomodel
 from . import style
-from .blit import Blitter
+from .blit import BlittedView
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
 #: the sequence lengths of the traffic-vs-N panel (the chosen N is added)
@@ -137,7 +137,7 @@ def _latest():
         return None
 
 
-class BlockSizeFigure:
+class BlockSizeFigure(BlittedView):
     """Builds the block-size panels on ``fig`` (cleared first).
 
     N, d: sizes (Nq = Nk = N); itemsize: bytes per element; sram_budget: M in bytes; budget_name:
@@ -329,18 +329,6 @@ class BlockSizeFigure:
         out = [self.cur_heat, self.star, self.cur_curve, *self.parts, self.sram_title, self.numbers, self.step]
         return out + ([self.cur_meas] if self.cur_meas is not None else [])
 
-    def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, [], self.animated_artists())
-
-    def render(self, k: int) -> BlockSizeState:
-        """Update to frame k and render it to the canvas (blitting when enabled)."""
-        s = self.draw_frame(k)
-        if self.blitter is not None:
-            self.blitter.update(None)
-        else:
-            self.fig.canvas.draw_idle()
-        return s
 
     def state(self, k: int) -> BlockSizeState:
         """The state of frame k (no drawing). Raises IndexError outside 0..n_frames-1."""

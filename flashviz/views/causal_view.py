@@ -27,7 +27,7 @@ from .. import iomodel
 from ..masking import causal_offset, n_key_blocks_visible, tile_kind
 from ..replay import sub
 from . import style
-from .blit import Blitter
+from .blit import BlittedView
 from .style import fmt_bytes
 
 KIND_COLOURS = {"full": "#6baed6", "partial": "#cbb7e3", "skipped": style.SKIPPED}
@@ -74,7 +74,7 @@ class CausalState:
     text: str
 
 
-class CausalFigure:
+class CausalFigure(BlittedView):
     """The causal tile grid, one frame per query block, with FLOPs and bytes saved.
 
     fig: a matplotlib Figure (cleared first); trace: a recorded causal FA2 run
@@ -239,17 +239,6 @@ class CausalFigure:
                 self.fill["flops"], self.fill["hbm_bytes"], self.step,
                 self.detail]
 
-    def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, [], self.animated_artists())
-
-    def render(self, k: int) -> CausalState:
-        s = self.draw_frame(k)
-        if self.blitter is not None:
-            self.blitter.update(None)
-        else:
-            self.fig.canvas.draw_idle()
-        return s
 
     def draw_frame(self, k: int) -> CausalState:
         """Update the artists to query block i = k (0 <= k < n_frames); returns the state."""

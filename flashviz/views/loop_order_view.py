@@ -28,7 +28,7 @@ from .. import iomodel
 from ..masking import n_key_blocks_visible, tile_kind
 from ..replay import sub
 from . import style
-from .blit import Blitter
+from .blit import BlittedView
 from .meters import _unit
 from .style import fmt_bytes
 
@@ -280,7 +280,7 @@ class _TrafficMeters:
             self.labels[o].set_text(f" {fmt_bytes(f.hbm_bytes)} · O written {f.o_writes}×")
 
 
-class LoopOrderFigure:
+class LoopOrderFigure(BlittedView):
     """FA1 and FA2 side by side, in lockstep by tile step, with their traffic meters.
 
     fig: a matplotlib Figure (cleared first); trace_fa1, trace_fa2: recorded runs of
@@ -333,17 +333,6 @@ class LoopOrderFigure:
     def animated_artists(self):
         return [*self.grids["fa1"].artists(), *self.grids["fa2"].artists(), *self.meters.artists(), self.step]
 
-    def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, [], self.animated_artists())
-
-    def render(self, k: int) -> LoopOrderState:
-        s = self.draw_frame(k)
-        if self.blitter is not None:
-            self.blitter.update(None)
-        else:
-            self.fig.canvas.draw_idle()
-        return s
 
     def draw_frame(self, k: int) -> LoopOrderState:
         """Update every artist to tile step k (0 <= k < n_frames); returns the state."""
