@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     if args.no_browser:
         cmd.append("--no-browser")
     print(f"flashviz present: http://{args.ip}:{args.port}/?token={token}", flush=True)
-    return subprocess.call(cmd, env=env)
+    os.execve(sys.executable, cmd, env)     # become Voilà: stopping this process stops the server
 
 
 if __name__ == "__main__":

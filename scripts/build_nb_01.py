@@ -81,7 +81,8 @@ for N in (1024, 4096, 16384, 65536):
     md("""### On a real GPU (recorded)
 
 Measured on an NVIDIA H200 (the label says when and with what): naive CuPy attention, which
-materialises $S$, against the tiled kernel of chapter 7 that keeps every tile of $S$ on chip."""),
+materialises $S$, against the tiled teaching kernel (`kernels/flash_fwd.cu`, run from the start-here notebook's GPU
+panel) that keeps every tile of $S$ on chip."""),
     code("""from flashviz.widgets.gpu_panel import recorded_summary
 print(recorded_summary(Br=64, Bc=64))"""),
     md("""## Break it: keep the whole $S$
@@ -90,7 +91,7 @@ Materialising $S$ costs $N^2$ numbers per head, whatever else you do. How large 
     code("""for N in (4096, 16384, 65536, 131072):
     S_bytes = N * N * 2                     # one head, fp16
     print(f"N = {N:>6}: S is {S_bytes / 2**30:8.2f} GiB per head "
-          f"({S_bytes * 32 / 2**30:9.1f} GiB for 32 heads; an H200 has 141 GB)")"""),
+          f"({S_bytes * 32 / 2**30:9.1f} GiB for 32 heads; an H200 has 141 GB ≈ 131 GiB)")"""),
     md("""## Exercises
 
 **1.** A softmax over $S$ does about 5 FLOPs per score (max, subtract, exp, sum, divide) and streams

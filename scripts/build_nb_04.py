@@ -91,7 +91,7 @@ std = iomodel.standard_attention_io(N, N, d, itemsize=b).hbm_bytes
 print(f"N = {N}, d = {d}, {b}-byte elements, M = {budget}; standard attention moves {std / 2**20:.1f} MiB")
 print(f"{'Br':>4} {'Bc':>4} {'Tr':>5} {'HBM MiB':>9} {'SRAM KiB':>9}  fits")
 for r in rows:
-    mark = "  ← best" if r is best else ""
+    mark = "  ← best" if best is not None and (r["Br"], r["Bc"]) == (best["Br"], best["Bc"]) else ""
     print(f"{r['Br']:>4} {r['Bc']:>4} {r['Tr']:>5} {r['hbm_bytes'] / 2**20:>9.1f} {r['sram_bytes'] / 1024:>9.1f}  "
           f"{'yes' if r['fits'] else 'NO '}{mark}")
 Br_p, Bc_p = iomodel.paper_block_sizes(M, d, itemsize=b)

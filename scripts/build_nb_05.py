@@ -38,7 +38,9 @@ the sequence. FlashAttention (since version 2.1) therefore aligns the mask to th
 $$\text{query } i \text{ sees key } j \iff j \le i + N_k - N_q.$$
 
 The last query always sees every key. If $N_q > N_k$, the first $N_q - N_k$ queries see **no key
-at all**: their output is defined as $0$ and their log-sum-exp as $-\infty$ (never NaN).
+at all**: flashviz defines their output as $0$ and their log-sum-exp as $-\infty$ (never NaN).
+Production kernels pick their own convention for these rows (FlashAttention-2's CUDA kernel stores
+$+\infty$ so that $e^{S - \mathrm{lse}} = 0$ in its backward); what matters is that no NaN appears.
 ■ = visible, · = masked:"""),
     code("""def show_mask(Nq, Nk):
     m = visible(np.arange(Nq), np.arange(Nk), Nq, Nk)

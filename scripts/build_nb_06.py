@@ -11,7 +11,8 @@ cells = [
 Training needs gradients: after the forward pass computes $O$, the backward pass turns $dO = \\partial L / \\partial O$
 into $dQ$, $dK$ and $dV$. The gradient formulas need the attention probabilities $P$ again.
 Standard attention keeps $P$ in HBM from the forward pass: $N \\times N$ numbers per head.
-FlashAttention keeps only one number per query row, the log-sum-exp $\\mathrm{lse}$, and **recomputes**
+FlashAttention-2 keeps only $O$ and one number per query row, the log-sum-exp $\\mathrm{lse}$ (the
+paper's FlashAttention-1 kept $m$ and $\\ell$, two per row), and **recomputes**
 each tile of $P$ on chip when the backward needs it. That costs one extra matrix product, but it removes
 the $N^2$ storage and the $N^2$ reads.
 

@@ -60,9 +60,9 @@ def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     a, b = _number(a), _number(b)
     if a is None or b is None:
         return _say(wrong(f"replace the placeholders with two numbers of bytes (P, lse); got {answer!r:.60}"))
-    if a == P and b == lse:
-        return _say(right(f"P takes {P:,} B, lse {lse:,} B: {P // lse:,}× less to keep (N = {N}, {itemsize}-byte "
-                          f"elements)"))
+    if a == P and b in (lse, N * 4):   # flashviz counts lse in the element type; FlashAttention-2 keeps fp32
+        return _say(right(f"P takes {P:,} B, lse {b:,} B: {P // b:,}× less to keep (N = {N}, {itemsize}-byte "
+                          f"elements{'; lse in float32, as FlashAttention-2 keeps it' if b != lse else ''})"))
     hint = ""
     if (a, b) == (N * N, N):
         hint = " — those are element counts: multiply by the bytes per element"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -71,9 +72,13 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=()):
                 time.sleep(0.5)
         yield base, token, work
     finally:
-        proc.terminate()
+        # stop the whole process group: the server and the kernels it started
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         log.close()
