@@ -156,10 +156,10 @@ class TileExplorer(FrameWidget):
         rel = err / max(float(np.max(np.abs(O_ref))), 1e-300)
         self.result, self.replay = r, Replay(r.trace)
         if self.rescale.value:
-            check = f"max |O − O_ref| = {err:.1e} (vs float64 dense attention: exact up to rounding)"
+            check = f"final O: max |O − O_ref| = {err:.1e} (vs float64 dense attention: exact up to rounding)"
             self.status.value = f"<span style='color:#2ca02c'>✓ {check}</span>"
         else:
-            check = (f"rescale OFF: max |O − O_ref| = {err:.3g} ({100 * rel:.0f}% of max |O|) — "
+            check = (f"rescale OFF: final O has max |O − O_ref| = {err:.3g} ({100 * rel:.0f}% of max |O|) — "
                      f"{'WRONG' if rel > 1e-3 else 'still right: no row max grew after its first block'}")
             self.status.value = f"<span style='color:#d62728'>✗ {check}</span>"
         caption = (f"inputs: {desc}  ·  N = {N}, d = {d}, Br = {self.Br.value}, Bc = {self.Bc.value}, "
