@@ -8,6 +8,7 @@ the learner's code is reported in that one line too.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -37,13 +38,32 @@ def wrong(message: str) -> CheckResult:
     return CheckResult(False, f"✗ Not yet: {message}")
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message."""
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
+def never_raises(say):
+    """Decorator for a check: whatever goes wrong inside it (a bad question, an odd answer
+    object) becomes its one ✗ line, shown through ``say`` — never a traceback."""
+    def decorate(check):
+        @functools.wraps(check)
+        def wrapper(*args, **kwargs):
+            try:
+                return check(*args, **kwargs)
+            except Exception as exc:
+                return say(wrong(f"could not check {args[0] if args else 'the answer'!r}: "
+                                 f"{type(exc).__name__}: {first_line(exc)}"))
+        return wrapper
+    return decorate
+
+
 def guarded(fn, *args, what: str = "your code", **kwargs):
     """Call the learner's ``fn``; return (value, None) or (None, a one-line CheckResult)."""
     try:
         return fn(*args, **kwargs), None
     except Exception as exc:  # the learner's code failed: say how, in one line
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return None, wrong(f"{what} raised {type(exc).__name__}: {first}")
+        return None, wrong(f"{what} raised {type(exc).__name__}: {first_line(exc)}")
 
 
 def _fmt(x: float) -> str:

@@ -13,13 +13,12 @@ answer or the learner's code does.
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
 
 from ..iomodel import recompute_extra_flops, stored_between_passes
-from . import CheckResult, close_number, guarded, right, wrong
+from . import CheckResult, close_number, guarded, never_raises, right, wrong
 
 
 def _say(result: CheckResult) -> CheckResult:
@@ -27,15 +26,6 @@ def _say(result: CheckResult) -> CheckResult:
     return result
 
 
-def _never_raises(check):
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        try:
-            return check(*args, **kwargs)
-        except Exception as exc:  # a bad question (N = -1, …) or an odd answer: one line, never a traceback
-            first = (str(exc).strip().splitlines() or [""])[0]
-            return _say(wrong(f"could not check this: {type(exc).__name__}: {first}"))
-    return wrapper
 
 
 def _number(x):
@@ -46,7 +36,7 @@ def _number(x):
     return x if np.isfinite(x) else None
 
 
-@_never_raises
+@never_raises(_say)
 def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     """answer = (bytes of P, bytes of lse) that the forward keeps in HBM for the backward, for one
     head of N queries and N keys in elements of ``itemsize`` bytes (standard attention keeps
@@ -79,7 +69,7 @@ def _fmt_b(x: float) -> str:
     return f"{x:,.0f} B" if float(x).is_integer() else f"{x:,.6g} B"
 
 
-@_never_raises
+@never_raises(_say)
 def check_extra_flops(answer, N: int, d: int, causal: bool = False) -> CheckResult:
     """answer = the matmul FLOPs the backward spends recomputing S = scale·QKᵀ for one head
     (N queries, N keys, head dimension d; 2 FLOPs per multiply-add). Compared with
@@ -145,7 +135,7 @@ def _compare(fn, args, want, what):
     return None, None
 
 
-@_never_raises
+@never_raises(_say)
 def check_recompute_P(fn) -> CheckResult:
     """fn(S, lse) -> P for one tile: S (Br, Bc) scaled scores (−inf where masked), lse (Br,) the
     rows' log-sum-exp kept by the forward. Compared with the P flashviz recomputed, tile by tile."""
@@ -178,7 +168,7 @@ def check_recompute_P(fn) -> CheckResult:
                       "(square, oblong and causal)"))
 
 
-@_never_raises
+@never_raises(_say)
 def check_dS(fn) -> CheckResult:
     """fn(P, dP, D) -> dS for one tile: P, dP (Br, Bc), D (Br,) = rowsum(dO ∘ O) of the tile's rows.
     Compared with the dS flashviz computed, tile by tile, in real flash_backward runs."""

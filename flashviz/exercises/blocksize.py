@@ -6,12 +6,11 @@ answer or the question's parameters.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
 from .. import iomodel
-from . import CheckResult, close_number, right, wrong
+from . import CheckResult, close_number, first_line, never_raises, right, wrong
 
 
 def _say(result: CheckResult) -> CheckResult:
@@ -19,20 +18,7 @@ def _say(result: CheckResult) -> CheckResult:
     return result
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]
 
-
-def _never_raises(check):
-    """Whatever goes wrong inside a check becomes its one ✗ line."""
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        try:
-            return check(*args, **kwargs)
-        except Exception as exc:  # a strange answer object: report it, never raise
-            return _say(wrong(f"could not check {args[0] if args else 'the answer'!r}: "
-                              f"{type(exc).__name__}: {_first_line(exc)}"))
-    return wrapper
 
 
 def _budget_bytes(sram_budget) -> int:
@@ -41,7 +27,7 @@ def _budget_bytes(sram_budget) -> int:
     return sram_budget_bytes(sram_budget)[1]
 
 
-@_never_raises
+@never_raises(_say)
 def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *,
                              order: str = "fa2", causal: bool = False, rel: float = 0.02) -> CheckResult:
     """Is ``answer_bytes`` the HBM traffic (bytes read + written) of the tiled forward pass with
@@ -51,7 +37,7 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
         expected = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=order,
                                             causal=causal).hbm_bytes
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     if answer_bytes is None or isinstance(answer_bytes, bool):
         return _say(wrong(f"replace the placeholder with your predicted number of bytes, got {answer_bytes!r}"))
     try:
@@ -68,7 +54,7 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
                       f"({expected / 2**20:,.2f} MiB): {mine / expected:.2f}x that"))
 
 
-@_never_raises
+@never_raises(_say)
 def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize: int = 4,
                                blocks=iomodel.SWEEP_BLOCKS, order: str = "fa2", causal: bool = False) -> CheckResult:
     """Is ``answer`` (a pair (Br, Bc)) the best fitting block size among ``blocks`` × ``blocks``:
@@ -81,7 +67,7 @@ def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize:
         rows = iomodel.block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order,
                                         causal=causal)
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     best = iomodel.best_of_sweep(rows)
     try:
         Br, Bc = answer

@@ -6,7 +6,6 @@ answer (None, a string, a function that fails) or the question's parameters.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -15,7 +14,7 @@ import numpy as np
 from .. import iomodel
 from .._checks import check_block, check_flag, check_size
 from ..masking import n_key_blocks_visible, visible
-from . import CheckResult, guarded, right, wrong
+from . import CheckResult, first_line, guarded, never_raises, right, wrong
 
 #: (Nq, Nk) shapes a learner's mask is tried on: square, Nq < Nk, Nq > Nk, and a single row or column
 MASK_SHAPES = ((1, 1), (4, 4), (3, 5), (5, 3), (1, 6), (6, 1), (7, 7), (2, 9), (9, 2))
@@ -34,20 +33,7 @@ def _say(result: CheckResult) -> CheckResult:
     return Printed(result.ok, result.message)
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]
 
-
-def _never_raises(check):
-    """Whatever goes wrong inside a check becomes its one ✗ line."""
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        try:
-            return check(*args, **kwargs)
-        except Exception as exc:  # a strange answer object: report it, never raise
-            return _say(wrong(f"could not check {args[0] if args else 'the answer'!r}: "
-                              f"{type(exc).__name__}: {_first_line(exc)}"))
-    return wrapper
 
 
 def _number(answer, what: str):
@@ -70,14 +56,14 @@ def tile_count(Nq: int, Nk: int, Br: int, Bc: int, causal: bool = False) -> int:
     return sum(n_key_blocks_visible(min((i + 1) * Br, Nq), Nk, Bc, Nq, causal) for i in range(-(-Nq // Br)))
 
 
-@_never_raises
+@never_raises(_say)
 def check_tile_count(answer, Nq: int, Nk: int, Br: int, Bc: int, causal: bool = False) -> CheckResult:
     """Is ``answer`` the number of tiles S_ij the forward pass computes for these sizes? Exact.
     Prints and returns a CheckResult."""
     try:
         expected = tile_count(Nq, Nk, Br, Bc, causal)
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     mine, bad = _number(answer, "number of tiles")
     if bad is not None:
         return _say(bad)
@@ -86,13 +72,13 @@ def check_tile_count(answer, Nq: int, Nk: int, Br: int, Bc: int, causal: bool = 
         extra = f", {Tr * Tc - expected} skipped by the mask" if causal else ""
         return _say(right(f"{expected} tiles of {Br}×{Bc}: Tr = ⌈{Nq}/{Br}⌉ = {Tr} query blocks × "
                           f"Tc = ⌈{Nk}/{Bc}⌉ = {Tc} key blocks = {Tr * Tc}{extra}"))
-    hint = (f"hint: Tr = ⌈Nq/Br⌉ and Tc = ⌈Nk/Bc⌉ (a partial last block still counts)" if not causal else
+    hint = ("hint: Tr = ⌈Nq/Br⌉ and Tc = ⌈Nk/Bc⌉ (a partial last block still counts)" if not causal else
             "hint: count, for each query block, the key blocks whose first key its last row can see "
             "(j·Bc ≤ r1 − 1 + Nk − Nq)")
     return _say(wrong(f"you said {mine:g}, but {expected} tiles are computed. {hint}"))
 
 
-@_never_raises
+@never_raises(_say)
 def check_run_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *, order: str = "fa2",
                     causal: bool = False, rel: float = 0.01) -> CheckResult:
     """Is ``answer`` the HBM traffic (bytes read + written) of one forward run with Nq = Nk = N?
@@ -101,7 +87,7 @@ def check_run_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: int = 4,
     try:
         io = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=order, causal=causal)
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     mine, bad = _number(answer, "number of bytes")
     if bad is not None:
         return _say(bad)
@@ -121,7 +107,7 @@ def check_run_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: int = 4,
                       f"hint: {hint}"))
 
 
-@_never_raises
+@never_raises(_say)
 def check_fa1_extra_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *,
                           rel: float = 0.01) -> CheckResult:
     """Is ``answer`` how many more bytes FA1 (key blocks outer) moves than FA2 (query blocks
@@ -130,7 +116,7 @@ def check_fa1_extra_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: in
     try:
         fa1, fa2 = (iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=o) for o in ("fa1", "fa2"))
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({_first_line(exc)})"))
+        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     mine, bad = _number(answer, "extra bytes")
     if bad is not None:
         return _say(bad)
@@ -144,7 +130,7 @@ def check_fa1_extra_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: in
                       f"Tr = {Tr} times"))
 
 
-@_never_raises
+@never_raises(_say)
 def check_causal_mask(fn) -> CheckResult:
     """Is ``fn(r, c, Nq, Nk)`` → bool the bottom-right aligned causal mask (query r sees key c
     iff c <= r + Nk − Nq)? Tried on every (r, c) of several shapes, square, Nq < Nk and Nq > Nk;

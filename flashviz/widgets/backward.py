@@ -18,18 +18,13 @@ from .. import data as fvdata
 from ..backward import attention_backward, flash_backward
 from ..tiled import flash_forward
 from ..views.backward_view import BackwardFigure
-from .base import FrameWidget, check_bool, check_int
-from .explorer import BLOCKS, DTYPES, HEAD_DIMS, MAX_TILES, match_option
+from .base import FrameWidget, check_bool
+from .options import BLOCKS, DTYPES, HEAD_DIMS, check_tiled_inputs, match_option, tile_problem
 
 MAX_N = 512
 DO_SEED_OFFSET = 1000          # dO ~ N(0, 1) with seed + 1000: never the stream that drew Q, K, V
 # the check passes when max |g − g_ref| <= TOL · max |g_ref| over dQ, dK, dV (rounding of the element type)
 TOL = {np.float64: 1e-9, np.float32: 1e-3, np.float16: 3e-2}
-
-
-def n_tiles(N: int, Br: int, Bc: int) -> int:
-    """Tiles of an N×N score matrix cut into Br×Bc blocks (the last ones partial)."""
-    return (-(-N // Br)) * (-(-N // Bc))
 
 
 class BackwardExplorer(FrameWidget):
@@ -63,21 +58,7 @@ class BackwardExplorer(FrameWidget):
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, dtype: str = "float32 (4 B)", seed: int = 0, canvas: str = "auto",
                  figsize=(11, 6.8), dpi: int = 90, key=None):
-        if source not in fvdata.SOURCES:
-            raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
-        N = check_int(N, "N", 1, MAX_N)
-        d = check_int(d, "d", 1)
-        if d not in HEAD_DIMS:
-            raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
-        if source == "real" and d != 32:
-            raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = 32, got d = {d}")
-        for name, v in (("Br", Br), ("Bc", Bc)):
-            check_int(v, name, 1)
-            if v not in BLOCKS:
-                raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
-        if n_tiles(N, Br, Bc) > MAX_TILES:
-            raise ValueError(f"N = {N} with Br = {Br}, Bc = {Bc} makes {n_tiles(N, Br, Bc):,} tiles, more than the "
-                             f"{MAX_TILES:,} an animation can show; use larger blocks or a smaller N")
+        N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")
         dtype = match_option(dtype, DTYPES, "dtype")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
@@ -106,12 +87,7 @@ class BackwardExplorer(FrameWidget):
         self._rebuild()
 
     def _config_problem(self):
-        N, Br, Bc = self.N.value, self.Br.value, self.Bc.value
-        tiles = n_tiles(N, Br, Bc)
-        if tiles > MAX_TILES:
-            return (f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles — too many to animate "
-                    f"(limit {MAX_TILES:,}). Pick larger blocks or a smaller N.")
-        return None
+        return tile_problem(self.N.value, self.N.value, self.Br.value, self.Bc.value)
 
     def _run(self):
         """Forward for O and lse, a seeded dO, the recorded backward and the float64 check."""

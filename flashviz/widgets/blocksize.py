@@ -16,7 +16,7 @@ from .. import iomodel
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import BlockSizeFigure, fmt_size, sram_budget_bytes
 from .base import FrameWidget, check_bool, check_int
-from .explorer import DTYPES, match_option
+from .options import DTYPES, match_option
 
 N_CHOICES = tuple(2 ** k for k in range(4, 17))      # 16 … 65,536
 HEAD_DIMS = (16, 32, 64, 128, 256)

@@ -16,8 +16,7 @@ from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure
 from .base import FrameWidget, check_int
-from .explorer import BLOCKS
-from .loop_order import check_blocks, tile_problem
+from .options import BLOCKS, check_blocks, tile_problem
 
 MAX_N = 2048
 HEAD_DIMS = (16, 32, 64)

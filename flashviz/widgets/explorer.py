@@ -17,28 +17,10 @@ from ..replay import Replay
 from ..tiled import flash_forward
 from ..views import SRAM_BUDGETS, ExplorerFigure
 from .base import FrameWidget, check_bool, check_int
+from .options import (BLOCKS, DTYPES, HEAD_DIMS, MAX_TILES, check_tiled_inputs,  # noqa: F401 (re-exported)
+                      match_option, tile_problem)
 
-BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-HEAD_DIMS = (8, 16, 32, 64, 128)
-DTYPES = {"float32 (4 B)": np.float32, "float16 (2 B)": np.float16, "float64 (8 B)": np.float64}
-MAX_TILES = 4096          # more tiles than this is no longer an animation: the widget says so
 MAX_N = 2048
-
-
-def match_option(value, options: dict, name: str) -> str:
-    """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
-    if isinstance(value, str) and value in options:
-        return value
-    try:
-        if not isinstance(value, str):
-            value = np.dtype(value).name
-    except TypeError:
-        pass
-    for label in options:
-        head = label.split()[0].rstrip(":")
-        if isinstance(value, str) and value.lower() in (head.lower(), *head.lower().split("/")):
-            return label
-    raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
 
 
 class TileExplorer(FrameWidget):
@@ -77,24 +59,9 @@ class TileExplorer(FrameWidget):
                  source: str = "real", *, rescale: bool = True, dtype: str = "float32 (4 B)",
                  sram_budget: str = next(iter(SRAM_BUDGETS)), canvas: str = "auto", seed: int = 0,
                  figsize=(11, 6.8), dpi: int = 90, key=None):
-        if source not in fvdata.SOURCES:
-            raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
-        N = check_int(N, "N", 1, 512 if source == "real" else MAX_N)
-        d = check_int(d, "d", 1)
-        if d not in HEAD_DIMS:
-            raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
-        if source == "real" and d != 32:
-            raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = 32, got d = {d}")
-        for name, v in (("Br", Br), ("Bc", Bc)):
-            check_int(v, name, 1)
-            if v not in BLOCKS:
-                raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
+        N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         dtype = match_option(dtype, DTYPES, "dtype")
         sram_budget = match_option(sram_budget, SRAM_BUDGETS, "sram_budget")
-        tiles = (-(-N // Br)) * (-(-N // Bc))
-        if tiles > MAX_TILES:
-            raise ValueError(f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles, more than the {MAX_TILES:,} "
-                             f"an animation can show; use larger blocks or a smaller N")
         causal, rescale = check_bool(causal, "causal"), check_bool(rescale, "rescale")
         seed = check_int(seed, "seed", 0)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
@@ -137,12 +104,7 @@ class TileExplorer(FrameWidget):
         return self._view
 
     def _config_problem(self):
-        N, Br, Bc = self.N.value, self.Br.value, self.Bc.value
-        tiles = (-(-N // Br)) * (-(-N // Bc))
-        if tiles > MAX_TILES:
-            return (f"N = {N} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles — too many to animate "
-                    f"(limit {MAX_TILES:,}). Pick larger blocks or a smaller N.")
-        return None
+        return tile_problem(self.N.value, self.N.value, self.Br.value, self.Bc.value)
 
     def _make_view(self):
         N, d = self.N.value, self.d.value

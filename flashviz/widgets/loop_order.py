@@ -18,27 +18,10 @@ from ..reference import attention
 from ..tiled import flash_forward
 from ..views.loop_order_view import LoopOrderFigure
 from .base import FrameWidget, check_bool, check_int
-from .explorer import BLOCKS, HEAD_DIMS, MAX_TILES
+from .options import (BLOCKS, HEAD_DIMS, MAX_TILES, check_blocks, check_tiled_inputs,  # noqa: F401
+                      tile_problem)
 
 MAX_N = 512
-
-
-def tile_problem(Nq: int, Nk: int, Br: int, Bc: int) -> str | None:
-    """Why a configuration cannot be animated (more than MAX_TILES tiles), or None."""
-    tiles = (-(-Nq // Br)) * (-(-Nk // Bc))
-    if tiles > MAX_TILES:
-        return (f"Nq = {Nq}, Nk = {Nk} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles — too many to animate "
-                f"(limit {MAX_TILES:,}). Pick larger blocks or a smaller N.")
-    return None
-
-
-def check_blocks(Br, Bc) -> tuple[int, int]:
-    """Br, Bc: powers of two from BLOCKS; one-line TypeError/ValueError otherwise."""
-    for name, v in (("Br", Br), ("Bc", Bc)):
-        check_int(v, name, 1)
-        if v not in BLOCKS:
-            raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
-    return int(Br), int(Bc)
 
 
 class LoopOrderExplorer(FrameWidget):
@@ -67,18 +50,7 @@ class LoopOrderExplorer(FrameWidget):
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90,
                  key=None):
-        if source not in fvdata.SOURCES:
-            raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
-        N = check_int(N, "N", 1, MAX_N)
-        d = check_int(d, "d", 1)
-        if d not in HEAD_DIMS:
-            raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
-        if source == "real" and d != 32:
-            raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = 32, got d = {d}")
-        Br, Bc = check_blocks(Br, Bc)
-        problem = tile_problem(N, N, Br, Bc)
-        if problem:
-            raise ValueError(problem.replace(" — too many to animate", ", more than an animation can show"))
+        N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")
         seed = check_int(seed, "seed", 0)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)

@@ -1,0 +1,67 @@
+"""The choices the lesson widgets offer, and the one-line checks of their arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import data as fvdata
+from .base import REAL_D, REAL_MAX_N, check_int
+
+BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+HEAD_DIMS = (8, 16, 32, 64, 128)
+DTYPES = {"float32 (4 B)": np.float32, "float16 (2 B)": np.float16, "float64 (8 B)": np.float64}
+MAX_TILES = 4096          # more tiles than this is no longer an animation: the widget says so
+
+
+def match_option(value, options: dict, name: str) -> str:
+    """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
+    if isinstance(value, str) and value in options:
+        return value
+    try:
+        if not isinstance(value, str):
+            value = np.dtype(value).name
+    except TypeError:
+        pass
+    for label in options:
+        head = label.split()[0].rstrip(":")
+        if isinstance(value, str) and value.lower() in (head.lower(), *head.lower().split("/")):
+            return label
+    raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
+
+
+def tile_problem(Nq: int, Nk: int, Br: int, Bc: int) -> str | None:
+    """Why a configuration cannot be animated (more than MAX_TILES tiles), or None."""
+    tiles = (-(-Nq // Br)) * (-(-Nk // Bc))
+    if tiles <= MAX_TILES:
+        return None
+    sizes = f"N = {Nq}" if Nq == Nk else f"Nq = {Nq}, Nk = {Nk}"
+    return (f"{sizes} with Br = {Br}, Bc = {Bc} makes {tiles:,} tiles — too many to animate "
+            f"(limit {MAX_TILES:,}). Pick larger blocks or a smaller N.")
+
+
+def check_blocks(Br, Bc) -> tuple[int, int]:
+    """Br, Bc: powers of two from BLOCKS; one-line TypeError/ValueError otherwise."""
+    for name, v in (("Br", Br), ("Bc", Bc)):
+        check_int(v, name, 1)
+        if v not in BLOCKS:
+            raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
+    return int(Br), int(Bc)
+
+
+def check_tiled_inputs(source, N, d, Br, Bc, *, max_N: int):
+    """Validate a widget's input source, N (<= max_N; <= 512 for "real"), d (one of HEAD_DIMS;
+    32 for "real"), Br, Bc and the tile count. Returns (N, d, Br, Bc); raises a one-line
+    TypeError/ValueError that says what was expected."""
+    if source not in fvdata.SOURCES:
+        raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
+    N = check_int(N, "N", 1, min(max_N, REAL_MAX_N) if source == "real" else max_N)
+    d = check_int(d, "d", 1)
+    if d not in HEAD_DIMS:
+        raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
+    if source == "real" and d != REAL_D:
+        raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = {REAL_D}, got d = {d}")
+    Br, Bc = check_blocks(Br, Bc)
+    problem = tile_problem(N, N, Br, Bc)
+    if problem:
+        raise ValueError(problem.replace(" — too many to animate", ", more than an animation can show"))
+    return N, d, Br, Bc
