@@ -2,7 +2,6 @@
 references (dense softmax gradients written out here, closed-form byte and FLOP counts), its
 blitting against a full redraw, its exports, and the backward-pass exercises."""
 
-import gc
 import math
 import statistics
 import time
@@ -16,6 +15,7 @@ import flashviz as fv
 from flashviz.exercises.backward import check_dS, check_extra_flops, check_recompute_P, check_stored_bytes
 from flashviz.views.backward_view import BackwardFigure, BackwardReplay
 from flashviz.widgets.backward import BackwardExplorer
+from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 
@@ -252,15 +252,7 @@ def test_two_instances_are_independent():
 
 
 def test_recreating_closes_the_old_figure_no_leak():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = BackwardExplorer(N=32, source="random")   # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()  # idempotent
-    assert len(plt.get_fignums()) == base
+    w = assert_recreating_leaks_no_figure(lambda: BackwardExplorer(N=32, source="random"))
     w._render(0)                                        # drawing after close does nothing
 
 

@@ -1,7 +1,6 @@
 """Chapter 4, block size: the IO-model additions against closed forms worked out by hand here,
 the BlockSizeExplorer driven through every frame and control, and the exercises."""
 
-import gc
 import math
 
 import matplotlib
@@ -13,6 +12,7 @@ from flashviz import iomodel
 from flashviz.exercises.blocksize import check_largest_fitting_tile, check_traffic_prediction
 from flashviz.views.blocksize_view import BlockSizeFigure, recorded_sweep, working_set_parts
 from flashviz.widgets.blocksize import BlockSizeExplorer
+from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 
@@ -265,15 +265,7 @@ def test_custom_budget_in_bytes_and_short_names():
 
 
 def test_recreating_on_one_line_leaks_no_figure():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = BlockSizeExplorer(N=256, d=32, recorded=None)     # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()
-    assert len(plt.get_fignums()) == base
+    assert_recreating_leaks_no_figure(lambda: BlockSizeExplorer(N=256, d=32, recorded=None))
 
 
 def test_export_png_and_gif(tmp_path, explorer):

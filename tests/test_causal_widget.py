@@ -1,6 +1,5 @@
 """CausalExplorer and its view: tile kinds, the bottom-right aligned mask, FLOPs and bytes saved."""
 
-import gc
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -13,6 +12,7 @@ from flashviz.iomodel import flash_forward_io
 from flashviz.masking import n_key_blocks_visible
 from flashviz.views.causal_view import CausalFigure, tile_kinds, visible_pairs
 from flashviz.widgets.causal import CausalExplorer
+from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 
@@ -131,25 +131,11 @@ def test_extremes():
 
 
 def test_no_figure_leak_and_close_is_idempotent():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = CausalExplorer(Nq=32, Nk=48)      # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()
-    assert len(plt.get_fignums()) == base
+    assert_recreating_leaks_no_figure(lambda: CausalExplorer(Nq=32, Nk=48))
 
 
 def test_close_closes_every_comm():
-    from ipywidgets.widgets.widget import _instances
-
-    before = set(_instances)
-    w = CausalExplorer(Nq=32, Nk=48, key="causal-comms")
-    assert len(set(_instances) - before) > 15
-    w.close()
-    assert set(_instances) - before == set()
+    assert_close_frees_every_comm(lambda: CausalExplorer(Nq=32, Nk=48, key="causal-comms"), at_least=15)
 
 
 def test_export_png_and_gif(tmp_path, explorer):

@@ -1,6 +1,5 @@
 """The TileExplorer driven as a user would: sliders, Play, step buttons, every frame."""
 
-import gc
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -8,6 +7,7 @@ import numpy as np
 import pytest
 
 import flashviz as fv
+from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 
@@ -128,15 +128,7 @@ def test_two_instances_are_independent():
 
 
 def test_recreating_closes_the_old_figure_no_leak():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = fv.TileExplorer(N=32, source="random")   # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()  # idempotent
-    assert len(plt.get_fignums()) == base
+    assert_recreating_leaks_no_figure(lambda: fv.TileExplorer(N=32, source="random"))
 
 
 def test_png_fallback_draws_frames():
@@ -229,13 +221,7 @@ def test_switching_to_real_inputs_rebuilds_once(monkeypatch):
 
 
 def test_close_closes_every_comm():
-    from ipywidgets.widgets.widget import _instances   # ipywidgets 8: every live widget (comm) by id
-
-    before = set(_instances)
-    w = fv.TileExplorer(N=32, source="random", key="comms")
-    assert len(set(_instances) - before) > 20
-    w.close()
-    assert set(_instances) - before == set()
+    assert_close_frees_every_comm(lambda: fv.TileExplorer(N=32, source="random", key="comms"), at_least=20)
 
 
 def test_break_it_panel_says_not_applied(explorer):

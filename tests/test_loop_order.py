@@ -1,6 +1,5 @@
 """LoopOrderExplorer and its view: FA1 and FA2 side by side, driven as a user would."""
 
-import gc
 import time
 
 import matplotlib
@@ -13,6 +12,7 @@ from flashviz.exercises.tiling import check_fa1_extra_bytes, check_run_bytes
 from flashviz.iomodel import flash_forward_io
 from flashviz.views.loop_order_view import TENSORS, LoopOrderFigure, TileSteps
 from flashviz.widgets.loop_order import LoopOrderExplorer
+from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 
@@ -176,25 +176,11 @@ def test_render_is_fast_enough():
 
 
 def test_no_figure_leak_and_close_is_idempotent():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = LoopOrderExplorer(N=32, source="random")     # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()
-    assert len(plt.get_fignums()) == base
+    assert_recreating_leaks_no_figure(lambda: LoopOrderExplorer(N=32, source="random"))
 
 
 def test_close_closes_every_comm():
-    from ipywidgets.widgets.widget import _instances
-
-    before = set(_instances)
-    w = LoopOrderExplorer(N=32, source="random", key="lo-comms")
-    assert len(set(_instances) - before) > 15
-    w.close()
-    assert set(_instances) - before == set()
+    assert_close_frees_every_comm(lambda: LoopOrderExplorer(N=32, source="random", key="lo-comms"), at_least=15)
 
 
 def test_export_png_and_gif(tmp_path, explorer):

@@ -1,7 +1,6 @@
 """Chapter 2: the OnlineSoftmaxExplorer driven as a user would, its view's numbers against an
 independent float64 softmax, naive_softmax, and the online-softmax exercises."""
 
-import gc
 import math
 
 import matplotlib
@@ -12,6 +11,7 @@ import pytest
 from flashviz.exercises.online import PREDICT_BLOCK, PREDICT_X, check_alpha, check_l, check_rescale
 from flashviz.online import naive_softmax, online_softmax_steps
 from flashviz.widgets.online_softmax import OnlineSoftmaxExplorer
+from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 
@@ -184,15 +184,7 @@ def test_steps_record_whether_the_rescale_was_applied():
 
 
 def test_recreating_closes_the_old_figure_no_leak():
-    plt.close("all")
-    base = len(plt.get_fignums())
-    for _ in range(25):
-        w = OnlineSoftmaxExplorer(N=16, block=4, source="random")   # same line: each replaces the last
-    gc.collect()
-    assert len(plt.get_fignums()) == base + 1
-    w.close()
-    w.close()  # idempotent
-    assert len(plt.get_fignums()) == base
+    assert_recreating_leaks_no_figure(lambda: OnlineSoftmaxExplorer(N=16, block=4, source="random"))
 
 
 def test_export_png_and_gif(tmp_path, w):
