@@ -1,0 +1,201 @@
+"""Compile and launch the tensor-core FlashAttention kernels (fp16 / bf16) through CuPy.
+
+``flash_forward_mma(Q, K, V)`` is the fast path: FlashAttention-2 forward on the tensor
+cores, fp32 accumulators and softmax statistics, O in the input dtype, lse in fp32. It picks
+the kernel for the device (``wgmma`` on Hopper, sm_90; ``mma.sync`` on other GPUs from
+Ampere on) and, unless told, the block sizes measured best (``mma_limits.DEFAULT_BLOCKS``).
+Compilation is NVRTC through ``flashviz.gpu.nvrtc`` (Hopper needs the sm_90a target),
+cached on disk; compile time is reported apart from run time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .mma_limits import check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
+from .operands import Operand, as_operand, bf16_bits_to_float32
+from .runner import _check_flag, _cupy, device_smem_optin, kernel_source
+
+_FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"), "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
+_CACHE: dict = {}
+LOG2E = 1.4426950408889634
+
+
+@dataclass
+class MMAKernel:
+    """One compiled instantiation of a tensor-core kernel.
+
+    variant: "wgmma" | "mma.sync"; dtype: "float16" | "bfloat16"; Br, Bc, d, causal: its
+    template values; kernel: cupy RawKernel; threads: per block; smem_bytes: dynamic shared
+    memory per block (bytes); compile_ms: NVRTC + load time (ms; a disk-cache hit is ~1 ms);
+    cache_hit: loaded from the on-disk cache; num_regs: registers per thread; local_bytes:
+    local memory (spills) per thread, bytes.
+    """
+
+    variant: str
+    dtype: str
+    Br: int
+    Bc: int
+    d: int
+    causal: bool
+    name: str
+    kernel: object
+    threads: int
+    smem_bytes: int
+    compile_ms: float
+    cache_hit: bool
+    num_regs: int
+    local_bytes: int
+
+
+def device_variant() -> str:
+    """The kernel this GPU runs: "wgmma" on compute capability 9.0, "mma.sync" on 8.x and
+    newer non-Hopper GPUs. Raises RuntimeError without CuPy / GPU, or on a GPU older than
+    Ampere (sm_80), which has no bf16 tensor cores."""
+    cp = _cupy()
+    cc = int(cp.cuda.Device().compute_capability)
+    if cc == 90:
+        return "wgmma"
+    if cc >= 80:
+        return "mma.sync"
+    raise RuntimeError(f"the tensor-core kernels need an Ampere or newer GPU (sm_80+); this one is sm_{cc}")
+
+
+def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = None, d: int = 64,
+                causal: bool = False, variant: str | None = None) -> MMAKernel:
+    """Compile (or fetch from the per-process cache) one tensor-core kernel.
+
+    Br, Bc default to ``default_blocks(d, causal, variant)``; variant defaults to
+    ``device_variant()``. Checks sizes and shared memory (against the device's opt-in
+    limit) before compiling. Raises ValueError (unsupported values, too much shared memory:
+    bytes asked vs available), RuntimeError (no GPU, NVRTC error, a wgmma kernel on a
+    non-Hopper GPU).
+    """
+    cp = _cupy()
+    causal = _check_flag(causal, "causal")
+    variant = check_variant(variant) if variant is not None else device_variant()
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
+    if Br is None or Bc is None:
+        dBr, dBc = default_blocks(d, causal, variant)
+        Br, Bc = Br or dBr, Bc or dBc
+    Br, Bc, d = check_mma_sizes(Br, Bc, d)
+    dev = cp.cuda.Device()
+    cc = int(dev.compute_capability)
+    if variant == "wgmma" and cc != 90:
+        raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{cc}: use variant='mma.sync'")
+    key = (variant, dtype, Br, Bc, d, causal, dev.id)
+    if key in _CACHE:
+        return _CACHE[key]
+    smem = check_mma_launch(Br, Bc, d, variant, device_smem_optin())
+    fname, kname = _FILES[variant]
+    dt = 0 if dtype == "float16" else 1
+    name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
+    arch = "sm_90a" if variant == "wgmma" else f"sm_{cc}"
+    from .nvrtc import compile_cubin
+    t0 = time.perf_counter()
+    kernel, _, hit = compile_cubin(kernel_source(fname), name, arch)
+    kernel.max_dynamic_shared_size_bytes = smem
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
+                   compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes))
+    _CACHE[key] = mk
+    return mk
+
+
+def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, lse_ptr: int,
+               scale: float) -> None:
+    """Launch a compiled kernel on checked operands (no checks, no allocation; for timing).
+
+    o: the output operand (same (B, H, Nq, d) as q); lse_ptr: a contiguous float32
+    (B·H, Nq) buffer. Asynchronous on the current stream.
+    """
+    B, H, Nq, _ = q.shape
+    Nk = k.shape[2]
+    args = [np.uint64(q.ptr), np.uint64(k.ptr), np.uint64(v.ptr), np.uint64(o.ptr), np.uint64(lse_ptr),
+            np.int32(Nq), np.int32(Nk), np.int32(H)]
+    for op in (q, k, v, o):
+        args += [np.int64(s) for s in op.strides[:3]]
+    args.append(np.float32(scale * LOG2E))
+    mk.kernel((-(-Nq // mk.Br), H, B), (mk.threads, 1, 1), tuple(args), shared_mem=mk.smem_bytes)
+
+
+def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"Q, K, V must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.shape[:2] != k.shape[:2] or q.shape[:2] != v.shape[:2]:
+        raise ValueError(f"Q, K, V must share (B, H), got {q.shape}, {k.shape}, {v.shape}")
+    if q.shape[3] != k.shape[3] or v.shape[3] != q.shape[3]:
+        raise ValueError(f"Q, K, V must share the head dimension d, got {q.shape}, {k.shape}, {v.shape}")
+    if k.shape[2] != v.shape[2]:
+        raise ValueError(f"K and V must have the same number of keys, got {k.shape} and {v.shape}")
+    if q.shape[0] > 65_535 or q.shape[1] > 65_535:
+        raise ValueError(f"B and H must each be at most 65,535 (grid axes), got {q.shape[:2]}")
+
+
+def _out_like(q: Operand):
+    """(O operand, O owner, lse owner, lse pointer) for q's shape and dtype."""
+    B, H, Nq, d = q.shape
+    if q.kind == "torch":
+        import torch
+        O = torch.empty((B, H, Nq, d), dtype=q.keep.dtype, device=q.keep.device)
+        lse = torch.empty((B, H, Nq), dtype=torch.float32, device=q.keep.device)
+        op = Operand(int(O.data_ptr()), (B, H, Nq, d), tuple(O.stride()), q.dtype, O, "torch")
+        return op, O, lse, int(lse.data_ptr())
+    cp = _cupy()
+    O = cp.empty((B, H, Nq, d), dtype=cp.float16 if q.dtype == "float16" else cp.uint16)
+    lse = cp.empty((B, H, Nq), dtype=cp.float32)
+    op = Operand(int(O.data.ptr), (B, H, Nq, d), tuple(s // 2 for s in O.strides), q.dtype, O, "cupy")
+    return op, O, lse, int(lse.data.ptr)
+
+
+def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
+                      Br: int | None = None, Bc: int | None = None, variant: str | None = None):
+    """FlashAttention-2 forward on the tensor cores (FA2 Algorithm 1, fp16/bf16 in, fp32 accumulate).
+
+    Parameters
+    ----------
+    Q : (B, H, Nq, d); K, V : (B, H, Nk, d) — also (H, N, d) or (N, d).
+        torch CUDA tensors (float16 / bfloat16, any strides with unit stride along d and
+        16-byte aligned rows; used in place), or CuPy / NumPy float arrays (copied to the
+        GPU in ``dtype``). d in {64, 128}; any Nq, Nk >= 1.
+    causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
+    scale : float > 0 or None (1/sqrt(d)).
+    dtype : "float16" | "bfloat16" | None (torch: the tensors' own; arrays: "float16").
+    Br, Bc : block sizes (Br in {64, 128}, Bc in {32, 64, 128}); default: measured best.
+    variant : "wgmma" (Hopper) | "mma.sync" (sm_80+) | None (this GPU's).
+
+    Returns
+    -------
+    (O, lse): torch inputs give torch tensors O (B, H, Nq, d) in the input dtype and lse
+    (B, H, Nq) float32; array inputs give CuPy arrays: O float16 (float32 for bfloat16,
+    widened exactly) and lse float32. lse is the natural-log log-sum-exp of scale·QKᵀ over
+    visible keys; rows that see no key give O = 0 and lse = −inf. Leading axes missing from
+    the input are kept as 1 in the output.
+
+    Raises
+    ------
+    TypeError / ValueError for bad inputs (dtype, shapes, strides, alignment, block sizes,
+    shared memory asked vs available); RuntimeError without CuPy / a suitable GPU.
+    """
+    causal = _check_flag(causal, "causal")
+    q = as_operand(Q, "Q", dtype)
+    k = as_operand(K, "K", dtype if dtype is not None or q.kind == "torch" else q.dtype)
+    v = as_operand(V, "V", dtype if dtype is not None or q.kind == "torch" else q.dtype)
+    _check_shapes(q, k, v)
+    d = q.shape[3]
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not (
+            math.isfinite(float(scale)) and float(scale) > 0):
+        raise TypeError(f"scale must be a finite number > 0 or None, got {scale!r}")
+    mk = compile_mma(q.dtype, Br, Bc, d, causal, variant)
+    o, O, lse, lse_ptr = _out_like(q)
+    launch_mma(mk, q, k, v, o, lse_ptr, float(scale))
+    if q.kind == "cupy" and q.dtype == "bfloat16":
+        O = bf16_bits_to_float32(O)
+    return O, lse

@@ -1,0 +1,100 @@
+"""Launch limits of the tensor-core kernels, checkable without a GPU.
+
+Two kernels compute the same FlashAttention-2 forward in fp16 / bf16 with fp32 accumulators:
+
+* ``kernels/flash_fwd_mma.cu`` — ``flash_fwd_mma<DT, Br, Bc, d, causal>``, Hopper only
+  (sm_90a): warpgroup MMA (``wgmma.mma_async``), Br/64 warpgroups of 128 threads.
+* ``kernels/flash_fwd_mma_sm80.cu`` — ``flash_fwd_mma_sm80<DT, Br, Bc, d, causal>``, any
+  GPU from Ampere on (sm_80+): ``mma.sync.m16n8k16`` + ``ldmatrix``, Br/16 warps.
+
+Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an element):
+
+    wgmma:    1024 + 2·(Br·d + 4·Bc·d) bytes   (1024: slack to align tiles to 1 KiB)
+    mma.sync: 2·(Br·d + 4·Bc·d) bytes
+"""
+
+from __future__ import annotations
+
+from .limits import H200_SMEM_OPTIN, _check_member
+
+VARIANTS = ("wgmma", "mma.sync")
+MMA_BR = (64, 128)
+MMA_BC = (32, 64, 128)
+MMA_D = (64, 128)
+DTYPES = ("float16", "bfloat16")
+
+#: (Br, Bc) used when the caller gives none, by (variant, d, causal). Chosen from the block
+#: sweep in benchmarks/results (see benchmarks/NOTES.md).
+DEFAULT_BLOCKS = {
+    ("wgmma", 64, False): (128, 128), ("wgmma", 64, True): (128, 128),
+    ("wgmma", 128, False): (128, 64), ("wgmma", 128, True): (128, 64),
+    ("mma.sync", 64, False): (128, 64), ("mma.sync", 64, True): (128, 64),
+    ("mma.sync", 128, False): (128, 64), ("mma.sync", 128, True): (128, 64),
+}
+
+
+def check_variant(variant) -> str:
+    """Validate a kernel variant name ("wgmma" or "mma.sync"); raises ValueError/TypeError."""
+    if not isinstance(variant, str):
+        raise TypeError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+    return variant
+
+
+def check_mma_sizes(Br, Bc, d) -> tuple[int, int, int]:
+    """Validate (Br, Bc, d) for the tensor-core kernels; return them as ints.
+
+    Raises TypeError for non-integers, ValueError listing the supported values otherwise
+    (Br in {64, 128}, Bc in {32, 64, 128}, d in {64, 128}).
+    """
+    return (_check_member(Br, "Br", MMA_BR), _check_member(Bc, "Bc", MMA_BC), _check_member(d, "d", MMA_D))
+
+
+def mma_threads(Br: int, variant: str = "wgmma") -> int:
+    """Threads per block: 2·Br for both kernels (wgmma: Br/64 warpgroups of 128;
+    mma.sync: Br/16 warps of 32)."""
+    check_variant(variant)
+    return 2 * int(Br)
+
+
+def mma_smem_bytes(Br: int, Bc: int, d: int, variant: str = "wgmma") -> int:
+    """Dynamic shared memory of one block of the tensor-core kernel, in bytes.
+
+    wgmma: 1024 + 2·(Br·d + 4·Bc·d); mma.sync: 2·(Br·d + 4·Bc·d).
+    Example: wgmma 128, 128, 128 -> 164,864; mma.sync 128, 64, 64 -> 49,152.
+    Raises like ``check_mma_sizes`` / ``check_variant``.
+    """
+    Br, Bc, d = check_mma_sizes(Br, Bc, d)
+    check_variant(variant)
+    return (1024 if variant == "wgmma" else 0) + 2 * (Br * d + 4 * Bc * d)
+
+
+def check_mma_launch(Br: int, Bc: int, d: int, variant: str = "wgmma",
+                     device_limit: int = H200_SMEM_OPTIN) -> int:
+    """Check a tensor-core configuration fits the device; return its shared memory in bytes.
+
+    device_limit: opt-in shared memory per block in bytes (232,448 on an H100/H200).
+    Raises ValueError "... needs N bytes of shared memory; this GPU allows M per block"
+    when it does not fit, and as ``check_mma_sizes`` for unsupported values.
+    """
+    need = mma_smem_bytes(Br, Bc, d, variant)
+    if need > int(device_limit):
+        raise ValueError(f"{variant} kernel Br={Br}, Bc={Bc}, d={d} needs {need:,} bytes of shared memory; "
+                         f"this GPU allows {int(device_limit):,} per block (opt-in). Use a smaller Bc or Br.")
+    return need
+
+
+def mma_blocks(d: int, variant: str = "wgmma", device_limit: int = H200_SMEM_OPTIN) -> list[tuple[int, int]]:
+    """Every (Br, Bc) the tensor-core kernel supports for head dimension d that fits
+    ``device_limit`` bytes of shared memory, smallest first. Raises ValueError for an
+    unsupported d or variant."""
+    d = _check_member(d, "d", MMA_D)
+    return [(Br, Bc) for Br in MMA_BR for Bc in MMA_BC
+            if mma_smem_bytes(Br, Bc, d, variant) <= int(device_limit)]
+
+
+def default_blocks(d: int, causal: bool = False, variant: str = "wgmma") -> tuple[int, int]:
+    """The (Br, Bc) the runner uses when none is given (measured best on an H200)."""
+    d = _check_member(d, "d", MMA_D)
+    return DEFAULT_BLOCKS[(check_variant(variant), d, bool(causal))]

@@ -1,0 +1,66 @@
+"""Compile a kernel template with NVRTC for an exact GPU target (e.g. sm_90a) through CuPy.
+
+CuPy's RawModule always compiles for the plain compute capability (``-arch=sm_90``), but
+Hopper's warpgroup MMA (``wgmma``) exists only on the arch-specific target ``sm_90a``.
+This module calls the same NVRTC that CuPy ships (``cupy_backends.cuda.libs.nvrtc``) with
+the target we ask for, writes the cubin to a per-user cache folder keyed by a hash of
+(source, name, options, NVRTC version), and loads it with ``cupy.RawModule(path=...)``,
+so everything after loading (launch, ``max_dynamic_shared_size_bytes``, ``num_regs``) is
+plain CuPy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where compiled cubins are kept: $FLASHVIZ_CACHE or ~/.cache/flashviz/cubin."""
+    root = os.environ.get("FLASHVIZ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "flashviz")
+    return Path(root) / "cubin"
+
+
+def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> tuple[object, str, bool]:
+    """Compile ``name_expression`` (e.g. "flash_fwd_mma<0,128,128,64,false>") from ``source``
+    for ``arch`` (e.g. "sm_90a") and load it.
+
+    Returns (cupy RawKernel, lowered name, cache_hit). Raises RuntimeError with NVRTC's log
+    on a compile error, and whatever CuPy raises when the module cannot be loaded (e.g. a
+    cubin for another GPU).
+    """
+    import cupy as cp
+    from cupy_backends.cuda.libs import nvrtc
+
+    opts = tuple(options) + (f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math")
+    ver = nvrtc.getVersion()
+    key = hashlib.sha256("\0".join((source, name_expression, *opts, repr(ver))).encode()).hexdigest()[:32]
+    folder = cache_dir()
+    cubin_path = folder / f"{key}.cubin"
+    name_path = folder / f"{key}.name"
+    hit = cubin_path.is_file() and name_path.is_file()
+    if not hit:
+        prog = nvrtc.createProgram(source, "flashviz_kernel.cu", [], [])
+        try:
+            nvrtc.addNameExpression(prog, name_expression)
+            try:
+                nvrtc.compileProgram(prog, list(opts))
+            except nvrtc.NVRTCError as exc:
+                log = nvrtc.getProgramLog(prog)
+                raise RuntimeError(f"NVRTC could not compile {name_expression} for {arch}: {exc}\n{log}") from None
+            lowered = nvrtc.getLoweredName(prog, name_expression)
+            cubin = nvrtc.getCUBIN(prog)
+        finally:
+            nvrtc.destroyProgram(prog)
+        folder.mkdir(parents=True, exist_ok=True)
+        # write-then-rename so a concurrent process never loads half a file
+        for path, data in ((cubin_path, cubin), (name_path, lowered.encode())):
+            fd, tmp = tempfile.mkstemp(dir=folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+    lowered = name_path.read_text()
+    module = cp.RawModule(path=str(cubin_path))
+    return module.get_function(lowered), lowered, hit

@@ -1,0 +1,426 @@
+// flash_fwd_mma.cu: FlashAttention-2 forward on Hopper tensor cores (sm_90a), fp16 / bf16.
+//
+// The same algorithm as kernels/flash_fwd.cu and flashviz/tiled.py (FlashAttention-2,
+// Dao 2023, Algorithm 1), at full speed: the two matrix products of each tile run on the
+// tensor cores with Hopper's warpgroup MMA (`wgmma.mma_async`, PTX ISA 8.0, sm_90a), the
+// K_j / V_j tiles stream into shared memory with `cp.async` two stages deep, and the
+// online softmax runs in registers between the two products.
+//
+// Names (the paper's):
+//   Q_i (Br x d), K_j, V_j (Bc x d)   tiles in shared memory (SRAM)
+//   S_ij = Q_i K_jᵀ                    fp32 accumulators in registers (never leave the SM)
+//   m_i, l_i                           running row max (raw scores) and running row sum
+//   P_ij = exp(scale·S_ij − scale·m_i) converted to fp16/bf16 *in registers* and fed
+//                                      straight back to the tensor cores as the A operand
+//   O_i                                fp32 accumulators in registers, rescaled by
+//   alpha = exp(scale·(m_old − m_new)) when the row max grows; O = O_i / l_i at the end
+//   lse_i = scale·m_i + log l_i        natural-log log-sum-exp, fp32 (for the backward pass)
+//
+// Partitioning (FlashAttention-2): one thread block per (query block i, head h, batch b):
+// grid (Tr, H, B). Br/64 warpgroups of 128 threads; warpgroup w owns query rows
+// [64w, 64w+64) of the block and computes its own S and O with m64nNk16 wgmma; every
+// warpgroup reads the same K_j and V_j tiles from shared memory.
+//
+// Per key tile j:
+//   wait K_j; barrier; prefetch K_{j+1} (cp.async)     Alg. 1 line 6 (load K_j, V_j)
+//   S_ij = Q_i K_jᵀ        wgmma SS: A = Q_i, B = K_j, both from shared memory  line 8
+//   mask, m_i, P_ij, l_i   registers, 4 lanes per row reduce with shfl          lines 9-10
+//   wait V_j; barrier; prefetch V_{j+1}
+//   O_i = alpha·O_i + P_ij V_j  wgmma RS: A = P_ij from registers, B = V_j      line 10
+// then O_i / l_i and lse_i are written (lines 12-14).
+//
+// Shared-memory layout. Each tile is stored as d/64 column blocks of [rows][64] elements:
+// 128-byte rows, in the "128-byte swizzle" wgmma reads: the 16-byte chunk c of row r sits at
+// chunk position c XOR (r mod 8), so the eight rows of a 1024-byte atom spread over all 32
+// banks. Tiles start on 1024-byte boundaries. Descriptors (PTX "matrix descriptor"):
+// start address, leading / stride byte offsets, swizzle mode 1 (128 B).
+//   Q_i, K_j (K-major operands): stride byte offset 1024 = eight 128-byte rows;
+//     the k16 slice kk starts at column block kk/4, byte 32·(kk mod 4) of the row.
+//   V_j (the B operand of P V is N-major, "transposed"): one wgmma per 64 columns of d
+//     (n64), the k16 slice kk starts 16 rows (2048 bytes) further; offsets 1024.
+// Dynamic shared memory: 1024 (alignment slack) + 2·(Br·d + 4·Bc·d) bytes
+//   (Q_i, two stages of K_j, two of V_j; 2 bytes an element).
+//
+// Inputs: BHSD layout with element strides (batch, head, sequence), the last stride 1;
+// rows 16-byte aligned (the runner checks). Partial tiles: cp.async zero-fills rows past
+// N; key columns c >= Nk are masked to -inf. Causal masking is bottom-right aligned as in
+// flashviz.masking: query row r sees key c iff c <= r + Nk - Nq; key tiles wholly beyond the
+// block's last visible column are skipped, and only tiles that cross the boundary are
+// masked. A row that sees no key writes O = 0 and lse = -inf.
+//
+// Header-free on purpose: NVRTC from the pip CUDA wheels has no <mma.h> / <cuda_fp16.h>,
+// so fp16/bf16 values travel as 16-bit integers and conversions are inline PTX.
+// Compile for sm_90a (wgmma is an arch-specific instruction): NVRTC -arch=sm_90a, or
+// nvcc -gencode=arch=compute_90a,code=sm_90a. On other targets the kernel body compiles
+// to a trap.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+namespace fvmma {
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// 16-byte global -> shared copy; src_bytes = 0 writes zeros (rows past the end).
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Make the copies visible to the tensor cores' (async proxy's) reads of shared memory.
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Two floats -> one 32-bit register of two fp16 (DT 0) or bf16 (DT 1); lo in the low half.
+template <int DT>
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+    if (DT == 0)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle (PTX ISA, "Matrix Descriptor Format").
+__device__ __forceinline__ u64 desc128(u32 addr, u32 lbo, u32 sbo) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo >> 4) & 0x3FFF) << 16) |
+           ((u64)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+// Keep the compiler from moving accumulator reads/writes across the asynchronous MMA.
+template <int N>
+__device__ __forceinline__ void fence_regs(float* r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// d (m64 x N fp32, N/2 registers a thread) (+)= A (64 x 16, descriptor) · B (16 x N, descriptor).
+// acc = 0 overwrites d (the first k16 slice of S_ij).
+template <int DT, int N>
+__device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int acc);
+// d (m64 x 64 fp32) += A (64 x 16, four registers of fp16/bf16 pairs) · B (16 x 64, N-major descriptor).
+template <int DT, int N>
+__device__ __forceinline__ void wgmma_rs(float* d, const u32* a, u64 db);
+
+
+template <> __device__ __forceinline__ void wgmma_ss<0, 32>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_ss<1, 32>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_ss<0, 64>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_ss<1, 64>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_ss<0, 128>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_ss<1, 128>(float* d, u64 da, u64 db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <> __device__ __forceinline__ void wgmma_rs<0, 64>(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+template <> __device__ __forceinline__ void wgmma_rs<1, 64>(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// Copy rows [row0, row0 + ROWS) of a (rows, D) matrix (row stride ld elements) into the
+// swizzled tile at shared address dst; rows >= nrows are zero-filled. NT threads share it.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, long long ld, int row0,
+                                          int nrows, int tid) {
+    constexpr int CPR = D / 8;  // 16-byte chunks per row
+    constexpr int TOTAL = ROWS * CPR;
+#pragma unroll
+    for (int c0 = 0; c0 < TOTAL; c0 += NT) {
+        const int c = c0 + tid;
+        if (TOTAL % NT == 0 || c < TOTAL) {
+            const int r = c / CPR, cc = c % CPR;
+            const int grow = row0 + r;
+            const bool ok = grow < nrows;
+            const u16* s = src + (long long)(ok ? grow : 0) * ld + cc * 8;
+            const u32 d = dst + (cc / 8) * (ROWS * 128) + r * 128 + (((cc & 7) ^ (r & 7)) << 4);
+            cp_async16(d, s, ok ? 16 : 0);
+        }
+    }
+}
+
+}  // namespace fvmma
+
+template <int DT, int Br, int Bc, int D, bool CAUSAL>
+__global__ void __launch_bounds__(Br * 2, 1)
+flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
+              u16* __restrict__ O, float* __restrict__ lse,
+              int Nq, int Nk, int H,
+              long long sQb, long long sQh, long long sQs,
+              long long sKb, long long sKh, long long sKs,
+              long long sVb, long long sVh, long long sVs,
+              long long sOb, long long sOh, long long sOs,
+              float scale_log2)
+{
+    static_assert(Br % 64 == 0 && Br <= 192, "Br must be 64, 128 or 192 (one warpgroup per 64 rows)");
+    static_assert(Bc == 32 || Bc == 64 || Bc == 128, "Bc must be 32, 64 or 128");
+    static_assert(D == 64 || D == 128, "d must be 64 or 128");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace fvmma;
+    constexpr int NT = Br * 2;          // threads: Br/64 warpgroups of 128
+    constexpr int TILE_Q = Br * D * 2;  // bytes of Q_i
+    constexpr int TILE_KV = Bc * D * 2; // bytes of one K_j or V_j stage
+    constexpr int NS = Bc / 2;          // S_ij accumulators a thread (m64 x Bc over 128 threads)
+    constexpr int NO = D / 2;           // O_i accumulators a thread
+
+    extern __shared__ unsigned char smem_raw[];
+    const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 sQ = base;
+    const u32 sK = sQ + TILE_Q;             // two stages
+    const u32 sV = sK + 2 * TILE_KV;        // two stages
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;                 // warpgroup: rows [64 wg, 64 wg + 64) of the block
+    const int warp = (tid >> 5) & 3;         // warp in the warpgroup: 16 of those rows
+    const int lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;   // this thread's rows g, g+8; columns 8i + 2t, +1
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int i_blk = CAUSAL ? (gridDim.x - 1 - blockIdx.x) : blockIdx.x;  // causal: long rows first
+    const int r0 = i_blk * Br;
+
+    const u16* Qp = Q + b * sQb + h * sQh;
+    const u16* Kp = K + b * sKb + h * sKh;
+    const u16* Vp = V + b * sVb + h * sVh;
+
+    // Key tiles this query block sees: all of them, or (causal) up to its last visible column.
+    int n_end = Nk;
+    if (CAUSAL) n_end = min(Nk, r0 + Br + Nk - Nq);
+    const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
+
+    load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
+    if (Tc > 0) load_tile<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
+    cp_async_commit();                                   // group: Q_i, K_0
+    if (Tc > 0) load_tile<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
+    cp_async_commit();                                   // group: V_0
+
+    float o[NO];                                         // O_i (unnormalised), fp32
+#pragma unroll
+    for (int x = 0; x < NO; ++x) o[x] = 0.f;
+    float m0 = neg_inf(), m1 = neg_inf();               // m_i of rows g, g+8 (raw scores)
+    float l0 = 0.f, l1 = 0.f;                            // l_i, this thread's partial sums
+    const int row0 = r0 + wg * 64 + warp * 16 + g;       // global query rows of this thread
+    const int row1 = row0 + 8;
+    const int shift = Nk - Nq;                           // bottom-right causal alignment
+
+    for (int j = 0; j < Tc; ++j) {
+        const int st = j & 1;
+        const u32 sKj = sK + st * TILE_KV, sVj = sV + st * TILE_KV;
+        cp_async_wait<1>();                              // K_j (and Q_i) landed
+        fence_proxy_async();
+        __syncthreads();
+        if (j + 1 < Tc) load_tile<Bc, D, NT>(sK + (st ^ 1) * TILE_KV, Kp, sKs, (j + 1) * Bc, Nk, tid);
+        cp_async_commit();
+
+        // S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16 k-slices.
+        float s[NS];
+        fence_regs<NS>(s);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const u64 da = desc128(sQ + (kk >> 2) * (Br * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+            const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
+            wgmma_ss<DT, Bc>(s, da, db, kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<NS>(s);
+
+        // Mask: key columns past Nk, and (causal) columns past the row's last visible key.
+        const int c0 = j * Bc;
+        const bool edge = (c0 + Bc > Nk) || (CAUSAL && c0 + Bc - 1 > r0 + shift);
+        if (edge) {
+#pragma unroll
+            for (int n8 = 0; n8 < Bc / 8; ++n8) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = c0 + n8 * 8 + 2 * t + e;
+                    if (c >= Nk || (CAUSAL && c > row0 + shift)) s[4 * n8 + e] = neg_inf();
+                    if (c >= Nk || (CAUSAL && c > row1 + shift)) s[4 * n8 + 2 + e] = neg_inf();
+                }
+            }
+        }
+
+        // Online softmax (exp2 domain): m_new = max(m_old, rowmax S_ij); alpha = exp(m_old - m_new).
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int n8 = 0; n8 < Bc / 8; ++n8) {
+            mx0 = fmaxf(mx0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
+            mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+        // A row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN.
+        const float ms0 = (mx0 == neg_inf()) ? 0.f : mx0 * scale_log2;
+        const float ms1 = (mx1 == neg_inf()) ? 0.f : mx1 * scale_log2;
+        const float alpha0 = ex2(m0 * scale_log2 - ms0);
+        const float alpha1 = ex2(m1 * scale_log2 - ms1);
+        m0 = mx0;
+        m1 = mx1;
+        float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+        for (int n8 = 0; n8 < Bc / 8; ++n8) {
+            s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -ms0));
+            s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -ms0));
+            s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -ms1));
+            s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -ms1));
+            rs0 += s[4 * n8] + s[4 * n8 + 1];
+            rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
+        }
+        l0 = l0 * alpha0 + rs0;
+        l1 = l1 * alpha1 + rs1;
+#pragma unroll
+        for (int n8 = 0; n8 < D / 8; ++n8) {
+            o[4 * n8 + 0] *= alpha0;
+            o[4 * n8 + 1] *= alpha0;
+            o[4 * n8 + 2] *= alpha1;
+            o[4 * n8 + 3] *= alpha1;
+        }
+        // P_ij as the A operand of the next product: the accumulator layout of two adjacent
+        // n8 column groups is exactly the register layout of one 64 x 16 A slice.
+        u32 p[Bc / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+
+        cp_async_wait<1>();                              // V_j landed
+        fence_proxy_async();
+        __syncthreads();
+        if (j + 1 < Tc) load_tile<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
+        cp_async_commit();
+
+        // O_i += P_ij V_j: one n64 wgmma per 64 columns of d, Bc/16 k-slices.
+        fence_regs<NO>(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) {
+                const u64 db = desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024);
+                wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);
+            }
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<NO>(o);
+    }
+    cp_async_wait<0>();
+
+    // O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log). l_i: sum the 4 lanes of a row.
+    l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f;
+    const float inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    u16* Op = O + b * sOb + h * sOh;
+    if (row0 < Nq) {
+        u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t);
+#pragma unroll
+        for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
+    }
+    if (row1 < Nq) {
+        u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t);
+#pragma unroll
+        for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
+    }
+    if (t == 0) {
+        const float LN2 = 0.6931471805599453f;
+        float* L = lse + ((long long)b * H + h) * Nq;
+        if (row0 < Nq) L[row0] = l0 > 0.f ? (m0 * scale_log2 + __log2f(l0)) * LN2 : neg_inf();
+        if (row1 < Nq) L[row1] = l1 > 0.f ? (m1 * scale_log2 + __log2f(l1)) * LN2 : neg_inf();
+    }
+#else
+    __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)
+#endif
+}
+
+#ifdef FLASHVIZ_PTX_CHECK
+#define FV_INST(DT, BR, BC, DD, C)                                                                  \
+    template __global__ void flash_fwd_mma<DT, BR, BC, DD, C>(                                      \
+        const u16*, const u16*, const u16*, u16*, float*, int, int, int, long long, long long,      \
+        long long, long long, long long, long long, long long, long long, long long, long long,     \
+        long long, long long, float);
+#define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
+#define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
+#define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 32) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128)
+FV_INST_BC(0, 64) FV_INST_BC(0, 128) FV_INST_BC(1, 64) FV_INST_BC(1, 128)
+#endif
