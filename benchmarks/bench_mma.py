@@ -64,13 +64,14 @@ def main(argv=None) -> int:
     if "sweep" in parts:
         data["sweep"] = []
         for v in variants:
-            for causal in (False, True):
+            for d, causal in ((64, False), (64, True), (128, False), (128, True)):
                 try:
-                    data["sweep"] += mb.block_sweep(4096, 64, causal=causal, variant=v)
+                    data["sweep"] += mb.block_sweep(4096, d, causal=causal, variant=v)
                 except Exception as exc:
                     data["sweep"].append({"variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]})
         for r in data["sweep"]:
-            print("sweep", r, flush=True)
+            print("sweep", " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error")
+                                    if k in r), f"{r.get('tflops', 0):.1f} TFLOP/s", flush=True)
     data["wall_s"] = time.time() - t0
     os.makedirs(args.out, exist_ok=True)
     dev = env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
