@@ -30,6 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="ceil,check,bench,sweep")
     ap.add_argument("--variants", default="wgmma,mma.sync")
     ap.add_argument("--N", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--ab", default="", help="PATH: also sweep the wgmma kernel compiled from PATH (A/B)")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
     variants = [v for v in args.variants.split(",") if v]
@@ -69,6 +70,14 @@ def main(argv=None) -> int:
                     data["sweep"] += mb.block_sweep(4096, d, causal=causal, variant=v)
                 except Exception as exc:
                     data["sweep"].append({"variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        if args.ab:
+            from flashviz.gpu import mma
+            mma.SOURCE_OVERRIDE["wgmma"] = Path(args.ab).read_text()
+            for d, causal in ((64, False), (64, True), (128, False), (128, True)):
+                for r in mb.block_sweep(4096, d, causal=causal, variant="wgmma"):
+                    r["variant"] = "wgmma-ab"
+                    data["sweep"].append(r)
+            mma.SOURCE_OVERRIDE.clear()
         for r in data["sweep"]:
             print("sweep", " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error")
                                     if k in r), f"{r.get('tflops', 0):.1f} TFLOP/s", flush=True)

@@ -110,6 +110,13 @@ __device__ __forceinline__ void fence_regs(float* r) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+template <int N>
+__device__ __forceinline__ void fence_regs(u32 (*r)[4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(r[i][x])::"memory");
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -213,23 +220,28 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, 
 }
 
 
-// Mask, online softmax and conversion of one S_ij tile held in wgmma accumulators (rows g
-// and g+8 of this thread's warp; columns 8·n8 + 2t, +1). Updates m_i and this thread's part
-// of l_i, returns alpha = exp(scale·(m_old − m_new)) per row and writes P_ij (fp16/bf16
-// pairs) in the register layout of wgmma's A operand: the accumulators of two adjacent n8
-// column groups are exactly one 64 x 16 A slice.
-template <int DT, int Bc, bool CAUSAL>
-__device__ __forceinline__ void softmax_tile(float* s, u32 (*p)[4], int c0, int Nk, int row0, int row1,
-                                             int shift, bool edge, float scale_log2, float& m0, float& m1,
+// Mask and online softmax of one S_ij tile held in wgmma accumulators (rows g and g+8 of
+// this thread's warp; columns 8·n8 + 2t, +1), in place: S_ij becomes P_ij (fp32). Updates
+// m_i and this thread's part of l_i, returns alpha = exp(scale·(m_old − m_new)) per row.
+//
+// MASK is a template parameter, and the mask is applied with selects, not branches: ptxas
+// waits for every wgmma in flight at the join of a branch, which would end the overlap of
+// this softmax with the P V product (seen in the SASS: WARPGROUP.DEPBAR moved up to the join).
+template <int DT, int Bc, bool CAUSAL, bool MASK>
+__device__ __forceinline__ void softmax_tile(float* s, int c0, int Nk, int row0, int row1,
+                                             int shift, float scale_log2, float& m0, float& m1,
                                              float& l0, float& l1, float& alpha0, float& alpha1) {
-    if (edge) {  // key columns past Nk, and (causal) columns past the row's last visible key
+    if (MASK) {  // key columns past Nk, and (causal) columns past the row's last visible key
+        // lim: one past the last visible column of each row, relative to this thread's columns
+        const int base = c0 + 2 * (threadIdx.x & 3);
+        const int lim0 = (CAUSAL ? min(Nk, row0 + shift + 1) : Nk) - base;
+        const int lim1 = (CAUSAL ? min(Nk, row1 + shift + 1) : Nk) - base;
 #pragma unroll
         for (int n8 = 0; n8 < Bc / 8; ++n8) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int c = c0 + n8 * 8 + 2 * (threadIdx.x & 3) + e;
-                if (c >= Nk || (CAUSAL && c > row0 + shift)) s[4 * n8 + e] = neg_inf();
-                if (c >= Nk || (CAUSAL && c > row1 + shift)) s[4 * n8 + 2 + e] = neg_inf();
+                s[4 * n8 + e] = (n8 * 8 + e < lim0) ? s[4 * n8 + e] : neg_inf();
+                s[4 * n8 + 2 + e] = (n8 * 8 + e < lim1) ? s[4 * n8 + 2 + e] : neg_inf();
             }
         }
     }
@@ -262,6 +274,12 @@ __device__ __forceinline__ void softmax_tile(float* s, u32 (*p)[4], int c0, int 
     }
     l0 = l0 * alpha0 + rs0;  // l_i = alpha·l_i + rowsum P_ij
     l1 = l1 * alpha1 + rs1;
+}
+
+// P_ij (fp32, in the S accumulators) -> fp16/bf16 pairs in the register layout of wgmma's A
+// operand: the accumulators of two adjacent n8 column groups are exactly one 64 x 16 A slice.
+template <int DT, int Bc>
+__device__ __forceinline__ void pack_p(const float* s, u32 (*p)[4]) {
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
         p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -294,6 +312,26 @@ __device__ __forceinline__ void issue_pv(float* o, u32 (*p)[4], u32 sVj) {
 }
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 #endif
+
+template <int Bc>
+__device__ __forceinline__ void copy_p(u32 (*dst)[4], const u32 (*src)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < Bc / 16; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) dst[kk][x] = src[kk][x];
+}
+
+// O_i = alpha·O_i: rows g (alpha0) and g+8 (alpha1) of this thread.
+template <int NO>
+__device__ __forceinline__ void rescale_o(float* o, float alpha0, float alpha1) {
+#pragma unroll
+    for (int n8 = 0; n8 < NO / 4; ++n8) {
+        o[4 * n8 + 0] *= alpha0;
+        o[4 * n8 + 1] *= alpha0;
+        o[4 * n8 + 2] *= alpha1;
+        o[4 * n8 + 3] *= alpha1;
+    }
+}
 
 }  // namespace fvmma
 
@@ -353,10 +391,12 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     const int row1 = row0 + 8;
     const int shift = Nk - Nq;                           // bottom-right causal alignment
     // Does key tile j need the mask? (partial last tile, or crosses the causal diagonal)
-    auto edge = [&](int j) { return (j + 1) * Bc > Nk || (CAUSAL && (j + 1) * Bc - 1 > r0 + shift); };
+    // Key tiles [0, n_full) need no mask: wholly inside Nk and (causal) left of the diagonal.
+    int n_full = Nk / Bc;
+    if (CAUSAL) n_full = min(n_full, max(0, r0 + shift + 1) / Bc);
 
     float s[NS];                                          // S_ij accumulators
-    u32 pc[Bc / 16][4], pn[Bc / 16][4];                   // P_ij (current) and P_i,j+1 (next)
+    u32 p[Bc / 16][4], pn[Bc / 16][4];                   // P_ij as wgmma A fragments; the next one
     if (Tc > 0) {
         // Prologue: Q_i and K_0 in, then (in flight) K_1 and V_0; S_i0 and its softmax.
         load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
@@ -374,8 +414,13 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         wgmma_commit();
         wgmma_wait0();
         fence_regs<NS>(s);
-        softmax_tile<DT, Bc, CAUSAL>(s, pc, 0, Nk, row0, row1, shift, edge(0), scale_log2, m0, m1, l0, l1,
-                                     alpha0, alpha1);
+        if (n_full > 0)
+            softmax_tile<DT, Bc, CAUSAL, false>(s, 0, Nk, row0, row1, shift, scale_log2, m0, m1, l0, l1,
+                                                alpha0, alpha1);
+        else
+            softmax_tile<DT, Bc, CAUSAL, true>(s, 0, Nk, row0, row1, shift, scale_log2, m0, m1, l0, l1,
+                                               alpha0, alpha1);
+        pack_p<DT, Bc>(s, p);
     }
 
     // Steady state, per key tile j (P_ij already in registers):
@@ -384,45 +429,51 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     //   issue S_i,j+1 = Q_i K_{j+1}ᵀ, then O_i += P_ij V_j, on the tensor cores, asynchronously;
     //   wait for S_i,j+1 only, and run its softmax on the CUDA cores *while P_ij V_j runs*;
     //   wait for P_ij V_j; rescale O_i by alpha of tile j+1.
-    for (int j = 0; j < Tc; ++j) {
-        const bool more = j + 1 < Tc;
+// (A macro, not a lambda: NVRTC compiles no host code, and a lambda here counts as host code.)
+#define FV_STEP(j, MASK)                                                                          \
+        cp_async_wait<0>();                                                                             \
+        fence_proxy_async();                                                                            \
+        __syncthreads();                                                                                \
+        if (j + 2 < Tc) load_tile<Bc, D, NT>(sK + (j & 1) * TILE_KV, Kp, sKs, (j + 2) * Bc, Nk, tid);   \
+        load_tile<Bc, D, NT>(sV + ((j + 1) & 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);             \
+        cp_async_commit();                                                                              \
+        fence_regs<NS>(s);                                                                              \
+        wgmma_fence();                                                                                  \
+        issue_qk<DT, Br, Bc, D>(s, sQ, sK + ((j + 1) & 1) * TILE_KV, wg);                               \
+        wgmma_commit();                                                                                 \
+        rescale_o<NO>(o, alpha0, alpha1);                                                               \
+        fence_regs<NO>(o);                                                                              \
+        fence_regs<Bc / 16>(p);                                                                         \
+        wgmma_fence();                                                                                  \
+        issue_pv<DT, Bc, D>(o, p, sV + (j & 1) * TILE_KV);                                              \
+        wgmma_commit();                                                                                 \
+        wgmma_wait1();                                                                                  \
+        fence_regs<NS>(s);                                                                              \
+        softmax_tile<DT, Bc, CAUSAL, MASK>(s, (j + 1) * Bc, Nk, row0, row1, shift, scale_log2,\
+                                                            m0, m1, l0, l1, alpha0, alpha1);            \
+        pack_p<DT, Bc>(s, pn);                                                                          \
+        wgmma_wait0();                                                                                  \
+        fence_regs<NO>(o);                                                                              \
+        fence_regs<Bc / 16>(p);                                                                         \
+        copy_p<Bc>(p, pn);                                                                              \
+    do {} while (0)
+    // Two loops so that neither body branches on the mask (see softmax_tile).
+    int j = 0;
+    for (; j + 1 < Tc && j + 1 < n_full; ++j) { FV_STEP(j, false); }
+    for (; j + 1 < Tc; ++j) { FV_STEP(j, true); }
+#undef FV_STEP
+    if (Tc > 0) {                                        // the last key tile: P V only
         cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads();
-        if (j + 2 < Tc) load_tile<Bc, D, NT>(sK + (j & 1) * TILE_KV, Kp, sKs, (j + 2) * Bc, Nk, tid);
-        if (more) load_tile<Bc, D, NT>(sV + ((j + 1) & 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
-        cp_async_commit();
-
-        fence_regs<NS>(s);
+        rescale_o<NO>(o, alpha0, alpha1);
         fence_regs<NO>(o);
+        fence_regs<Bc / 16>(p);
         wgmma_fence();
-        if (more) {
-            issue_qk<DT, Br, Bc, D>(s, sQ, sK + ((j + 1) & 1) * TILE_KV, wg);
-            wgmma_commit();
-        }
-        issue_pv<DT, Bc, D>(o, pc, sV + (j & 1) * TILE_KV);
+        issue_pv<DT, Bc, D>(o, p, sV + ((Tc - 1) & 1) * TILE_KV);
         wgmma_commit();
-        if (more) {
-            wgmma_wait1();                               // S_i,j+1 done; P_ij V_j may still run
-            fence_regs<NS>(s);
-            softmax_tile<DT, Bc, CAUSAL>(s, pn, (j + 1) * Bc, Nk, row0, row1, shift, edge(j + 1), scale_log2,
-                                         m0, m1, l0, l1, alpha0, alpha1);
-        }
         wgmma_wait0();
         fence_regs<NO>(o);
-        if (more) {
-#pragma unroll
-            for (int n8 = 0; n8 < D / 8; ++n8) {        // O_i = alpha·O_i (new row max)
-                o[4 * n8 + 0] *= alpha0;
-                o[4 * n8 + 1] *= alpha0;
-                o[4 * n8 + 2] *= alpha1;
-                o[4 * n8 + 3] *= alpha1;
-            }
-#pragma unroll
-            for (int kk = 0; kk < Bc / 16; ++kk)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) pc[kk][x] = pn[kk][x];
-        }
     }
     cp_async_wait<0>();
 

@@ -22,6 +22,8 @@ from .runner import _check_flag, _cupy, device_smem_optin, kernel_source
 
 _FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"), "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
 _CACHE: dict = {}
+#: variant -> kernel source text used instead of the file (benchmarks A/B-test kernel versions)
+SOURCE_OVERRIDE: dict = {}
 LOG2E = 1.4426950408889634
 
 
@@ -88,7 +90,8 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
     cc = int(dev.compute_capability)
     if variant == "wgmma" and cc != 90:
         raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{cc}: use variant='mma.sync'")
-    key = (variant, dtype, Br, Bc, d, causal, dev.id)
+    src = SOURCE_OVERRIDE.get(variant)
+    key = (variant, dtype, Br, Bc, d, causal, dev.id, hash(src))
     if key in _CACHE:
         return _CACHE[key]
     smem = check_mma_launch(Br, Bc, d, variant, device_smem_optin())
@@ -98,7 +101,7 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
     arch = "sm_90a" if variant == "wgmma" else f"sm_{cc}"
     from .nvrtc import compile_cubin
     t0 = time.perf_counter()
-    kernel, _, hit = compile_cubin(kernel_source(fname), name, arch)
+    kernel, _, hit = compile_cubin(src or kernel_source(fname), name, arch)
     kernel.max_dynamic_shared_size_bytes = smem
     compile_ms = (time.perf_counter() - t0) * 1e3
     mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
