@@ -110,13 +110,6 @@ __device__ __forceinline__ void fence_regs(float* r) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
-template <int N>
-__device__ __forceinline__ void fence_regs(u32 (*r)[4]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(r[i][x])::"memory");
-}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -219,120 +212,6 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, 
     }
 }
 
-
-// Mask and online softmax of one S_ij tile held in wgmma accumulators (rows g and g+8 of
-// this thread's warp; columns 8·n8 + 2t, +1), in place: S_ij becomes P_ij (fp32). Updates
-// m_i and this thread's part of l_i, returns alpha = exp(scale·(m_old − m_new)) per row.
-//
-// MASK is a template parameter, and the mask is applied with selects, not branches: ptxas
-// waits for every wgmma in flight at the join of a branch, which would end the overlap of
-// this softmax with the P V product (seen in the SASS: WARPGROUP.DEPBAR moved up to the join).
-template <int DT, int Bc, bool CAUSAL, bool MASK>
-__device__ __forceinline__ void softmax_tile(float* s, int c0, int Nk, int row0, int row1,
-                                             int shift, float scale_log2, float& m0, float& m1,
-                                             float& l0, float& l1, float& alpha0, float& alpha1) {
-    if (MASK) {  // key columns past Nk, and (causal) columns past the row's last visible key
-        // lim: one past the last visible column of each row, relative to this thread's columns
-        const int base = c0 + 2 * (threadIdx.x & 3);
-        const int lim0 = (CAUSAL ? min(Nk, row0 + shift + 1) : Nk) - base;
-        const int lim1 = (CAUSAL ? min(Nk, row1 + shift + 1) : Nk) - base;
-#pragma unroll
-        for (int n8 = 0; n8 < Bc / 8; ++n8) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                s[4 * n8 + e] = (n8 * 8 + e < lim0) ? s[4 * n8 + e] : neg_inf();
-                s[4 * n8 + 2 + e] = (n8 * 8 + e < lim1) ? s[4 * n8 + 2 + e] : neg_inf();
-            }
-        }
-    }
-    float mx0 = m0, mx1 = m1;  // m_new = max(m_old, rowmax S_ij); the 4 lanes of a row reduce
-#pragma unroll
-    for (int n8 = 0; n8 < Bc / 8; ++n8) {
-        mx0 = fmaxf(mx0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
-        mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
-    // A row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN.
-    const float ms0 = (mx0 == neg_inf()) ? 0.f : mx0 * scale_log2;
-    const float ms1 = (mx1 == neg_inf()) ? 0.f : mx1 * scale_log2;
-    alpha0 = ex2(m0 * scale_log2 - ms0);
-    alpha1 = ex2(m1 * scale_log2 - ms1);
-    m0 = mx0;
-    m1 = mx1;
-    float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-    for (int n8 = 0; n8 < Bc / 8; ++n8) {  // P_ij = exp(scale·S_ij − scale·m_i), in the exp2 domain
-        s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -ms0));
-        s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -ms0));
-        s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -ms1));
-        s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -ms1));
-        rs0 += s[4 * n8] + s[4 * n8 + 1];
-        rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
-    }
-    l0 = l0 * alpha0 + rs0;  // l_i = alpha·l_i + rowsum P_ij
-    l1 = l1 * alpha1 + rs1;
-}
-
-// P_ij (fp32, in the S accumulators) -> fp16/bf16 pairs in the register layout of wgmma's A
-// operand: the accumulators of two adjacent n8 column groups are exactly one 64 x 16 A slice.
-template <int DT, int Bc>
-__device__ __forceinline__ void pack_p(const float* s, u32 (*p)[4]) {
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk) {
-        p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
-        p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
-        p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
-        p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// S = Q_i K_jᵀ for this warpgroup's 64 rows: d/16 k-slices, issued (not waited for).
-template <int DT, int Br, int Bc, int D>
-__device__ __forceinline__ void issue_qk(float* s, u32 sQ, u32 sKj, int wg) {
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        const u64 da = desc128(sQ + (kk >> 2) * (Br * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
-        const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
-        wgmma_ss<DT, Bc>(s, da, db, kk > 0);
-    }
-}
-// O += P_ij V_j: Bc/16 k-slices, one n64 wgmma per 64 columns of d, issued (not waited for).
-template <int DT, int Bc, int D>
-__device__ __forceinline__ void issue_pv(float* o, u32 (*p)[4], u32 sVj) {
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk) {
-#pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb)
-            wgmma_rs<DT, 64>(o + cb * 32, p[kk], desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024));
-    }
-}
-__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-#endif
-
-template <int Bc>
-__device__ __forceinline__ void copy_p(u32 (*dst)[4], const u32 (*src)[4]) {
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) dst[kk][x] = src[kk][x];
-}
-
-// O_i = alpha·O_i: rows g (alpha0) and g+8 (alpha1) of this thread.
-template <int NO>
-__device__ __forceinline__ void rescale_o(float* o, float alpha0, float alpha1) {
-#pragma unroll
-    for (int n8 = 0; n8 < NO / 4; ++n8) {
-        o[4 * n8 + 0] *= alpha0;
-        o[4 * n8 + 1] *= alpha0;
-        o[4 * n8 + 2] *= alpha1;
-        o[4 * n8 + 3] *= alpha1;
-    }
-}
-
 }  // namespace fvmma
 
 template <int DT, int Br, int Bc, int D, bool CAUSAL>
@@ -381,96 +260,124 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     if (CAUSAL) n_end = min(Nk, r0 + Br + Nk - Nq);
     const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
 
+    load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
+    if (Tc > 0) load_tile<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
+    cp_async_commit();                                   // group: Q_i, K_0
+    if (Tc > 0) load_tile<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
+    cp_async_commit();                                   // group: V_0
+
     float o[NO];                                         // O_i (unnormalised), fp32
 #pragma unroll
     for (int x = 0; x < NO; ++x) o[x] = 0.f;
     float m0 = neg_inf(), m1 = neg_inf();               // m_i of rows g, g+8 (raw scores)
     float l0 = 0.f, l1 = 0.f;                            // l_i, this thread's partial sums
-    float alpha0, alpha1;
     const int row0 = r0 + wg * 64 + warp * 16 + g;       // global query rows of this thread
     const int row1 = row0 + 8;
     const int shift = Nk - Nq;                           // bottom-right causal alignment
-    // Does key tile j need the mask? (partial last tile, or crosses the causal diagonal)
-    // Key tiles [0, n_full) need no mask: wholly inside Nk and (causal) left of the diagonal.
-    int n_full = Nk / Bc;
-    if (CAUSAL) n_full = min(n_full, max(0, r0 + shift + 1) / Bc);
 
-    float s[NS];                                          // S_ij accumulators
-    u32 p[Bc / 16][4], pn[Bc / 16][4];                   // P_ij as wgmma A fragments; the next one
-    if (Tc > 0) {
-        // Prologue: Q_i and K_0 in, then (in flight) K_1 and V_0; S_i0 and its softmax.
-        load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
-        load_tile<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
-        cp_async_commit();
-        cp_async_wait<0>();
+    for (int j = 0; j < Tc; ++j) {
+        const int st = j & 1;
+        const u32 sKj = sK + st * TILE_KV, sVj = sV + st * TILE_KV;
+        cp_async_wait<1>();                              // K_j (and Q_i) landed
         fence_proxy_async();
         __syncthreads();
-        if (Tc > 1) load_tile<Bc, D, NT>(sK + TILE_KV, Kp, sKs, Bc, Nk, tid);
-        load_tile<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
+        if (j + 1 < Tc) load_tile<Bc, D, NT>(sK + (st ^ 1) * TILE_KV, Kp, sKs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
+
+        // S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16 k-slices.
+        float s[NS];
         fence_regs<NS>(s);
         wgmma_fence();
-        issue_qk<DT, Br, Bc, D>(s, sQ, sK, wg);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const u64 da = desc128(sQ + (kk >> 2) * (Br * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+            const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
+            wgmma_ss<DT, Bc>(s, da, db, kk > 0);
+        }
         wgmma_commit();
         wgmma_wait0();
         fence_regs<NS>(s);
-        if (n_full > 0)
-            softmax_tile<DT, Bc, CAUSAL, false>(s, 0, Nk, row0, row1, shift, scale_log2, m0, m1, l0, l1,
-                                                alpha0, alpha1);
-        else
-            softmax_tile<DT, Bc, CAUSAL, true>(s, 0, Nk, row0, row1, shift, scale_log2, m0, m1, l0, l1,
-                                               alpha0, alpha1);
-        pack_p<DT, Bc>(s, p);
-    }
 
-    // Steady state, per key tile j (P_ij already in registers):
-    //   barrier: K_{j+1} and V_j have landed, every warpgroup is done with tile j-1's products;
-    //   prefetch K_{j+2} (into K_j's stage) and V_{j+1} (into V_{j-1}'s stage);
-    //   issue S_i,j+1 = Q_i K_{j+1}ᵀ, then O_i += P_ij V_j, on the tensor cores, asynchronously;
-    //   wait for S_i,j+1 only, and run its softmax on the CUDA cores *while P_ij V_j runs*;
-    //   wait for P_ij V_j; rescale O_i by alpha of tile j+1.
-// (A macro, not a lambda: NVRTC compiles no host code, and a lambda here counts as host code.)
-#define FV_STEP(j, MASK)                                                                          \
-        cp_async_wait<0>();                                                                             \
-        fence_proxy_async();                                                                            \
-        __syncthreads();                                                                                \
-        if (j + 2 < Tc) load_tile<Bc, D, NT>(sK + (j & 1) * TILE_KV, Kp, sKs, (j + 2) * Bc, Nk, tid);   \
-        load_tile<Bc, D, NT>(sV + ((j + 1) & 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);             \
-        cp_async_commit();                                                                              \
-        fence_regs<NS>(s);                                                                              \
-        wgmma_fence();                                                                                  \
-        issue_qk<DT, Br, Bc, D>(s, sQ, sK + ((j + 1) & 1) * TILE_KV, wg);                               \
-        wgmma_commit();                                                                                 \
-        rescale_o<NO>(o, alpha0, alpha1);                                                               \
-        fence_regs<NO>(o);                                                                              \
-        fence_regs<Bc / 16>(p);                                                                         \
-        wgmma_fence();                                                                                  \
-        issue_pv<DT, Bc, D>(o, p, sV + (j & 1) * TILE_KV);                                              \
-        wgmma_commit();                                                                                 \
-        wgmma_wait1();                                                                                  \
-        fence_regs<NS>(s);                                                                              \
-        softmax_tile<DT, Bc, CAUSAL, MASK>(s, (j + 1) * Bc, Nk, row0, row1, shift, scale_log2,\
-                                                            m0, m1, l0, l1, alpha0, alpha1);            \
-        pack_p<DT, Bc>(s, pn);                                                                          \
-        wgmma_wait0();                                                                                  \
-        fence_regs<NO>(o);                                                                              \
-        fence_regs<Bc / 16>(p);                                                                         \
-        copy_p<Bc>(p, pn);                                                                              \
-    do {} while (0)
-    // Two loops so that neither body branches on the mask (see softmax_tile).
-    int j = 0;
-    for (; j + 1 < Tc && j + 1 < n_full; ++j) { FV_STEP(j, false); }
-    for (; j + 1 < Tc; ++j) { FV_STEP(j, true); }
-#undef FV_STEP
-    if (Tc > 0) {                                        // the last key tile: P V only
-        cp_async_wait<0>();
+        // Mask: key columns past Nk, and (causal) columns past the row's last visible key.
+        const int c0 = j * Bc;
+        const bool edge = (c0 + Bc > Nk) || (CAUSAL && c0 + Bc - 1 > r0 + shift);
+        if (edge) {
+#pragma unroll
+            for (int n8 = 0; n8 < Bc / 8; ++n8) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = c0 + n8 * 8 + 2 * t + e;
+                    if (c >= Nk || (CAUSAL && c > row0 + shift)) s[4 * n8 + e] = neg_inf();
+                    if (c >= Nk || (CAUSAL && c > row1 + shift)) s[4 * n8 + 2 + e] = neg_inf();
+                }
+            }
+        }
+
+        // Online softmax (exp2 domain): m_new = max(m_old, rowmax S_ij); alpha = exp(m_old - m_new).
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int n8 = 0; n8 < Bc / 8; ++n8) {
+            mx0 = fmaxf(mx0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
+            mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+        // A row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN.
+        const float ms0 = (mx0 == neg_inf()) ? 0.f : mx0 * scale_log2;
+        const float ms1 = (mx1 == neg_inf()) ? 0.f : mx1 * scale_log2;
+        const float alpha0 = ex2(m0 * scale_log2 - ms0);
+        const float alpha1 = ex2(m1 * scale_log2 - ms1);
+        m0 = mx0;
+        m1 = mx1;
+        float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+        for (int n8 = 0; n8 < Bc / 8; ++n8) {
+            s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -ms0));
+            s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -ms0));
+            s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -ms1));
+            s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -ms1));
+            rs0 += s[4 * n8] + s[4 * n8 + 1];
+            rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
+        }
+        l0 = l0 * alpha0 + rs0;
+        l1 = l1 * alpha1 + rs1;
+#pragma unroll
+        for (int n8 = 0; n8 < D / 8; ++n8) {
+            o[4 * n8 + 0] *= alpha0;
+            o[4 * n8 + 1] *= alpha0;
+            o[4 * n8 + 2] *= alpha1;
+            o[4 * n8 + 3] *= alpha1;
+        }
+        // P_ij as the A operand of the next product: the accumulator layout of two adjacent
+        // n8 column groups is exactly the register layout of one 64 x 16 A slice.
+        u32 p[Bc / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+
+        cp_async_wait<1>();                              // V_j landed
         fence_proxy_async();
         __syncthreads();
-        rescale_o<NO>(o, alpha0, alpha1);
+        if (j + 1 < Tc) load_tile<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
+        cp_async_commit();
+
+        // O_i += P_ij V_j: one n64 wgmma per 64 columns of d, Bc/16 k-slices.
         fence_regs<NO>(o);
-        fence_regs<Bc / 16>(p);
         wgmma_fence();
-        issue_pv<DT, Bc, D>(o, p, sV + ((Tc - 1) & 1) * TILE_KV);
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) {
+                const u64 db = desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024);
+                wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);
+            }
+        }
         wgmma_commit();
         wgmma_wait0();
         fence_regs<NO>(o);
