@@ -37,9 +37,17 @@ def main(argv=None) -> int:
     env = environment()
     data = {"kind": "flashviz tensor-core kernels", "env": env, "argv": sys.argv[1:]}
     t0 = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    dev = env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
+    path = Path(args.out) / f"mma-{dev}-{env['date']}.json"
+
+    def save():  # after every part, so a run cut short keeps what it measured
+        data["wall_s"] = time.time() - t0
+        path.write_text(json.dumps(data, indent=1, default=float))
     if "ceil" in parts:
         data["ceilings"] = mb.ceilings()
         print("ceilings", data["ceilings"], flush=True)
+        save()
     if "check" in parts:
         data["check"] = []
         for v in variants:
@@ -50,6 +58,7 @@ def main(argv=None) -> int:
             print(f"check {v}: {len(recs) - len(bad)}/{len(recs)} pass, worst rel err {worst}", flush=True)
             for r in bad[:12]:
                 print("  FAIL", r, flush=True)
+        save()
     if "bench" in parts:
         data["bench"] = []
         Ns = [int(x) for x in args.N.split(",")]
@@ -62,6 +71,7 @@ def main(argv=None) -> int:
                         f"{k}={r[k]:.1f}" for k in r if k.endswith("_tflops")) + " " + " ".join(
                         f"{k}={r[k]:.2f}" for k in r if "ratio" in k) + " " + " ".join(
                         f"{k}={r[k]}" for k in r if k.endswith("_error")), flush=True)
+                    save()
     if "sweep" in parts:
         data["sweep"] = []
         for v in variants:
@@ -81,11 +91,7 @@ def main(argv=None) -> int:
         for r in data["sweep"]:
             print("sweep", " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error")
                                     if k in r), f"{r.get('tflops', 0):.1f} TFLOP/s", flush=True)
-    data["wall_s"] = time.time() - t0
-    os.makedirs(args.out, exist_ok=True)
-    dev = env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
-    path = Path(args.out) / f"mma-{dev}-{env['date']}.json"
-    path.write_text(json.dumps(data, indent=1, default=float))
+    save()
     print("wrote", path)
     return 0
 

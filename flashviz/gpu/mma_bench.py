@@ -164,6 +164,19 @@ def _peak(fn) -> int:
     return int(peak)
 
 
+def _cupy_peak(fn) -> int:
+    """Peak bytes a fresh CuPy memory pool held during one call (its high-water mark)."""
+    cp = _cupy()
+    pool = cp.cuda.MemoryPool()
+    with cp.cuda.using_allocator(pool.malloc):
+        out = fn()
+        cp.cuda.Device().synchronize()
+        peak = pool.total_bytes()
+        del out
+    pool.free_all_blocks()
+    return int(peak)
+
+
 def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variants=("wgmma",),
                 tokens: int = 16384, model_dim: int = 2048, repeat: int = 20, warmup: int = 3,
                 teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None) -> dict:
@@ -209,8 +222,10 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                 res[f"{key}_max_abs_vs_flash"] = float((O.float() - ref.float()).abs().max())
             ms = _median_ms(fn, repeat, warmup)
             res.update({f"{key}_ms": ms, f"{key}_tflops": flops / ms / 1e9, f"{key}_Br": mk.Br,
-                        f"{key}_Bc": mk.Bc, f"{key}_regs": mk.num_regs,
-                        f"{key}_peak_bytes": B * H * N * (d * 2 + 4)})  # O + lse, allocated once
+                        f"{key}_Bc": mk.Bc, f"{key}_regs": mk.num_regs})
+            from .mma import flash_forward_mma
+            res[f"{key}_peak_bytes"] = _peak(lambda: flash_forward_mma(q, k, v, causal=causal, variant=variant,
+                                                                       Br=mk.Br, Bc=mk.Bc))
             if "sdpa_flash_ms" in res:
                 res[f"{key}_ratio_to_sdpa_flash"] = res["sdpa_flash_ms"] / ms
             if "sdpa_cudnn_ms" in res:
@@ -239,7 +254,8 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
             else:
                 fn = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
                 ms = _median_ms(fn, max(3, repeat // 4), 1)
-                res.update(naive_ms=ms, naive_tflops=flops / ms / 1e9, naive_S_bytes=s_bytes)
+                res.update(naive_ms=ms, naive_tflops=flops / ms / 1e9, naive_S_bytes=s_bytes,
+                           naive_peak_bytes=_cupy_peak(fn))
         del Q32, K32, V32
         cp.get_default_memory_pool().free_all_blocks()
     del q, k, v, ref
