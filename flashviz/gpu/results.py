@@ -10,18 +10,29 @@ from ._files import package_dir
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
-def latest_results() -> dict | None:
-    """The newest GPU benchmark JSON (gpu-*.json) under ``flashviz.results`` (benchmarks/results/), or None.
+KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-"}
 
-    Newest = latest YYYY-MM-DD in the file name (ties broken by name). Returns the parsed
-    dict with an added key "source_file" (the file name); None when there is no JSON file
-    or the folder cannot be found. Raises json.JSONDecodeError if the newest file is corrupt.
+
+def latest_results(kind: str = "teaching") -> dict | None:
+    """The newest committed GPU results JSON of one kind under ``flashviz.results``
+    (benchmarks/results/), or None.
+
+    kind: "teaching" (gpu-*.json: the fp32 teaching kernel vs naive CuPy), "mma"
+    (mma-*.json: the tensor-core kernels' correctness grid, benchmark against SDPA, block
+    sweep, device ceilings) or "dram" (dram-*.json: Nsight Compute DRAM bytes vs the IO
+    model). Newest = latest YYYY-MM-DD in the file name (ties broken by name). Returns the
+    parsed dict with an added key "source_file" (the file name); None when there is no such
+    file or the folder cannot be found. Raises ValueError for an unknown kind and
+    json.JSONDecodeError if the newest file is corrupt.
     """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    prefix = KINDS[kind]
     try:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
         return None
-    files = [f for f in folder.iterdir() if f.name.startswith("gpu-") and f.name.endswith(".json") and f.is_file()]
+    files = [f for f in folder.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json") and f.is_file()]
     if not files:
         return None
 
@@ -88,3 +99,76 @@ def recorded_summary(res: dict | None = None, *, Br=None, Bc=None) -> str:
                      f"naive {_fmt_bytes(pm['naive_peak_bytes'])} "
                      f"({100 * pm['kernel_peak_bytes'] / pm['naive_peak_bytes']:.2f}% of naive)")
     return "\n".join(lines)
+
+
+IMPLS = (("wgmma", "flashviz wgmma (tensor cores, sm_90a)"), ("mmasync", "flashviz mma.sync (sm_80+)"),
+         ("sdpa_flash", "SDPA flash (FlashAttention-2)"), ("sdpa_cudnn", "SDPA cuDNN"),
+         ("sdpa_efficient", "SDPA memory-efficient"), ("teaching", "teaching kernel (fp32)"),
+         ("naive", "naive CuPy (fp32)"))
+
+
+def compulsory_bytes(row: dict, itemsize: int = 2) -> int:
+    """The fewest HBM bytes one forward call of a benchmark row must move: read Q, K, V and
+    write O once (itemsize bytes each) plus lse (4 bytes a row)."""
+    B, H, N, d = row["B"], row["H"], row["N"], row["d"]
+    return B * H * N * (4 * d * itemsize + 4)
+
+
+def mma_table(res: dict | None, *, d=None, causal=None) -> list[dict]:
+    """Benchmark rows of an "mma" results dict, one per (N, d, causal), with derived figures:
+    for each implementation in IMPLS that ran, <impl>_ms and <impl>_tflops (copied); and for
+    the tensor-core kernels ratio_to_sdpa_flash / ratio_to_sdpa_cudnn, matmul_share (TFLOP/s
+    over the device's measured fp16 matmul ceiling) and copy_share (compulsory bytes / time
+    over the measured copy bandwidth). Filtered by d / causal when given."""
+    if not res:
+        return []
+    ceil = res.get("ceilings", {})
+    mm = ceil.get("matmul_fp16_TFLOPs") if res.get("bench") and res["bench"][0].get("dtype") != "bfloat16" \
+        else ceil.get("matmul_bf16_TFLOPs")
+    bw = ceil.get("copy_GBps")
+    out = []
+    for r in res.get("bench", []):
+        if (d is not None and r["d"] != d) or (causal is not None and bool(r["causal"]) != bool(causal)):
+            continue
+        row = {k: r[k] for k in ("N", "d", "B", "H", "causal", "dtype") if k in r}
+        for key, _ in IMPLS:
+            for suffix in ("_ms", "_tflops", "_peak_bytes", "_Br", "_Bc"):
+                if key + suffix in r:
+                    row[key + suffix] = r[key + suffix]
+        for key in ("wgmma", "mmasync"):
+            if key + "_ms" not in r:
+                continue
+            if "sdpa_flash_ms" in r:
+                row[key + "_ratio_to_sdpa_flash"] = r["sdpa_flash_ms"] / r[key + "_ms"]
+            if "sdpa_cudnn_ms" in r:
+                row[key + "_ratio_to_sdpa_cudnn"] = r["sdpa_cudnn_ms"] / r[key + "_ms"]
+            if mm:
+                row[key + "_matmul_share"] = r[key + "_tflops"] / mm
+            if bw:
+                row[key + "_copy_share"] = compulsory_bytes(r) / r[key + "_ms"] / 1e6 / bw
+        out.append(row)
+    return sorted(out, key=lambda x: (x["d"], x["causal"], x["N"]))
+
+
+def mma_sweep(res: dict | None, *, variant: str = "wgmma", d: int = 64, causal: bool = False) -> list[dict]:
+    """The block-size sweep rows (Br, Bc, ms, tflops, model_hbm_bytes, regs, smem_bytes) of an
+    "mma" results dict for one variant, d and causal flag, ordered by (Br, Bc)."""
+    if not res:
+        return []
+    rows = [r for r in res.get("sweep", []) if r.get("variant") == variant and r.get("d") == d
+            and bool(r.get("causal")) == bool(causal) and "ms" in r]
+    return sorted(rows, key=lambda r: (r["Br"], r["Bc"]))
+
+
+def check_summary(res: dict | None) -> dict:
+    """{(variant, dtype): {"cases", "passed", "worst_rel_err", "tol", "nan"}} from the
+    correctness grid of an "mma" results dict."""
+    out: dict = {}
+    for r in (res or {}).get("check", []):
+        k = (r["variant"], r["dtype"])
+        s = out.setdefault(k, {"cases": 0, "passed": 0, "worst_rel_err": 0.0, "tol": r.get("tol"), "nan": False})
+        s["cases"] += 1
+        s["passed"] += bool(r.get("pass"))
+        s["worst_rel_err"] = max(s["worst_rel_err"], r.get("rel_err", float("inf")))
+        s["nan"] = s["nan"] or bool(r.get("nan"))
+    return out

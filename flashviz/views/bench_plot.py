@@ -1,0 +1,149 @@
+"""Figures of the recorded GPU measurements: the tensor-core benchmark, the block-size sweep
+and the DRAM bytes measured with Nsight Compute next to the IO model.
+
+Every function takes a results dict as committed under benchmarks/results (the kinds of
+``flashviz.gpu.results.latest_results``: "mma" and "dram") and returns a new matplotlib
+Figure; nothing here runs on a GPU. Titles carry the device and the date of the run.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from .style import fmt_bytes
+
+#: (key in the results, label, colour, line style)
+SERIES = (("wgmma", "flashviz wgmma (Hopper tensor cores)", "#d62728", "-"),
+          ("mmasync", "flashviz mma.sync (sm_80+)", "#ff7f0e", "-"),
+          ("sdpa_flash", "SDPA flash = FlashAttention-2", "#1f77b4", "--"),
+          ("sdpa_cudnn", "SDPA cuDNN", "#9467bd", "--"),
+          ("sdpa_efficient", "SDPA memory-efficient", "#8c564b", ":"),
+          ("teaching", "teaching kernel, fp32", "#2ca02c", "-."),
+          ("naive", "naive CuPy, fp32", "#7f7f7f", "-."))
+
+
+def run_label(res: dict) -> str:
+    """'NVIDIA H200 · 2026-11-29 · torch 2.11.0 · CuPy 14.2.0' for a results dict."""
+    env = (res or {}).get("env", {})
+    parts = [env.get("device", "unknown GPU"), env.get("date", "unknown date")]
+    if env.get("torch"):
+        parts.append(f"torch {env['torch']}")
+    if env.get("cupy"):
+        parts.append(f"CuPy {env['cupy']}")
+    return " · ".join(parts)
+
+
+def _check(res, kind_key):
+    if not isinstance(res, dict) or kind_key not in res:
+        raise ValueError(f"expected a recorded results dict with {kind_key!r} (flashviz.gpu.latest_results), "
+                         f"got {type(res).__name__}")
+
+
+def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
+    """TFLOP/s against N for every implementation, one panel per (d, causal), from the
+    "bench" rows of an "mma" results dict (B·N = 16k tokens, H = 2048/d; FLOPs 4·B·H·N²·d,
+    halved for causal). The dotted line is the device's measured fp16 matmul rate.
+    Raises ValueError when res has no "bench" rows."""
+    _check(res, "bench")
+    rows = res["bench"]
+    ds = sorted({r["d"] for r in rows})
+    fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True)
+    mm = res.get("ceilings", {}).get("matmul_fp16_TFLOPs")
+    for a, d in enumerate(ds):
+        for b, causal in enumerate((False, True)):
+            ax = axes[a][b]
+            sel = sorted((r for r in rows if r["d"] == d and bool(r["causal"]) == causal), key=lambda r: r["N"])
+            for key, label, colour, ls in SERIES:
+                pts = [(r["N"], r[key + "_tflops"]) for r in sel if key + "_tflops" in r]
+                if pts:
+                    x, y = zip(*pts)
+                    ax.plot(x, y, ls, color=colour, marker="o", ms=3.5, lw=1.8 if key == "wgmma" else 1.2,
+                            label=label)
+            if mm:
+                ax.axhline(mm, color="black", lw=0.8, ls=":", label=f"fp16 matmul ceiling ({mm:.0f})")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            Ns = sorted({r["N"] for r in sel})
+            ax.set_xticks(Ns, [f"{n // 1024}k" if n >= 1024 else str(n) for n in Ns])
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_title(f"d = {d}, {'causal' if causal else 'no mask'}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+            if b == 0:
+                ax.set_ylabel("TFLOP/s")
+            if a == len(ds) - 1:
+                ax.set_xlabel("sequence length N")
+    axes[0][0].legend(fontsize=7.5, loc="lower right")
+    fig.suptitle(f"Attention forward, fp16, 16k tokens per batch — {run_label(res)}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def plot_block_sweep(res: dict, *, d: int = 64, variant: str = "wgmma", figsize=(10, 3.8)):
+    """The paper's block-size experiment on the GPU: for one d, the kernel's time for every
+    (Br, Bc) (bars; causal and not) beside the IO model's HBM bytes for the same blocks
+    (line, right axis). Raises ValueError when res has no sweep rows for d / variant."""
+    _check(res, "sweep")
+    rows = [r for r in res["sweep"] if r.get("variant") == variant and r.get("d") == d and "ms" in r]
+    if not rows:
+        raise ValueError(f"no recorded sweep rows for variant={variant!r}, d={d}")
+    blocks = sorted({(r["Br"], r["Bc"]) for r in rows})
+    fig, ax = plt.subplots(figsize=figsize)
+    x = np.arange(len(blocks))
+    for k, causal in enumerate((False, True)):
+        by = {(r["Br"], r["Bc"]): r for r in rows if bool(r["causal"]) == causal}
+        ms = [by[b]["ms"] if b in by else np.nan for b in blocks]
+        ax.bar(x + (k - 0.5) * 0.38, ms, 0.38, color="#d62728" if not causal else "#ff9896",
+               label=f"kernel time, {'causal' if causal else 'no mask'} (ms)")
+    ax.set_xticks(x, [f"{br}×{bc}" for br, bc in blocks])
+    ax.set_ylim(0, np.nanmax([r["ms"] for r in rows]) * 1.45)
+    ax.set_xlabel("Br × Bc")
+    ax.set_ylabel("kernel time (ms)")
+    ax2 = ax.twinx()
+    byn = {(r["Br"], r["Bc"]): r for r in rows if not r["causal"]}
+    ax2.plot(x, [byn[b]["model_hbm_bytes"] / 1e9 if b in byn else np.nan for b in blocks], "k-o", ms=4,
+             label="IO model: HBM bytes, no mask (GB)")
+    ax2.set_ylabel("IO model HBM traffic (GB)")
+    ax2.set_ylim(0, None)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", ncol=3)
+    ax2.set_ylim(0, max(r["model_hbm_bytes"] for r in rows) / 1e9 * 1.45)
+    r0 = rows[0]
+    ax.set_title(f"{variant} kernel, N = {r0['N']}, d = {d}, B·H = {r0['B'] * r0['H']} — {run_label(res)}",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_dram(res: dict, *, figsize=(11, 4.2)):
+    """DRAM bytes measured by Nsight Compute (dram__bytes_read.sum + dram__bytes_write.sum)
+    next to the IO model's HBM bytes, for each profiled implementation and block size, log
+    scale. Raises ValueError when res has no "rows"."""
+    _check(res, "rows")
+    rows = [r for r in res["rows"] if "dram_bytes" in r]
+    if not rows:
+        raise ValueError("the DRAM results hold no measured rows")
+    fig, ax = plt.subplots(figsize=figsize)
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [r["model_hbm_bytes"] for r in rows], 0.4, color="#bbbbbb", label="IO model (HBM bytes)")
+    colours = {"mma": "#d62728", "teaching": "#2ca02c", "naive": "#7f7f7f"}
+    ax.bar(x + 0.2, [r["dram_bytes"] for r in rows], 0.4, color=[colours.get(r["impl"], "C0") for r in rows],
+           label="measured DRAM bytes (ncu)")
+    names = {"mma": "wgmma\nfp16", "teaching": "teach.\nfp32", "naive": "naive\nfp32"}
+    ax.set_xticks(x, [f"{r['Br']}×{r['Bc']}\n{names.get(r['impl'], r['impl'])}" if r["Br"] else
+                      f"S in HBM\n{names.get(r['impl'], r['impl'])}" for r in rows], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("bytes")
+    for xi, r in zip(x, rows):
+        ax.text(xi + 0.2, r["dram_bytes"] * 1.15, fmt_bytes(r["dram_bytes"]), ha="center", fontsize=6.5,
+                rotation=90, va="bottom")
+    r0 = rows[0]
+    ax.set_title(f"One forward call, N = {r0['N']}, d = {r0['d']}, B·H = {r0['B'] * r0['H']} — "
+                 f"{run_label(res)}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylim(None, max(max(r["dram_bytes"], r["model_hbm_bytes"]) for r in rows) * 20)
+    fig.tight_layout()
+    return fig
