@@ -34,8 +34,9 @@ def main():
     ok, reason = gpu.gpu_status()
     env = gpu.environment() if ok else {"gpu": reason}
     col = Collect()
-    code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_gpu.py")],
-                       plugins=[col])
+    files = [str(ROOT / "tests" / f) for f in ("test_gpu.py", "test_mma.py", "test_mma_panel.py")
+             if (ROOT / "tests" / f).exists()]
+    code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", *files], plugins=[col])
     counts = {k: sum(r["outcome"] == k for r in col.results) for k in ("passed", "failed", "skipped")}
     out = {"env": env, "pytest_exit_code": int(code), "counts": counts, "tests": col.results}
     dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")

@@ -1,6 +1,8 @@
 """Command line: ``flashviz tables`` (the IO model's tables: standard vs tiled traffic over N, a
-block-size sweep against an SRAM budget, backward storage) and ``flashviz gpu`` (is a GPU usable
-here, and the recorded GPU results)."""
+block-size sweep against an SRAM budget, backward storage), ``flashviz gpu`` (is a GPU usable
+here, and the recorded GPU results), ``flashviz bench`` (the tensor-core kernels against
+FlashAttention-2 and the rest on this GPU, or the recorded run without one), ``flashviz render``
+and ``flashviz present``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
                       standard_attention_io, standard_backward_io, stored_between_passes)
 
+BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)
 TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)
 
@@ -139,6 +142,51 @@ def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kw
         w.close()
 
 
+def _bench_out(out):
+    from pathlib import Path
+
+    if out:
+        return Path(out)
+    repo = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    return repo if repo.is_dir() else Path.cwd()
+
+
+def bench(args) -> int:
+    """``flashviz bench``: measure and plot on a GPU; without one, print the recorded summary
+    and (with --plot-only) draw it. Returns the exit status (1 when nothing could run)."""
+    from .gpu import gpu_status
+    from .gpu.mma_run import plot_results, run_benchmarks
+    from .gpu.results import latest_results, mma_summary
+
+    out = _bench_out(args.out)
+    if args.plot_only:
+        for path in plot_results(out):
+            print(f"wrote {path}")
+        return 0
+    ok, reason = gpu_status()
+    if not ok:
+        print(f"No GPU here ({reason}); the recorded run:")
+        print(mma_summary(latest_results("mma")))
+        return 1
+    parts = tuple(x for x in args.only.split(",") if x)
+    bad = set(parts) - {"ceil", "check", "bench", "sweep"}
+    if bad:
+        raise ValueError(f"--only takes ceil, check, bench, sweep; got {', '.join(sorted(bad))}")
+    Ns = tuple(int(x) for x in args.N.split(",") if x)
+    ab = open(args.ab, encoding="utf-8").read() if args.ab else None
+    path = run_benchmarks(out, quick=args.quick, parts=parts, variants=tuple(args.variants.split(",")), Ns=Ns,
+                          ab_source=ab, log=lambda line: print(line, flush=True))
+    import json
+
+    res = json.loads(path.read_text())
+    res["source_file"] = path.name
+    for p in plot_results(out, mma_res=res, dram_res={}):
+        print(f"wrote {p}")
+    print(mma_summary(res))
+    print(f"wrote {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="flashviz", description="FlashAttention, seen and checked.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -160,6 +208,16 @@ def main(argv=None) -> int:
     r.add_argument("--fps", type=float, default=8)
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a widget argument, e.g. --set N=128 --set causal=True (repeatable)")
+    b = sub.add_parser("bench", help="benchmark the tensor-core kernels on this GPU (JSON + PNG), "
+                                     "or show the recorded run when there is no GPU")
+    b.add_argument("--out", default=None, help="folder for the JSON and PNGs (default benchmarks/results "
+                                               "in a source checkout, else the current folder)")
+    b.add_argument("--quick", action="store_true", help="fewer correctness shapes")
+    b.add_argument("--only", default="ceil,check,bench,sweep", help="comma list of ceil,check,bench,sweep")
+    b.add_argument("--variants", default="wgmma,mma.sync")
+    b.add_argument("--N", default=",".join(map(str, BENCH_N)), help="comma list of sequence lengths")
+    b.add_argument("--ab", default=None, metavar="KERNEL.cu", help="also sweep this wgmma kernel source (A/B)")
+    b.add_argument("--plot-only", action="store_true", help="only draw the latest recorded results to PNG")
     pr = sub.add_parser("present", help="serve the chapters as an app with Voilà (see flashviz.present)")
     pr.add_argument("rest", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -172,6 +230,8 @@ def main(argv=None) -> int:
             path = render(args.widget, args.out, every=args.every, frame=args.frame, fps=args.fps,
                           **dict(_parse_setting(kv) for kv in args.set))
             print(f"wrote {path}")
+        elif args.cmd == "bench":
+            return bench(args)
         elif args.cmd == "tables":
             sram = int(args.sram) if args.sram.isdigit() else args.sram
             text = [tables(args.d, args.Br, args.Bc, args.itemsize, args.causal),

@@ -172,3 +172,27 @@ def check_summary(res: dict | None) -> dict:
         s["worst_rel_err"] = max(s["worst_rel_err"], r.get("rel_err", float("inf")))
         s["nan"] = s["nan"] or bool(r.get("nan"))
     return out
+
+
+def mma_summary(res: dict | None) -> str:
+    """A plain-text table of a tensor-core results dict: per (d, causal, N) the TFLOP/s of our
+    kernels, SDPA flash (FlashAttention-2) and cuDNN, and our ratio to each; labelled with the
+    device and date; plus the correctness grid's counts."""
+    if not res:
+        return "No recorded tensor-core results (benchmarks/results/mma-*.json) in this installation."
+    lines = [f"Recorded on {recorded_label(res)}",
+             f"{'d':>4} {'causal':>6} {'N':>6} {'wgmma':>7} {'mma.sync':>8} {'FA2':>7} {'cuDNN':>7} "
+             f"{'vs FA2':>7} {'vs cuDNN':>8}   (TFLOP/s; ratios = their time / ours)"]
+    for r in mma_table(res):
+        def f(key, w=7):
+            return f"{r[key]:{w}.1f}" if key in r else f"{'—':>{w}}"
+
+        def x(key, w=7):
+            return f"{r[key]:{w - 1}.2f}x" if key in r else f"{'—':>{w}}"
+        lines.append(f"{r['d']:>4} {'yes' if r['causal'] else 'no':>6} {r['N']:>6} {f('wgmma_tflops')} "
+                     f"{f('mmasync_tflops', 8)} {f('sdpa_flash_tflops')} {f('sdpa_cudnn_tflops')} "
+                     f"{x('wgmma_ratio_to_sdpa_flash')} {x('wgmma_ratio_to_sdpa_cudnn', 8)}")
+    for (variant, dtype), c in sorted(check_summary(res).items()):
+        lines.append(f"correctness {variant} {dtype}: {c['passed']}/{c['cases']} within {c['tol']:g}, "
+                     f"worst relative error {c['worst_rel_err']:.1e}{', NaN seen' if c['nan'] else ''}")
+    return "\n".join(lines)
