@@ -106,3 +106,29 @@ def test_gpu_command_imports_no_widgets():
     code = "import sys; from flashviz.cli import main; main(['gpu']); print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False")
+
+
+def test_bench_without_gpu_prints_the_recorded_run(capsys, monkeypatch):
+    import json
+
+    from flashviz import cli, gpu
+    from flashviz.gpu import results as R
+
+    monkeypatch.setattr(gpu, "gpu_status", lambda: (False, "no GPU in this test"))
+    assert cli.main(["bench"]) == 1
+    out = capsys.readouterr().out
+    assert "No GPU here (no GPU in this test)" in out and "NVIDIA H200" in out
+    raw = json.loads(R.package_dir("flashviz.results").joinpath(R.latest_results("mma")["source_file"]).read_text())
+    r = next(x for x in raw["bench"] if x["N"] == 4096 and x["d"] == 128 and not x["causal"])
+    assert f"{r['wgmma_tflops']:.1f}" in out and f"{r['sdpa_flash_ms'] / r['wgmma_ms']:.2f}x" in out
+    assert "correctness wgmma float16: 240/240" in out
+
+
+def test_bench_plot_only_writes_the_figures(tmp_path, capsys):
+    from flashviz import cli
+
+    assert cli.main(["bench", "--plot-only", "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 4 and all(n.endswith(".png") for n in names)
+    assert any(n.startswith("dram-") for n in names) and any("sweep-d64" in n for n in names)
+    assert all((tmp_path / n).stat().st_size > 10_000 for n in names)

@@ -1,4 +1,5 @@
-"""The GPU runner: the CUDA teaching kernel (kernels/flash_fwd.cu) through CuPy.
+"""The GPU runner: the CUDA teaching kernel (kernels/flash_fwd.cu) and the tensor-core kernels
+(kernels/flash_fwd_mma.cu for Hopper, kernels/flash_fwd_mma_sm80.cu for sm_80+) through CuPy.
 
 Importing this package never imports CuPy; every function that needs it imports it lazily,
 so CPU-only machines can import flashviz.gpu, call ``gpu_status()`` (→ (False, reason)),
@@ -9,6 +10,8 @@ the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_bloc
 from .bench import attention_flops, benchmark, environment, peak_memory, relative_error
 from .limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
                      supported_blocks)
+from .mma import MMAKernel, compile_mma, device_variant, flash_forward_mma
+from .mma_limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .results import latest_results
 from .runner import (CompiledKernel, compile_kernel, device_smem_optin, flash_forward_gpu, gpu_status,
                      kernel_source, launch, naive_attention_gpu)
@@ -17,4 +20,5 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "naive_attention_gpu", "launch", "device_smem_optin", "benchmark", "peak_memory",
            "relative_error", "attention_flops", "environment", "latest_results", "smem_bytes",
            "check_launch", "check_sizes", "supported_blocks", "SUPPORTED_BR", "SUPPORTED_BC",
-           "SUPPORTED_D"]
+           "SUPPORTED_D", "flash_forward_mma", "compile_mma", "MMAKernel", "device_variant",
+           "mma_smem_bytes", "check_mma_launch", "mma_blocks", "default_blocks"]
