@@ -34,6 +34,21 @@ def test_presenter_mode_draws_larger():
         app.close()
 
 
+def test_presenter_mode_opens_every_chapter():
+    """The presenter's larger figure sizes go only to widgets that take them (the tensor-core
+    panel has no figure): every chapter still opens."""
+    plt.close("all")
+    app = ChapterApp(presenter=True)
+    try:
+        assert "7 · The GPU kernel" in available_chapters()
+        for label in available_chapters():
+            app.chapter.value = label
+            assert app.status.value == "", (label, app.status.value)
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
 def test_present_finds_the_repo_notebook_or_writes_one(tmp_path):
     from pathlib import Path
 

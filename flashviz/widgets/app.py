@@ -7,6 +7,7 @@ draws figures larger and the controls in a larger font, for a projector.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import ipywidgets as W
 
@@ -22,6 +23,7 @@ CHAPTERS = {
     "5 · Causal masking": [("flashviz.widgets.causal", "CausalExplorer", {})],
     "5 · Loop order: FA1 vs FA2": [("flashviz.widgets.loop_order", "LoopOrderExplorer", {})],
     "6 · Backward pass": [("flashviz.widgets.backward", "BackwardExplorer", {})],
+    "7 · The GPU kernel": [("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
 }
 
 PRESENTER_CSS = """<style>
@@ -29,6 +31,18 @@ PRESENTER_CSS = """<style>
 .widget-button, .jupyter-button { font-size: 20px !important; }
 .widget-html-content { line-height: 1.4 !important; }
 </style>"""
+
+
+def _accepted(cls, kwargs: dict) -> dict:
+    """The keyword arguments of ``kwargs`` that ``cls(...)`` accepts (all of them if it takes
+    **kwargs): the app's extras (key, figsize, dpi) go only to widgets that take them."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
 
 
 def available_chapters() -> list[str]:
@@ -77,9 +91,8 @@ class ChapterApp:
             for module, cls, kwargs in CHAPTERS[label]:
                 Widget = getattr(importlib.import_module(module), cls)
                 kw = {k: (self.current[v] if k == "explorer" else v) for k, v in kwargs.items()}
-                if "explorer" not in kw:
-                    kw.update(big)
-                self.current.append(Widget(**kw, key=("ChapterApp", id(self), cls)))
+                extra = {"key": ("ChapterApp", id(self), cls), **({} if "explorer" in kw else big)}
+                self.current.append(Widget(**kw, **_accepted(Widget, extra)))
             self.status.value = ""
         except Exception as exc:  # a chapter that fails says so; the picker keeps working
             self.status.value = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
