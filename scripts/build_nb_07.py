@@ -365,7 +365,7 @@ On a machine with an NVIDIA GPU (Ampere or newer), CuPy and PyTorch, the panel c
 supports (wgmma on Hopper, `mma.sync` otherwise) for the chosen $N$, $d$, mask, dtype and blocks, and times it against
 PyTorch's SDPA on the same inputs (*Run*), or times every block size it supports (*Sweep*). Without a GPU, its
 buttons are disabled and it shows the recorded measurements for the chosen settings: the block sweep at this $d$
-and mask (the selected $B_r \times B_c$ highlighted, ★ the runner's default) and the benchmark at this $N$.
+and mask (the selected $B_r \\times B_c$ highlighted, ★ the runner's default) and the benchmark at this $N$.
 Try $d = 128$, then the causal mask."""),
     code("""panel = TensorCorePanel(N=4096, d=64)
 panel"""),

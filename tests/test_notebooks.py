@@ -52,3 +52,15 @@ def test_start_here_runs_top_to_bottom_and_widgets_respond(tmp_path, monkeypatch
 def test_every_chapter_has_its_own_driven_test(path):
     """Each chapter is executed and driven by tests/test_nb_<number>.py."""
     assert (ROOT / "tests" / f"test_nb_{path.name[:2]}.py").exists(), f"no driver test for {path.name}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_markdown_has_no_control_characters(path):
+    """A "\\t" or "\\a" in a generated markdown string (e.g. "$B_r \\times B_c$" written without
+    a raw string) renders as a tab or a bell, not as LaTeX."""
+    import re
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            bad = re.search(r"[\x00-\x09\x0b-\x1f]", cell.source)
+            assert bad is None, f"cell {i}: {cell.source[max(0, bad.start() - 30):bad.end() + 10]!r}"
