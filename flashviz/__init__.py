@@ -47,6 +47,7 @@ _WIDGETS = {
     "LoopOrderExplorer": "flashviz.widgets.loop_order",
     "BackwardExplorer": "flashviz.widgets.backward",
     "ChapterApp": "flashviz.widgets.app",
+    "TensorCorePanel": "flashviz.widgets.mma_panel",
 }
 
 

@@ -44,6 +44,21 @@ def _table_html(rows: list[dict]) -> str:
             + head + "".join(body) + "</table>")
 
 
+def _tensor_core_note() -> str:
+    """One line pointing at the tensor-core kernel, with its recorded speed beside this kernel's."""
+    try:
+        from ..gpu.results import latest_results, mma_table
+        rows = [r for r in mma_table(latest_results("mma"), d=64, causal=False) if r["N"] == 4096]
+    except Exception:  # a missing or unreadable recording only drops the note
+        rows = []
+    if not rows or "wgmma_tflops" not in rows[0] or "teaching_tflops" not in rows[0]:
+        return ""
+    r = rows[0]
+    return (f"<br><span style='font-size:12px'>The same algorithm on tensor cores (fp16): "
+            f"{r['wgmma_tflops']:.0f} TFLOP/s against this kernel's {r['teaching_tflops']:.0f} at N = 4096, "
+            f"d = 64 (recorded) — chapter 7, <code>flashviz.TensorCorePanel()</code>.</span>")
+
+
 class GPUPanel:
     """Times kernels/flash_fwd.cu with the explainer's Br, Bc, d and causal flag.
 
@@ -82,7 +97,7 @@ class GPUPanel:
             for name in ("Br", "Bc", "d", "causal"):
                 getattr(explorer, name).observe(self._refresh, names="value")
         self.N.observe(self._refresh, names="value")
-        self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)"),
+        self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)" + _tensor_core_note()),
                        W.HBox([self.N, self.run_button, self.stop_button, self.progress, self.config])]
         self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html])
         self._refresh()
