@@ -27,7 +27,7 @@ DTYPES = ("float16", "bfloat16")
 #: sweep in benchmarks/results (see benchmarks/NOTES.md).
 DEFAULT_BLOCKS = {
     ("wgmma", 64, False): (128, 64), ("wgmma", 64, True): (64, 128),
-    ("wgmma", 128, False): (128, 128), ("wgmma", 128, True): (128, 128),
+    ("wgmma", 128, False): (128, 64), ("wgmma", 128, True): (128, 128),
     ("mma.sync", 64, False): (128, 64), ("mma.sync", 64, True): (64, 64),
     ("mma.sync", 128, False): (64, 64), ("mma.sync", 128, True): (64, 64),
 }
