@@ -9,7 +9,10 @@ the learner's code is reported in that one line too.
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass
@@ -36,6 +39,20 @@ def right(message: str) -> CheckResult:
 
 def wrong(message: str) -> CheckResult:
     return CheckResult(False, f"✗ Not yet: {message}")
+
+
+def say(result: CheckResult) -> CheckResult:
+    """Print a check's one line (for checks called as statements) and return it."""
+    print(result.message)
+    return result
+
+
+def finite_number(x):
+    """x as a float, or None when it is not a finite real number (bools are not numbers here)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.number)):
+        return None
+    x = float(x)
+    return x if np.isfinite(x) else None
 
 
 def first_line(exc: BaseException) -> str:

@@ -13,30 +13,14 @@ answer or the learner's code does.
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
 from ..iomodel import recompute_extra_flops, stored_between_passes
-from . import CheckResult, close_number, guarded, never_raises, right, wrong
+from . import CheckResult, close_number, finite_number, guarded, never_raises, right, say, wrong
 
 
-def _say(result: CheckResult) -> CheckResult:
-    print(result.message)
-    return result
-
-
-
-
-def _number(x):
-    """x as a float, or None if it is not a real number."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.number)):
-        return None
-    x = float(x)
-    return x if np.isfinite(x) else None
-
-
-@never_raises(_say)
+@never_raises(say)
 def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     """answer = (bytes of P, bytes of lse) that the forward keeps in HBM for the backward, for one
     head of N queries and N keys in elements of ``itemsize`` bytes (standard attention keeps
@@ -46,12 +30,12 @@ def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     try:
         a, b = answer
     except (TypeError, ValueError):
-        return _say(wrong(f"give two numbers, (bytes of P, bytes of lse); got {answer!r:.60}"))
-    a, b = _number(a), _number(b)
+        return say(wrong(f"give two numbers, (bytes of P, bytes of lse); got {answer!r:.60}"))
+    a, b = finite_number(a), finite_number(b)
     if a is None or b is None:
-        return _say(wrong(f"replace the placeholders with two numbers of bytes (P, lse); got {answer!r:.60}"))
+        return say(wrong(f"replace the placeholders with two numbers of bytes (P, lse); got {answer!r:.60}"))
     if a == P and b in (lse, N * 4):   # flashviz counts lse in the element type; FlashAttention-2 keeps fp32
-        return _say(right(f"P takes {P:,} B, lse {b:,} B: {P // b:,}× less to keep (N = {N}, {itemsize}-byte "
+        return say(right(f"P takes {P:,} B, lse {b:,} B: {P // b:,}× less to keep (N = {N}, {itemsize}-byte "
                           f"elements{'; lse in float32, as FlashAttention-2 keeps it' if b != lse else ''})"))
     hint = ""
     if (a, b) == (N * N, N):
@@ -62,31 +46,31 @@ def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
         hint = " — P has one number per (query, key) pair: N×N of them"
     parts = [f"P = {_fmt_b(a)}" + (" ✓" if a == P else f" (the run keeps {P:,} B)"),
              f"lse = {_fmt_b(b)}" + (" ✓" if b == lse else f" (the run keeps {lse:,} B)")]
-    return _say(wrong(", ".join(parts) + hint))
+    return say(wrong(", ".join(parts) + hint))
 
 
 def _fmt_b(x: float) -> str:
     return f"{x:,.0f} B" if float(x).is_integer() else f"{x:,.6g} B"
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_extra_flops(answer, N: int, d: int, causal: bool = False) -> CheckResult:
     """answer = the matmul FLOPs the backward spends recomputing S = scale·QKᵀ for one head
     (N queries, N keys, head dimension d; 2 FLOPs per multiply-add). Compared with
     iomodel.recompute_extra_flops (1 % tolerance)."""
     expected = recompute_extra_flops(N, N, d, causal)
-    a = _number(answer)
+    a = finite_number(answer)
     if a is None:
-        return _say(wrong(f"replace the placeholder with your prediction (a number of FLOPs); got {answer!r:.60}"))
+        return say(wrong(f"replace the placeholder with your prediction (a number of FLOPs); got {answer!r:.60}"))
     result = close_number(a, expected, rel=0.01, what=f"the recomputation's extra FLOPs at N = {N}, d = {d}")
     if result.ok:
-        return _say(result)
+        return say(result)
     hint = ""
     if abs(a - expected / 2) <= 0.01 * expected:
         hint = " — a multiply-add counts as 2 FLOPs"
     elif abs(a - 2 * expected) <= 0.01 * expected:
         hint = " — only S = QKᵀ is recomputed; PV is not needed again"
-    return _say(CheckResult(False, result.message + hint))
+    return say(CheckResult(False, result.message + hint))
 
 
 def _recorded_tiles(runs):
@@ -135,12 +119,12 @@ def _compare(fn, args, want, what):
     return None, None
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_recompute_P(fn) -> CheckResult:
     """fn(S, lse) -> P for one tile: S (Br, Bc) scaled scores (−inf where masked), lse (Br,) the
     rows' log-sum-exp kept by the forward. Compared with the P flashviz recomputed, tile by tile."""
     if not callable(fn):
-        return _say(wrong(f"pass your function itself, e.g. check_recompute_P(recompute_P); got {fn!r:.60}"))
+        return say(wrong(f"pass your function itself, e.g. check_recompute_P(recompute_P); got {fn!r:.60}"))
     tiles = _recorded_tiles(_RUNS)
     for e in tiles:
         lse = e.lse
@@ -148,7 +132,7 @@ def check_recompute_P(fn) -> CheckResult:
         if msg is None:
             continue
         if msg:
-            return _say(wrong(msg))
+            return say(wrong(msg))
         where = f"tile (i = {e.i}, j = {e.j}) of {len(tiles)}"
         with np.errstate(all="ignore"):
             local = np.exp(e.S - np.max(e.S, axis=1, keepdims=True))
@@ -163,24 +147,24 @@ def check_recompute_P(fn) -> CheckResult:
             hint = "NaN in your P: masked scores are −inf and exp(−inf) = 0 — no special case needed"
         else:
             hint = f"max |P − flashviz| = {np.nanmax(np.abs(got - e.P)):.3g}; P_ij = exp(S_ij − lse_i)"
-        return _say(wrong(f"{where} differs: {hint}"))
-    return _say(right(f"your P matches the P flashviz recomputed on all {len(tiles)} tiles "
+        return say(wrong(f"{where} differs: {hint}"))
+    return say(right(f"your P matches the P flashviz recomputed on all {len(tiles)} tiles "
                       "(square, oblong and causal)"))
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_dS(fn) -> CheckResult:
     """fn(P, dP, D) -> dS for one tile: P, dP (Br, Bc), D (Br,) = rowsum(dO ∘ O) of the tile's rows.
     Compared with the dS flashviz computed, tile by tile, in real flash_backward runs."""
     if not callable(fn):
-        return _say(wrong(f"pass your function itself, e.g. check_dS(my_dS); got {fn!r:.60}"))
+        return say(wrong(f"pass your function itself, e.g. check_dS(my_dS); got {fn!r:.60}"))
     tiles = _recorded_tiles(_RUNS)
     for e in tiles:
         msg, got = _compare(fn, (e.P, e.dP, e.D), e.dS, "dS(P, dP, D)")
         if msg is None:
             continue
         if msg:
-            return _say(wrong(msg))
+            return say(wrong(msg))
         P, dP, D = e.P, e.dP, e.D
         where = f"tile (i = {e.i}, j = {e.j}) of {len(tiles)}"
         guesses = [(P * dP - D[:, None], "the ∘ multiplies the whole bracket: P ∘ (dP − D)"),
@@ -190,5 +174,5 @@ def check_dS(fn) -> CheckResult:
             guesses.insert(0, (P * (dP - D[None, :]), "D belongs to the rows (queries): use D[:, None]"))
         hint = next((h for g, h in guesses if np.allclose(got, g)),
                     f"max |dS − flashviz| = {np.max(np.abs(got - e.dS)):.3g}")
-        return _say(wrong(f"{where} differs: {hint}"))
-    return _say(right(f"dS = P ∘ (dP − D) matches flashviz on all {len(tiles)} tiles (square, oblong and causal)"))
+        return say(wrong(f"{where} differs: {hint}"))
+    return say(right(f"dS = P ∘ (dP − D) matches flashviz on all {len(tiles)} tiles (square, oblong and causal)"))

@@ -10,15 +10,7 @@ import math
 import numbers
 
 from .. import iomodel
-from . import CheckResult, close_number, first_line, never_raises, right, wrong
-
-
-def _say(result: CheckResult) -> CheckResult:
-    print(result.message)
-    return result
-
-
-
+from . import CheckResult, close_number, first_line, never_raises, right, say, wrong
 
 
 def _budget_bytes(sram_budget) -> int:
@@ -27,7 +19,7 @@ def _budget_bytes(sram_budget) -> int:
     return sram_budget_bytes(sram_budget)[1]
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *,
                              order: str = "fa2", causal: bool = False, rel: float = 0.02) -> CheckResult:
     """Is ``answer_bytes`` the HBM traffic (bytes read + written) of the tiled forward pass with
@@ -37,24 +29,24 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
         expected = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=order,
                                             causal=causal).hbm_bytes
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
+        return say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     if answer_bytes is None or isinstance(answer_bytes, bool):
-        return _say(wrong(f"replace the placeholder with your predicted number of bytes, got {answer_bytes!r}"))
+        return say(wrong(f"replace the placeholder with your predicted number of bytes, got {answer_bytes!r}"))
     try:
         mine = float(answer_bytes)
     except (TypeError, ValueError):
-        return _say(wrong(f"your prediction should be a number of bytes, got {answer_bytes!r}"))
+        return say(wrong(f"your prediction should be a number of bytes, got {answer_bytes!r}"))
     if not math.isfinite(mine):
-        return _say(wrong(f"your prediction should be a finite number of bytes, got {answer_bytes!r}"))
+        return say(wrong(f"your prediction should be a finite number of bytes, got {answer_bytes!r}"))
     verdict = close_number(mine, expected, rel=rel)
     said = f"{mine:,.0f} B ({mine / 2**20:,.2f} MiB)"
     if verdict.ok:
-        return _say(right(f"Br = {Br}, Bc = {Bc} moves {expected:,} B ({expected / 2**20:,.2f} MiB); you said {said}"))
-    return _say(wrong(f"you said {said}, but Br = {Br}, Bc = {Bc} moves {expected:,} B "
+        return say(right(f"Br = {Br}, Bc = {Bc} moves {expected:,} B ({expected / 2**20:,.2f} MiB); you said {said}"))
+    return say(wrong(f"you said {said}, but Br = {Br}, Bc = {Bc} moves {expected:,} B "
                       f"({expected / 2**20:,.2f} MiB): {mine / expected:.2f}x that"))
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize: int = 4,
                                blocks=iomodel.SWEEP_BLOCKS, order: str = "fa2", causal: bool = False) -> CheckResult:
     """Is ``answer`` (a pair (Br, Bc)) the best fitting block size among ``blocks`` × ``blocks``:
@@ -67,28 +59,28 @@ def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize:
         rows = iomodel.block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order,
                                         causal=causal)
     except (TypeError, ValueError) as exc:
-        return _say(wrong(f"the question itself is invalid ({first_line(exc)})"))
+        return say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     best = iomodel.best_of_sweep(rows)
     try:
         Br, Bc = answer
         if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in (Br, Bc)):
             raise TypeError
     except Exception:
-        return _say(wrong(f"give (Br, Bc) as a pair of integers, got {answer!r}"))
+        return say(wrong(f"give (Br, Bc) as a pair of integers, got {answer!r}"))
     mine = next((r for r in rows if (r["Br"], r["Bc"]) == (Br, Bc)), None)
     if best is None:
         if mine is None:
-            return _say(wrong(f"{Br}×{Bc} is not one of the sizes swept {tuple(blocks)}"))
-        return _say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM; here nothing fits in {M:,} B"))
+            return say(wrong(f"{Br}×{Bc} is not one of the sizes swept {tuple(blocks)}"))
+        return say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM; here nothing fits in {M:,} B"))
     if mine is None:
-        return _say(wrong(f"{Br}×{Bc} is not in the sweep: Br and Bc must each be one of {tuple(blocks)}"))
+        return say(wrong(f"{Br}×{Bc} is not in the sweep: Br and Bc must each be one of {tuple(blocks)}"))
     if (Br, Bc) == (best["Br"], best["Bc"]):
-        return _say(right(f"{Br}×{Bc} fits ({mine['sram_bytes']:,} of {M:,} B of SRAM) and moves the fewest "
+        return say(right(f"{Br}×{Bc} fits ({mine['sram_bytes']:,} of {M:,} B of SRAM) and moves the fewest "
                           f"bytes: {mine['hbm_bytes']:,} B"))
     if not mine["fits"]:
-        return _say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM, more than M = {M:,} B: it spills"))
+        return say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM, more than M = {M:,} B: it spills"))
     if mine["hbm_bytes"] > best["hbm_bytes"]:
-        return _say(wrong(f"{Br}×{Bc} fits, but moves {mine['hbm_bytes']:,} B; another fitting tile moves "
+        return say(wrong(f"{Br}×{Bc} fits, but moves {mine['hbm_bytes']:,} B; another fitting tile moves "
                           f"{mine['hbm_bytes'] / best['hbm_bytes']:.2f}x fewer"))
-    return _say(wrong(f"{Br}×{Bc} fits and moves as few bytes ({mine['hbm_bytes']:,} B), but a larger tile "
+    return say(wrong(f"{Br}×{Bc} fits and moves as few bytes ({mine['hbm_bytes']:,} B), but a larger tile "
                       f"with the same traffic fits too"))

@@ -18,22 +18,7 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
-from . import CheckResult, never_raises, right, wrong
-
-
-def _say(result: CheckResult) -> CheckResult:
-    print(result.message)
-    return result
-
-
-def _number(x):
-    """x as a float, or None if it is not a finite real number."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.number)):
-        return None
-    x = float(x)
-    return x if np.isfinite(x) else None
+from . import CheckResult, finite_number, never_raises, right, say, wrong
 
 
 def _positive_ints(**kw):
@@ -56,7 +41,7 @@ def _results(res):
     return latest_results("mma")
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_compulsory_bytes(answer, N: int = 4096, d: int = 64, BH: int = 128, itemsize: int = 2,
                            *, rel: float = 1e-3) -> CheckResult:
     """Is ``answer`` the compulsory HBM bytes of one forward call over BH (batch × head) pairs of
@@ -64,11 +49,11 @@ def check_compulsory_bytes(answer, N: int = 4096, d: int = 64, BH: int = 128, it
     Compared within ``rel`` (0.1 %: forgetting lse is caught)."""
     N, d, BH, itemsize = _positive_ints(N=N, d=d, BH=BH, itemsize=itemsize)
     want = _bytes_needed(N, d, BH, itemsize)
-    a = _number(answer)
+    a = finite_number(answer)
     if a is None:
-        return _say(wrong(f"replace the placeholder with a number of bytes; got {answer!r:.60}"))
+        return say(wrong(f"replace the placeholder with a number of bytes; got {answer!r:.60}"))
     if abs(a - want) <= rel * want:
-        return _say(right(f"{want:,} B ({want / 1e6:,.1f} MB): Q, K, V read and O written once "
+        return say(right(f"{want:,} B ({want / 1e6:,.1f} MB): Q, K, V read and O written once "
                           f"({4 * BH * N * d * itemsize:,} B) plus lse ({4 * BH * N:,} B)"))
     hints = [
         (4 * BH * N * d * itemsize, "Q, K, V and O are right; lse is missing (one float32 per query row)"),
@@ -81,13 +66,13 @@ def check_compulsory_bytes(answer, N: int = 4096, d: int = 64, BH: int = 128, it
         (want / BH, f"that is one head: there are BH = {BH} (batch, head) pairs"),
     ]
     hint = next((h for v, h in hints if abs(a - v) <= rel * v), f"{a / want:.3g}x the right number")
-    return _say(wrong(f"you said {a:,.0f} B — {hint}"))
+    return say(wrong(f"you said {a:,.0f} B — {hint}"))
 
 
 TIE = 0.03  #: run-to-run spread of one block's time on the H200 (benchmarks/NOTES.md)
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_fastest_blocks(answer, d: int = 64, causal: bool = False, *, variant: str = "wgmma",
                          res: dict | None = None) -> CheckResult:
     """Is ``answer`` = (Br, Bc) the block size with the least recorded time in the committed
@@ -98,35 +83,35 @@ def check_fastest_blocks(answer, d: int = 64, causal: bool = False, *, variant: 
     res = _results(res)
     rows = mma_sweep(res, variant=variant, d=d, causal=causal)
     if not rows:
-        return _say(wrong(f"no recorded sweep for variant={variant!r}, d={d}, causal={causal} in this installation"))
+        return say(wrong(f"no recorded sweep for variant={variant!r}, d={d}, causal={causal} in this installation"))
     swept = [(r["Br"], r["Bc"]) for r in rows]
     try:
         Br, Bc = answer
         if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in (Br, Bc)):
             raise TypeError
     except Exception:
-        return _say(wrong(f"give (Br, Bc) as a pair of integers, e.g. (64, 64); got {answer!r:.60}"))
+        return say(wrong(f"give (Br, Bc) as a pair of integers, e.g. (64, 64); got {answer!r:.60}"))
     best = min(rows, key=lambda r: r["ms"])
     mine = next((r for r in rows if (r["Br"], r["Bc"]) == (Br, Bc)), None)
     if mine is None:
-        return _say(wrong(f"{Br}×{Bc} was not measured; the sweep has {', '.join(f'{a}×{b}' for a, b in swept)}"))
+        return say(wrong(f"{Br}×{Bc} was not measured; the sweep has {', '.join(f'{a}×{b}' for a, b in swept)}"))
     if mine is best:
         second = sorted(rows, key=lambda r: r["ms"])[1]
-        return _say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms ({mine['tflops']:.0f} TFLOP/s), the fastest of "
+        return say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms ({mine['tflops']:.0f} TFLOP/s), the fastest of "
                           f"{len(rows)}; the next, {second['Br']}×{second['Bc']}, took "
                           f"{100 * (second['ms'] / mine['ms'] - 1):.1f}% longer ({recorded_label(res).split(' (')[0]})"))
     if mine["ms"] <= best["ms"] * (1 + TIE):
-        return _say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms, within {100 * TIE:.0f}% of the fastest "
+        return say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms, within {100 * TIE:.0f}% of the fastest "
                           f"({best['Br']}×{best['Bc']}, {best['ms']:.3f} ms): a tie, since the same block "
                           f"varies by about that much between runs (benchmarks/NOTES.md)"))
     fewest = min(r["model_hbm_bytes"] for r in rows)
     hint = (" — it moves the fewest bytes in the IO model, but fewer bytes is not what decides here"
             if mine["model_hbm_bytes"] == fewest and best["model_hbm_bytes"] != fewest else "")
-    return _say(wrong(f"{Br}×{Bc} took {mine['ms']:.3f} ms, {100 * (mine['ms'] / best['ms'] - 1):.1f}% slower than "
+    return say(wrong(f"{Br}×{Bc} took {mine['ms']:.3f} ms, {100 * (mine['ms'] / best['ms'] - 1):.1f}% slower than "
                       f"the fastest recorded{hint}; compare the ms column"))
 
 
-@never_raises(_say)
+@never_raises(say)
 def check_intensity(answer, bound, N: int = 4096, d: int = 64, BH: int = 128, *, itemsize: int = 2,
                     res: dict | None = None, rel: float = 0.02) -> CheckResult:
     """answer: FLOPs per compulsory byte of one forward (no mask): 4·BH·N²·d matmul FLOPs over
@@ -139,28 +124,28 @@ def check_intensity(answer, bound, N: int = 4096, d: int = 64, BH: int = 128, *,
     res = _results(res)
     ceil = (res or {}).get("ceilings", {})
     if not ceil.get("matmul_fp16_TFLOPs") or not ceil.get("copy_GBps"):
-        return _say(wrong("no recorded ceilings (matmul TFLOP/s, copy GB/s) in this installation"))
+        return say(wrong("no recorded ceilings (matmul TFLOP/s, copy GB/s) in this installation"))
     flops = 4 * BH * N * N * d
     want = flops / _bytes_needed(N, d, BH, itemsize)
     ridge = ceil["matmul_fp16_TFLOPs"] * 1e12 / (ceil["copy_GBps"] * 1e9)
     truth = "compute" if want > ridge else "memory"
-    a = _number(answer)
+    a = finite_number(answer)
     word = bound.strip().lower().removesuffix("-bound").removesuffix(" bound").strip() \
         if isinstance(bound, str) else None
     if a is None or word is None:
-        return _say(wrong("replace the placeholders: a number (FLOPs per byte) and \"compute\" or \"memory\"; "
+        return say(wrong("replace the placeholders: a number (FLOPs per byte) and \"compute\" or \"memory\"; "
                           f"got {answer!r:.40}, {bound!r:.40}"))
     if word not in ("compute", "memory"):
-        return _say(wrong(f"the second answer should be \"compute\" or \"memory\", got {bound!r:.40}"))
+        return say(wrong(f"the second answer should be \"compute\" or \"memory\", got {bound!r:.40}"))
     device = recorded_label(res).split(",")[0]
     if abs(a - want) > rel * want:
         hints = [(want / 2, "count both products, QKᵀ and PV, at 2 FLOPs a multiply-add: 4·BH·N²·d FLOPs"),
                  (want * itemsize, "divide by bytes, not elements")]
         hint = next((h for v, h in hints if abs(a - v) <= rel * v), f"it is {a / want:.3g}x the right value")
-        return _say(wrong(f"{a:,.4g} FLOPs per byte — {hint}"))
+        return say(wrong(f"{a:,.4g} FLOPs per byte — {hint}"))
     if word != truth:
-        return _say(wrong(f"{a:,.4g} FLOPs per byte is right, but the {device}'s ridge point is {ridge:,.0f} FLOPs "
+        return say(wrong(f"{a:,.4g} FLOPs per byte is right, but the {device}'s ridge point is {ridge:,.0f} FLOPs "
                           f"per byte ({ceil['matmul_fp16_TFLOPs']:.0f} TFLOP/s ÷ {ceil['copy_GBps']:,.0f} GB/s): "
                           f"which side of it is the kernel on?"))
-    return _say(right(f"{want:,.0f} FLOPs per byte, {want / ridge:.1f}x the {device}'s ridge point of {ridge:,.0f} "
+    return say(right(f"{want:,.0f} FLOPs per byte, {want / ridge:.1f}x the {device}'s ridge point of {ridge:,.0f} "
                       f"({ceil['matmul_fp16_TFLOPs']:.0f} TFLOP/s ÷ {ceil['copy_GBps']:,.0f} GB/s): {truth}-bound"))

@@ -206,6 +206,21 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
     return res
 
 
+def cupy_peak_bytes(fn) -> int:
+    """Peak bytes of GPU memory one call of ``fn`` held, measured with a fresh
+    cupy.cuda.MemoryPool as the allocator: its total_bytes() after the call is the pool's
+    high-water mark (freed blocks stay in the pool). cuBLAS's own workspace is not counted."""
+    cp = _cupy()
+    pool = cp.cuda.MemoryPool()
+    with cp.cuda.using_allocator(pool.malloc):
+        out = fn()
+        cp.cuda.Device().synchronize()
+        peak = pool.total_bytes()
+        del out
+    pool.free_all_blocks()
+    return int(peak)
+
+
 def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int = 64, Bc: int = 64,
                 causal: bool = False, naive: bool = True, time_it: bool = True) -> dict:
     """Peak extra GPU memory (bytes) of one forward call: the kernel vs naive CuPy attention.
@@ -223,16 +238,7 @@ def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int
     Q, K, V = _random_qkv(cp, B, H, N, N, d, 1)
     cp.cuda.Device().synchronize()
 
-    def measure(fn):
-        pool = cp.cuda.MemoryPool()
-        with cp.cuda.using_allocator(pool.malloc):
-            out = fn()
-            cp.cuda.Device().synchronize()
-            peak = pool.total_bytes()
-            del out
-        pool.free_all_blocks()
-        return int(peak)
-
+    measure = cupy_peak_bytes
     compile_kernel(Br, Bc, d)
     res = {"N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": bool(causal),
            "S_bytes": B * H * N * N * 4, "O_lse_bytes": B * H * N * (d + 1) * 4,

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..iomodel import flash_forward_io
-from .bench import _median_ms, attention_flops
+from .bench import _median_ms, attention_flops, cupy_peak_bytes
 from .mma import LOG2E, _out_like, compile_mma, launch_mma
 from .mma_limits import mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
@@ -164,19 +162,6 @@ def _peak(fn) -> int:
     return int(peak)
 
 
-def _cupy_peak(fn) -> int:
-    """Peak bytes a fresh CuPy memory pool held during one call (its high-water mark)."""
-    cp = _cupy()
-    pool = cp.cuda.MemoryPool()
-    with cp.cuda.using_allocator(pool.malloc):
-        out = fn()
-        cp.cuda.Device().synchronize()
-        peak = pool.total_bytes()
-        del out
-    pool.free_all_blocks()
-    return int(peak)
-
-
 def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variants=("wgmma",),
                 tokens: int = 16384, model_dim: int = 2048, repeat: int = 20, warmup: int = 3,
                 teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None) -> dict:
@@ -255,7 +240,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                 fn = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
                 ms = _median_ms(fn, max(3, repeat // 4), 1)
                 res.update(naive_ms=ms, naive_tflops=flops / ms / 1e9, naive_S_bytes=s_bytes,
-                           naive_peak_bytes=_cupy_peak(fn))
+                           naive_peak_bytes=cupy_peak_bytes(fn))
         del Q32, K32, V32
         cp.get_default_memory_pool().free_all_blocks()
     del q, k, v, ref
