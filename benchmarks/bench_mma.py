@@ -1,7 +1,8 @@
 """The tensor-core kernels on a GPU: correctness grid, benchmark, block-size sweep, ceilings.
 
-One script, one run (the same as ``flashviz bench``): writes mma-<device>-<date>.json and its
-PNG figures into DIR (default benchmarks/results) and prints one line per item. Needs CuPy,
+One script, one run (the same as ``flashviz bench``, but writing into benchmarks/results by
+default): writes mma-<device>-<date>.json (partial-mma-… for a partial run) and its PNG figures
+into DIR and prints one line per item. Needs CuPy,
 a CUDA GPU and, for the SDPA comparison, torch:
 
     python benchmarks/bench_mma.py [--quick] [--out DIR] [--only ceil,check,bench,sweep]
@@ -18,4 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flashviz.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    raise SystemExit(main(["bench", *sys.argv[1:]]))
+    args = sys.argv[1:]
+    if not any(a == "--out" or a.startswith("--out=") for a in args):   # this script records: the committed folder
+        args += ["--out", str(Path(__file__).resolve().parent / "results")]
+    raise SystemExit(main(["bench", *args]))

@@ -130,8 +130,8 @@ def main(argv=None) -> int:
         print(f"{impl:9s} Br={Br:4d} Bc={Bc:4d}  model {r['model_hbm_bytes'] / 1e9:8.3f} GB  "
               f"ncu {r.get('dram_bytes', float('nan')) / 1e9:8.3f} GB  {r.get('error', '')}", flush=True)
     os.makedirs(args.out, exist_ok=True)
-    dev = env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
-    path = Path(args.out) / f"dram-{dev}-{env['date']}.json"
+    from flashviz.gpu.mma_run import device_slug
+    path = Path(args.out) / f"dram-{device_slug(env)}-{env['date']}.json"
     path.write_text(json.dumps({"kind": "flashviz DRAM bytes (ncu) vs IO model", "env": env,
                                 "metrics": METRICS, "rows": rows}, indent=1))
     print("wrote", path)

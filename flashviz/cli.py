@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .gpu.mma_limits import BENCH_N, VARIANTS
 from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
                       standard_attention_io, standard_backward_io, stored_between_passes)
 
-BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)
 TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)
 
@@ -142,42 +142,91 @@ def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kw
         w.close()
 
 
-def _bench_out(out):
+def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = None) -> list:
+    """Draw the benchmark, the block sweeps (d = 64 and 128) and the DRAM comparison of the
+    given (default: latest recorded) results to PNG files in out_dir, named after the JSON
+    they come from. Returns the paths written. Needs no GPU."""
     from pathlib import Path
 
-    if out:
-        return Path(out)
-    repo = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-    return repo if repo.is_dir() else Path.cwd()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .gpu.results import latest_results
+    from .views import bench_plot as bp
+
+    mma_res = mma_res if mma_res is not None else latest_results("mma")
+    dram_res = dram_res if dram_res is not None else latest_results("dram")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig, name):
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(out / name)
+
+    if mma_res:
+        stem = Path(mma_res.get("source_file", "mma-results.json")).stem
+        if mma_res.get("bench"):
+            save(bp.plot_mma_benchmark(mma_res), f"{stem}.png")
+        for d in (64, 128):
+            if any(r.get("d") == d and "ms" in r for r in mma_res.get("sweep", [])):
+                save(bp.plot_block_sweep(mma_res, d=d), f"{stem}-sweep-d{d}.png")
+    if dram_res and dram_res.get("rows"):
+        save(bp.plot_dram(dram_res), f"{Path(dram_res.get('source_file', 'dram-results.json')).stem}.png")
+    return written
+
+
+def _bench_args(args):
+    """Check the bench options before anything runs: (parts, variants, Ns, ab source)."""
+    parts = tuple(x for x in args.only.split(",") if x)
+    bad = set(parts) - {"ceil", "check", "bench", "sweep"}
+    if not parts or bad:
+        raise ValueError(f"--only takes a comma list of ceil, check, bench, sweep; got {args.only!r}")
+    variants = tuple(x for x in args.variants.split(",") if x)
+    if not variants or set(variants) - set(VARIANTS):
+        raise ValueError(f"--variants takes a comma list of {', '.join(VARIANTS)}; got {args.variants!r}")
+    try:
+        Ns = tuple(int(x) for x in args.N.split(",") if x)
+    except ValueError:
+        Ns = ()
+    if not Ns or min(Ns) < 1:
+        raise ValueError(f"--N takes a comma list of positive sequence lengths; got {args.N!r}")
+    ab = None
+    if args.ab:
+        try:
+            with open(args.ab, encoding="utf-8") as f:
+                ab = f.read()
+        except OSError as exc:
+            raise ValueError(f"--ab: cannot read {args.ab!r}: {exc.strerror}") from None
+    return parts, variants, Ns, ab
 
 
 def bench(args) -> int:
-    """``flashviz bench``: measure and plot on a GPU; without one, print the recorded summary
-    and (with --plot-only) draw it. Returns the exit status (1 when nothing could run)."""
+    """``flashviz bench``: measure and plot on a GPU into --out (default ./flashviz-bench; give
+    --out benchmarks/results to replace the recorded run); without a GPU, print the recorded
+    summary, and with --plot-only draw it. Returns the exit status (1 when nothing could run)."""
+    import json
+    from pathlib import Path
+
     from .gpu import gpu_status
-    from .gpu.mma_run import plot_results, run_benchmarks
+    from .gpu.mma_run import run_benchmarks
     from .gpu.results import latest_results, mma_summary
 
-    out = _bench_out(args.out)
+    out = Path(args.out)
     if args.plot_only:
         for path in plot_results(out):
             print(f"wrote {path}")
         return 0
+    parts, variants, Ns, ab = _bench_args(args)
     ok, reason = gpu_status()
     if not ok:
         print(f"No GPU here ({reason}); the recorded run:")
         print(mma_summary(latest_results("mma")))
         return 1
-    parts = tuple(x for x in args.only.split(",") if x)
-    bad = set(parts) - {"ceil", "check", "bench", "sweep"}
-    if bad:
-        raise ValueError(f"--only takes ceil, check, bench, sweep; got {', '.join(sorted(bad))}")
-    Ns = tuple(int(x) for x in args.N.split(",") if x)
-    ab = open(args.ab, encoding="utf-8").read() if args.ab else None
-    path = run_benchmarks(out, quick=args.quick, parts=parts, variants=tuple(args.variants.split(",")), Ns=Ns,
+    path = run_benchmarks(out, quick=args.quick, parts=parts, variants=variants, Ns=Ns,
                           ab_source=ab, log=lambda line: print(line, flush=True))
-    import json
-
     res = json.loads(path.read_text())
     res["source_file"] = path.name
     for p in plot_results(out, mma_res=res, dram_res={}):
@@ -210,8 +259,8 @@ def main(argv=None) -> int:
                    help="a widget argument, e.g. --set N=128 --set causal=True (repeatable)")
     b = sub.add_parser("bench", help="benchmark the tensor-core kernels on this GPU (JSON + PNG), "
                                      "or show the recorded run when there is no GPU")
-    b.add_argument("--out", default=None, help="folder for the JSON and PNGs (default benchmarks/results "
-                                               "in a source checkout, else the current folder)")
+    b.add_argument("--out", default="flashviz-bench", help="folder for the JSON and PNGs (default ./flashviz-bench; "
+                                                       "benchmarks/results replaces the recorded run)")
     b.add_argument("--quick", action="store_true", help="fewer correctness shapes")
     b.add_argument("--only", default="ceil,check,bench,sweep", help="comma list of ceil,check,bench,sweep")
     b.add_argument("--variants", default="wgmma,mma.sync")

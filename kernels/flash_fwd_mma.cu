@@ -397,8 +397,9 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     l0 += __shfl_xor_sync(0xffffffff, l0, 2);
     l1 += __shfl_xor_sync(0xffffffff, l1, 1);
     l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f;
-    const float inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    // l == 0: the row saw no key (O = 0, lse = -inf). A NaN l (NaN in the inputs) stays NaN.
+    const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
+    const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
     u16* Op = O + b * sOb + h * sOh;
     if (row0 < Nq) {
         u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t);
@@ -413,8 +414,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     if (t == 0) {
         const float LN2 = 0.6931471805599453f;
         float* L = lse + ((long long)b * H + h) * Nq;
-        if (row0 < Nq) L[row0] = l0 > 0.f ? (m0 * scale_log2 + __log2f(l0)) * LN2 : neg_inf();
-        if (row1 < Nq) L[row1] = l1 > 0.f ? (m1 * scale_log2 + __log2f(l1)) * LN2 : neg_inf();
+        if (row0 < Nq) L[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
+        if (row1 < Nq) L[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
     }
 #else
     __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)

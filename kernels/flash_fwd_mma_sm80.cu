@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
     for (int hf = 0; hf < 2; ++hf) {
         l_i[hf] += __shfl_xor_sync(0xffffffffu, l_i[hf], 1);
         l_i[hf] += __shfl_xor_sync(0xffffffffu, l_i[hf], 2);
-        inv_l[hf] = l_i[hf] > 0.f ? 1.f / l_i[hf] : 0.f;
+        inv_l[hf] = l_i[hf] == 0.f ? 0.f : 1.f / l_i[hf];  // NaN stays NaN
     }
 
     // O_i goes through this warp's own 16 rows of the Q_i tile (no other warp reads them, and
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
             const int r = rw + g + 8 * hf;
             if (r < Nq)
                 lse[((long long)b * H + h) * Nq + r] =
-                    l_i[hf] > 0.f ? (m_i[hf] * scale_log2 + log2f(l_i[hf])) * 0.6931471805599453f : neg_inf();
+                    l_i[hf] == 0.f ? neg_inf() : (m_i[hf] * scale_log2 + log2f(l_i[hf])) * 0.6931471805599453f;
         }
     }
 }

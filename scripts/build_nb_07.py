@@ -375,7 +375,7 @@ Hopper: H100 or H200), CuPy and PyTorch:
 
 ```bash
 .venv/bin/pip install -e ".[gpu-cuda13]" torch      # or ".[gpu]" for a CUDA 12 driver
-.venv/bin/flashviz bench                           # = benchmarks/bench_mma.py: ceilings, correctness grid,
+.venv/bin/flashviz bench --out benchmarks/results  # = benchmarks/bench_mma.py: ceilings, correctness grid,
                                                    #   benchmark against SDPA, block sweep
 .venv/bin/python benchmarks/profile_dram.py        # DRAM bytes with Nsight Compute (needs ncu)
 ```

@@ -75,23 +75,39 @@ def test_default_blocks_are_the_recorded_best_or_close():
 
 # ---------------------------------------------------------------- kernel sources (CPU)
 
-@pytest.mark.parametrize("name, kernel", [("flash_fwd_mma.cu", "flash_fwd_mma"),
-                                          ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")])
-def test_kernel_sources_are_header_free_and_instantiate_every_size(name, kernel):
+def _instantiated(path) -> set:
+    """The (DT, Br, Bc, d) a kernel file instantiates under FLASHVIZ_PTX_CHECK, read from the
+    C preprocessor's expansion of its macros (independent of how the file writes them)."""
+    import shutil
+    import subprocess
+    cpp = shutil.which("cpp")
+    if cpp is None:
+        pytest.skip("no C preprocessor (cpp) on this machine")
+    tail = "#define FLASHVIZ_PTX_CHECK\n" + "#ifdef FLASHVIZ_PTX_CHECK" + path.read_text().split("#ifdef FLASHVIZ_PTX_CHECK")[1]
+    out = subprocess.run([cpp, "-P", "-x", "c++", "-"], input=tail, capture_output=True, text=True, check=True).stdout
+    found = re.findall(r"flash_fwd_mma(?:_sm80)?<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(true|false)\s*>", out)
+    assert {c for *_, c in found} == {"true", "false"}
+    return {tuple(int(x) for x in f[:4]) for f in found}
+
+
+@pytest.mark.parametrize("name", ["flash_fwd_mma.cu", "flash_fwd_mma_sm80.cu"])
+def test_kernel_sources_are_header_free_and_instantiate_every_offered_size(name):
     from flashviz.gpu import kernel_source
     src = kernel_source(name)
     assert not re.search(r"^\s*#\s*include", src, re.M), "NVRTC from the pip wheels has no CUDA headers"
-    assert f"__global__ void" in src and kernel in src
-    check = src[src.index("#ifdef FLASHVIZ_PTX_CHECK"):]
-    assert "FLASHVIZ_PTX_CHECK" in check
+    offered = {(dt, br, bc, d) for dt in (0, 1) for br in ml.MMA_BR for bc in ml.MMA_BC for d in ml.MMA_D}
+    assert _instantiated(package_dir("flashviz.kernels").joinpath(name)) == offered
 
 
-def test_wgmma_kernel_instantiation_macro_covers_the_supported_grid():
-    from flashviz.gpu import kernel_source
-    tail = kernel_source("flash_fwd_mma.cu").split("#ifdef FLASHVIZ_PTX_CHECK")[1]
-    assert "FV_INST_BC(0, 64) FV_INST_BC(0, 128) FV_INST_BC(1, 64) FV_INST_BC(1, 128)" in tail
-    assert "FV_INST_D(DT, BR, 32) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128)" in tail
-    assert ml.MMA_BR == (64, 128) and ml.MMA_BC == (32, 64, 128) and ml.MMA_D == (64, 128)
+def test_scale_is_checked_on_the_cpu():
+    from flashviz.gpu.mma import _check_scale
+    assert _check_scale(None, 64) == pytest.approx(0.125)
+    assert _check_scale(0.5, 64) == 0.5
+    for bad in (0, -1.0, float("nan"), float("inf"), 1e-40, 1e39):
+        with pytest.raises(ValueError, match="scale must be > 0"):
+            _check_scale(bad, 64)
+    with pytest.raises(TypeError, match="scale must be a real number"):
+        _check_scale("0.1", 64)
 
 
 # ---------------------------------------------------------------- recorded results (CPU)
@@ -107,7 +123,7 @@ def test_latest_results_kinds():
 def test_mma_table_ratios_match_the_json():
     raw = _json("mma-")
     rows = R.mma_table(R.latest_results("mma"))
-    assert len(rows) == len(raw["bench"]) == 24
+    assert len(rows) == len(raw["bench"]) == len({(r["N"], r["d"], r["causal"]) for r in raw["bench"]})
     mm = raw["ceilings"]["matmul_fp16_TFLOPs"]
     for row in rows:
         r = next(x for x in raw["bench"] if (x["N"], x["d"], x["causal"]) == (row["N"], row["d"], row["causal"]))
@@ -269,5 +285,70 @@ def test_bad_inputs_are_one_line_errors():
         flash_forward_mma(q, q, q, Bc=256)
     with pytest.raises(TypeError, match="share one dtype"):
         flash_forward_mma(q, q.bfloat16(), q)
-    with pytest.raises(TypeError, match="scale must be"):
+    with pytest.raises(ValueError, match="scale must be > 0"):
         flash_forward_mma(q, q, q, scale=float("nan"))
+    with pytest.raises(ValueError, match="between 1 and 65,535"):
+        big = torch.randn(70_000, 1, 8, 64, device="cuda", dtype=torch.float16)
+        flash_forward_mma(big, big, big)
+
+
+@pytest.mark.gpu
+def test_layouts_streams_scale_nan_and_ranks():
+    """Odd strides of size-1 axes, expanded (stride-0) K/V, NumPy mixed with torch, a side
+    stream, a non-default scale, NaN propagation and the output rank — each against float64."""
+    torch = pytest.importorskip("torch")
+    from flashviz.gpu.mma import flash_forward_mma
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(2, 4, 100, 64, device="cuda", dtype=torch.float16, generator=g)
+    k1 = torch.randn(2, 1, 90, 64, device="cuda", dtype=torch.float16, generator=g)
+    v1 = torch.randn(2, 1, 90, 64, device="cuda", dtype=torch.float16, generator=g)
+    k, v = k1.expand(2, 4, 90, 64), v1.expand(2, 4, 90, 64)          # stride 0 along H (GQA-style)
+
+    def ref(q, k, v, scale, causal=False):
+        return torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                                scale=scale, is_causal=False)
+
+    def rel(a, b):
+        return ((a.double() - b).norm() / b.norm()).item()
+
+    O, L = flash_forward_mma(q, k, v, scale=0.05)
+    assert rel(O, ref(q, k, v, 0.05)) <= 2e-3
+    s = torch.stack([q[0, h].double() @ k[0, h].double().T * 0.05 for h in range(4)])
+    assert (L[0].double() - torch.logsumexp(s, -1)).abs().max().item() <= 1e-2
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):                                     # Q written and read on a side stream
+        q2 = q * 1.0
+        O2, _ = flash_forward_mma(q2, k, v, scale=0.05)
+    side.synchronize()
+    assert torch.equal(O2, O)
+    On, _ = flash_forward_mma(q.cpu().numpy(), k, v, scale=0.05)      # NumPy Q, torch K and V
+    assert rel(torch.as_tensor(On.get(), device="cuda"), ref(q, k, v, 0.05)) <= 2e-3
+    O3, L3 = flash_forward_mma(q[0, 0], k[0, 0], v[0, 0])             # (N, d) in -> (N, d), (N,) out
+    assert O3.shape == (100, 64) and L3.shape == (100,)
+    qn = q.clone()
+    qn[1, 2, 7, 5] = float("nan")
+    On, Ln = flash_forward_mma(qn, k, v)
+    assert torch.isnan(On[1, 2, 7]).all() and torch.isnan(Ln[1, 2, 7])
+    assert not torch.isnan(On[1, 2, 8]).any() and not torch.isnan(On[0]).any()
+
+
+@pytest.mark.gpu
+def test_the_check_catches_a_single_wrong_row():
+    """check_case's per-row bound: one row of O zeroed must fail even when the norm over all
+    of O would still pass (the row_rel_err field)."""
+    import cupy as cp
+    from flashviz.gpu import mma_bench
+    real = mma_bench.launch_mma
+
+    def broken(mk, q, k, v, o, lse_ptr, scale):
+        real(mk, q, k, v, o, lse_ptr, scale)
+        cp.cuda.Device().synchronize()
+        O = o.keep
+        O[0, 0, 5] = 0
+    mma_bench.launch_mma = broken
+    try:
+        r = mma_bench.check_case("wgmma" if _variants()[0] == "wgmma" else "mma.sync", "bfloat16", 128, False,
+                                 1000, 1000, 128, 64)
+    finally:
+        mma_bench.launch_mma = real
+    assert r["rel_err"] <= r["tol"] and r["row_rel_err"] > r["row_tol"] and not r["pass"]

@@ -69,14 +69,14 @@ def check_compulsory_bytes(answer, N: int = 4096, d: int = 64, BH: int = 128, it
     return say(wrong(f"you said {a:,.0f} B — {hint}"))
 
 
-TIE = 0.03  #: run-to-run spread of one block's time on the H200 (benchmarks/NOTES.md)
+TIE = 0.04  #: run-to-run spread of one block's time on the H200 (±4 %, benchmarks/NOTES.md)
 
 
 @never_raises(say)
 def check_fastest_blocks(answer, d: int = 64, causal: bool = False, *, variant: str = "wgmma",
                          res: dict | None = None) -> CheckResult:
     """Is ``answer`` = (Br, Bc) the block size with the least recorded time in the committed
-    block sweep (``mma_sweep(res, variant=..., d=..., causal=...)``)? A block within TIE (3 %)
+    block sweep (``mma_sweep(res, variant=..., d=..., causal=...)``)? A block within TIE (4 %)
     of the fastest counts as right: that is the run-to-run spread."""
     from ..gpu.results import mma_sweep, recorded_label
 

@@ -29,3 +29,13 @@ def package_dir(package: str):
         if not path.is_dir():
             raise FileNotFoundError(f"{package} is not installed and {path} does not exist") from None
         return path
+
+
+def kernel_source(name: str = "flash_fwd.cu") -> str:
+    """The text of ``kernels/<name>`` (e.g. "flash_fwd_mma.cu"), from the installed package
+    ``flashviz.kernels`` or, in a source checkout, the repository's ``kernels/`` folder.
+    Needs no CuPy. Raises FileNotFoundError if there is no such kernel file."""
+    path = package_dir("flashviz.kernels").joinpath(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
+    return path.read_text(encoding="utf-8")

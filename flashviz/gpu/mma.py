@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .mma_limits import check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
-from .operands import Operand, as_operand, bf16_bits_to_float32
+from .operands import Operand, _is_torch, as_operand, bf16_bits_to_float32
 from .runner import _check_flag, _cupy, device_smem_optin, kernel_source
 
 _FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"), "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
@@ -84,24 +84,24 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
         raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
     if Br is None or Bc is None:
         dBr, dBc = default_blocks(d, causal, variant)
-        Br, Bc = Br or dBr, Bc or dBc
+        Br, Bc = dBr if Br is None else Br, dBc if Bc is None else Bc
     Br, Bc, d = check_mma_sizes(Br, Bc, d)
     dev = cp.cuda.Device()
     cc = int(dev.compute_capability)
     if variant == "wgmma" and cc != 90:
         raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{cc}: use variant='mma.sync'")
-    src = SOURCE_OVERRIDE.get(variant)
+    fname, kname = _FILES[variant]
+    src = SOURCE_OVERRIDE.get(variant) or kernel_source(fname)   # keyed by its text: an edited file recompiles
     key = (variant, dtype, Br, Bc, d, causal, dev.id, hash(src))
     if key in _CACHE:
         return _CACHE[key]
     smem = check_mma_launch(Br, Bc, d, variant, device_smem_optin())
-    fname, kname = _FILES[variant]
     dt = 0 if dtype == "float16" else 1
     name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
     arch = "sm_90a" if variant == "wgmma" else f"sm_{cc}"
     from .nvrtc import compile_cubin
     t0 = time.perf_counter()
-    kernel, _, hit = compile_cubin(src or kernel_source(fname), name, arch)
+    kernel, _, hit = compile_cubin(src, name, arch)
     kernel.max_dynamic_shared_size_bytes = smem
     compile_ms = (time.perf_counter() - t0) * 1e3
     mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
@@ -136,8 +136,40 @@ def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
         raise ValueError(f"Q, K, V must share the head dimension d, got {q.shape}, {k.shape}, {v.shape}")
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"K and V must have the same number of keys, got {k.shape} and {v.shape}")
-    if q.shape[0] > 65_535 or q.shape[1] > 65_535:
-        raise ValueError(f"B and H must each be at most 65,535 (grid axes), got {q.shape[:2]}")
+    if min(q.shape[:2]) < 1 or q.shape[0] > 65_535 or q.shape[1] > 65_535:
+        raise ValueError(f"B and H must each be between 1 and 65,535 (grid axes), got {q.shape[:2]}")
+    devs = {op.device for op in (q, k, v)}
+    if len(devs) > 1:
+        raise ValueError(f"Q, K, V must be on one GPU, got devices {sorted(devs)}")
+
+
+def _check_scale(scale, d: int) -> float:
+    """The softmax scale as a float: 1/sqrt(d) for None; the kernel receives scale·log2(e) in
+    float32, which must be a normal finite number (so −inf·scale stays −inf, never NaN)."""
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
+        raise TypeError(f"scale must be a real number or None, got {scale!r}")
+    f32 = np.finfo(np.float32)
+    v = float(scale) * LOG2E
+    if not (math.isfinite(v) and float(f32.tiny) <= v <= float(f32.max)):
+        raise ValueError(f"scale must be > 0 with scale·log2(e) a normal float32 (about 8e-39 to 2e38), got {scale!r}")
+    return float(scale)
+
+
+def _stream_context(q: Operand):
+    """Where to launch: torch tensors -> their GPU and torch's current stream there (so the
+    kernel is ordered after whatever wrote Q, K, V); arrays -> CuPy's current device/stream."""
+    import contextlib
+    cp = _cupy()
+    if q.kind != "torch":
+        return contextlib.nullcontext()
+    import torch
+    dev = q.keep.device
+    stack = contextlib.ExitStack()
+    stack.enter_context(cp.cuda.Device(dev.index))
+    stack.enter_context(cp.cuda.ExternalStream(torch.cuda.current_stream(dev).cuda_stream))
+    return stack
 
 
 def _out_like(q: Operand):
@@ -177,8 +209,9 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     (O, lse): torch inputs give torch tensors O (B, H, Nq, d) in the input dtype and lse
     (B, H, Nq) float32; array inputs give CuPy arrays: O float16 (float32 for bfloat16,
     widened exactly) and lse float32. lse is the natural-log log-sum-exp of scale·QKᵀ over
-    visible keys; rows that see no key give O = 0 and lse = −inf. Leading axes missing from
-    the input are kept as 1 in the output.
+    visible keys; rows that see no key give O = 0 and lse = −inf; NaN in the inputs gives NaN.
+    O and lse have the input's leading axes: (N, d) in gives (N, d) and (N,) out. Torch
+    inputs run on their GPU and torch's current stream there.
 
     Raises
     ------
@@ -187,18 +220,18 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     """
     causal = _check_flag(causal, "causal")
     q = as_operand(Q, "Q", dtype)
-    k = as_operand(K, "K", dtype if dtype is not None or q.kind == "torch" else q.dtype)
-    v = as_operand(V, "V", dtype if dtype is not None or q.kind == "torch" else q.dtype)
+    follow = dtype if dtype is not None or q.kind == "torch" else q.dtype
+    k = as_operand(K, "K", follow if not _is_torch(K) else dtype)
+    v = as_operand(V, "V", follow if not _is_torch(V) else dtype)
     _check_shapes(q, k, v)
+    lead = tuple(np.shape(Q))[:-2] if q.kind != "torch" else tuple(Q.shape)[:-2]
     d = q.shape[3]
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not (
-            math.isfinite(float(scale)) and float(scale) > 0):
-        raise TypeError(f"scale must be a finite number > 0 or None, got {scale!r}")
-    mk = compile_mma(q.dtype, Br, Bc, d, causal, variant)
-    o, O, lse, lse_ptr = _out_like(q)
-    launch_mma(mk, q, k, v, o, lse_ptr, float(scale))
+    scale = _check_scale(scale, d)
+    with _stream_context(q):
+        mk = compile_mma(q.dtype, Br, Bc, d, causal, variant)
+        o, O, lse, lse_ptr = _out_like(q)
+        launch_mma(mk, q, k, v, o, lse_ptr, scale)
     if q.kind == "cupy" and q.dtype == "bfloat16":
         O = bf16_bits_to_float32(O)
-    return O, lse
+    Nq = q.shape[2]
+    return O.reshape(*lead, Nq, d), lse.reshape(*lead, Nq)

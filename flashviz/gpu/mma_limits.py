@@ -18,6 +18,7 @@ from __future__ import annotations
 from .limits import H200_SMEM_OPTIN, _check_member
 
 VARIANTS = ("wgmma", "mma.sync")
+BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)   #: the benchmark's sequence lengths (B·N = 16k tokens)
 MMA_BR = (64, 128)
 MMA_BC = (32, 64, 128)
 MMA_D = (64, 128)

@@ -1,11 +1,11 @@
-"""One benchmark run of the tensor-core kernels, written to one JSON (and PNG figures).
+"""One benchmark run of the tensor-core kernels, written to one JSON.
 
 ``run_benchmarks`` is what ``flashviz bench`` and ``benchmarks/bench_mma.py`` call on a GPU:
 the device ceilings, the correctness grid, the benchmark against the teaching kernel, naive
 CuPy and torch SDPA (flash / cuDNN / memory-efficient), and the block-size sweep — all in one
 process, one device, one date. The JSON is written after every part, so a run cut short
-keeps what it measured. ``plot_results`` draws the committed (or any) results to PNG files
-and needs no GPU.
+keeps what it measured. A run with fewer parts, fewer sizes or --quick is named
+partial-mma-*.json, so it never replaces the recorded run that the explainer shows.
 """
 
 from __future__ import annotations
@@ -14,16 +14,20 @@ import json
 import time
 from pathlib import Path
 
-BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)
+from .mma_limits import BENCH_N
+
+ALL_PARTS = ("ceil", "check", "bench", "sweep")
 
 
-def _device_slug(env: dict) -> str:
+def device_slug(env: dict) -> str:
+    """'h200' for 'NVIDIA H200': the device part of result file names."""
     return env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
 
 
 def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "bench", "sweep"),
                    variants=("wgmma", "mma.sync"), Ns=BENCH_N, ab_source: str | None = None, log=print) -> Path:
-    """Measure on this GPU and write ``mma-<device>-<date>.json`` into out_dir; returns its path.
+    """Measure on this GPU and write ``mma-<device>-<date>.json`` (``partial-mma-…`` unless
+    every part ran on every size without quick) into out_dir; returns its path.
 
     parts: any of "ceil" (copy GB/s, matmul TFLOP/s), "check" (correctness grid, fewer shapes
     with quick), "bench" (every N in Ns × d ∈ {64, 128} × causal), "sweep" (every (Br, Bc) at
@@ -42,7 +46,9 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     data = {"kind": "flashviz tensor-core kernels", "env": env, "parts": list(parts), "variants": list(variants)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"mma-{_device_slug(env)}-{env['date']}.json"
+    # Only a full run may become "the recorded run" (latest_results("mma")); others are partial.
+    full = set(parts) == set(ALL_PARTS) and not quick and tuple(Ns) == BENCH_N
+    path = out / f"{'' if full else 'partial-'}mma-{device_slug(env)}-{env['date']}.json"
     t0 = time.time()
 
     def save():
@@ -101,37 +107,3 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
         save()
     save()
     return path
-
-
-def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = None) -> list[Path]:
-    """Draw the benchmark, the block sweeps (d = 64 and 128) and the DRAM comparison of the
-    given (default: latest committed) results to PNG files in out_dir, named after the JSON
-    they come from. Returns the paths written. Needs no GPU."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..views import bench_plot as bp
-    from .results import latest_results
-
-    mma_res = mma_res if mma_res is not None else latest_results("mma")
-    dram_res = dram_res if dram_res is not None else latest_results("dram")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-
-    def save(fig, name):
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        written.append(out / name)
-
-    if mma_res:
-        stem = Path(mma_res.get("source_file", "mma-results.json")).stem
-        if mma_res.get("bench"):
-            save(bp.plot_mma_benchmark(mma_res), f"{stem}.png")
-        for d in (64, 128):
-            if any(r.get("d") == d and "ms" in r for r in mma_res.get("sweep", [])):
-                save(bp.plot_block_sweep(mma_res, d=d), f"{stem}-sweep-d{d}.png")
-    if dram_res and dram_res.get("rows"):
-        save(bp.plot_dram(dram_res), f"{Path(dram_res.get('source_file', 'dram-results.json')).stem}.png")
-    return written

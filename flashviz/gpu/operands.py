@@ -27,7 +27,7 @@ class Operand:
 
     ptr: device address (int); shape: (B, H, N, d); strides: element strides of those four
     axes (the last is 1); dtype: "float16" or "bfloat16"; keep: the object that owns the
-    memory (kept alive while the operand is); kind: "torch" or "cupy".
+    memory (kept alive while the operand is); kind: "torch" or "cupy"; device: its GPU's index.
     """
 
     ptr: int
@@ -36,6 +36,7 @@ class Operand:
     dtype: str
     keep: object
     kind: str
+    device: int = 0
 
 
 def _is_torch(x) -> bool:
@@ -93,7 +94,7 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
             raise TypeError(f"{name} is a CPU torch tensor; move it to the GPU (.cuda()) first")
         shape = _bhsd(x.shape, name)
         strides = _pad_strides(x.stride(), x.dim())
-        op = Operand(int(x.data_ptr()), shape, strides, tdt, x, "torch")
+        op = Operand(int(x.data_ptr()), shape, strides, tdt, x, "torch", int(x.device.index or 0))
     else:
         import cupy as cp
         if isinstance(x, (str, bytes)) or x is None:
@@ -113,7 +114,8 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
         else:
             xd = to_bf16_bits(xd.astype(cp.float32, copy=False))
         xd = xd.reshape(shape)
-        op = Operand(int(xd.data.ptr), shape, tuple(s // xd.itemsize for s in xd.strides), want, xd, "cupy")
+        op = Operand(int(xd.data.ptr), shape, tuple(s // xd.itemsize for s in xd.strides), want, xd, "cupy",
+                     int(xd.device.id))
     _check_layout(op, name)
     return op
 

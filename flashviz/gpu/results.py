@@ -166,7 +166,8 @@ def check_summary(res: dict | None) -> dict:
     out: dict = {}
     for r in (res or {}).get("check", []):
         k = (r["variant"], r["dtype"])
-        s = out.setdefault(k, {"cases": 0, "passed": 0, "worst_rel_err": 0.0, "tol": r.get("tol"), "nan": False})
+        s = out.setdefault(k, {"cases": 0, "passed": 0, "worst_rel_err": 0.0, "tol": None, "nan": False})
+        s["tol"] = s["tol"] if s["tol"] is not None else r.get("tol")
         s["cases"] += 1
         s["passed"] += bool(r.get("pass"))
         s["worst_rel_err"] = max(s["worst_rel_err"], r.get("rel_err", float("inf")))
@@ -193,6 +194,7 @@ def mma_summary(res: dict | None) -> str:
                      f"{f('mmasync_tflops', 8)} {f('sdpa_flash_tflops')} {f('sdpa_cudnn_tflops')} "
                      f"{x('wgmma_ratio_to_sdpa_flash')} {x('wgmma_ratio_to_sdpa_cudnn', 8)}")
     for (variant, dtype), c in sorted(check_summary(res).items()):
-        lines.append(f"correctness {variant} {dtype}: {c['passed']}/{c['cases']} within {c['tol']:g}, "
+        tol = f"{c['tol']:g}" if c["tol"] is not None else "—"
+        lines.append(f"correctness {variant} {dtype}: {c['passed']}/{c['cases']} within {tol}, "
                      f"worst relative error {c['worst_rel_err']:.1e}{', NaN seen' if c['nan'] else ''}")
     return "\n".join(lines)

@@ -19,21 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._files import package_dir
+from ._files import kernel_source  # noqa: F401 (re-exported: flashviz.gpu.kernel_source)
 from .limits import THREADS, check_launch, check_sizes
 
 _KERNEL_FILE = "flash_fwd.cu"
 _CACHE: dict = {}
-
-
-def kernel_source(name: str = _KERNEL_FILE) -> str:
-    """The text of ``kernels/<name>`` (e.g. "flash_fwd.cu"), from the installed package
-    ``flashviz.kernels`` or, in a source checkout, the repository's ``kernels/`` folder.
-    Raises FileNotFoundError if there is no such kernel file."""
-    path = package_dir("flashviz.kernels").joinpath(name)
-    if not path.is_file():
-        raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
-    return path.read_text(encoding="utf-8")
 
 
 def _nvidia_driver_present() -> bool:

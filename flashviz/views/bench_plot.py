@@ -44,13 +44,15 @@ def _check(res, kind_key):
 def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
     """TFLOP/s against N for every implementation, one panel per (d, causal), from the
     "bench" rows of an "mma" results dict (B·N = 16k tokens, H = 2048/d; FLOPs 4·B·H·N²·d,
-    halved for causal). The dotted line is the device's measured fp16 matmul rate.
+    halved for causal). The dotted line is the device's measured matmul rate in the rows' dtype.
     Raises ValueError when res has no "bench" rows."""
     _check(res, "bench")
     rows = res["bench"]
     ds = sorted({r["d"] for r in rows})
     fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True)
-    mm = res.get("ceilings", {}).get("matmul_fp16_TFLOPs")
+    dtype = rows[0].get("dtype", "float16")
+    short = "bf16" if dtype == "bfloat16" else "fp16"
+    mm = res.get("ceilings", {}).get(f"matmul_{short}_TFLOPs")
     for a, d in enumerate(ds):
         for b, causal in enumerate((False, True)):
             ax = axes[a][b]
@@ -62,7 +64,7 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
                     ax.plot(x, y, ls, color=colour, marker="o", ms=3.5, lw=1.8 if key == "wgmma" else 1.2,
                             label=label)
             if mm:
-                ax.axhline(mm, color="black", lw=0.8, ls=":", label=f"fp16 matmul ceiling ({mm:.0f})")
+                ax.axhline(mm, color="black", lw=0.8, ls=":", label=f"{short} matmul ceiling ({mm:.0f})")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             Ns = sorted({r["N"] for r in sel})
@@ -76,7 +78,7 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
             if a == len(ds) - 1:
                 ax.set_xlabel("sequence length N")
     axes[0][0].legend(fontsize=7.5, loc="lower right")
-    fig.suptitle(f"Attention forward, fp16, 16k tokens per batch — {run_label(res)}", fontsize=11)
+    fig.suptitle(f"Attention forward, {short}, 16k tokens per batch — {run_label(res)}", fontsize=11)
     fig.tight_layout()
     return fig
 

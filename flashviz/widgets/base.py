@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import threading
 import os
 
 import ipywidgets as W
@@ -52,6 +53,16 @@ def ensure_ipympl() -> bool:
         return True
     except Exception:
         return False
+
+
+#: One GPU measurement at a time, across every panel: two at once would time each other.
+GPU_LOCK = threading.Lock()
+
+
+def error_line(exc: BaseException) -> str:
+    """'TypeName: first line of the message' — how a panel reports a failure in one line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def check_int(value, name, lo, hi=None):

@@ -17,14 +17,9 @@ from ..iomodel import flash_forward_io, standard_attention_io
 from ..gpu.results import recorded_label, recorded_rows, recorded_summary  # noqa: F401 (re-exported)
 from ..views.style import fmt_bytes
 from . import registry
-from .base import close_widget
+from .base import GPU_LOCK, close_widget, error_line
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def _table_html(rows: list[dict]) -> str:
@@ -159,6 +154,9 @@ class GPUPanel:
         if self._thread is not None and self._thread.is_alive():
             self.status.value = "A run is already going: wait for it or press Stop."
             return None
+        if not GPU_LOCK.acquire(blocking=False):
+            self.status.value = "Another panel is measuring on the GPU: wait for it (two at once would time each other)."
+            return None
         self._stop.clear()
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.progress.value, self.progress.layout.visibility = 0, "visible"
@@ -195,8 +193,9 @@ class GPUPanel:
             self.last = box["res"] = res
             self.result_html.value = _table_html([res])
         except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
-            self.status.value = f"<span style='color:#d62728'>GPU run failed: {html.escape(_first_line(exc))}</span>"
+            self.status.value = f"<span style='color:#d62728'>GPU run failed: {html.escape(error_line(exc))}</span>"
         finally:
+            GPU_LOCK.release()
             self.run_button.disabled, self.stop_button.disabled = False, True
             self.progress.layout.visibility = "hidden"
 

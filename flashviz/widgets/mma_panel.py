@@ -19,27 +19,21 @@ import threading
 import ipywidgets as W
 
 from .. import gpu
-from ..gpu.mma_limits import DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, default_blocks, \
+from ..gpu.mma_limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, default_blocks, \
     mma_blocks, mma_smem_bytes
+from ..gpu.results import IMPLS as RESULT_IMPLS
 from ..gpu.results import latest_results, mma_sweep, mma_table, recorded_label
 from ..iomodel import flash_forward_io
 from ..views.style import fmt_bytes
 from . import registry
-from .base import check_bool, close_widget
+from .base import GPU_LOCK, check_bool, close_widget, error_line
 
-BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)
 TOKENS, MODEL_DIM = 16384, 2048      # B·N tokens and H·d model width of every run
 REPEAT = 20                          # timed calls per measurement (median)
 KEY = {"wgmma": "wgmma", "mma.sync": "mmasync"}   # variant -> prefix of its result keys
-IMPLS = (("wgmma", "flashviz wgmma (sm_90a)"), ("mmasync", "flashviz mma.sync (sm_80+)"),
-         ("sdpa_flash", "SDPA flash (FlashAttention-2)"), ("sdpa_cudnn", "SDPA cuDNN"))
+IMPLS = tuple(i for i in RESULT_IMPLS if i[0] in ("wgmma", "mmasync", "sdpa_flash", "sdpa_cudnn"))
 HIGHLIGHT = "background:#fff3b0;font-weight:bold"
 _TABLE = "<table style='border-collapse:collapse;font-size:12px' border='1' cellpadding='3'>"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 class _KernelFailed(RuntimeError):
@@ -124,11 +118,8 @@ class TensorCorePanel:
                  Br: int | None = None, Bc: int | None = None, key=None):
         N, d = _member(N, "N", BENCH_N), _member(d, "d", MMA_D)
         causal, dtype = check_bool(causal, "causal"), _member(dtype, "dtype", DTYPES)
-        dBr, dBc = default_blocks(d, causal, "wgmma")
-        Br = dBr if Br is None else _member(Br, "Br", MMA_BR)
-        Bc = dBc if Bc is None else _member(Bc, "Bc", MMA_BC)
-        self._key = registry.caller_key() if key is None else key
-        registry.register("TensorCorePanel", self._key, self)
+        Br = None if Br is None else _member(Br, "Br", MMA_BR)
+        Bc = None if Bc is None else _member(Bc, "Bc", MMA_BC)
         self.ok, self.reason = gpu.gpu_status()
         self.variant, self._smem_limit = None, None       # the live GPU's kernel and shared memory (bytes)
         if self.ok:
@@ -137,7 +128,11 @@ class TensorCorePanel:
                 from ..gpu.runner import device_smem_optin
                 self.variant, self._smem_limit = mma.device_variant(), device_smem_optin()
             except Exception as exc:
-                self.ok, self.reason = False, _first_line(exc)
+                self.ok, self.reason = False, error_line(exc)
+        dBr, dBc = default_blocks(d, causal, self.variant or "wgmma")   # this GPU's kernel's defaults
+        Br, Bc = dBr if Br is None else Br, dBc if Bc is None else Bc
+        self._key = registry.caller_key() if key is None else key
+        registry.register("TensorCorePanel", self._key, self)
         try:
             self._res = latest_results("mma")
         except Exception:              # a corrupt recording must not break the panel
@@ -279,6 +274,9 @@ class TensorCorePanel:
         if problem:
             self.status.value = _red(f"This configuration cannot run on this GPU: {problem}")
             return None
+        if not GPU_LOCK.acquire(blocking=False):
+            self.status.value = "Another panel is measuring on the GPU: wait for it (two at once would time each other)."
+            return None
         self._stop.clear()
         self.run_button.disabled = self.sweep_button.disabled = True
         self.stop_button.disabled = False
@@ -303,11 +301,12 @@ class TensorCorePanel:
         try:
             self.last = box["res"] = self._run_one(p) if job == "run" else self._sweep_all(p, blocks)
         except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
-            msg = (str(exc).strip().splitlines() or [""])[0] if isinstance(exc, _KernelFailed) else _first_line(exc)
+            msg = (str(exc).strip().splitlines() or [""])[0] if isinstance(exc, _KernelFailed) else error_line(exc)
             if isinstance(exc, ImportError) and "torch" in str(exc):
                 msg += " (the benchmark needs PyTorch: pip install torch)"
             self.status.value = _red(f"GPU {job} failed: {msg}")
         finally:
+            GPU_LOCK.release()
             self.run_button.disabled = self.sweep_button.disabled = False
             self.stop_button.disabled = True
             self.progress.layout.visibility = "hidden"
