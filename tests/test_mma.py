@@ -347,8 +347,10 @@ def test_the_check_catches_a_single_wrong_row():
         O[0, 0, 5] = 0
     mma_bench.launch_mma = broken
     try:
-        r = mma_bench.check_case("wgmma" if _variants()[0] == "wgmma" else "mma.sync", "bfloat16", 128, False,
-                                 1000, 1000, 128, 64)
+        r = mma_bench.check_case("wgmma" if _variants()[0] == "wgmma" else "mma.sync", "bfloat16", 128, True,
+                                 2048, 2048, 128, 64)
     finally:
         mma_bench.launch_mma = real
-    assert r["rel_err"] <= r["tol"] and r["row_rel_err"] > r["row_tol"] and not r["pass"]
+    # one row in 12,288: the norm over all of O barely notices, the per-row bound does
+    assert r["row_rel_err"] > r["row_tol"] and not r["pass"]
+    assert r["row_rel_err"] > 50 * r["rel_err"]
