@@ -48,6 +48,7 @@ _WIDGETS = {
     "BackwardExplorer": "flashviz.widgets.backward",
     "ChapterApp": "flashviz.widgets.app",
     "TensorCorePanel": "flashviz.widgets.mma_panel",
+    "RecordedFigures": "flashviz.widgets.recorded_figures",
 }
 
 

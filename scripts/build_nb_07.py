@@ -52,7 +52,7 @@ teach = max(r["teaching_tflops"] for r in table)
 best = max(r["wgmma_tflops"] for r in table)
 print(f"copy bandwidth  : {ceil['copy_GBps']:,.0f} GB/s ({ceil['copy_bytes'] / 2**30:.0f} GiB copied, read + write)")
 print(f"matmul, fp16    : {ceil['matmul_fp16_TFLOPs']:,.0f} TFLOP/s   (bf16: {ceil['matmul_bf16_TFLOPs']:,.0f} TFLOP/s)")
-print(f"teaching kernel : {teach:,.1f} TFLOP/s at best (fp32, CUDA cores) = "
+print(f"teaching kernel : {teach:,.1f} TFLOP/s at best in this run (fp32, CUDA cores, 64×64 blocks) = "
       f"{100 * teach / ceil['matmul_fp16_TFLOPs']:.1f}% of the matmul ceiling")
 print(f"tensor-core kernel (this chapter): {best:,.0f} TFLOP/s at best = {best / teach:.0f}x the teaching kernel")"""),
     md("""The teaching kernel was never meant to be fast, and the gap is not about memory: it moves few bytes
@@ -148,6 +148,7 @@ with the older Ampere instruction (`kernels/flash_fwd_mma_sm80.cu`, for GPUs bef
 two matrix products, $4 \\cdot B H N^2 d$ FLOPs, halved with a causal mask (the FlashAttention convention)."""),
     code("""with plt.ioff():
     fig = plot_mma_benchmark(mma, figsize=(9, 6.6))
+fig.canvas.toolbar_visible = fig.canvas.header_visible = False   # the toolbar would cover the axis labels
 fig.canvas"""),
     code("""print(f"{'N':>6} {'d':>4} {'causal':>6} │ {'wgmma':>6} {'÷FA2':>5} {'÷cuDNN':>6} {'ceiling':>7} │ "
       f"{'mma.sync':>8} {'÷FA2':>5} │ {'FA2':>5} {'cuDNN':>5} {'teach':>5}")
@@ -196,6 +197,7 @@ time, until other costs take over. Here is the same experiment on the H200 with 
 $(B_r, B_c)$ the kernel supports, beside the bytes the IO model predicts for it."""),
     code("""with plt.ioff():
     fig = plot_block_sweep(mma, d=64, figsize=(9, 3.6))
+fig.canvas.toolbar_visible = fig.canvas.header_visible = False   # the toolbar would cover the axis labels
 fig.canvas"""),
     code("""by_blocks = {(r["Br"], r["Bc"]): r for r in dram["rows"] if r["impl"] == "mma"}
 print(f"{'Br×Bc':>8} {'smem':>8} {'regs':>5} │ {'ms':>6} {'TFLOP/s':>7} │ {'IO model':>9} {'measured DRAM':>14}")
@@ -212,6 +214,7 @@ DRAM bytes that actually crossed between HBM and the chip in one forward call (`
 `dram__bytes_write.sum`) for the wgmma kernel, the teaching kernel and naive CuPy attention (which writes $S$ to HBM):"""),
     code("""with plt.ioff():
     fig = plot_dram(dram, figsize=(9, 4.2))
+fig.canvas.toolbar_visible = fig.canvas.header_visible = False   # the toolbar would cover the axis labels
 fig.canvas"""),
     md("""(The figure labels its bars in MiB and GiB, $2^{20}$ and $2^{30}$ bytes; the text below uses MB and GB,
 $10^6$ and $10^9$ bytes, like the benchmark's GB/s.)

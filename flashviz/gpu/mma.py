@@ -216,7 +216,21 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     Raises
     ------
     TypeError / ValueError for bad inputs (dtype, shapes, strides, alignment, block sizes,
-    shared memory asked vs available); RuntimeError without CuPy / a suitable GPU.
+    shared memory asked vs available, a scale whose scale·log2(e) is not a normal float32,
+    tensors on different GPUs); RuntimeError without CuPy / a suitable GPU.
+
+    Notes
+    -----
+    Forward only: no autograd (torch outputs carry no gradient). The first call for a
+    (dtype, Br, Bc, d, causal) compiles with NVRTC (about a second) and caches the cubin in
+    ``~/.cache/flashviz/cubin`` ($FLASHVIZ_CACHE); later processes load it. Needs CuPy
+    (``pip install "flashviz[gpu]"`` or ``[gpu-cuda13]``) and, for torch inputs, torch.
+
+    Example
+    -------
+    >>> import torch, flashviz as fv                                  # doctest: +SKIP
+    >>> q, k, v = (torch.randn(4, 32, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    >>> O, lse = fv.gpu.flash_forward_mma(q, k, v, causal=True)      # O: bf16 (4, 32, 4096, 64)
     """
     causal = _check_flag(causal, "causal")
     q = as_operand(Q, "Q", dtype)

@@ -96,7 +96,8 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
         strides = _pad_strides(x.stride(), x.dim())
         op = Operand(int(x.data_ptr()), shape, strides, tdt, x, "torch", int(x.device.index or 0))
     else:
-        import cupy as cp
+        from .runner import _cupy
+        cp = _cupy()   # RuntimeError with what to install, not ModuleNotFoundError
         if isinstance(x, (str, bytes)) or x is None:
             raise TypeError(f"{name} must be a float array or tensor of shape (B, H, N, d), got {type(x).__name__}")
         if not isinstance(x, (np.ndarray, cp.ndarray)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from .style import fmt_bytes
 
@@ -69,6 +69,7 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
             ax.set_yscale("log")
             Ns = sorted({r["N"] for r in sel})
             ax.set_xticks(Ns, [f"{n // 1024}k" if n >= 1024 else str(n) for n in Ns])
+            ax.yaxis.set_major_locator(FixedLocator([2, 5, 10, 20, 50, 100, 200, 300, 500, 800]))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_title(f"d = {d}, {'causal' if causal else 'no mask'}", fontsize=10)
@@ -77,9 +78,10 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
                 ax.set_ylabel("TFLOP/s")
             if a == len(ds) - 1:
                 ax.set_xlabel("sequence length N")
-    axes[0][0].legend(fontsize=7.5, loc="lower right")
+    handles, labels = axes[0][0].get_legend_handles_labels()
     fig.suptitle(f"Attention forward, {short}, 16k tokens per batch — {run_label(res)}", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7.5, frameon=False)
     return fig
 
 
@@ -132,8 +134,12 @@ def plot_dram(res: dict, *, figsize=(11, 4.2)):
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [r["model_hbm_bytes"] for r in rows], 0.4, color="#bbbbbb", label="IO model (HBM bytes)")
     colours = {"mma": "#d62728", "teaching": "#2ca02c", "naive": "#7f7f7f"}
-    ax.bar(x + 0.2, [r["dram_bytes"] for r in rows], 0.4, color=[colours.get(r["impl"], "C0") for r in rows],
-           label="measured DRAM bytes (ncu)")
+    labels = {"mma": "measured (ncu): wgmma fp16", "teaching": "measured (ncu): teaching fp32",
+              "naive": "measured (ncu): naive fp32"}
+    for impl in dict.fromkeys(r["impl"] for r in rows):
+        idx = [i for i, r in enumerate(rows) if r["impl"] == impl]
+        ax.bar(x[idx] + 0.2, [rows[i]["dram_bytes"] for i in idx], 0.4, color=colours.get(impl, "C0"),
+               label=labels.get(impl, f"measured (ncu): {impl}"))
     names = {"mma": "wgmma\nfp16", "teaching": "teach.\nfp32", "naive": "naive\nfp32"}
     ax.set_xticks(x, [f"{r['Br']}×{r['Bc']}\n{names.get(r['impl'], r['impl'])}" if r["Br"] else
                       f"S in HBM\n{names.get(r['impl'], r['impl'])}" for r in rows], fontsize=7)
@@ -145,7 +151,7 @@ def plot_dram(res: dict, *, figsize=(11, 4.2)):
     r0 = rows[0]
     ax.set_title(f"One forward call, N = {r0['N']}, d = {r0['d']}, B·H = {r0['B'] * r0['H']} — "
                  f"{run_label(res)}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
     ax.set_ylim(None, max(max(r["dram_bytes"], r["model_hbm_bytes"]) for r in rows) * 20)
     fig.tight_layout()
     return fig

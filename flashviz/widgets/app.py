@@ -23,7 +23,8 @@ CHAPTERS = {
     "5 · Causal masking": [("flashviz.widgets.causal", "CausalExplorer", {})],
     "5 · Loop order: FA1 vs FA2": [("flashviz.widgets.loop_order", "LoopOrderExplorer", {})],
     "6 · Backward pass": [("flashviz.widgets.backward", "BackwardExplorer", {})],
-    "7 · The GPU kernel": [("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
+    "7 · The GPU kernel": [("flashviz.widgets.recorded_figures", "RecordedFigures", {}),
+                           ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
 }
 
 PRESENTER_CSS = """<style>

@@ -1,0 +1,110 @@
+"""RecordedFigures: the recorded GPU results of chapter 7 as figures, for class and app mode.
+
+Three tabs drawn from the committed JSON (no GPU needed): the benchmark against
+FlashAttention-2 and cuDNN (``views.bench_plot.plot_mma_benchmark``), the block sweep at
+d = 64 (``plot_block_sweep``) and the DRAM bytes measured with Nsight Compute beside the IO
+model (``plot_dram``), each with a one-line caption whose numbers are computed from the same
+JSON. Figures are rendered once to PNG (ipywidgets.Image), so they show in Voilà and on a
+projector without an interactive canvas.
+"""
+
+from __future__ import annotations
+
+import io
+
+import ipywidgets as W
+
+from ..gpu.results import compulsory_bytes, latest_results, mma_table, recorded_label
+from . import registry
+from .base import close_widget
+
+
+def _png(fig, dpi: int) -> bytes:
+    import matplotlib.pyplot as plt
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def captions(mma: dict | None, dram: dict | None) -> dict:
+    """{"benchmark", "sweep", "dram"}: one line each, computed from the results dicts."""
+    out = {"benchmark": "", "sweep": "", "dram": ""}
+    rows = [r for r in mma_table(mma) if r["N"] >= 2048 and "wgmma_ratio_to_sdpa_flash" in r]
+    if rows:
+        lo = min(r["wgmma_ratio_to_sdpa_flash"] for r in rows)
+        hi = max(r["wgmma_ratio_to_sdpa_flash"] for r in rows)
+        cu = [r["wgmma_ratio_to_sdpa_cudnn"] for r in rows if "wgmma_ratio_to_sdpa_cudnn" in r]
+        out["benchmark"] = (f"For N ≥ 2048 the wgmma kernel is {lo:.2f}–{hi:.2f}x as fast as FlashAttention-2 "
+                            f"(SDPA-flash)" + (f" and {min(cu):.2f}–{max(cu):.2f}x cuDNN." if cu else "."))
+    sweep = [r for r in (mma or {}).get("sweep", []) if r.get("variant") == "wgmma" and r.get("d") == 64
+             and not r.get("causal") and "ms" in r]
+    if sweep:
+        fast, slow = min(sweep, key=lambda r: r["ms"]), max(sweep, key=lambda r: r["ms"])
+        out["sweep"] = (f"d = 64: {fast['Br']}×{fast['Bc']} is fastest ({fast['ms']:.2f} ms), {slow['Br']}×{slow['Bc']} "
+                        f"slowest ({slow['ms']:.2f} ms); the IO model's bytes halve from Br = 64 to 128.")
+    meas = [r for r in (dram or {}).get("rows", []) if r.get("impl") == "mma" and "dram_bytes" in r]
+    if meas:
+        need = compulsory_bytes(meas[0])
+        out["dram"] = (f"Measured {min(r['dram_bytes'] for r in meas) / 1e6:.0f}–"
+                       f"{max(r['dram_bytes'] for r in meas) / 1e6:.0f} MB against the model's "
+                       f"{min(r['model_hbm_bytes'] for r in meas) / 1e9:.1f}–{max(r['model_hbm_bytes'] for r in meas) / 1e9:.1f} GB: "
+                       f"≈ the {need / 1e6:.0f} MB that must move at all — the L2 cache serves the K/V re-reads.")
+    return out
+
+
+class RecordedFigures:
+    """The recorded tensor-core results as three captioned figures in tabs.
+
+    figsize: (width, height) in inches of each figure (default (10, 6.5) for the benchmark,
+    (10, 3.8) for the others, scaled together); dpi: resolution of the PNGs (default 90);
+    key: registry key (re-running a cell replaces the widget). Without recorded results the
+    widget says so. Raises ValueError for a non-positive figsize or dpi.
+    """
+
+    def __init__(self, *, figsize=None, dpi: int | None = None, key=None):
+        from ..views import bench_plot as bp
+
+        dpi = 90 if dpi is None else dpi
+        if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
+            raise ValueError(f"dpi must be a positive number, got {dpi!r}")
+        scale = 1.0
+        if figsize is not None:
+            try:
+                scale = float(figsize[0]) / 10.0
+            except Exception:
+                raise ValueError(f"figsize must be (width, height) in inches, got {figsize!r}") from None
+            if not scale > 0:
+                raise ValueError(f"figsize must be positive, got {figsize!r}")
+        self._key = registry.caller_key() if key is None else key
+        registry.register("RecordedFigures", self._key, self)
+        mma, dram = latest_results("mma"), latest_results("dram")
+        self.captions = captions(mma, dram)
+        pages, titles = [], []
+        for name, title, draw in (
+                ("benchmark", "vs FlashAttention-2", lambda: bp.plot_mma_benchmark(mma, figsize=(10 * scale, 6.5 * scale))),
+                ("sweep", "block sizes", lambda: bp.plot_block_sweep(mma, d=64, figsize=(10 * scale, 3.8 * scale))),
+                ("dram", "DRAM bytes (ncu)", lambda: bp.plot_dram(dram, figsize=(10 * scale, 3.8 * scale)))):
+            try:
+                image = W.Image(value=_png(draw(), int(dpi)), format="png")
+            except (ValueError, TypeError):          # no recording of this kind in the installation
+                image = W.HTML("<i>No recorded measurement of this kind in this installation.</i>")
+            pages.append(W.VBox([W.HTML(f"<div style='font-size:13px'>{self.captions[name]}</div>"), image]))
+            titles.append(title)
+        self.tabs = W.Tab(children=pages, titles=tuple(titles))
+        label = recorded_label(mma) if mma else "no recording"
+        self.widget = W.VBox([W.HTML(f"<b>Recorded on a GPU</b> — {label}"), self.tabs])
+
+    def close(self):
+        """Close every child widget (idempotent)."""
+        for page in list(self.tabs.children):
+            for w in list(page.children):
+                close_widget(w)
+            close_widget(page)
+        for w in list(self.widget.children):
+            close_widget(w)
+        close_widget(self.widget)
+        registry.unregister("RecordedFigures", self._key, self)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
