@@ -60,7 +60,16 @@ def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> t
             fd, tmp = tempfile.mkstemp(dir=folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+            os.chmod(tmp, 0o644)            # a shared $FLASHVIZ_CACHE stays readable to others
             os.replace(tmp, path)
     lowered = name_path.read_text()
-    module = cp.RawModule(path=str(cubin_path))
-    return module.get_function(lowered), lowered, hit
+    try:
+        module = cp.RawModule(path=str(cubin_path))
+        return module.get_function(lowered), lowered, hit
+    except Exception:
+        if not hit:
+            raise
+        # a damaged cache entry (a crash mid-write on another system, a disk error): compile again
+        for path in (cubin_path, name_path):
+            path.unlink(missing_ok=True)
+        return compile_cubin(source, name_expression, arch, options)

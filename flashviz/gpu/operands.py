@@ -109,11 +109,16 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
             raise TypeError(f"{name} must have a float dtype, got {x.dtype}")
         shape = _bhsd(x.shape, name)
         want = dtype or "float16"
-        xd = cp.asarray(x)
+        src = cp.asarray(x)
         if want == "float16":
-            xd = cp.ascontiguousarray(xd, dtype=cp.float16)
+            xd = cp.ascontiguousarray(src, dtype=cp.float16)
+            if bool(cp.isinf(xd).any()) and not bool(cp.isinf(src).any()):
+                raise ValueError(f"{name} has values beyond float16's range (±65,504); use dtype='bfloat16' "
+                                 f"or scale the inputs")
         else:
-            xd = to_bf16_bits(xd.astype(cp.float32, copy=False))
+            # float64 inputs are rounded to float32 first, then to bf16 (two roundings; the
+            # first changes the result only in the rare ties of the second)
+            xd = to_bf16_bits(src.astype(cp.float32, copy=False))
         xd = xd.reshape(shape)
         op = Operand(int(xd.data.ptr), shape, tuple(s // xd.itemsize for s in xd.strides), want, xd, "cupy",
                      int(xd.device.id))

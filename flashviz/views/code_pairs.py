@@ -154,14 +154,14 @@ def _highlight(code: str, language: str) -> str:
     return highlight(code, lexer, HtmlFormatter(noclasses=True, nobackground=True, prestyles=pre))
 
 
-def _column(snips: list[Snippet], language: str) -> str:
+def _column(snips: list[Snippet], language: str, grow: int = 1) -> str:
     where = ", ".join(f"{s.first}–{s.last}" if s.last > s.first else f"{s.first}" for s in snips)
     plural = "s" if len(snips) > 1 or snips[0].last > snips[0].first else ""
     head = (f"<div style='font:600 12px sans-serif;margin:2px 0 4px'>{html.escape(snips[0].source)} "
             f"<span style='font-weight:normal;color:#666'>· line{plural} {where}</span></div>")
     gap = "<div style='color:#999;font:12px monospace;padding:0 8px'>⋮</div>"
     body = gap.join(_highlight(s.text, language) for s in snips)
-    return (f"<div style='flex:1 1 0;min-width:0'>{head}"
+    return (f"<div style='flex:{grow} 1 0;min-width:0'>{head}"
             f"<div style='overflow-x:auto;border:1px solid #ddd;border-radius:4px'>{body}</div></div>")
 
 
@@ -174,7 +174,7 @@ class SideBySide:
         title = html.escape(STEPS[key].title)
         self.html = (f"<div style='margin:4px 0 10px'><div style='font:600 13px sans-serif;margin-bottom:4px'>"
                      f"{title}</div><div style='display:flex;gap:10px;align-items:flex-start'>"
-                     f"{_column(self.kernel, 'cuda')}{_column(self.numpy, 'python')}</div></div>")
+                     f"{_column(self.kernel, 'cuda', 3)}{_column(self.numpy, 'python', 2)}</div></div>")  # CUDA lines are longer
 
     def _repr_html_(self):
         return self.html
