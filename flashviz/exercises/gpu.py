@@ -101,16 +101,20 @@ def check_fastest_blocks(answer, d: int = 64, causal: bool = False, *, variant: 
     mine = next((r for r in rows if (r["Br"], r["Bc"]) == (Br, Bc)), None)
     if mine is None:
         return say(wrong(f"{Br}×{Bc} was not measured; the sweep has {', '.join(f'{a}×{b}' for a, b in swept)}"))
+    fewest = min(r["model_hbm_bytes"] for r in rows)
+    model = (f" The IO model agrees only in part: {Br}×{Bc} moves {mine['model_hbm_bytes'] / 1e9:.2f} GB in the model, "
+             f"the fewest is {fewest / 1e9:.2f} GB, and {sum(r['model_hbm_bytes'] == fewest for r in rows)} blocks tie "
+             f"there; time also depends on occupancy and MMA shape.")
     if mine is best:
         second = sorted(rows, key=lambda r: r["ms"])[1]
         return say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms ({mine['tflops']:.0f} TFLOP/s), the fastest of "
                           f"{len(rows)}; the next, {second['Br']}×{second['Bc']}, took "
-                          f"{100 * (second['ms'] / mine['ms'] - 1):.1f}% longer ({recorded_label(res).split(' (')[0]})"))
+                          f"{100 * (second['ms'] / mine['ms'] - 1):.1f}% longer ({recorded_label(res).split(' (')[0]})."
+                          + model))
     if mine["ms"] <= best["ms"] * (1 + TIE):
         return say(right(f"{Br}×{Bc} took {mine['ms']:.3f} ms, within {100 * TIE:.0f}% of the fastest "
                           f"({best['Br']}×{best['Bc']}, {best['ms']:.3f} ms): a tie, since the same block "
-                          f"varies by about that much between runs (benchmarks/NOTES.md)"))
-    fewest = min(r["model_hbm_bytes"] for r in rows)
+                          f"varies by about that much between runs (benchmarks/NOTES.md)." + model))
     hint = (" — it moves the fewest bytes in the IO model, but fewer bytes is not what decides here"
             if mine["model_hbm_bytes"] == fewest and best["model_hbm_bytes"] != fewest else "")
     return say(wrong(f"{Br}×{Bc} took {mine['ms']:.3f} ms, {100 * (mine['ms'] / best['ms'] - 1):.1f}% slower than "
