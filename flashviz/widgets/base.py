@@ -298,6 +298,12 @@ class FrameWidget:
             self.play.max = self.frame.max = max(n - 1, 0)
             self.frame.observe(self._on_frame, names="value")
         self._render(0)
+        # A new run repaints the whole canvas: make ipympl send a full image, not a diff against
+        # whatever frame the browser last showed (after Play/Pause that can be out of step).
+        canvas = self.fig.canvas
+        if hasattr(canvas, "_force_full"):
+            canvas._force_full = True
+            canvas.draw_idle()
 
     def _render(self, k: int):
         if self._closed or self._view is None:
