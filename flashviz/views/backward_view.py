@@ -35,6 +35,7 @@ from ..masking import tile_kind
 from . import style
 from .meters import _unit
 from .style import fmt_bytes
+from .tiles import place_strips
 
 # What each step does, in the paper's names (i: query block, j: key block; the frame names them).
 STEP_TEXT = {
@@ -280,14 +281,7 @@ class _GridPanel:
             self.image.set_data(grid)
         q_on = e.i >= 0 and e.kind != "compute_D"
         k_on = e.j >= 0
-        self.q_strip.set_visible(q_on)
-        self.k_strip.set_visible(k_on)
-        if q_on:
-            self.q_strip.set_y(e.r0)
-            self.q_strip.set_height(e.r1 - e.r0)
-        if k_on:
-            self.k_strip.set_x(e.c0)
-            self.k_strip.set_width(e.c1 - e.c0)
+        place_strips(self.q_strip, self.k_strip, e, q_on, k_on)
         if e.kind == "compute_D":
             self.band.set_bounds(0, e.r0, tr.Nk, e.r1 - e.r0)
         elif e.j >= 0:

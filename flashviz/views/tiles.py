@@ -11,6 +11,20 @@ from matplotlib.ticker import MaxNLocator
 from . import style
 
 
+
+def place_strips(q_strip, k_strip, e, q_on: bool, k_on: bool) -> None:
+    """Show the SRAM strips beside the score grid: q_strip over the rows [e.r0, e.r1) of the
+    query block in SRAM, k_strip over the columns [e.c0, e.c1) of the key block; each hidden
+    when its block is not on chip (q_on / k_on False)."""
+    q_strip.set_visible(q_on)
+    k_strip.set_visible(k_on)
+    if q_on:
+        q_strip.set_y(e.r0)
+        q_strip.set_height(e.r1 - e.r0)
+    if k_on:
+        k_strip.set_x(e.c0)
+        k_strip.set_width(e.c1 - e.c0)
+
 class TilesPanel:
     """The score matrix panel. Draws into ``ax``; ``update(state)`` moves the artists for one frame."""
 
@@ -73,14 +87,7 @@ class TilesPanel:
         self.image.set_data(self._buf)
         q_on = e.i >= 0 and e.kind != "init"
         k_on = e.j >= 0 and not (tr.order == "fa2" and e.kind in ("load_Q", "write_O"))
-        self.q_strip.set_visible(q_on)
-        self.k_strip.set_visible(k_on)
-        if q_on:
-            self.q_strip.set_y(e.r0)
-            self.q_strip.set_height(e.r1 - e.r0)
-        if k_on:
-            self.k_strip.set_x(e.c0)
-            self.k_strip.set_width(e.c1 - e.c0)
+        place_strips(self.q_strip, self.k_strip, e, q_on, k_on)
         # faint band: the rows of S this query block will produce (FA2) / the key block's columns (FA1)
         if tr.order == "fa1" and e.j >= 0:
             self.band.set_bounds(e.c0, 0, e.c1 - e.c0, tr.Nq)

@@ -19,7 +19,7 @@ from ..backward import attention_backward, flash_backward
 from ..tiled import flash_forward
 from ..views.backward_view import BackwardFigure
 from .base import FrameWidget, check_bool
-from .options import BLOCKS, DTYPES, HEAD_DIMS, check_tiled_inputs, match_option, tile_problem
+from .options import DTYPES, check_tiled_inputs, match_option, tile_controls, tile_problem
 
 MAX_N = 512
 DO_SEED_OFFSET = 1000          # dO ~ N(0, 1) with seed + 1000: never the stream that drew Q, K, V
@@ -72,13 +72,7 @@ class BackwardExplorer(FrameWidget):
                                  layout=W.Layout(width="190px"))
         self.N = W.IntSlider(value=N, min=1, max=MAX_N, step=1, description="N", continuous_update=False,
                              layout=W.Layout(width="260px"))
-        self.d = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", disabled=(source == "real"),
-                            style={"description_width": "20px"}, layout=W.Layout(width="110px"))
-        self.Br = W.SelectionSlider(options=list(BLOCKS), value=Br, description="Br", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.Bc = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
+        self.d, self.Br, self.Bc, self.causal = tile_controls(d, Br, Bc, causal, source)
         self.dtype = W.Dropdown(options=list(DTYPES), value=dtype, description="elements",
                                 layout=W.Layout(width="210px"))
         self._watch(self.N, self.d, self.Br, self.Bc, self.causal, self.dtype)

@@ -18,7 +18,7 @@ from ..tiled import flash_forward
 from ..views import SRAM_BUDGETS, ExplorerFigure
 from .base import FrameWidget, check_bool, check_int
 from .options import (BLOCKS, DTYPES, HEAD_DIMS, MAX_TILES, check_tiled_inputs,  # noqa: F401 (re-exported)
-                      match_option, tile_problem)
+                      match_option, tile_controls, tile_problem)
 
 MAX_N = 2048
 
@@ -80,13 +80,7 @@ class TileExplorer(FrameWidget):
                                  layout=W.Layout(width="190px"))
         self.N = W.IntSlider(value=N, min=1, max=512 if source == "real" else MAX_N, step=1, description="N",
                              continuous_update=False, layout=W.Layout(width="260px"))
-        self.d = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", disabled=(source == "real"),
-                            style={"description_width": "20px"}, layout=W.Layout(width="110px"))
-        self.Br = W.SelectionSlider(options=list(BLOCKS), value=Br, description="Br", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.Bc = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
+        self.d, self.Br, self.Bc, self.causal = tile_controls(d, Br, Bc, causal, source)
         self.rescale = W.Checkbox(value=rescale, description="rescale (untick: break it)", indent=False,
                                   layout=W.Layout(width="200px"))
         self.dtype = W.Dropdown(options=list(DTYPES), value=dtype, description="elements",

@@ -19,7 +19,7 @@ from ..tiled import flash_forward
 from ..views.loop_order_view import LoopOrderFigure
 from .base import FrameWidget, check_bool, check_int
 from .options import (BLOCKS, HEAD_DIMS, MAX_TILES, check_blocks, check_tiled_inputs,  # noqa: F401
-                      tile_problem)
+                      tile_controls, tile_problem)
 
 MAX_N = 512
 
@@ -67,13 +67,7 @@ class LoopOrderExplorer(FrameWidget):
                                  layout=W.Layout(width="190px"))
         self.N = W.IntSlider(value=N, min=1, max=MAX_N, description="N", continuous_update=False,
                              layout=W.Layout(width="260px"))
-        self.d = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", disabled=(source == "real"),
-                            style={"description_width": "20px"}, layout=W.Layout(width="110px"))
-        self.Br = W.SelectionSlider(options=list(BLOCKS), value=Br, description="Br", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.Bc = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
-                                    layout=W.Layout(width="230px"))
-        self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
+        self.d, self.Br, self.Bc, self.causal = tile_controls(d, Br, Bc, causal, source)
         self._watch(self.N, self.d, self.Br, self.Bc, self.causal)
         self.source.observe(self._on_source, names="value")
         self._layout(W.HBox([self.source, self.N, self.d]), W.HBox([self.Br, self.Bc, self.causal]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipywidgets as W
 import numpy as np
 
 from .. import data as fvdata
@@ -65,3 +66,17 @@ def check_tiled_inputs(source, N, d, Br, Bc, *, max_N: int):
     if problem:
         raise ValueError(problem.replace(" — too many to animate", ", more than an animation can show"))
     return N, d, Br, Bc
+
+
+def tile_controls(d: int, Br: int, Bc: int, causal: bool, source: str):
+    """The (d, Br, Bc, causal) controls every tiling widget shares: a head-dimension dropdown
+    (disabled for "real" inputs, whose d is fixed), Br and Bc sliders over BLOCKS (updating on
+    release) and a causal checkbox. Values are taken as given (check them first)."""
+    d_w = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", disabled=(source == "real"),
+                     style={"description_width": "20px"}, layout=W.Layout(width="110px"))
+    Br_w = W.SelectionSlider(options=list(BLOCKS), value=Br, description="Br", continuous_update=False,
+                             layout=W.Layout(width="230px"))
+    Bc_w = W.SelectionSlider(options=list(BLOCKS), value=Bc, description="Bc", continuous_update=False,
+                             layout=W.Layout(width="230px"))
+    causal_w = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
+    return d_w, Br_w, Bc_w, causal_w
