@@ -88,12 +88,12 @@ def main() -> int:
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--warm-cache", action="store_true", help="keep CuPy's on-disk kernel cache")
+    ap.add_argument("--warm-cache", action="store_true", help="keep flashviz's on-disk cubin cache")
     args = ap.parse_args()
     if not args.warm_cache:
-        # Compile times are reported cold (as a first-time user sees them): an empty CuPy
-        # kernel cache for this run. CuPy 14.2 does cache these templated kernels on disk.
-        os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="flashviz-cupy-cache-")
+        # Compile times are reported cold (as a first-time user sees them): an empty flashviz
+        # cubin cache for this run (flashviz.gpu.nvrtc.cache_dir()).
+        os.environ["FLASHVIZ_CACHE"] = tempfile.mkdtemp(prefix="flashviz-cubin-cache-")
     ok, reason = gpu.gpu_status()
     print("gpu_status:", ok, reason, flush=True)
     if not ok:
@@ -102,7 +102,9 @@ def main() -> int:
 
     t_start = time.time()
     log = lambda s: print(s, flush=True)  # noqa: E731
-    out = {"env": gpu.environment(), "kernel_file": "kernels/flash_fwd.cu"}
+    from flashviz.gpu.timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD
+    out = {"env": gpu.environment(), "kernel_file": "kernels/flash_fwd.cu",
+           "methods": {"call_ms": CALL_METHOD, "kernel_ms": KERNEL_METHOD, "host_us": HOST_METHOD}}
     env = out["env"]
     log(f"device {env['device']}, {env['sm_count']} SMs, CuPy {env['cupy']}, torch {env['torch']}")
 
@@ -129,9 +131,11 @@ def main() -> int:
                     r = {"N": N, "d": d, "Br": Br, "Bc": Bc, "error": f"{type(exc).__name__}: {exc}"}
                 if k == 0:
                     base = r
-                elif "naive_ms" in base and "kernel_ms" in r:  # same inputs' naive time, measured once per (d, N)
-                    r["naive_ms"] = base["naive_ms"]
-                    r["ratio_naive_over_kernel"] = base["naive_ms"] / r["kernel_ms"]
+                elif "naive_kernel_ms" in base and "kernel_ms" in r:  # same inputs' naive, measured once per (d, N)
+                    for key in ("naive_call_ms", "naive_kernel_ms", "naive_host_us"):
+                        r[key] = base[key]
+                    r["ratio_naive_over_kernel"] = base["naive_kernel_ms"] / r["kernel_ms"]
+                    r["ratio_naive_over_call"] = base["naive_call_ms"] / r["call_ms"]
                 timing.append(r)
                 log(f"(b) {json.dumps({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in r.items()})}")
     # causal, d = 64, default blocks
@@ -166,12 +170,12 @@ def main() -> int:
     out["kernels"] = [{"name": ck.name, "num_regs": ck.num_regs, "local_bytes": ck.local_bytes,
                        "smem_bytes": ck.smem_bytes, "compile_ms": round(ck.compile_ms, 1)}
                       for ck in gpu.runner._CACHE.values()]
-    # compile once more for 64/64/64 with the in-process cache dropped: CuPy's disk cache hit
+    # compile once more for 64/64/64 with the in-process cache dropped: the disk cache's hit
     try:
         cold = gpu.compile_kernel(64, 64, 64).compile_ms
         gpu.runner._CACHE.pop((64, 64, 64, cp.cuda.Device().id), None)
         out["compile_ms_64_64_64"] = {"cold": cold, "disk_cache_hit": gpu.compile_kernel(64, 64, 64).compile_ms,
-                                     "cache_dir": os.environ.get("CUPY_CACHE_DIR", "default")}
+                                     "cache_dir": os.environ.get("FLASHVIZ_CACHE", "default")}
     except Exception as exc:
         out["compile_ms_64_64_64"] = {"error": str(exc)}
     out["wall_s"] = time.time() - t_start
@@ -188,22 +192,24 @@ def main() -> int:
     if c:
         print(f"correctness: {c.get('n_cases')} cases, {c.get('n_failures')} failures, "
               f"max rel err {c.get('max_rel_err', float('nan')):.2e}, max lse err {c.get('max_lse_err', float('nan')):.2e}")
-    print(f"{'d':>4} {'N':>6} {'Br':>4} {'Bc':>4} {'c':>2} {'kernel ms':>10} {'TFLOP/s':>8} {'naive ms':>9} "
-          f"{'naive/k':>8} {'sdpa32':>8} {'sdpa16':>8} {'GB/s':>7} {'relerr':>8}")
+    print("kernel = kernel-only (profiler kernel time), call = public call (CUDA events); ms, medians")
+    print(f"{'d':>4} {'N':>6} {'Br':>4} {'Bc':>4} {'c':>2} {'kernel':>8} {'call':>8} {'TFLOP/s':>8} {'naive k':>9} "
+          f"{'naive/k':>8} {'naive/c':>8} {'sdpa32 k':>8} {'sdpa16 k':>8} {'GB/s':>7} {'relerr':>8}")
     for r in timing:
         if "error" in r:
             print(f"{r.get('d', ''):>4} {r.get('N', ''):>6} {r.get('Br', ''):>4} {r.get('Bc', ''):>4} ERROR {r['error'][:60]}")
             continue
         f = lambda k, fmt: (format(r[k], fmt) if k in r else "-")  # noqa: E731
-        print(f"{r['d']:>4} {r['N']:>6} {r['Br']:>4} {r['Bc']:>4} {int(r['causal']):>2} {f('kernel_ms', '10.3f')} "
-              f"{f('tflops', '8.2f')} {f('naive_ms', '9.2f'):>9} {f('ratio_naive_over_kernel', '8.2f'):>8} "
-              f"{f('sdpa_fp32_ms', '8.3f'):>8} {f('sdpa_fp16_ms', '8.3f'):>8} {f('model_GBps', '7.0f')} "
+        print(f"{r['d']:>4} {r['N']:>6} {r['Br']:>4} {r['Bc']:>4} {int(r['causal']):>2} {f('kernel_ms', '8.3f')} "
+              f"{f('call_ms', '8.3f')} {f('tflops', '8.2f')} {f('naive_kernel_ms', '9.2f'):>9} "
+              f"{f('ratio_naive_over_kernel', '8.2f'):>8} {f('ratio_naive_over_call', '8.2f'):>8} "
+              f"{f('sdpa_fp32_kernel_ms', '8.3f'):>8} {f('sdpa_fp16_kernel_ms', '8.3f'):>8} {f('model_GBps', '7.0f')} "
               f"{f('rel_err', '8.1e')}")
     pm = out["peak_memory"]
     if "kernel_peak_bytes" in pm:
         print(f"peak memory N=65,536 one head: kernel {pm['kernel_peak_bytes'] / 2**20:.1f} MiB "
-              f"({pm.get('kernel_ms', float('nan')):.1f} ms), naive "
-              f"{pm.get('naive_peak_bytes', float('nan')) / 2**30:.2f} GiB ({pm.get('naive_ms', float('nan')):.1f} ms)")
+              f"({pm.get('kernel_call_ms', float('nan')):.1f} ms call), naive "
+              f"{pm.get('naive_peak_bytes', float('nan')) / 2**30:.2f} GiB ({pm.get('naive_call_ms', float('nan')):.1f} ms call)")
     if sweep:
         print("sweep N=4096 d=64 (ms / model MiB):  " + "  ".join(
             f"{r['Br']}x{r['Bc']}:{r['kernel_ms']:.2f}/{r['model_hbm_bytes'] / 2**20:.0f}" if "kernel_ms" in r

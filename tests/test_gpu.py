@@ -185,7 +185,7 @@ def test_kernel_bad_inputs(cp, rng):
         gpu.flash_forward_gpu(Q[0, 0], K, V)
     with pytest.raises(TypeError, match="causal"):
         gpu.flash_forward_gpu(Q, K, V, causal="yes")
-    with pytest.raises(TypeError, match="scale"):
+    with pytest.raises(ValueError, match="scale"):
         gpu.flash_forward_gpu(Q, K, V, scale=float("nan"))
 
 

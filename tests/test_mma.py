@@ -340,8 +340,8 @@ def test_the_check_catches_a_single_wrong_row():
     from flashviz.gpu import mma_bench
     real = mma_bench.launch_mma
 
-    def broken(mk, q, k, v, o, lse_ptr, scale):
-        real(mk, q, k, v, o, lse_ptr, scale)
+    def broken(mk, q, k, v, o, lse_ptr, scale, stream=None):
+        real(mk, q, k, v, o, lse_ptr, scale, stream)
         cp.cuda.Device().synchronize()
         O = o.keep
         O[0, 0, -5] = 0          # a late row: it averages many keys, so its norm is small

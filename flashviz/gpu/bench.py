@@ -1,19 +1,24 @@
 """Timing and memory measurements of the teaching kernel against the naive CuPy baseline.
 
-Timings are medians of ``cupyx.profiler.benchmark`` GPU times (CUDA events) after warm-up,
-in milliseconds; compilation is timed apart. torch's SDPA (when torch imports) is timed with
-torch CUDA events, with torch's default backend choice (reported by kernel name).
+Every implementation (the teaching kernel, naive CuPy, torch SDPA) is timed the same way,
+through its public call on the same inputs, by ``timing.measure``: call_ms (public call,
+CUDA events, median), kernel_ms (kernel-only, the profiler's kernel durations per call,
+median), host_us (host time per call). Compilation is timed apart. SDPA runs with torch's
+default backend choice (its kernel is reported by name).
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 
 import numpy as np
 
 from ..iomodel import flash_forward_io, standard_attention_io
-from .runner import _cupy, compile_kernel, launch, naive_attention_gpu
+from .common import cupy
+from .runner import compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
+from .timing import call_times_ms, measure
 
 
 def attention_flops(B: int, H: int, Nq: int, Nk: int, d: int, causal: bool) -> float:
@@ -24,8 +29,9 @@ def attention_flops(B: int, H: int, Nq: int, Nk: int, d: int, causal: bool) -> f
 
 
 def environment() -> dict:
-    """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC)."""
-    cp = _cupy()
+    """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC),
+    and the git commit measured ($FLASHVIZ_COMMIT; None when unset)."""
+    cp = cupy()
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -40,6 +46,7 @@ def environment() -> dict:
         "cuda_driver": int(cp.cuda.runtime.driverGetVersion()),
         "numpy": np.__version__,
         "python": platform.python_version(),
+        "commit": os.environ.get("FLASHVIZ_COMMIT"),   # the git commit measured (set by the one who runs it)
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -49,12 +56,6 @@ def environment() -> dict:
     except Exception:
         env["torch"] = None
     return env
-
-
-def _median_ms(fn, repeat: int, warmup: int) -> float:
-    from cupyx.profiler import benchmark as cupy_bench
-    r = cupy_bench(fn, (), n_repeat=repeat, n_warmup=warmup)
-    return float(np.median(r.gpu_times[0]) * 1e3)
 
 
 def _random_qkv(cp, B, H, Nq, Nk, d, seed):
@@ -103,8 +104,18 @@ def _ref_last_rows(q, k, v, Nq, causal, scale):
     return attention(q, k, v, causal=causal, scale=scale)
 
 
-def _sdpa_times(B, H, N, d, causal, repeat, warmup) -> dict:
-    """torch SDPA (default backend) fp32 and fp16 medians in ms, with the kernel torch picked."""
+def _timed(res: dict, prefix: str, calls, flops: float, **kw) -> None:
+    """timing.measure into res: <prefix>call_ms, <prefix>kernel_ms, <prefix>host_us and
+    TFLOP/s over each time (<prefix>call_tflops, <prefix>kernel_tflops)."""
+    t = measure(calls, **kw)
+    res.update({f"{prefix}call_ms": t["call_ms"], f"{prefix}kernel_ms": t["kernel_ms"],
+                f"{prefix}host_us": t["host_us"], f"{prefix}call_tflops": flops / t["call_ms"] / 1e9,
+                f"{prefix}kernel_tflops": flops / t["kernel_ms"] / 1e9})
+
+
+def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup) -> dict:
+    """torch SDPA (default backend) fp32 and fp16, timed like everything else (``measure``):
+    sdpa_<fp32|fp16>_<call_ms|kernel_ms|host_us|...>, with the kernel torch picked."""
     try:
         import torch
         import torch.nn.functional as F
@@ -115,31 +126,12 @@ def _sdpa_times(B, H, N, d, causal, repeat, warmup) -> dict:
         try:
             g = torch.Generator(device="cuda").manual_seed(0)
             q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dt, generator=g) for _ in range(3))
-            fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-            for _ in range(max(1, warmup)):
-                fn()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(repeat):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                fn()
-                e1.record()
-                e1.synchronize()
-                times.append(e0.elapsed_time(e1))
-            out[f"sdpa_{dt_name}_ms"] = float(np.median(times))
-            try:
-                from torch.profiler import ProfilerActivity, profile
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    fn()
-                    torch.cuda.synchronize()
-                evs = [e for e in prof.key_averages() if getattr(e, "device_type", None) is not None
-                       and "CUDA" in str(e.device_type)]
-                if evs:
-                    top = max(evs, key=lambda e: getattr(e, "device_time_total", 0) or 0)
-                    out[f"sdpa_{dt_name}_kernel"] = top.key[:120]
-            except Exception as exc:  # the profiler is a nicety
-                out[f"sdpa_{dt_name}_kernel"] = f"unknown ({type(exc).__name__})"
+            t = measure(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat=repeat,
+                        warmup=warmup)
+            p = f"sdpa_{dt_name}_"
+            out.update({p + "call_ms": t["call_ms"], p + "kernel_ms": t["kernel_ms"], p + "host_us": t["host_us"],
+                        p + "call_tflops": flops / t["call_ms"] / 1e9, p + "kernel_tflops": flops / t["kernel_ms"] / 1e9,
+                        p + "kernel": t["kernel_name"][:120]})
             del q, k, v
         except Exception as exc:
             out[f"sdpa_{dt_name}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -150,40 +142,49 @@ def _sdpa_times(B, H, N, d, causal, repeat, warmup) -> dict:
 def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64, Bc: int = 64,
               causal: bool = False, repeat: int = 10, warmup: int = 2, naive: bool = True,
               sdpa: bool = True, check: bool = True, seed: int = 0) -> dict:
-    """Time the teaching kernel on (B, H, N, d) float32 random normal inputs.
+    """Time the teaching kernel on (B, H, N, d) float32 random normal inputs, beside naive
+    CuPy and torch SDPA, every one through its public call and by the same method
+    (``timing.measure``).
 
     B defaults to 16384 // N (16,384 tokens). Returns a dict with
-      kernel_ms (median GPU time), compile_ms (NVRTC, separate), num_regs, smem_bytes,
-      tflops (4·B·H·N²·d per forward, halved for causal, / kernel time, in TFLOP/s),
-      model_hbm_bytes (flash_forward_io(N, N, d, Br, Bc, itemsize=4).scaled(B·H)) and
-      model_GBps (those bytes / kernel time), naive_ms / naive_tflops / ratio_naive_over_kernel
-      (CuPy float32 with S materialised; skipped when S would not fit in 80 % of free memory),
-      standard_model_hbm_bytes (Algorithm 0), sdpa_fp32_ms / sdpa_fp16_ms (torch default
-      backend, kernel names recorded), and rel_err / max_abs_err / nan against float64.
+      call_ms, kernel_ms, host_us (the teaching kernel's public call ``flash_forward_gpu``:
+      CUDA-event median; kernel-only from the profiler; host µs per call), compile_ms
+      (NVRTC, separate), num_regs, smem_bytes, call_tflops / kernel_tflops (4·B·H·N²·d per
+      forward, halved for causal, over each time), model_hbm_bytes
+      (flash_forward_io(N, N, d, Br, Bc, itemsize=4).scaled(B·H)) and model_GBps (those bytes
+      / kernel_ms); naive_call_ms, naive_kernel_ms, naive_host_us, naive_*_tflops and
+      ratio_naive_over_kernel (naive_kernel_ms / kernel_ms: kernel-only against kernel-only)
+      and ratio_naive_over_call (public call against public call) for CuPy float32 with S
+      materialised (skipped when S would not fit in 80 % of free memory);
+      standard_model_hbm_bytes (Algorithm 0); sdpa_fp32_* / sdpa_fp16_* (torch's default
+      backend, same method, kernel names recorded); rel_err / max_abs_err / nan against
+      float64.
     Raises ValueError for unsupported Br/Bc/d or shared memory, RuntimeError without a GPU.
     """
-    cp = _cupy()
+    cp = cupy()
     B = B if B is not None else max(1, 16384 // N)
     ck = compile_kernel(Br, Bc, d)
     Q, K, V = _random_qkv(cp, B, H, N, N, d, seed)
     BH = B * H
-    Qd, Kd, Vd = (x.reshape(BH, N, d) for x in (Q, K, V))
+    scale = 1.0 / np.sqrt(d)
     O = cp.full((BH, N, d), np.nan, dtype=cp.float32)
     lse = cp.empty((BH, N), dtype=cp.float32)
-    scale = 1.0 / np.sqrt(d)
-    fn = lambda: launch(ck, Qd, Kd, Vd, O, lse, causal=causal, scale=scale)  # noqa: E731
-    fn()
+    Qd, Kd, Vd = (x.reshape(BH, N, d) for x in (Q, K, V))
+    launch(ck, Qd, Kd, Vd, O, lse, causal=causal, scale=scale)       # poisoned output: the check sees unwritten rows
     cp.cuda.Device().synchronize()
     res = {"N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": bool(causal),
            "compile_ms": ck.compile_ms, "num_regs": ck.num_regs, "local_bytes": ck.local_bytes,
            "smem_bytes": ck.smem_bytes}
     if check:
         res.update(relative_error(O.reshape(B, H, N, d), Q, K, V, causal=causal))
-    kernel_ms = _median_ms(fn, repeat, warmup)
+    del O, lse
     flops = attention_flops(B, H, N, N, d, causal)
+    res["flops"] = flops
+    _timed(res, "", lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal, scale=scale), flops,
+           repeat=repeat, warmup=warmup)
+    res["tflops"] = res["kernel_tflops"]
     io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=4, causal=causal).scaled(BH)
-    res.update(kernel_ms=kernel_ms, flops=flops, tflops=flops / kernel_ms / 1e9,
-               model_hbm_bytes=io.hbm_bytes, model_GBps=io.hbm_bytes / kernel_ms / 1e6)
+    res.update(model_hbm_bytes=io.hbm_bytes, model_GBps=io.hbm_bytes / res["kernel_ms"] / 1e6)
     res["standard_model_hbm_bytes"] = standard_attention_io(N, N, d, itemsize=4).scaled(BH).hbm_bytes
     if naive:
         s_bytes = BH * N * N * 4
@@ -191,18 +192,15 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
         if s_bytes > 0.8 * free:
             res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
         else:
-            nfn = lambda: naive_attention_gpu(Qd, Kd, Vd, causal=causal, scale=scale)  # noqa: E731
-            naive_ms = _median_ms(nfn, max(3, repeat // 2), 1)
-            res.update(naive_ms=naive_ms, naive_tflops=flops / naive_ms / 1e9,
-                       ratio_naive_over_kernel=naive_ms / kernel_ms)
+            _timed(res, "naive_", lambda: naive_attention_gpu(Q, K, V, causal=causal, scale=scale), flops,
+                   repeat=max(3, repeat // 2), warmup=1)
+            res.update(ratio_naive_over_kernel=res["naive_kernel_ms"] / res["kernel_ms"],
+                       ratio_naive_over_call=res["naive_call_ms"] / res["call_ms"])
             cp.get_default_memory_pool().free_all_blocks()
     if sdpa:
-        del O, lse
+        del Q, K, V, Qd, Kd, Vd
         cp.get_default_memory_pool().free_all_blocks()
-        res.update(_sdpa_times(B, H, N, d, causal, repeat, warmup))
-        for k in ("sdpa_fp32_ms", "sdpa_fp16_ms"):
-            if k in res:
-                res[k.replace("_ms", "_tflops")] = flops / res[k] / 1e9
+        res.update(_sdpa_times(B, H, N, d, causal, flops, repeat, warmup))
     return res
 
 
@@ -210,7 +208,7 @@ def cupy_peak_bytes(fn) -> int:
     """Peak bytes of GPU memory one call of ``fn`` held, measured with a fresh
     cupy.cuda.MemoryPool as the allocator: its total_bytes() after the call is the pool's
     high-water mark (freed blocks stay in the pool). cuBLAS's own workspace is not counted."""
-    cp = _cupy()
+    cp = cupy()
     pool = cp.cuda.MemoryPool()
     with cp.cuda.using_allocator(pool.malloc):
         out = fn()
@@ -230,11 +228,10 @@ def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int
     memory held at once (outputs + intermediates; cuBLAS's own small workspace is not
     counted). Defaults: N = 65,536, one head, d = 64, where naive's S alone is N²·4 = 17.2 GB
     and the kernel needs O + lse = N·(d+1)·4 = 16.8 MB. Also reports both times (ms, one
-    warm run each) when time_it.
+    warm public call each: kernel_call_ms, naive_call_ms) when time_it.
     Returns {"kernel_peak_bytes", "naive_peak_bytes", "ratio", "S_bytes", ...}.
     """
-    cp = _cupy()
-    from .runner import flash_forward_gpu
+    cp = cupy()
     Q, K, V = _random_qkv(cp, B, H, N, N, d, 1)
     cp.cuda.Device().synchronize()
 
@@ -244,14 +241,16 @@ def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int
            "S_bytes": B * H * N * N * 4, "O_lse_bytes": B * H * N * (d + 1) * 4,
            "method": "fresh cupy.cuda.MemoryPool per call; total_bytes() after the call"}
     res["kernel_peak_bytes"] = measure(lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal))
-    if time_it:
-        res["kernel_ms"] = _median_ms(lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal), 3, 1)
+    if time_it:   # public calls, CUDA events, median of 3 (as timing.call_times_ms)
+        res["kernel_call_ms"] = float(np.median(call_times_ms(
+            lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal), 3, 1)))
     if naive:
         try:
             res["naive_peak_bytes"] = measure(lambda: naive_attention_gpu(Q, K, V, causal=causal))
             res["ratio"] = res["naive_peak_bytes"] / res["kernel_peak_bytes"]
             if time_it:
-                res["naive_ms"] = _median_ms(lambda: naive_attention_gpu(Q, K, V, causal=causal), 3, 1)
+                res["naive_call_ms"] = float(np.median(call_times_ms(
+                    lambda: naive_attention_gpu(Q, K, V, causal=causal), 3, 1)))
         except cp.cuda.memory.OutOfMemoryError as exc:
             res["naive_error"] = f"out of memory: {exc}"
         cp.get_default_memory_pool().free_all_blocks()

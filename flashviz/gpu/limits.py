@@ -9,7 +9,7 @@ multiples of 16 from the sets below. Its shared memory (float32, rows padded by 
 
 from __future__ import annotations
 
-import numbers
+from .common import check_member
 
 SUPPORTED_BR = (16, 32, 64, 128)
 SUPPORTED_BC = (16, 32, 64, 128)
@@ -20,23 +20,14 @@ H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to o
 DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
 
 
-def _check_member(value, name: str, allowed) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
-    if int(value) not in allowed:
-        raise ValueError(f"{name}={value} is not supported by the GPU kernel; "
-                         f"supported: {', '.join(map(str, allowed))}")
-    return int(value)
-
-
 def check_sizes(Br, Bc, d) -> tuple[int, int, int]:
     """Validate the template parameters; return them as ints.
 
     Raises TypeError for non-integers, ValueError (listing the supported values) for Br or
     Bc not in {16, 32, 64, 128} or d not in {32, 64, 128}.
     """
-    return (_check_member(Br, "Br", SUPPORTED_BR), _check_member(Bc, "Bc", SUPPORTED_BC),
-            _check_member(d, "d", SUPPORTED_D))
+    return (check_member(Br, "Br", SUPPORTED_BR), check_member(Bc, "Bc", SUPPORTED_BC),
+            check_member(d, "d", SUPPORTED_D))
 
 
 def smem_bytes(Br: int, Bc: int, d: int) -> int:
@@ -68,5 +59,5 @@ def check_launch(Br: int, Bc: int, d: int, device_limit: int = H200_SMEM_OPTIN) 
 def supported_blocks(d: int, device_limit: int = H200_SMEM_OPTIN) -> list[tuple[int, int]]:
     """All (Br, Bc) pairs the kernel supports for head dimension ``d`` that fit ``device_limit``
     bytes of shared memory per block, smallest first. Raises ValueError for an unsupported d."""
-    d = _check_member(d, "d", SUPPORTED_D)
+    d = check_member(d, "d", SUPPORTED_D)
     return [(Br, Bc) for Br in SUPPORTED_BR for Bc in SUPPORTED_BC if smem_bytes(Br, Bc, d) <= device_limit]

@@ -10,21 +10,24 @@ cached on disk; compile time is reported apart from run time.
 
 from __future__ import annotations
 
-import math
+import struct
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from .common import LOG2E, check_flag, check_scale, cupy, device_facts, source, torch_stream
 from .mma_limits import check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
-from .operands import Operand, _is_torch, as_operand, bf16_bits_to_float32
-from .runner import _check_flag, _cupy, device_smem_optin, kernel_source
+from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
 
 _FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"), "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
+#: (variant, dtype, Br, Bc, d, causal, device, override source) -> MMAKernel, and the same key
+#: with the caller's (variant, Br, Bc) as given (None for "the default") -> the same MMAKernel
 _CACHE: dict = {}
 #: variant -> kernel source text used instead of the file (benchmarks A/B-test kernel versions)
 SOURCE_OVERRIDE: dict = {}
-LOG2E = 1.4426950408889634
+_VARIANT: dict = {}
 
 
 @dataclass
@@ -52,140 +55,186 @@ class MMAKernel:
     cache_hit: bool
     num_regs: int
     local_bytes: int
+    function: object = None   #: the loaded cupy.cuda.Function (launched directly, with a stream)
 
 
-def device_variant() -> str:
-    """The kernel this GPU runs: "wgmma" on compute capability 9.0, "mma.sync" on 8.x and
-    newer non-Hopper GPUs. Raises RuntimeError without CuPy / GPU, or on a GPU older than
-    Ampere (sm_80), which has no bf16 tensor cores."""
-    cp = _cupy()
-    cc = int(cp.cuda.Device().compute_capability)
-    if cc == 90:
-        return "wgmma"
-    if cc >= 80:
-        return "mma.sync"
-    raise RuntimeError(f"the tensor-core kernels need an Ampere or newer GPU (sm_80+); this one is sm_{cc}")
+def device_variant(dev: int | None = None) -> str:
+    """The kernel a GPU runs: "wgmma" on compute capability 9.0, "mma.sync" on 8.x and
+    newer non-Hopper GPUs (dev: device index, default CuPy's current device; cached per
+    device). Raises RuntimeError without CuPy / GPU, or on a GPU older than Ampere (sm_80),
+    which has no bf16 tensor cores."""
+    if dev is None:
+        dev = cupy().cuda.runtime.getDevice()
+    v = _VARIANT.get(dev)
+    if v is None:
+        cc = device_facts(dev).cc
+        if cc < 80:
+            raise RuntimeError(f"the tensor-core kernels need an Ampere or newer GPU (sm_80+); this one is sm_{cc}")
+        v = _VARIANT[dev] = "wgmma" if cc == 90 else "mma.sync"
+    return v
+
+
+def _plain(x) -> bool:
+    return x is None or type(x) is int or type(x) is str
 
 
 def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = None, d: int = 64,
-                causal: bool = False, variant: str | None = None) -> MMAKernel:
+                causal: bool = False, variant: str | None = None, *, device: int | None = None) -> MMAKernel:
     """Compile (or fetch from the per-process cache) one tensor-core kernel.
 
     Br, Bc default to ``default_blocks(d, causal, variant)``; variant defaults to
-    ``device_variant()``. Checks sizes and shared memory (against the device's opt-in
-    limit) before compiling. Raises ValueError (unsupported values, too much shared memory:
-    bytes asked vs available), RuntimeError (no GPU, NVRTC error, a wgmma kernel on a
+    ``device_variant()``; device (index) to CuPy's current device. A repeated request is one
+    dict lookup (the kernel source is read and hashed once per process; the compiled cubin
+    is also cached on disk, see ``flashviz.gpu.nvrtc``). Checks sizes and shared memory
+    (against the device's opt-in limit) before compiling. Raises ValueError (unsupported
+    values, too much shared memory: bytes asked vs available), TypeError (non-integer
+    sizes, non-bool causal), RuntimeError (no GPU, NVRTC error, a wgmma kernel on a
     non-Hopper GPU).
     """
-    cp = _cupy()
-    causal = _check_flag(causal, "causal")
-    variant = check_variant(variant) if variant is not None else device_variant()
+    if device is None:
+        device = cupy().cuda.runtime.getDevice()
+    fast = _plain(variant) and _plain(Br) and _plain(Bc) and type(d) is int and type(causal) is bool \
+        and _plain(dtype)
+    override = SOURCE_OVERRIDE.get(variant or _VARIANT.get(device)) if SOURCE_OVERRIDE else None
+    given = (variant, dtype, Br, Bc, d, causal, device, override)
+    if fast:
+        mk = _CACHE.get(given)
+        if mk is not None:
+            return mk
+    causal = check_flag(causal, "causal")
+    variant = check_variant(variant) if variant is not None else device_variant(device)
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
     if Br is None or Bc is None:
         dBr, dBc = default_blocks(d, causal, variant)
         Br, Bc = dBr if Br is None else Br, dBc if Bc is None else Bc
     Br, Bc, d = check_mma_sizes(Br, Bc, d)
-    dev = cp.cuda.Device()
-    cc = int(dev.compute_capability)
-    if variant == "wgmma" and cc != 90:
-        raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{cc}: use variant='mma.sync'")
+    facts = device_facts(device)
+    if variant == "wgmma" and facts.cc != 90:
+        raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{facts.cc}: "
+                           f"use variant='mma.sync'")
     fname, kname = _FILES[variant]
-    src = SOURCE_OVERRIDE.get(variant) or kernel_source(fname)   # keyed by its text: an edited file recompiles
-    key = (variant, dtype, Br, Bc, d, causal, dev.id, hash(src))
-    if key in _CACHE:
-        return _CACHE[key]
-    smem = check_mma_launch(Br, Bc, d, variant, device_smem_optin())
-    dt = 0 if dtype == "float16" else 1
-    name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
-    arch = "sm_90a" if variant == "wgmma" else f"sm_{cc}"
-    from .nvrtc import compile_cubin
-    t0 = time.perf_counter()
-    kernel, _, hit = compile_cubin(src, name, arch)
-    kernel.max_dynamic_shared_size_bytes = smem
-    compile_ms = (time.perf_counter() - t0) * 1e3
-    mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
-                   compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes))
-    _CACHE[key] = mk
+    src = SOURCE_OVERRIDE.get(variant) or source(fname)
+    key = (variant, dtype, Br, Bc, d, causal, device, SOURCE_OVERRIDE.get(variant))
+    mk = _CACHE.get(key)
+    if mk is None:
+        smem = check_mma_launch(Br, Bc, d, variant, facts.smem_optin)
+        dt = 0 if dtype == "float16" else 1
+        name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
+        arch = "sm_90a" if variant == "wgmma" else f"sm_{facts.cc}"
+        from .nvrtc import compile_cubin
+        t0 = time.perf_counter()
+        with cupy().cuda.Device(device):
+            kernel, _, hit = compile_cubin(src, name, arch)
+            kernel.max_dynamic_shared_size_bytes = smem
+            function = kernel.kernel
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
+                       compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes), function)
+        _CACHE[key] = mk
+    if fast:
+        _CACHE[given] = mk
     return mk
 
 
+#: the kernels' parameters (both kernels share one signature) as C lays them out: Q, K, V, O,
+#: lse pointers; Nq, Nk, H; 4 bytes of padding; 12 int64 strides (Q, K, V, O × b, h, s); scale·log2(e)
+_ARGS = struct.Struct("<5Q3i4x12qf")
+_OFFSETS = (0, 8, 16, 24, 32, 40, 44, 48, *range(56, 152, 8), 152)
+
+
+class _ArgBuffer(threading.local):
+    """One parameter block per thread (cuLaunchKernel copies it at launch, so it is free again
+    when the launch returns) and the constant array of pointers to its fields."""
+
+    def __init__(self):
+        self.buf = np.zeros(_ARGS.size, dtype=np.uint8)
+        base = self.buf.ctypes.data
+        self.ptrs = np.array([base + off for off in _OFFSETS], dtype=np.uint64)
+        self.ptrs_addr = int(self.ptrs.ctypes.data)
+
+
+_ARGBUF = _ArgBuffer()
+
+
 def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, lse_ptr: int,
-               scale: float) -> None:
+               scale: float, stream=None) -> None:
     """Launch a compiled kernel on checked operands (no checks, no allocation; for timing).
 
     o: the output operand (same (B, H, Nq, d) as q); lse_ptr: a contiguous float32
-    (B·H, Nq) buffer. Asynchronous on the current stream.
+    (B·H, Nq) buffer; stream: a CuPy stream (None: CuPy's current stream). Asynchronous.
+    The launch needs the kernel's device to be the current device. The arguments are packed
+    once into a per-thread parameter block and handed to the driver's cuLaunchKernel.
     """
     B, H, Nq, _ = q.shape
-    Nk = k.shape[2]
-    args = [np.uint64(q.ptr), np.uint64(k.ptr), np.uint64(v.ptr), np.uint64(o.ptr), np.uint64(lse_ptr),
-            np.int32(Nq), np.int32(Nk), np.int32(H)]
-    for op in (q, k, v, o):
-        args += [np.int64(s) for s in op.strides[:3]]
-    args.append(np.float32(scale * LOG2E))
-    mk.kernel((-(-Nq // mk.Br), H, B), (mk.threads, 1, 1), tuple(args), shared_mem=mk.smem_bytes)
+    qs, ks, vs, os_ = q.strides, k.strides, v.strides, o.strides
+    a = _ARGBUF
+    _ARGS.pack_into(a.buf, 0, q.ptr, k.ptr, v.ptr, o.ptr, lse_ptr, Nq, k.shape[2], H,
+                    qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
+                    scale * LOG2E)
+    cp = cupy()
+    sptr = cp.cuda.get_current_stream().ptr if stream is None else stream.ptr
+    cp.cuda.driver.launchKernel(mk.function.ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr,
+                                a.ptrs_addr, 0)
 
 
 def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
+    qs, ks, vs = q.shape, k.shape, v.shape
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TypeError(f"Q, K, V must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.shape[:2] != k.shape[:2] or q.shape[:2] != v.shape[:2]:
-        raise ValueError(f"Q, K, V must share (B, H), got {q.shape}, {k.shape}, {v.shape}")
-    if q.shape[3] != k.shape[3] or v.shape[3] != q.shape[3]:
-        raise ValueError(f"Q, K, V must share the head dimension d, got {q.shape}, {k.shape}, {v.shape}")
-    if k.shape[2] != v.shape[2]:
-        raise ValueError(f"K and V must have the same number of keys, got {k.shape} and {v.shape}")
-    if min(q.shape[:2]) < 1 or q.shape[0] > 65_535 or q.shape[1] > 65_535:
-        raise ValueError(f"B and H must each be between 1 and 65,535 (grid axes), got {q.shape[:2]}")
-    devs = {op.device for op in (q, k, v)}
-    if len(devs) > 1:
-        raise ValueError(f"Q, K, V must be on one GPU, got devices {sorted(devs)}")
+    if qs[:2] != ks[:2] or qs[:2] != vs[:2]:
+        raise ValueError(f"Q, K, V must share (B, H), got {qs}, {ks}, {vs}")
+    if qs[3] != ks[3] or vs[3] != qs[3]:
+        raise ValueError(f"Q, K, V must share the head dimension d, got {qs}, {ks}, {vs}")
+    if ks[2] != vs[2]:
+        raise ValueError(f"K and V must have the same number of keys, got {ks} and {vs}")
+    if qs[0] > 65_535 or qs[1] > 65_535:
+        raise ValueError(f"B and H must each be between 1 and 65,535 (grid axes), got {qs[:2]}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"Q, K, V must be on one GPU, got devices {sorted({q.device, k.device, v.device})}")
+
+
+_SCALES: dict = {}
+
+
+def _scale(scale, d: int) -> float:
+    """check_scale(scale, d, factor=LOG2E), cached for plain floats / None."""
+    if scale is None or type(scale) is float:
+        key = (scale, d)
+        v = _SCALES.get(key)
+        if v is None:
+            v = _SCALES[key] = check_scale(scale, d, factor=LOG2E)
+        return v
+    return check_scale(scale, d, factor=LOG2E)
 
 
 def _check_scale(scale, d: int) -> float:
-    """The softmax scale as a float: 1/sqrt(d) for None; the kernel receives scale·log2(e) in
-    float32, which must be a normal finite number (so −inf·scale stays −inf, never NaN)."""
-    if scale is None:
-        return 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-        raise TypeError(f"scale must be a real number or None, got {scale!r}")
-    f32 = np.finfo(np.float32)
-    v = float(scale) * LOG2E
-    if not (math.isfinite(v) and float(f32.tiny) <= v <= float(f32.max)):
-        raise ValueError(f"scale must be > 0 with scale·log2(e) a normal float32 (about 8e-39 to 2e38), got {scale!r}")
-    return float(scale)
+    """The softmax scale the tensor-core kernels accept (see ``common.check_scale``)."""
+    return check_scale(scale, d, factor=LOG2E)
 
 
-def _stream_context(q: Operand):
-    """Where to launch: torch tensors -> their GPU and torch's current stream there (so the
-    kernel is ordered after whatever wrote Q, K, V); arrays -> CuPy's current device/stream."""
-    import contextlib
-    cp = _cupy()
-    if q.kind != "torch":
-        return contextlib.nullcontext()
-    import torch
-    dev = q.keep.device
-    stack = contextlib.ExitStack()
-    stack.enter_context(cp.cuda.Device(dev.index))
-    stack.enter_context(cp.cuda.ExternalStream(torch.cuda.current_stream(dev).cuda_stream))
-    return stack
-
-
-def _out_like(q: Operand):
-    """(O operand, O owner, lse owner, lse pointer) for q's shape and dtype."""
+def _outputs(q: Operand, torch_out: bool):
+    """(O operand, O owner, lse owner, lse pointer) for q's shape and dtype: torch tensors on
+    q's GPU (torch's allocator, current stream) or CuPy arrays (CuPy's pool, current stream)."""
     B, H, Nq, d = q.shape
-    if q.kind == "torch":
+    if torch_out:
         import torch
-        O = torch.empty((B, H, Nq, d), dtype=q.keep.dtype, device=q.keep.device)
-        lse = torch.empty((B, H, Nq), dtype=torch.float32, device=q.keep.device)
-        op = Operand(int(O.data_ptr()), (B, H, Nq, d), tuple(O.stride()), q.dtype, O, "torch")
-        return op, O, lse, int(lse.data_ptr())
-    cp = _cupy()
+        t = q.keep                          # a tensor of q's dtype and device: new_empty is the fast way
+        O = t.new_empty((B, H, Nq, d))
+        lse = t.new_empty((B, H, Nq), dtype=torch.float32)
+        op = Operand(O.data_ptr(), (B, H, Nq, d), (H * Nq * d, Nq * d, d, 1), q.dtype, O, "torch", q.device)
+        return op, O, lse, lse.data_ptr()
+    cp = cupy()
     O = cp.empty((B, H, Nq, d), dtype=cp.float16 if q.dtype == "float16" else cp.uint16)
     lse = cp.empty((B, H, Nq), dtype=cp.float32)
-    op = Operand(int(O.data.ptr), (B, H, Nq, d), tuple(s // 2 for s in O.strides), q.dtype, O, "cupy")
-    return op, O, lse, int(lse.data.ptr)
+    op = Operand(O.data.ptr, (B, H, Nq, d), (H * Nq * d, Nq * d, d, 1), q.dtype, O, "cupy", q.device)
+    return op, O, lse, lse.data.ptr
+
+
+def out_like(q: Operand):
+    """Outputs for operand q, of q's own kind (torch or CuPy): (O operand, O, lse, lse pointer).
+    For the benchmarks and checks, which launch with ``launch_mma``."""
+    return _outputs(q, q.kind == "torch")
 
 
 def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
@@ -232,20 +281,50 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     >>> q, k, v = (torch.randn(4, 32, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     >>> O, lse = fv.gpu.flash_forward_mma(q, k, v, causal=True)      # O: bf16 (4, 32, 4096, 64)
     """
-    causal = _check_flag(causal, "causal")
-    q = as_operand(Q, "Q", dtype)
-    follow = dtype if dtype is not None or q.kind == "torch" else q.dtype
-    k = as_operand(K, "K", follow if not _is_torch(K) else dtype)
-    v = as_operand(V, "V", follow if not _is_torch(V) else dtype)
-    _check_shapes(q, k, v)
-    lead = tuple(np.shape(Q))[:-2] if q.kind != "torch" else tuple(Q.shape)[:-2]
+    causal = check_flag(causal, "causal")
+    if is_torch(Q) and is_torch(K) and is_torch(V):
+        # the common case, kept lean: tensors in place, torch's current stream, torch outputs
+        q, k, v = torch_operand(Q, "Q", dtype), torch_operand(K, "K", dtype), torch_operand(V, "V", dtype)
+        _check_shapes(q, k, v)
+        dev = q.device
+        return _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, torch_stream(dev), True)
+    t = next((x for x in (Q, K, V) if is_torch(x)), None)
+    if t is None:               # arrays: CuPy's current device and stream
+        q = as_operand(Q, "Q", dtype)
+        k, v = as_operand(K, "K", q.dtype), as_operand(V, "V", q.dtype)
+        _check_shapes(q, k, v)
+        return _run(Q, q, k, v, causal, scale, Br, Bc, variant, q.device, None, False)
+    # arrays mixed with torch tensors: convert the arrays on the tensors' GPU and torch's
+    # current stream there, so the copies, the launch and torch's work are ordered
+    ref = as_operand(t, "Q" if t is Q else "K" if t is K else "V", dtype)
+    cp = cupy()
+    with cp.cuda.Device(ref.device), torch_stream(ref.device) as stream:
+        q = as_operand(Q, "Q", dtype or ref.dtype)
+        k, v = as_operand(K, "K", q.dtype), as_operand(V, "V", q.dtype)
+        _check_shapes(q, k, v)
+        return _run(Q, q, k, v, causal, scale, Br, Bc, variant, ref.device, stream, q.kind == "torch")
+
+
+def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
     d = q.shape[3]
-    scale = _check_scale(scale, d)
-    with _stream_context(q):
-        mk = compile_mma(q.dtype, Br, Bc, d, causal, variant)
-        o, O, lse, lse_ptr = _out_like(q)
-        launch_mma(mk, q, k, v, o, lse_ptr, scale)
-    if q.kind == "cupy" and q.dtype == "bfloat16":
+    scale = _scale(scale, d)
+    cp = cupy()
+    switch = cp.cuda.runtime.getDevice() != dev
+    if switch:
+        prev = cp.cuda.runtime.getDevice()
+        cp.cuda.runtime.setDevice(dev)
+    try:
+        mk = compile_mma(q.dtype, Br, Bc, d, causal, variant, device=dev)
+        o, O, lse, lse_ptr = _outputs(q, torch_out)
+        launch_mma(mk, q, k, v, o, lse_ptr, scale, stream)
+    finally:
+        if switch:
+            cp.cuda.runtime.setDevice(prev)
+    if not torch_out and q.dtype == "bfloat16":
         O = bf16_bits_to_float32(O)
+    nd = len(Q.shape)
+    if nd == 4:
+        return O, lse
     Nq = q.shape[2]
+    lead = tuple(Q.shape)[:-2]
     return O.reshape(*lead, Nq, d), lse.reshape(*lead, Nq)

@@ -1,9 +1,10 @@
 """Correctness grid, benchmark, block-size sweep and device ceilings for the tensor-core kernels.
 
-Everything here runs on a GPU (CuPy; torch where installed, for SDPA). Timings are medians
-of ``cupyx.profiler.benchmark`` GPU times (CUDA events on the legacy default stream, which
-torch also uses), in milliseconds, after warm-up; every implementation is timed the same way
-on the same inputs. TFLOP/s counts 4·B·H·N²·d per forward, halved for causal.
+Everything here runs on a GPU (CuPy; torch for SDPA and the profiler). Every implementation
+is timed the same way on the same inputs, through its public call, by ``timing.measure``:
+``<impl>_call_ms`` (the public call, CUDA events, median), ``<impl>_kernel_ms`` (kernel-only:
+the profiler's kernel durations per call, median) and ``<impl>_host_us`` (host time per
+call). TFLOP/s counts 4·B·H·N²·d per forward, halved for causal.
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from __future__ import annotations
 import math
 
 from ..iomodel import flash_forward_io
-from .bench import _median_ms, attention_flops, cupy_peak_bytes
-from .mma import LOG2E, _out_like, compile_mma, launch_mma
+from .bench import attention_flops, cupy_peak_bytes
+from .common import LOG2E, cupy, device_facts
+from .mma import compile_mma, flash_forward_mma, launch_mma, out_like
 from .mma_limits import mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
-from .runner import _cupy, compile_kernel, launch, naive_attention_gpu
+from .runner import flash_forward_gpu, naive_attention_gpu
+from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, input_sets, measure
 
 
 def _values64(op: Operand):
     """The operand's values (as the kernel reads them) as a float64 CuPy array (B, H, N, d)."""
-    cp = _cupy()
+    cp = cupy()
     x = op.keep
     if op.kind == "torch":
         return cp.asarray(x.float().contiguous()).astype(cp.float64)
@@ -32,7 +35,7 @@ def _values64(op: Operand):
 def reference64(Q, K, V, *, causal: bool, scale: float):
     """Dense float64 attention on the GPU (Algorithm 0): (O (B,H,Nq,d), lse (B,H,Nq)).
     Rows that see no key give O = 0, lse = −inf (flashviz.reference's convention)."""
-    cp = _cupy()
+    cp = cupy()
     Nq, Nk = Q.shape[2], K.shape[2]
     S = cp.matmul(Q, K.transpose(0, 1, 3, 2)) * scale
     if causal:
@@ -62,13 +65,13 @@ def check_case(variant: str, dtype: str, d: int, causal: bool, Nq: int, Nk: int,
     the reference has −inf), "tol", "row_tol", "pass"} where pass needs rel_err <= tol (2e-3
     fp16, 1e-2 bf16), row_rel_err <= ROW_FACTOR·tol, lse error <= 1e-2, no NaN, lse_inf_ok.
     """
-    cp = _cupy()
+    cp = cupy()
     rs = cp.random.RandomState(seed)
     Qf, Kf, Vf = (rs.standard_normal((B, H, n, d), dtype=cp.float32) for n in (Nq, Nk, Nk))
     q, k, v = (as_operand(x, nm, dtype) for x, nm in ((Qf, "Q"), (Kf, "K"), (Vf, "V")))
     scale = 1.0 / math.sqrt(d)
     mk = compile_mma(dtype, Br, Bc, d, causal, variant)
-    o, O, lse, lse_ptr = _out_like(q)
+    o, O, lse, lse_ptr = out_like(q)
     O.view(cp.uint16)[...] = 0x7E00 if dtype == "float16" else 0x7FC0   # NaN poison
     lse[...] = cp.nan
     launch_mma(mk, q, k, v, o, lse_ptr, scale)
@@ -115,28 +118,33 @@ def check_grid(variant: str, *, quick: bool = False) -> list[dict]:
     return out
 
 
+def _median(fn) -> float:
+    import numpy as np
+    return float(np.median(call_times_ms(fn, repeat=10, warmup=3)))
+
+
 def ceilings(size_bytes: int = 4 << 30) -> dict:
     """The device's measured ceilings: device-to-device copy bandwidth (GB/s, bytes read +
-    written) and an 8192³ fp16 / bf16 matmul rate (TFLOP/s) through CuPy (cuBLAS), random
-    data, median of 10 after warm-up."""
-    cp = _cupy()
+    written) and an 8192³ fp16 / bf16 matmul rate (TFLOP/s) through CuPy and torch (cuBLAS),
+    random data, median of 10 back-to-back calls timed with CUDA events after warm-up."""
+    cp = cupy()
     a = cp.empty(size_bytes // 2, dtype=cp.uint8)
     a[...] = 1
     b = cp.empty_like(a)
-    t = _median_ms(lambda: b.__setitem__(Ellipsis, a), 10, 3)
+    t = _median(lambda: b.__setitem__(Ellipsis, a))
     res = {"copy_GBps": 2 * a.nbytes / t / 1e6, "copy_bytes": 2 * a.nbytes}
     del a, b
     n = 8192
     rs = cp.random.RandomState(0)
     x = rs.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
     y = rs.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-    t = _median_ms(lambda: cp.matmul(x, y), 10, 3)
+    t = _median(lambda: cp.matmul(x, y))
     res["matmul_fp16_TFLOPs"] = 2 * n ** 3 / t / 1e9
     try:
         import torch
         xt = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         yt = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        t = _median_ms(lambda: torch.matmul(xt, yt), 10, 3)
+        t = _median(lambda: torch.matmul(xt, yt))
         res["matmul_bf16_TFLOPs"] = 2 * n ** 3 / t / 1e9
     except Exception as exc:
         res["matmul_bf16_note"] = f"torch unavailable: {type(exc).__name__}"
@@ -144,16 +152,13 @@ def ceilings(size_bytes: int = 4 << 30) -> dict:
     return res
 
 
-def _sdpa(q, k, v, causal, backend):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-          "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 
-    def fn():
-        with sdpa_kernel(be):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return fn
+
+def _backend(name):
+    from torch.nn.attention import SDPBackend
+    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
 
 
 def _peak(fn) -> int:
@@ -169,114 +174,144 @@ def _peak(fn) -> int:
     return int(peak)
 
 
-def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variants=("wgmma",),
-                tokens: int = 16384, model_dim: int = 2048, repeat: int = 20, warmup: int = 3,
-                teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None) -> dict:
-    """Time one shape (B = tokens/N, H = model_dim/d) for every implementation on the same
-    torch inputs (fp16 / bf16 unit normal; the teaching kernel and naive CuPy read the same
-    values upcast to float32). Returns a dict of *_ms, *_tflops, ratio_to_sdpa_flash,
-    peak bytes, the kernels' error vs SDPA-flash (max abs), and the blocks used."""
+def _record(res: dict, key: str, calls, flops: float, **kw) -> None:
+    """timing.measure(calls) into res as <key>_call_ms, <key>_kernel_ms, <key>_host_us,
+    <key>_kernel_name, <key>_launches (GPU activities per call); errors as <key>_error."""
+    try:
+        t = measure(calls, **kw)
+    except Exception as exc:
+        res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return
+    res.update({f"{key}_call_ms": t["call_ms"], f"{key}_kernel_ms": t["kernel_ms"], f"{key}_host_us": t["host_us"],
+                f"{key}_kernel_name": t["kernel_name"], f"{key}_launches": t["per_call"]})
+    if "kernel_note" in t:
+        res[f"{key}_kernel_note"] = t["kernel_note"]
+
+
+def _check_streams() -> None:
+    """The methods time on CuPy's current stream; every implementation must launch there."""
     import torch
-    cp = _cupy()
+    cp = cupy()
+    ours, theirs = cp.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream
+    if ours != theirs:
+        raise RuntimeError(f"CuPy's current stream ({ours:#x}) is not torch's ({theirs:#x}): the timings "
+                           f"would not be comparable")
+
+
+def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variants=("wgmma",),
+                tokens: int = 16384, model_dim: int = 2048, repeat: int = 30, warmup: int = 3,
+                teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None) -> dict:
+    """Time one shape (B = tokens/N, H = model_dim/d) for every implementation, each through
+    its public call on the same inputs (fp16 / bf16 unit normal torch tensors; the teaching
+    kernel and naive CuPy read the same values upcast to float32), with ``timing.measure``.
+
+    Returns a dict with N, d, B, H, causal, dtype, flops, input_sets, and for each
+    implementation key (sdpa_flash, sdpa_cudnn, sdpa_efficient, wgmma, mmasync, teaching,
+    naive): <key>_call_ms, <key>_kernel_ms, <key>_host_us, <key>_kernel_name,
+    <key>_launches, <key>_peak_bytes (extra device memory of one call); our kernels also
+    <key>_Br, <key>_Bc, <key>_regs and <key>_max_abs_vs_flash (their O vs SDPA-flash's).
+    A failing implementation gives <key>_error instead. SDPA's backend is chosen outside
+    the timed region (``sdpa_kernel`` entered once per backend)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+    cp = cupy()
+    _check_streams()
     B, H = max(1, tokens // N), model_dim // d
     tdt = torch.float16 if dtype == "float16" else torch.bfloat16
+    set_bytes = 4 * B * H * N * d * 2
+    n_sets = input_sets(set_bytes, device_facts().l2_bytes)
     g = torch.Generator(device="cuda").manual_seed(N + d)
-    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=tdt, generator=g) for _ in range(3))
+    sets = [tuple(torch.randn(B, H, N, d, device="cuda", dtype=tdt, generator=g) for _ in range(3))
+            for _ in range(n_sets)]
     flops = attention_flops(B, H, N, N, d, causal)
-    res = {"N": N, "d": d, "B": B, "H": H, "causal": causal, "dtype": dtype, "flops": flops}
+    res = {"N": N, "d": d, "B": B, "H": H, "causal": causal, "dtype": dtype, "flops": flops,
+           "input_sets": n_sets, "input_set_bytes": set_bytes}
     scale = 1.0 / math.sqrt(d)
+    q0, k0, v0 = sets[0]
     ref = None
     if sdpa:
-        for be in ("flash", "cudnn", "efficient"):
-            try:
-                fn = _sdpa(q, k, v, causal, be)
-                out = fn()
+        for be in SDPA_BACKENDS:
+            key = f"sdpa_{be}"
+            with sdpa_kernel(_backend(be)):      # backend selection outside the timed calls
+                calls = [lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                         for q, k, v in sets]
+                try:
+                    out = calls[0]()
+                except Exception as exc:
+                    res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                    continue
                 if be == "flash":
                     ref = out
-                ms = _median_ms(fn, repeat, warmup)
-                res[f"sdpa_{be}_ms"] = ms
-                res[f"sdpa_{be}_tflops"] = flops / ms / 1e9
-                res[f"sdpa_{be}_peak_bytes"] = _peak(fn)
-            except Exception as exc:
-                res[f"sdpa_{be}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                _record(res, key, calls, flops, repeat=repeat, warmup=warmup)
+                res[f"{key}_peak_bytes"] = _peak(calls[0])
             torch.cuda.empty_cache()
-    qo, ko, vo = (as_operand(x, n, None) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
     for variant in variants:
+        key = variant.replace(".", "")
         Br, Bc = (blocks or {}).get(variant) or (None, None)
         try:
             mk = compile_mma(dtype, Br, Bc, d, causal, variant)
-            o, O, lse, lp = _out_like(qo)
-            fn = lambda: launch_mma(mk, qo, ko, vo, o, lp, scale)  # noqa: E731
-            fn()
+            calls = [lambda q=q, k=k, v=v: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant)
+                     for q, k, v in sets]
+            O, _ = calls[0]()
             torch.cuda.synchronize()
-            key = variant.replace(".", "")
-            if ref is not None:
-                res[f"{key}_max_abs_vs_flash"] = float((O.float() - ref.float()).abs().max())
-            ms = _median_ms(fn, repeat, warmup)
-            res.update({f"{key}_ms": ms, f"{key}_tflops": flops / ms / 1e9, f"{key}_Br": mk.Br,
-                        f"{key}_Bc": mk.Bc, f"{key}_regs": mk.num_regs})
-            from .mma import flash_forward_mma
-            res[f"{key}_peak_bytes"] = _peak(lambda: flash_forward_mma(q, k, v, causal=causal, variant=variant,
-                                                                       Br=mk.Br, Bc=mk.Bc))
-            if "sdpa_flash_ms" in res:
-                res[f"{key}_ratio_to_sdpa_flash"] = res["sdpa_flash_ms"] / ms
-            if "sdpa_cudnn_ms" in res:
-                res[f"{key}_ratio_to_sdpa_cudnn"] = res["sdpa_cudnn_ms"] / ms
-            del O, lse, o
         except Exception as exc:
-            res[f"{variant.replace('.', '')}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            continue
+        res.update({f"{key}_Br": mk.Br, f"{key}_Bc": mk.Bc, f"{key}_regs": mk.num_regs})
+        if ref is not None:
+            res[f"{key}_max_abs_vs_flash"] = float((O.float() - ref.float()).abs().max())
+        del O
+        _record(res, key, calls, flops, repeat=repeat, warmup=warmup)
+        res[f"{key}_peak_bytes"] = _peak(calls[0])
+    del ref
     if teaching or naive:
-        Q32, K32, V32 = (cp.asarray(x.float().reshape(B * H, N, d)) for x in (q, k, v))
+        Q32, K32, V32 = (cp.asarray(x.float()) for x in (q0, k0, v0))
         if teaching:
-            try:
-                ck = compile_kernel(64, 64, d)
-                O32 = cp.empty_like(Q32)
-                L32 = cp.empty(Q32.shape[:2], dtype=cp.float32)
-                fn = lambda: launch(ck, Q32, K32, V32, O32, L32, causal=causal, scale=scale)  # noqa: E731
-                ms = _median_ms(fn, max(3, repeat // 4), 1)
-                res.update(teaching_ms=ms, teaching_tflops=flops / ms / 1e9)
-                del O32, L32
-            except Exception as exc:
-                res["teaching_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            calls = lambda: flash_forward_gpu(Q32, K32, V32, Br=64, Bc=64, causal=causal, scale=scale)  # noqa: E731
+            _record(res, "teaching", calls, flops, repeat=max(3, repeat // 4), warmup=1)
+            res.update(teaching_Br=64, teaching_Bc=64)
         if naive:
             s_bytes = B * H * N * N * 4
-            free = cp.cuda.runtime.memGetInfo()[0]
+            free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
             if s_bytes > 0.6 * free:
                 res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB"
             else:
-                fn = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
-                ms = _median_ms(fn, max(3, repeat // 4), 1)
-                res.update(naive_ms=ms, naive_tflops=flops / ms / 1e9, naive_S_bytes=s_bytes,
-                           naive_peak_bytes=cupy_peak_bytes(fn))
+                calls = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
+                _record(res, "naive", calls, flops, repeat=max(3, repeat // 4), warmup=1)
+                res.update(naive_S_bytes=s_bytes, naive_peak_bytes=cupy_peak_bytes(calls))
         del Q32, K32, V32
         cp.get_default_memory_pool().free_all_blocks()
-    del q, k, v, ref
+    del sets, q0, k0, v0
     torch.cuda.empty_cache()
     return res
 
 
 def block_sweep(N: int = 4096, d: int = 64, *, causal: bool = False, dtype: str = "float16",
-                variant: str = "wgmma", tokens: int = 16384, model_dim: int = 2048, repeat: int = 20) -> list[dict]:
-    """Runtime of the kernel for every supported (Br, Bc) at one shape, beside the IO model's
-    HBM bytes for the same blocks (flash_forward_io, itemsize 2, all heads)."""
+                variant: str = "wgmma", tokens: int = 16384, model_dim: int = 2048, repeat: int = 30) -> list[dict]:
+    """Every supported (Br, Bc) of one kernel at one shape, timed like ``bench_shape`` (the
+    public call with those blocks: call_ms, kernel_ms, host_us), beside the IO model's HBM
+    bytes for the same blocks (flash_forward_io, itemsize 2, all heads). kernel_tflops is
+    FLOPs over kernel_ms."""
     import torch
     B, H = max(1, tokens // N), model_dim // d
     tdt = torch.float16 if dtype == "float16" else torch.bfloat16
     q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=tdt) for _ in range(3))
-    qo, ko, vo = (as_operand(x, n, None) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
     flops = attention_flops(B, H, N, N, d, causal)
     out = []
     for Br, Bc in mma_blocks(d, variant):
         mk = compile_mma(dtype, Br, Bc, d, causal, variant)
-        o, O, lse, lp = _out_like(qo)
-        fn = lambda: launch_mma(mk, qo, ko, vo, o, lp, 1.0 / math.sqrt(d))  # noqa: E731
-        ms = _median_ms(fn, repeat, 3)
+        row = {"variant": variant, "N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": causal,
+               "regs": mk.num_regs, "smem_bytes": mk.smem_bytes}
+        t = measure(lambda Br=Br, Bc=Bc: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant),
+                    repeat=repeat)
         io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=2, causal=causal).scaled(B * H)
-        out.append({"variant": variant, "N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": causal,
-                    "ms": ms, "tflops": flops / ms / 1e9, "model_hbm_bytes": io.hbm_bytes,
-                    "regs": mk.num_regs, "smem_bytes": mk.smem_bytes})
-        del O, lse, o
+        row.update(call_ms=t["call_ms"], kernel_ms=t["kernel_ms"], host_us=t["host_us"],
+                   kernel_tflops=flops / t["kernel_ms"] / 1e9, model_hbm_bytes=io.hbm_bytes)
+        out.append(row)
     return out
 
 
-__all__ = ["check_case", "check_grid", "ceilings", "bench_shape", "block_sweep", "reference64", "LOG2E"]
+METHODS = {"call_ms": CALL_METHOD, "kernel_ms": KERNEL_METHOD, "host_us": HOST_METHOD}
+
+__all__ = ["check_case", "check_grid", "ceilings", "bench_shape", "block_sweep", "reference64", "LOG2E", "METHODS"]

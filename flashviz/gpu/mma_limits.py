@@ -15,7 +15,8 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
 
 from __future__ import annotations
 
-from .limits import H200_SMEM_OPTIN, _check_member
+from .common import check_member
+from .limits import H200_SMEM_OPTIN
 
 VARIANTS = ("wgmma", "mma.sync")
 BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)   #: the benchmark's sequence lengths (B·N = 16k tokens)
@@ -49,7 +50,7 @@ def check_mma_sizes(Br, Bc, d) -> tuple[int, int, int]:
     Raises TypeError for non-integers, ValueError listing the supported values otherwise
     (Br in {64, 128}, Bc in {32, 64, 128}, d in {64, 128}).
     """
-    return (_check_member(Br, "Br", MMA_BR), _check_member(Bc, "Bc", MMA_BC), _check_member(d, "d", MMA_D))
+    return (check_member(Br, "Br", MMA_BR), check_member(Bc, "Bc", MMA_BC), check_member(d, "d", MMA_D))
 
 
 def mma_threads(Br: int, variant: str = "wgmma") -> int:
@@ -90,12 +91,12 @@ def mma_blocks(d: int, variant: str = "wgmma", device_limit: int = H200_SMEM_OPT
     """Every (Br, Bc) the tensor-core kernel supports for head dimension d that fits
     ``device_limit`` bytes of shared memory, smallest first. Raises ValueError for an
     unsupported d or variant."""
-    d = _check_member(d, "d", MMA_D)
+    d = check_member(d, "d", MMA_D)
     return [(Br, Bc) for Br in MMA_BR for Bc in MMA_BC
             if mma_smem_bytes(Br, Bc, d, variant) <= int(device_limit)]
 
 
 def default_blocks(d: int, causal: bool = False, variant: str = "wgmma") -> tuple[int, int]:
     """The (Br, Bc) the runner uses when none is given (measured best on an H200)."""
-    d = _check_member(d, "d", MMA_D)
+    d = check_member(d, "d", MMA_D)
     return DEFAULT_BLOCKS[(check_variant(variant), d, bool(causal))]

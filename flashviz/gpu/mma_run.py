@@ -24,6 +24,15 @@ def device_slug(env: dict) -> str:
     return env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
 
 
+def _source_hashes(variants) -> dict:
+    """sha256 (first 16 hex digits) of each kernel file the run measures: which code was timed."""
+    import hashlib
+
+    from .common import source
+    from .mma import _FILES
+    return {v: hashlib.sha256(source(_FILES[v][0]).encode()).hexdigest()[:16] for v in variants}
+
+
 def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "bench", "sweep"),
                    variants=("wgmma", "mma.sync"), Ns=BENCH_N, ab_source: str | None = None, log=print) -> Path:
     """Measure on this GPU and write ``mma-<device>-<date>.json`` (``partial-mma-…`` unless
@@ -43,7 +52,8 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     if "wgmma" in variants and device_variant() != "wgmma":
         variants = tuple(v for v in variants if v != "wgmma")
         log("not a Hopper GPU: the wgmma kernel is skipped")
-    data = {"kind": "flashviz tensor-core kernels", "env": env, "parts": list(parts), "variants": list(variants)}
+    data = {"kind": "flashviz tensor-core kernels", "env": env, "parts": list(parts), "variants": list(variants),
+            "methods": dict(mb.METHODS), "kernel_sources": _source_hashes(variants)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Only a full run may become "the recorded run" (latest_results("mma")); others are partial.
@@ -78,8 +88,8 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
                     r = mb.bench_shape(N, d, causal, variants=variants)
                     data["bench"].append(r)
                     log(f"N={N:6d} d={d:3d} causal={causal!s:5}: " + " ".join(
-                        f"{k[:-7]}={r[k]:.1f}" for k in r if k.endswith("_tflops")) + " TFLOP/s " + " ".join(
-                        f"{k}={r[k]:.2f}" for k in r if k.endswith("ratio_to_sdpa_flash")) + " " + " ".join(
+                        f"{k[:-8]}={r[k]:.3f}/{r[k[:-8] + '_kernel_ms']:.3f}/{r[k[:-8] + '_host_us']:.0f}"
+                        for k in r if k.endswith("_call_ms")) + " (call ms/kernel ms/host us) " + " ".join(
                         f"{k}={r[k]}" for k in r if k.endswith("_error")))
                     save()
     if "sweep" in parts:
@@ -103,7 +113,9 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
                 mma.SOURCE_OVERRIDE.clear()
         for r in data["sweep"]:
             log("sweep " + " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error")
-                                    if k in r) + (f" {r['tflops']:.1f} TFLOP/s" if "tflops" in r else ""))
+                                    if k in r) + (f" kernel {r['kernel_ms']:.3f} ms, call {r['call_ms']:.3f} ms, "
+                                                  f"{r['kernel_tflops']:.1f} TFLOP/s kernel-only"
+                                                  if "kernel_ms" in r else ""))
         save()
     save()
     return path

@@ -13,15 +13,16 @@ Shapes: (B, H, N, d), (H, N, d) or (N, d); missing leading axes are 1.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from .limits import _check_member
+from .common import check_member, cupy
 from .mma_limits import DTYPES, MMA_D
 
 
-@dataclass
+@dataclass(slots=True)
 class Operand:
     """One input as the kernel sees it.
 
@@ -39,8 +40,20 @@ class Operand:
     device: int = 0
 
 
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+def is_torch(x) -> bool:
+    """Whether x is a torch tensor (without importing torch: only if torch is loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+_TORCH_DT: dict = {}
+
+
+def _torch_dtype_name(x):
+    if not _TORCH_DT:
+        import torch
+        _TORCH_DT.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    return _TORCH_DT.get(x.dtype)
 
 
 def _bhsd(shape, name):
@@ -78,14 +91,15 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
     """Check / convert one input; see the module docstring.
 
     dtype: "float16", "bfloat16" or None (torch: the tensor's own; arrays: float16).
-    Raises TypeError (not a float array / tensor, unsupported dtype, CPU torch tensor) and
+    Arrays are converted on CuPy's current device and stream (the caller picks them).
+    Raises TypeError (not a torch tensor / NumPy / CuPy float array — lists too —,
+    unsupported dtype, CPU torch tensor) and
     ValueError (bad shape, d not in {64, 128}, last stride not 1, rows not 16-byte aligned).
     """
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)} or None; got {dtype!r}")
-    if _is_torch(x):
-        import torch
-        tdt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(x.dtype)
+    if is_torch(x):
+        tdt = _torch_dtype_name(x)
         if tdt is None:
             raise TypeError(f"{name} must be a float16 or bfloat16 torch tensor, got {x.dtype}")
         if dtype is not None and dtype != tdt:
@@ -96,15 +110,12 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
         strides = _pad_strides(x.stride(), x.dim())
         op = Operand(int(x.data_ptr()), shape, strides, tdt, x, "torch", int(x.device.index or 0))
     else:
-        from .runner import _cupy
-        cp = _cupy()   # RuntimeError with what to install, not ModuleNotFoundError
-        if isinstance(x, (str, bytes)) or x is None:
-            raise TypeError(f"{name} must be a float array or tensor of shape (B, H, N, d), got {type(x).__name__}")
+        if not (isinstance(x, np.ndarray) or type(x).__module__.startswith("cupy")):
+            raise TypeError(f"{name} must be a torch tensor, CuPy or NumPy float array of shape (B, H, N, d), "
+                            f"got {type(x).__name__}")
+        cp = cupy()   # RuntimeError with what to install, not ModuleNotFoundError
         if not isinstance(x, (np.ndarray, cp.ndarray)):
-            try:
-                x = np.asarray(x)
-            except Exception as exc:
-                raise TypeError(f"{name} must be a float array of shape (B, H, N, d): {exc}") from None
+            raise TypeError(f"{name} must be a torch tensor, CuPy or NumPy float array, got {type(x).__name__}")
         if x.dtype.kind != "f":
             raise TypeError(f"{name} must have a float dtype, got {x.dtype}")
         shape = _bhsd(x.shape, name)
@@ -126,12 +137,34 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
     return op
 
 
+def torch_operand(x, name: str, dtype: str | None) -> Operand:
+    """``as_operand`` for a torch tensor, on the per-call fast path: the same rules, checked
+    in a few integer operations; anything unusual (a bad dtype, a CPU tensor, a bad shape or
+    layout) is handed to ``as_operand`` for its one-line error."""
+    tdt = _TORCH_DT.get(x.dtype) if _TORCH_DT else _torch_dtype_name(x)
+    shape = x.shape
+    if tdt is None or len(shape) != 4 or (dtype is not None and dtype != tdt) or not x.is_cuda:
+        return as_operand(x, name, dtype)
+    B, H, N, d = shape
+    sb, sh, sn, sd = x.stride()
+    ptr = x.data_ptr()
+    if B == 1:
+        sb = 0
+    if H == 1:
+        sh = 0
+    if N == 1:
+        sn = 0
+    if N < 1 or B < 1 or H < 1 or sd != 1 or (d != 64 and d != 128) or (sb | sh | sn) % 8 or ptr % 16:
+        return as_operand(x, name, dtype)
+    return Operand(ptr, (B, H, N, d), (sb, sh, sn, 1), tdt, x, "torch", x.get_device())
+
+
 def _check_layout(op: Operand, name: str) -> None:
     B, H, N, d = op.shape
     op.strides = tuple(0 if n == 1 and i < 3 else s for i, (n, s) in enumerate(zip(op.shape, op.strides)))
-    if N < 1:
-        raise ValueError(f"{name} must have at least one row (N >= 1), got shape {op.shape}")
-    _check_member(d, "d", MMA_D)
+    if N < 1 or B < 1 or H < 1:
+        raise ValueError(f"{name} must have B, H, N >= 1, got shape {op.shape}")
+    check_member(d, "d", MMA_D)
     if op.strides[3] != 1:
         raise ValueError(f"{name} must have unit stride along d (BHSD layout), got element strides {op.strides}")
     if any(s % 8 for s in op.strides[:3]) or op.ptr % 16:

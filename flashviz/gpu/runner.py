@@ -3,24 +3,23 @@
 CuPy is imported lazily, inside the functions, so ``import flashviz.gpu`` works on machines
 without CuPy or a GPU (``gpu_status()`` then says why nothing can run).
 
-Kernel: ``kernels/flash_fwd.cu``, ``flash_fwd<Br, Bc, D>``, compiled with NVRTC
-(``cupy.RawModule(..., name_expressions=[...], backend="nvrtc")``) once per (Br, Bc, d,
-device) and cached for the life of the process. Templated kernels bypass CuPy's on-disk
-cache (cupy issue #9667), so every new process compiles again; the compile time is kept
-apart from the run time (``compile_kernel(...).compile_ms``).
+Kernel: ``kernels/flash_fwd.cu``, ``flash_fwd<Br, Bc, D>``, compiled with NVRTC through
+``flashviz.gpu.nvrtc`` for the device's own target (sm_XY), cached on disk (the same cubin
+cache as the tensor-core kernels: CuPy's own cache skips templated kernels, cupy issue #9667)
+and per process; the compile time is kept apart from the run time
+(``compile_kernel(...).compile_ms``).
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._files import kernel_source  # noqa: F401 (re-exported: flashviz.gpu.kernel_source)
-from .limits import THREADS, check_launch, check_sizes
+from .common import check_flag, check_scale, cupy, device_facts, source
+from .limits import check_launch, check_sizes
 
 _KERNEL_FILE = "flash_fwd.cu"
 _CACHE: dict = {}
@@ -42,7 +41,7 @@ def gpu_status() -> tuple[bool, str]:
     """
     try:
         import cupy as cp
-    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+    except Exception:  # ImportError, or a broken CUDA install raising at import
         hint = ("on a machine with an NVIDIA GPU, pip install 'flashviz[gpu]' (CUDA 12) or 'flashviz[gpu-cuda13]'"
                 if _nvidia_driver_present() else "this machine shows no NVIDIA driver")
         return False, f"CuPy is not installed ({hint})"
@@ -60,19 +59,10 @@ def gpu_status() -> tuple[bool, str]:
         return False, f"no usable CUDA device ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
-def _cupy():
-    try:
-        import cupy as cp
-    except Exception as exc:
-        raise RuntimeError(f"flashviz.gpu needs CuPy and a CUDA GPU: {exc}") from None
-    return cp
-
-
 def device_smem_optin() -> int:
     """Shared memory one block of the current device may opt in to, in bytes (232,448 on an
     H100/H200). Raises RuntimeError without CuPy/GPU."""
-    cp = _cupy()
-    return int(cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+    return device_facts().smem_optin
 
 
 @dataclass
@@ -99,22 +89,26 @@ class CompiledKernel:
 def compile_kernel(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledKernel:
     """Compile (or fetch from the per-process cache) ``flash_fwd<Br, Bc, d>``.
 
-    Checks the launch first, so an oversized request fails before compiling.
+    Checks the launch first, so an oversized request fails before compiling. The cubin is
+    cached on disk (``flashviz.gpu.nvrtc.cache_dir()``), so a new process loads it in ~1 ms.
     Raises ValueError (unsupported Br/Bc/d, or more shared memory than the device allows),
-    RuntimeError without CuPy/GPU, cupy.cuda.compiler.CompileException on a compile error.
+    RuntimeError without CuPy/GPU or on a compile error (with NVRTC's log).
     """
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    key = (Br, Bc, d, dev)
+    if type(Br) is int and type(Bc) is int and type(d) is int and key in _CACHE:
+        return _CACHE[key]
     Br, Bc, d = check_sizes(Br, Bc, d)
-    cp = _cupy()
-    dev = cp.cuda.Device().id
     key = (Br, Bc, d, dev)
     if key in _CACHE:
         return _CACHE[key]
-    smem = check_launch(Br, Bc, d, device_smem_optin())
+    facts = device_facts(dev)
+    smem = check_launch(Br, Bc, d, facts.smem_optin)
     name = f"flash_fwd<{Br},{Bc},{d}>"
+    from .nvrtc import compile_cubin
     t0 = time.perf_counter()
-    module = cp.RawModule(code=kernel_source(_KERNEL_FILE), options=("-std=c++17",),
-                          name_expressions=[name], backend="nvrtc")
-    kernel = module.get_function(name)
+    kernel, _, _ = compile_cubin(source(_KERNEL_FILE), name, f"sm_{facts.cc}")
     kernel.max_dynamic_shared_size_bytes = smem  # > 48 KB needs the explicit opt-in
     compile_ms = (time.perf_counter() - t0) * 1e3
     ck = CompiledKernel(name, Br, Bc, d, kernel, smem, compile_ms,
@@ -125,14 +119,9 @@ def compile_kernel(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledKernel:
 
 def _as_device_stack(x, name: str):
     """x (…, N, d) NumPy/CuPy float array -> C-contiguous, 16-byte aligned float32 CuPy (BH, N, d)."""
-    cp = _cupy()
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be a NumPy or CuPy float array of shape (..., N, d), got {type(x).__name__}")
+    cp = cupy()
     if not isinstance(x, (np.ndarray, cp.ndarray)):
-        try:
-            x = np.asarray(x)
-        except Exception as exc:
-            raise TypeError(f"{name} must be a float array of shape (..., N, d): {exc}") from None
+        raise TypeError(f"{name} must be a NumPy or CuPy float array of shape (..., N, d), got {type(x).__name__}")
     if x.dtype.kind not in "f":
         raise TypeError(f"{name} must have a float dtype (float16/32/64), got {x.dtype}")
     if x.ndim < 2:
@@ -161,18 +150,10 @@ def _prepare(Q, K, V):
     return Qd, Kd, Vd, lq
 
 
-def _check_flag(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def _check_scale(scale, d):
-    if scale is None:
-        return 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
-        raise TypeError(f"scale must be a finite real number or None, got {scale!r}")
-    return float(scale)
+    """The teaching kernel's scale (it receives scale itself as a float32): see
+    ``common.check_scale``."""
+    return check_scale(scale, d)
 
 
 def launch(ck: CompiledKernel, Qd, Kd, Vd, O, lse, *, causal: bool, scale: float) -> None:
@@ -209,13 +190,14 @@ def flash_forward_gpu(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = Fal
 
     Raises
     ------
-    TypeError for non-float input, a non-bool causal or a bad scale; ValueError for shape
+    TypeError for non-float input (lists too), a non-bool causal or a non-real scale;
+    ValueError for a scale that is not > 0 or not a normal float32; ValueError for shape
     mismatches, unsupported Br/Bc/d, more than 65,535 batch·heads, or a block that needs
     more shared memory than the device allows (message names bytes asked vs available);
     RuntimeError when CuPy or a GPU is missing.
     """
-    cp = _cupy()
-    causal = _check_flag(causal, "causal")
+    cp = cupy()
+    causal = check_flag(causal, "causal")
     Qd, Kd, Vd, lead = _prepare(Q, K, V)
     BH, Nq, d = Qd.shape
     if BH > 65_535:
@@ -247,8 +229,8 @@ def naive_attention_gpu(Q, K, V, causal: bool = False, scale=None):
     Raises TypeError/ValueError for bad inputs, RuntimeError without CuPy/GPU, and CuPy's
     OutOfMemoryError when S does not fit.
     """
-    cp = _cupy()
-    causal = _check_flag(causal, "causal")
+    cp = cupy()
+    causal = check_flag(causal, "causal")
     Qd, lq = _as_device_stack(Q, "Q")
     Kd, lk = _as_device_stack(K, "K")
     Vd, lv = _as_device_stack(V, "V")
@@ -262,11 +244,11 @@ def naive_attention_gpu(Q, K, V, causal: bool = False, scale=None):
         _mask = _elementwise("flashviz_causal_mask", "int64 Nq, int64 Nk", "float32 s", _MASK_SRC)
         _mask(np.int64(Nq), np.int64(Nk), S)
     m = S.max(axis=-1, keepdims=True)
-    m[cp.isneginf(m)] = 0  # a row with no visible key: exp(-inf - 0) = 0, not NaN
+    cp.copyto(m, 0, where=cp.isneginf(m))  # a row with no visible key: exp(-inf - 0) = 0, not NaN (no sync)
     S -= m
     cp.exp(S, out=S)
     l = S.sum(axis=-1, keepdims=True)
-    l[l == 0] = 1
+    cp.copyto(l, 1, where=l == 0)
     S /= l
     O = cp.matmul(S, Vd)
     del S
@@ -278,6 +260,6 @@ _EW: dict = {}
 
 def _elementwise(name, in_params, out_params, src):
     if name not in _EW:
-        cp = _cupy()
+        cp = cupy()
         _EW[name] = cp.ElementwiseKernel(in_params, out_params, src, name)
     return _EW[name]

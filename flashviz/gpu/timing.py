@@ -1,0 +1,142 @@
+"""One way to time a GPU implementation, the same for every implementation we compare.
+
+``measure(calls)`` times a public call (a function of no arguments that does what a user's
+call does: checks, allocation, launch) three ways, on the same inputs:
+
+* ``call_ms`` — the public call as a user sees it: CUDA events recorded on the current
+  stream just before and just after each call, calls issued back to back (no synchronisation
+  between them), median over ``repeat`` calls. When the host takes longer per call than the
+  GPU, this is host-bound and shows it; when the GPU is slower, it is the GPU time.
+* ``kernel_ms`` — kernel-only: the GPU work one call launches, from the profiler
+  (``torch.profiler`` over CUPTI, which records every kernel in the process, CuPy's too):
+  the durations of the kernels (and memsets / copies) of each call summed, median over
+  calls. No host time, no launch gaps.
+* ``host_us`` — host time per call: ``host_repeat`` calls queued without synchronising,
+  wall clock / count (microseconds). Work the call waits for (an implicit synchronisation)
+  counts, as it does for the user.
+
+``calls`` may be a list of such functions, one per input set; they are used in turn, so a
+benchmark whose inputs fit in L2 can rotate several sets (``input_sets``). Everything runs
+on CuPy's current stream, which must be the one the calls use (the legacy default stream
+for both CuPy and torch unless a program changes it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from .common import cupy
+
+#: method strings recorded beside the numbers
+CALL_METHOD = ("public call; CUDA events around each call on the current stream, calls issued back to back; "
+               "median")
+KERNEL_METHOD = ("kernel-only; torch.profiler (CUPTI) durations of the GPU kernels, memsets and copies each call "
+                 "launches, summed per call; median")
+HOST_METHOD = "host time per call; calls queued without synchronising, wall clock / count"
+
+_GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def input_sets(bytes_per_set: int, l2_bytes: int, *, most: int = 8) -> int:
+    """How many input sets to rotate so that consecutive calls do not find their inputs in
+    L2: 1 when one set is over 3x the L2 size, else enough sets to cover 3x L2 (at most
+    ``most``)."""
+    if bytes_per_set <= 0:
+        raise ValueError(f"bytes_per_set must be > 0, got {bytes_per_set}")
+    return int(min(most, max(1, -(-3 * l2_bytes // bytes_per_set))))
+
+
+def _as_list(calls):
+    return list(calls) if isinstance(calls, (list, tuple)) else [calls]
+
+
+def _sync():
+    cupy().cuda.runtime.deviceSynchronize()
+
+
+def call_times_ms(calls, repeat: int = 30, warmup: int = 3) -> list[float]:
+    """CUDA-event times (ms) of ``repeat`` back-to-back public calls (see the module text)."""
+    cp = cupy()
+    calls = _as_list(calls)
+    for i in range(warmup):
+        calls[i % len(calls)]()
+    _sync()
+    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeat)]
+    for i, (a, b) in enumerate(events):
+        a.record()
+        calls[i % len(calls)]()
+        b.record()
+    events[-1][1].synchronize()
+    return [cp.cuda.get_elapsed_time(a, b) for a, b in events]
+
+
+def host_time_us(calls, repeat: int = 30) -> float:
+    """Host microseconds per call: ``repeat`` calls queued, wall clock / count."""
+    calls = _as_list(calls)
+    _sync()
+    t0 = time.perf_counter()
+    for i in range(repeat):
+        calls[i % len(calls)]()
+    t1 = time.perf_counter()
+    _sync()
+    return (t1 - t0) / repeat * 1e6
+
+
+def gpu_activity(calls, repeat: int = 10) -> list[dict]:
+    """The GPU activities (kernels, memsets, copies) of ``repeat`` calls, in start order, from
+    torch.profiler: dicts with name, cat, ts (µs), dur (µs). Needs torch with CUDA."""
+    from torch.profiler import ProfilerActivity, profile
+    calls = _as_list(calls)
+    _sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(repeat):
+            calls[i % len(calls)]()
+        _sync()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    evs = [{"name": e.get("name", "?"), "cat": e.get("cat"), "ts": float(e["ts"]), "dur": float(e.get("dur", 0))}
+           for e in trace.get("traceEvents", []) if e.get("ph") == "X" and e.get("cat") in _GPU_CATS]
+    return sorted(evs, key=lambda e: e["ts"])
+
+
+def kernel_times_ms(calls, repeat: int = 10) -> dict:
+    """Kernel-only time per call (see the module text): {"kernel_ms" (median per call, or the
+    mean when the activities do not split evenly into calls), "per_call" (activities per
+    call), "kernel_name" (the longest kernel's name), "kernel_note" (when the mean was used)}.
+    Raises RuntimeError when the profiler saw no GPU work."""
+    evs = gpu_activity(calls, repeat)
+    if not evs:
+        raise RuntimeError("the profiler recorded no GPU activity for these calls")
+    top = max(evs, key=lambda e: e["dur"])["name"][:160]
+    if len(evs) % repeat == 0:
+        k = len(evs) // repeat
+        sums = [sum(e["dur"] for e in evs[i * k:(i + 1) * k]) for i in range(repeat)]
+        return {"kernel_ms": float(np.median(sums)) / 1e3, "per_call": k, "kernel_name": top}
+    return {"kernel_ms": sum(e["dur"] for e in evs) / repeat / 1e3, "per_call": len(evs) / repeat,
+            "kernel_name": top, "kernel_note": "activities did not split evenly into calls: mean per call"}
+
+
+def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10,
+            budget_s: float = 2.0) -> dict:
+    """call_ms (median), kernel_ms (median), host_us, kernel_name, per_call for one public call
+    (or a list of calls over rotating input sets). Repeats shrink for slow calls so one
+    measurement takes about ``budget_s`` seconds (never below 3 calls per method)."""
+    calls = _as_list(calls)
+    first = call_times_ms(calls, repeat=3, warmup=warmup)
+    per = max(1e-3, float(np.median(first)) / 1e3)
+    n = int(max(3, min(repeat, budget_s / 3 / per)))
+    times = call_times_ms(calls, repeat=n, warmup=0)
+    out = {"call_ms": float(np.median(times)), "host_us": host_time_us(calls, repeat=n)}
+    out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
+    return out
