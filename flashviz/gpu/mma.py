@@ -56,6 +56,7 @@ class MMAKernel:
     num_regs: int
     local_bytes: int
     function: object = None   #: the loaded cupy.cuda.Function (launched directly, with a stream)
+    function_ptr: int = 0     #: its CUfunction handle
 
 
 def device_variant(dev: int | None = None) -> str:
@@ -130,7 +131,8 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
             function = kernel.kernel
         compile_ms = (time.perf_counter() - t0) * 1e3
         mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
-                       compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes), function)
+                       compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes), function,
+                       int(function.ptr))
         _CACHE[key] = mk
     if fast:
         _CACHE[given] = mk
@@ -155,6 +157,7 @@ class _ArgBuffer(threading.local):
 
 
 _ARGBUF = _ArgBuffer()
+_DRIVER: list = []      #: cuLaunchKernel, CuPy's current stream, cudaGetDevice (looked up once)
 
 
 def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, lse_ptr: int,
@@ -172,10 +175,11 @@ def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, ls
     _ARGS.pack_into(a.buf, 0, q.ptr, k.ptr, v.ptr, o.ptr, lse_ptr, Nq, k.shape[2], H,
                     qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
                     scale * LOG2E)
-    cp = cupy()
-    sptr = cp.cuda.get_current_stream().ptr if stream is None else stream.ptr
-    cp.cuda.driver.launchKernel(mk.function.ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr,
-                                a.ptrs_addr, 0)
+    if not _DRIVER:
+        cp = cupy()
+        _DRIVER.extend((cp.cuda.driver.launchKernel, cp.cuda.get_current_stream, cp.cuda.runtime.getDevice))
+    sptr = _DRIVER[1]().ptr if stream is None else stream.ptr
+    _DRIVER[0](mk.function_ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, a.ptrs_addr, 0)
 
 
 def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
@@ -308,18 +312,20 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
 def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
     d = q.shape[3]
     scale = _scale(scale, d)
-    cp = cupy()
-    switch = cp.cuda.runtime.getDevice() != dev
+    if not _DRIVER:
+        cp = cupy()
+        _DRIVER.extend((cp.cuda.driver.launchKernel, cp.cuda.get_current_stream, cp.cuda.runtime.getDevice))
+    prev = _DRIVER[2]()
+    switch = prev != dev
     if switch:
-        prev = cp.cuda.runtime.getDevice()
-        cp.cuda.runtime.setDevice(dev)
+        cupy().cuda.runtime.setDevice(dev)
     try:
         mk = compile_mma(q.dtype, Br, Bc, d, causal, variant, device=dev)
         o, O, lse, lse_ptr = _outputs(q, torch_out)
         launch_mma(mk, q, k, v, o, lse_ptr, scale, stream)
     finally:
         if switch:
-            cp.cuda.runtime.setDevice(prev)
+            cupy().cuda.runtime.setDevice(prev)
     if not torch_out and q.dtype == "bfloat16":
         O = bf16_bits_to_float32(O)
     nd = len(Q.shape)

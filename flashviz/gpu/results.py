@@ -114,12 +114,22 @@ def compulsory_bytes(row: dict, itemsize: int = 2) -> int:
     return B * H * N * (4 * d * itemsize + 4)
 
 
+METHOD_NAMES = {"call": "public call (CUDA events, median)",
+                "kernel": "kernel-only (profiler kernel time, median)"}
+
+
 def mma_table(res: dict | None, *, d=None, causal=None) -> list[dict]:
-    """Benchmark rows of an "mma" results dict, one per (N, d, causal), with derived figures:
-    for each implementation in IMPLS that ran, <impl>_ms and <impl>_tflops (copied); and for
-    the tensor-core kernels ratio_to_sdpa_flash / ratio_to_sdpa_cudnn, matmul_share (TFLOP/s
-    over the device's measured fp16 matmul ceiling) and copy_share (compulsory bytes / time
-    over the measured copy bandwidth). Filtered by d / causal when given."""
+    """Benchmark rows of an "mma" results dict, one per (N, d, causal), with derived figures.
+
+    Every time and rate names its method: for each implementation in IMPLS that ran,
+    <impl>_call_ms (public call), <impl>_kernel_ms (kernel-only), <impl>_host_us (host time
+    per call), <impl>_call_tflops and <impl>_kernel_tflops (FLOPs over each time), and
+    <impl>_peak_bytes / _Br / _Bc where recorded. For the tensor-core kernels (wgmma,
+    mmasync) also <impl>_<call|kernel>_vs_sdpa_flash and _vs_sdpa_cudnn (their time / ours,
+    same method on both sides: above 1 is faster than them), <impl>_host_vs_sdpa_flash
+    (their host µs / ours) and, kernel-only, <impl>_matmul_share (TFLOP/s over the device's
+    measured fp16 matmul ceiling) and <impl>_copy_share (compulsory bytes / time over the
+    measured copy bandwidth). Filtered by d / causal when given; sorted by (d, causal, N)."""
     if not res:
         return []
     ceil = res.get("ceilings", {})
@@ -130,33 +140,51 @@ def mma_table(res: dict | None, *, d=None, causal=None) -> list[dict]:
     for r in res.get("bench", []):
         if (d is not None and r["d"] != d) or (causal is not None and bool(r["causal"]) != bool(causal)):
             continue
-        row = {k: r[k] for k in ("N", "d", "B", "H", "causal", "dtype") if k in r}
+        row = {k: r[k] for k in ("N", "d", "B", "H", "causal", "dtype", "flops") if k in r}
         for key, _ in IMPLS:
-            for suffix in ("_ms", "_tflops", "_peak_bytes", "_Br", "_Bc"):
+            for suffix in ("_call_ms", "_kernel_ms", "_host_us", "_peak_bytes", "_Br", "_Bc", "_kernel_name",
+                           "_error"):
                 if key + suffix in r:
                     row[key + suffix] = r[key + suffix]
+            for m in ("call", "kernel"):
+                if f"{key}_{m}_ms" in r and "flops" in r:
+                    row[f"{key}_{m}_tflops"] = r["flops"] / r[f"{key}_{m}_ms"] / 1e9
         for key in ("wgmma", "mmasync"):
-            if key + "_ms" not in r:
-                continue
-            if "sdpa_flash_ms" in r:
-                row[key + "_ratio_to_sdpa_flash"] = r["sdpa_flash_ms"] / r[key + "_ms"]
-            if "sdpa_cudnn_ms" in r:
-                row[key + "_ratio_to_sdpa_cudnn"] = r["sdpa_cudnn_ms"] / r[key + "_ms"]
-            if mm:
-                row[key + "_matmul_share"] = r[key + "_tflops"] / mm
-            if bw:
-                row[key + "_copy_share"] = compulsory_bytes(r) / r[key + "_ms"] / 1e6 / bw
+            for m in ("call", "kernel"):
+                if f"{key}_{m}_ms" not in r:
+                    continue
+                for other in ("sdpa_flash", "sdpa_cudnn"):
+                    if f"{other}_{m}_ms" in r:
+                        row[f"{key}_{m}_vs_{other}"] = r[f"{other}_{m}_ms"] / r[f"{key}_{m}_ms"]
+            if f"{key}_host_us" in r and "sdpa_flash_host_us" in r:
+                row[f"{key}_host_vs_sdpa_flash"] = r["sdpa_flash_host_us"] / r[f"{key}_host_us"]
+            if f"{key}_kernel_ms" in r:
+                if mm and f"{key}_kernel_tflops" in row:
+                    row[key + "_matmul_share"] = row[f"{key}_kernel_tflops"] / mm
+                if bw:
+                    row[key + "_copy_share"] = compulsory_bytes(r) / r[f"{key}_kernel_ms"] / 1e6 / bw
         out.append(row)
     return sorted(out, key=lambda x: (x["d"], x["causal"], x["N"]))
 
 
+def ratio_span(rows: list[dict], key: str) -> tuple[float, float] | None:
+    """(min, max) of one derived figure over rows that have it, or None."""
+    vals = [r[key] for r in rows if key in r]
+    return (min(vals), max(vals)) if vals else None
+
+
 def mma_sweep(res: dict | None, *, variant: str = "wgmma", d: int = 64, causal: bool = False) -> list[dict]:
-    """The block-size sweep rows (Br, Bc, ms, tflops, model_hbm_bytes, regs, smem_bytes) of an
-    "mma" results dict for one variant, d and causal flag, ordered by (Br, Bc)."""
+    """The block-size sweep rows of an "mma" results dict for one variant, d and causal flag,
+    ordered by (Br, Bc): Br, Bc, call_ms, kernel_ms, host_us, kernel_tflops,
+    model_hbm_bytes, regs, smem_bytes — plus ``ms`` and ``tflops``, which are the
+    kernel-only figures (kernel_ms, kernel_tflops): a sweep compares one kernel's block
+    sizes, so it is read kernel-only."""
     if not res:
         return []
-    rows = [r for r in res.get("sweep", []) if r.get("variant") == variant and r.get("d") == d
-            and bool(r.get("causal")) == bool(causal) and "ms" in r]
+    rows = [dict(r) for r in res.get("sweep", []) if r.get("variant") == variant and r.get("d") == d
+            and bool(r.get("causal")) == bool(causal) and "kernel_ms" in r]
+    for r in rows:
+        r["ms"], r["tflops"] = r["kernel_ms"], r["kernel_tflops"]
     return sorted(rows, key=lambda r: (r["Br"], r["Bc"]))
 
 
@@ -176,23 +204,28 @@ def check_summary(res: dict | None) -> dict:
 
 
 def mma_summary(res: dict | None) -> str:
-    """A plain-text table of a tensor-core results dict: per (d, causal, N) the TFLOP/s of our
-    kernels, SDPA flash (FlashAttention-2) and cuDNN, and our ratio to each; labelled with the
-    device and date; plus the correctness grid's counts."""
+    """A plain-text table of a tensor-core results dict: per (d, causal, N) our wgmma kernel's
+    TFLOP/s and its ratio to SDPA flash (FlashAttention-2) and SDPA cuDNN by both methods —
+    public call (the headline) and kernel-only — and host µs per call beside SDPA flash's;
+    labelled with the device and date; plus the correctness grid's counts."""
     if not res:
         return "No recorded tensor-core results (benchmarks/results/mma-*.json) in this installation."
     lines = [f"Recorded on {recorded_label(res)}",
-             f"{'d':>4} {'causal':>6} {'N':>6} {'wgmma':>7} {'mma.sync':>8} {'FA2':>7} {'cuDNN':>7} "
-             f"{'vs FA2':>7} {'vs cuDNN':>8}   (TFLOP/s; ratios = their time / ours)"]
+             "ratios = their time / ours (above 1: ours is faster); 'call' = public call, CUDA events, median; "
+             "'kernel' = kernel-only, profiler kernel time, median",
+             f"{'d':>4} {'causal':>6} {'N':>6} │ {'TFLOP/s':>7} │ {'vs FA2':>6} {'vs cuDNN':>8} │ {'vs FA2':>6} "
+             f"{'vs cuDNN':>8} │ {'host µs':>7} {'FA2':>5}",
+             f"{'':>21}│ {'call':>7} │ {'(public call)':>15} │ {'(kernel-only)':>15} │ {'per call':>13}"]
     for r in mma_table(res):
-        def f(key, w=7):
-            return f"{r[key]:{w}.1f}" if key in r else f"{'—':>{w}}"
+        def f(key, w=7, p=1):
+            return f"{r[key]:{w}.{p}f}" if key in r else f"{'—':>{w}}"
 
-        def x(key, w=7):
+        def x(key, w=6):
             return f"{r[key]:{w - 1}.2f}x" if key in r else f"{'—':>{w}}"
-        lines.append(f"{r['d']:>4} {'yes' if r['causal'] else 'no':>6} {r['N']:>6} {f('wgmma_tflops')} "
-                     f"{f('mmasync_tflops', 8)} {f('sdpa_flash_tflops')} {f('sdpa_cudnn_tflops')} "
-                     f"{x('wgmma_ratio_to_sdpa_flash')} {x('wgmma_ratio_to_sdpa_cudnn', 8)}")
+        lines.append(f"{r['d']:>4} {'yes' if r['causal'] else 'no':>6} {r['N']:>6} │ {f('wgmma_call_tflops')} │ "
+                     f"{x('wgmma_call_vs_sdpa_flash')} {x('wgmma_call_vs_sdpa_cudnn', 8)} │ "
+                     f"{x('wgmma_kernel_vs_sdpa_flash')} {x('wgmma_kernel_vs_sdpa_cudnn', 8)} │ "
+                     f"{f('wgmma_host_us', 7, 0)} {f('sdpa_flash_host_us', 5, 0)}")
     for (variant, dtype), c in sorted(check_summary(res).items()):
         tol = f"{c['tol']:g}" if c["tol"] is not None else "—"
         lines.append(f"correctness {variant} {dtype}: {c['passed']}/{c['cases']} within {tol}, "

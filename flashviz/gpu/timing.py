@@ -11,9 +11,10 @@ call does: checks, allocation, launch) three ways, on the same inputs:
   (``torch.profiler`` over CUPTI, which records every kernel in the process, CuPy's too):
   the durations of the kernels (and memsets / copies) of each call summed, median over
   calls. No host time, no launch gaps.
-* ``host_us`` — host time per call: ``host_repeat`` calls queued without synchronising,
-  wall clock / count (microseconds). Work the call waits for (an implicit synchronisation)
-  counts, as it does for the user.
+* ``host_us`` — host time per call: calls queued without synchronising, the wall-clock time
+  of each call on the host, median (microseconds; the median keeps one garbage collection
+  or page fault from moving the figure). Work the call waits for (an implicit
+  synchronisation) counts, as it does for the user.
 
 ``calls`` may be a list of such functions, one per input set; they are used in turn, so a
 benchmark whose inputs fit in L2 can rotate several sets (``input_sets``). Everything runs
@@ -37,7 +38,7 @@ CALL_METHOD = ("public call; CUDA events around each call on the current stream,
                "median")
 KERNEL_METHOD = ("kernel-only; torch.profiler (CUPTI) durations of the GPU kernels, memsets and copies each call "
                  "launches, summed per call; median")
-HOST_METHOD = "host time per call; calls queued without synchronising, wall clock / count"
+HOST_METHOD = "host time per call; calls queued without synchronising, wall clock of each call, median"
 
 _GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -76,15 +77,18 @@ def call_times_ms(calls, repeat: int = 30, warmup: int = 3) -> list[float]:
 
 
 def host_time_us(calls, repeat: int = 30) -> float:
-    """Host microseconds per call: ``repeat`` calls queued, wall clock / count."""
+    """Host microseconds per call: ``repeat`` calls queued without synchronising, each call's
+    wall-clock time on the host, median."""
     calls = _as_list(calls)
     _sync()
-    t0 = time.perf_counter()
+    clock = time.perf_counter
+    ts = [0.0] * (repeat + 1)
+    ts[0] = clock()
     for i in range(repeat):
         calls[i % len(calls)]()
-    t1 = time.perf_counter()
+        ts[i + 1] = clock()
     _sync()
-    return (t1 - t0) / repeat * 1e6
+    return float(np.median(np.diff(ts))) * 1e6
 
 
 def gpu_activity(calls, repeat: int = 10) -> list[dict]:
@@ -137,6 +141,6 @@ def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10
     per = max(1e-3, float(np.median(first)) / 1e3)
     n = int(max(3, min(repeat, budget_s / 3 / per)))
     times = call_times_ms(calls, repeat=n, warmup=0)
-    out = {"call_ms": float(np.median(times)), "host_us": host_time_us(calls, repeat=n)}
+    out = {"call_ms": float(np.median(times)), "host_us": host_time_us(calls, repeat=int(max(n, min(100, budget_s / 3 / per))))}
     out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
     return out
