@@ -263,17 +263,25 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     (B, H, Nq) float32; array inputs give CuPy arrays: O float16 (float32 for bfloat16,
     widened exactly) and lse float32. lse is the natural-log log-sum-exp of scale·QKᵀ over
     visible keys; rows that see no key give O = 0 and lse = −inf; NaN in the inputs gives NaN.
-    O and lse have the input's leading axes: (N, d) in gives (N, d) and (N,) out. Torch
-    inputs run on their GPU and torch's current stream there.
+    O and lse have the input's leading axes: (N, d) in gives (N, d) and (N,) out.
+
+    Streams: when any operand is a torch tensor, the call runs on that tensor's GPU and on
+    torch's current stream there (arrays mixed in are copied on that stream first), so it
+    is ordered after whatever torch queued, and it can be captured by ``torch.cuda.graph``
+    (warm it up once outside the capture: the first call compiles). Arrays alone run on
+    CuPy's current device and stream.
 
     Raises
     ------
-    TypeError / ValueError for bad inputs (dtype, shapes, strides, alignment, block sizes,
+    TypeError / ValueError for bad inputs (lists and other non-arrays, dtype, shapes,
+    strides, alignment, block sizes,
     shared memory asked vs available, a scale whose scale·log2(e) is not a normal float32,
     tensors on different GPUs); RuntimeError without CuPy / a suitable GPU.
 
     Notes
     -----
+    Host cost: a repeated call is a few dict lookups, two allocations and one cuLaunchKernel
+    (about 20–30 µs of Python on the H200's host; ``benchmarks/probe_call.py`` measures it).
     Forward only: no autograd (torch outputs carry no gradient). The first call for a
     (dtype, Br, Bc, d, causal) compiles with NVRTC (about a second) and caches the cubin in
     ``~/.cache/flashviz/cubin`` ($FLASHVIZ_CACHE); later processes load it. Needs CuPy
