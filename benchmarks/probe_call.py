@@ -34,7 +34,7 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from flashviz.gpu import common, mma
-    from flashviz.gpu.operands import as_operand
+    from flashviz.gpu.operands import as_operand, torch_operand
     for shape in ((1, 1, 128, 64), (32, 32, 512, 64)):
         q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3))
         n = 2000 if shape[0] == 1 else 200
@@ -46,11 +46,15 @@ def main():
         st = common.torch_stream(0)
         o, O, lse, lp = mma.out_like(qo)
         stages = {
-            "as_operand x3": lambda: (as_operand(q, "Q", None), as_operand(k, "K", None), as_operand(v, "V", None)),
+            "torch_operand x3": lambda: (torch_operand(q, "Q", None), torch_operand(k, "K", None),
+                                         torch_operand(v, "V", None)),
+            "as_operand x3 (general path)": lambda: (as_operand(q, "Q", None), as_operand(k, "K", None),
+                                                     as_operand(v, "V", None)),
             "check_shapes": lambda: mma._check_shapes(qo, ko, vo),
             "torch_stream": lambda: common.torch_stream(0),
             "compile_mma (hit)": lambda: mma.compile_mma("float16", None, None, shape[3], False, None, device=0),
-            "outputs (torch.empty x2)": lambda: mma._outputs(qo, True),
+            "outputs (new_empty x2)": lambda: mma._outputs(qo, True),
+            "raw stream handle": lambda: common.raw_torch_stream(0),
             "launch_mma": lambda: mma.launch_mma(mk, qo, ko, vo, o, lp, 0.125, st),
             "scale": lambda: mma._scale(None, shape[3]),
         }

@@ -155,8 +155,13 @@ def torch_stream(dev: int):
 
     The handle is read with torch's raw-handle getter where torch has it (one C call; the
     same one Triton uses), else through ``torch.cuda.current_stream(dev).cuda_stream``."""
+    return cupy_stream(raw_torch_stream(dev))
+
+
+def raw_torch_stream(dev: int) -> int:
+    """The raw cudaStream_t handle of torch's current stream on device ``dev`` (an int)."""
     if not _RAW_STREAM:
         import torch
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _RAW_STREAM.append(raw if raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream))
-    return cupy_stream(_RAW_STREAM[0](dev))
+    return _RAW_STREAM[0](dev)

@@ -11,13 +11,14 @@ cached on disk; compile time is reported apart from run time.
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .common import LOG2E, check_flag, check_scale, cupy, device_facts, source, torch_stream
+from .common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
 from .mma_limits import check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
 
@@ -158,6 +159,7 @@ class _ArgBuffer(threading.local):
 
 _ARGBUF = _ArgBuffer()
 _DRIVER: list = []      #: cuLaunchKernel, CuPy's current stream, cudaGetDevice (looked up once)
+_raw_stream = raw_torch_stream
 
 
 def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, lse_ptr: int,
@@ -169,16 +171,25 @@ def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, ls
     The launch needs the kernel's device to be the current device. The arguments are packed
     once into a per-thread parameter block and handed to the driver's cuLaunchKernel.
     """
+    if not _DRIVER:
+        _driver()
+    _launch(mk, q, k, v, o.ptr, o.strides, lse_ptr, scale, _DRIVER[1]().ptr if stream is None else stream.ptr)
+
+
+def _driver() -> None:
+    cp = cupy()
+    _DRIVER.extend((cp.cuda.driver.launchKernel, cp.cuda.get_current_stream, cp.cuda.runtime.getDevice))
+
+
+def _launch(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o_ptr: int, os_, lse_ptr: int, scale: float,
+            sptr: int) -> None:
+    """Pack the arguments into this thread's parameter block and cuLaunchKernel on stream sptr."""
     B, H, Nq, _ = q.shape
-    qs, ks, vs, os_ = q.strides, k.strides, v.strides, o.strides
+    qs, ks, vs = q.strides, k.strides, v.strides
     a = _ARGBUF
-    _ARGS.pack_into(a.buf, 0, q.ptr, k.ptr, v.ptr, o.ptr, lse_ptr, Nq, k.shape[2], H,
+    _ARGS.pack_into(a.buf, 0, q.ptr, k.ptr, v.ptr, o_ptr, lse_ptr, Nq, k.shape[2], H,
                     qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
                     scale * LOG2E)
-    if not _DRIVER:
-        cp = cupy()
-        _DRIVER.extend((cp.cuda.driver.launchKernel, cp.cuda.get_current_stream, cp.cuda.runtime.getDevice))
-    sptr = _DRIVER[1]().ptr if stream is None else stream.ptr
     _DRIVER[0](mk.function_ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, a.ptrs_addr, 0)
 
 
@@ -293,6 +304,9 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     >>> q, k, v = (torch.randn(4, 32, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     >>> O, lse = fv.gpu.flash_forward_mma(q, k, v, causal=True)      # O: bf16 (4, 32, 4096, 64)
     """
+    out = _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant)
+    if out is not None:
+        return out
     causal = check_flag(causal, "causal")
     if is_torch(Q) and is_torch(K) and is_torch(V):
         # the common case, kept lean: tensors in place, torch's current stream, torch outputs
@@ -317,12 +331,43 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
         return _run(Q, q, k, v, causal, scale, Br, Bc, variant, ref.device, stream, q.kind == "torch")
 
 
+def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
+    """The per-call path for plain torch tensors whose kernel is already compiled on the
+    current device: the same checks as the general path, in as few Python operations as
+    possible. Returns None whenever anything is unusual (the general path then handles it,
+    errors included)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not _DRIVER or SOURCE_OVERRIDE:
+        return None
+    T = torch.Tensor
+    if type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False):
+        return None
+    q, k, v = torch_operand(Q, "Q", dtype), torch_operand(K, "K", dtype), torch_operand(V, "V", dtype)
+    _check_shapes(q, k, v)
+    dev = q.device
+    if _DRIVER[2]() != dev or not (_plain(variant) and _plain(Br) and _plain(Bc)):
+        return None
+    B, H, Nq, d = q.shape
+    mk = _CACHE.get((variant, q.dtype, Br, Bc, d, causal, dev, None))
+    if mk is None:
+        return None
+    sc = _SCALES.get((scale, d)) if scale is None or type(scale) is float else None
+    if sc is None:
+        sc = _scale(scale, d)
+    O = Q.new_empty((B, H, Nq, d))
+    lse = Q.new_empty((B, H, Nq), dtype=torch.float32)
+    _launch(mk, q, k, v, O.data_ptr(), (H * Nq * d, Nq * d, d), lse.data_ptr(), sc, _raw_stream(dev))
+    if Q.dim() == 4:
+        return O, lse
+    lead = tuple(Q.shape)[:-2]
+    return O.reshape(*lead, Nq, d), lse.reshape(*lead, Nq)
+
+
 def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
     d = q.shape[3]
     scale = _scale(scale, d)
     if not _DRIVER:
-        cp = cupy()
-        _DRIVER.extend((cp.cuda.driver.launchKernel, cp.cuda.get_current_stream, cp.cuda.runtime.getDevice))
+        _driver()
     prev = _DRIVER[2]()
     switch = prev != dev
     if switch:
