@@ -247,15 +247,23 @@ def standard_backward_io(Nq: int, Nk: int, d: int, *, dv: int | None = None, ite
     return IOCount(reads, writes, 2 * Nq * Nk * (2 * d + 2 * dv), 0)
 
 
-def stored_between_passes(Nq: int, Nk: int, *, itemsize: int = 4) -> dict:
+def stored_between_passes(Nq: int, Nk: int, *, itemsize: int = 4, lse_itemsize: int | None = None) -> dict:
     """Bytes the forward leaves in HBM for the backward, beyond Q, K, V and O (one head).
 
-    Standard attention keeps P (Nq×Nk); FlashAttention keeps only the row log-sum-exp lse (Nq)
-    and recomputes P from it. Returns {"standard (P)": Nq·Nk·itemsize, "flash (lse)": Nq·itemsize}.
-    Source: Dao et al. 2022, Section 3.1 (recomputation). Raises ValueError/TypeError for bad sizes.
+    Standard attention keeps P (Nq×Nk elements of ``itemsize`` bytes); FlashAttention keeps only
+    the row log-sum-exp lse (Nq numbers) and recomputes P from it. lse is kept in float32 (4 bytes
+    a row) even when the activations are fp16/bf16, as FlashAttention-2 does (its softmax_lse is
+    fp32) and as ``flashviz.tiled.flash_forward`` does (lse in the fp32 accumulator; float64
+    inputs keep a float64 lse). So ``lse_itemsize`` defaults to max(itemsize, 4); give it to
+    count another width. Returns {"standard (P)": Nq·Nk·itemsize, "flash (lse)": Nq·lse_itemsize}.
+    (The traffic models, flash_forward_io / flash_backward_io, still count lse reads and writes
+    in the element type, like every other tensor.)
+    Source: Dao et al. 2022, Section 3.1 (recomputation); Dao 2023 (lse in fp32).
+    Raises ValueError/TypeError for bad sizes or itemsizes.
     """
     Nq, Nk, b = check_size(Nq, "Nq"), check_size(Nk, "Nk"), check_itemsize(itemsize)
-    return {"standard (P)": Nq * Nk * b, "flash (lse)": Nq * b}
+    lb = max(b, 4) if lse_itemsize is None else check_itemsize(lse_itemsize)
+    return {"standard (P)": Nq * Nk * b, "flash (lse)": Nq * lb}
 
 
 def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br: int | None = None,
@@ -296,7 +304,8 @@ def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br:
 
 #: block sizes the sweep tries by default (Br and Bc each)
 SWEEP_BLOCKS = (16, 32, 64, 128, 256)
-#: leading constant c of the Θ(N²d²/M) curve, per loop order (see ``asymptotic_flash_io``)
+#: leading constant c of the Θ(N²d²/M) curve, per loop order: fa1 (Algorithm 1, Theorem 2) 3·N·d per
+#: pass over Q, O times Tc = 4Nd/M passes; fa2 2·N·d (K, V) times Tr = 4Nd/M (see ``asymptotic_flash_io``)
 ASYMPTOTIC_CONSTANT = {"fa2": 8, "fa1": 12}
 
 
@@ -328,18 +337,25 @@ def paper_block_sizes(M: int, d: int, *, itemsize: int = 4) -> tuple[int, int]:
 
 
 def asymptotic_flash_io(N: int, d: int, M: int, *, itemsize: int = 4, order: str = "fa2") -> float:
-    """The paper's Θ(N²d²/M) HBM traffic of FlashAttention's forward pass, in bytes, with a stated constant.
+    """The leading-order term c·N²d²/M of the forward pass's HBM traffic, in bytes (Theorem 2's Θ(N²d²/M)).
 
     Returns c·N²·d²/M_el elements times ``itemsize`` bytes, where M_el = M / itemsize is the SRAM size
-    in elements (M in bytes; not rounded) and c = 8 for order="fa2", 12 for order="fa1".
-    The constant is the leading term of the exact count when the block of the outer loop has the
-    paper's size B = M_el/(4d): FA2 re-reads K and V (2·N·d) once per query block, Tr = N/B times,
-    so 2·N·d·N·4d/M_el = 8·N²d²/M_el; FA1 (Algorithm 1) reads Q_i, O_i and writes O_i (3·N·d) once
-    per key block, Tc = N/B times: 12·N²d²/M_el. Lower-order terms (Q, O once, lse, m, l: O(N·d)
-    and O(N²d/M)) are left out, so the exact ``flash_forward_io`` count is slightly above it.
+    in elements (M in bytes; not rounded); c = 12 for order="fa1", 8 for order="fa2".
+
+    order="fa1" is the paper's Algorithm 1 (key blocks outer), the order Theorem 2 is proved for, with
+    the paper's Bc = M_el/(4d): there are Tc = N/Bc = 4Nd/M_el key blocks, and for each one the inner
+    loop passes over all of Q (read) and O (read and written back): 3·N·d·Tc = 12·N²d²/M_el. Left out:
+    K, V read once and O, l, m initialised (3·N·d + 2·N), and the l, m reads and writes of every pass
+    (4·N·Tc = 16·N²d/M_el, a fraction 4/(3d) of the leading term, so exact/leading → 1 + 4/(3d)
+    as N grows with Bc = M_el/(4d) exactly). Br does not enter (the paper takes min(⌈M_el/(4d)⌉, d)).
+    order="fa2" (FlashAttention-2, query blocks outer) is the same counting with a query block of
+    Br = M_el/(4d) rows — not the paper's Br = min(⌈M_el/(4d)⌉, d), which is sized for Algorithm 1:
+    K and V (2·N·d) are re-read Tr = N/Br = 4Nd/M_el times: 8·N²d²/M_el. Left out: Q read and O, lse
+    written once (2·N·d + N). With those block sizes ``flash_forward_io`` exceeds this term by
+    exactly the parts left out (when Tc or Tr is a whole number).
     N: sequence length (Nq = Nk = N), d: head dim, M: SRAM bytes, itemsize: bytes per element.
-    Source: Dao et al. 2022, Theorem 2 and its proof (Appendix C). Raises ValueError/TypeError for
-    sizes < 1, a bad itemsize or order.
+    Source: Dao et al. 2022, Algorithm 1 line 1, Theorem 2 and its proof (Appendix C).
+    Raises ValueError/TypeError for sizes < 1, a bad itemsize or order.
     """
     N, d, b = check_size(N, "N"), check_size(d, "d"), check_itemsize(itemsize)
     M, order = _check_budget(M), check_order(order)

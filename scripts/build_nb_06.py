@@ -11,8 +11,9 @@ cells = [
 Training needs gradients: after the forward pass computes $O$, the backward pass turns $dO = \\partial L / \\partial O$
 into $dQ$, $dK$ and $dV$. The gradient formulas need the attention probabilities $P$ again.
 Standard attention keeps $P$ in HBM from the forward pass: $N \\times N$ numbers per head.
-FlashAttention-2 keeps only $O$ and one number per query row, the log-sum-exp $\\mathrm{lse}$ (the
-paper's FlashAttention-1 kept $m$ and $\\ell$, two per row), and **recomputes**
+FlashAttention-2 keeps only $O$ and one number per query row, the log-sum-exp $\\mathrm{lse}$, stored in float32
+(4 bytes a row, also when $Q$, $K$, $V$ are half precision; the paper's FlashAttention-1 kept $m$ and $\\ell$, two
+per row), and **recomputes**
 each tile of $P$ on chip when the backward needs it. That costs one extra matrix product, but it removes
 the $N^2$ storage and the $N^2$ reads.
 
@@ -100,13 +101,14 @@ print("max |error| vs the float64 dense gradients:", {k: f"{v:.1e}" for k, v in 
     md("""## 3. The numbers, over $N$
 
 One head, $d = 64$, half precision (2-byte elements), blocks $B_r = B_c = 128$. *Kept* is what the forward pass
-leaves in HBM for the backward ($P$ or $\\mathrm{lse}$). *Traffic* is the backward's bytes between HBM and the chip.
+leaves in HBM for the backward: $P$ in the 2-byte element type, or $\\mathrm{lse}$ in float32 (4 bytes a row, as
+FlashAttention-2 keeps it). *Traffic* is the backward's bytes between HBM and the chip.
 *Extra FLOPs* is the cost of recomputing $S$, as a share of the standard backward's four matrix products."""),
     code("""d, b, B = 64, 2, 128
 print(f"{'N':>6} │ {'kept: P':>11} {'kept: lse':>10} │ {'traffic: standard':>17} {'tiled':>10} {'ratio':>6} │ "
       f"{'extra FLOPs':>12} {'share':>6}")
 for n in (1024, 2048, 4096, 8192, 16384):
-    kept = iomodel.stored_between_passes(n, n, itemsize=b)
+    kept = iomodel.stored_between_passes(n, n, itemsize=b, lse_itemsize=4)   # P in fp16, lse in fp32
     std = iomodel.standard_backward_io(n, n, d, itemsize=b)
     til = iomodel.flash_backward_io(n, n, d, Br=B, Bc=B, itemsize=b)
     extra = iomodel.recompute_extra_flops(n, n, d)
@@ -154,7 +156,8 @@ Each check prints one line: ✓ when your answer is right, ✗ with a hint when 
 wrong state on purpose. Replace the `None`s and the stubs, then run the cell again.
 
 **Exercise 1.** A model runs attention with $N = 4096$ tokens in half precision (2 bytes per element). For one head,
-how many bytes does standard attention keep in HBM for the backward ($P$)? How many does FlashAttention keep ($\\mathrm{lse}$)?"""),
+how many bytes does standard attention keep in HBM for the backward ($P$, in half precision)? How many does
+FlashAttention-2 keep ($\\mathrm{lse}$, which it stores in float32)?"""),
     code("""my_P_bytes = None      # ← bytes of P for one head
 my_lse_bytes = None    # ← bytes of lse for one head
 check_stored_bytes((my_P_bytes, my_lse_bytes), N=4096, itemsize=2);"""),
@@ -182,7 +185,7 @@ Suppose you want to inspect the attention pattern during training, so the forwar
 its $N \\times N$ matrices until the backward pass reaches that layer. First, measured here, in float32:"""),
     code("""def forward_keeping_SP(Q, K, V):
     \"\"\"Standard attention that keeps S and P for the backward (the "debugging" version).\"\"\"
-    S = (Q @ K.T) / np.sqrt(Q.shape[1])
+    S = (Q @ K.T) * Q.dtype.type(1 / np.sqrt(Q.shape[1]))    # a scale of Q's type: S stays float32
     P = np.exp(S - S.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
     return P @ V, {"S": S, "P": P}
@@ -197,22 +200,24 @@ for n in (512, 1024, 2048, 4096):
     grow = f"×{sp / prev:.0f}" if prev else ""
     print(f"{n:>6} │ {sp / 2**20:>10.0f} MiB {grow:>7} │ {lse.nbytes / 2**10:>6.0f} KiB")
     prev = sp
-    del kept"""),
+    del kept
+print(f"(kept in this run: S and P {Q.dtype}, lse {lse.dtype}, {lse.itemsize} bytes a row)")"""),
     md("""Each doubling of $N$ multiplies the kept bytes by 4. Now scale this up to a model, in half precision:
-32 layers × 32 heads, batch 1, keeping only $P$. The GPU is an NVIDIA H200 with 141 GB of HBM (NVIDIA's specification).
-The model's weights and everything else also need that memory:"""),
-    code("""layers, heads, b = 32, 32, 2
+32 layers × 32 heads, batch 1, keeping only $P$ (in half precision) against $\\mathrm{lse}$ (in float32).
+The GPU is an NVIDIA H200 with 141 GB of HBM (NVIDIA's specification). The model's weights and everything else
+also need that memory:"""),
+    code("""layers, heads, b = 32, 32, 2                          # P in 2-byte elements; lse in float32 (4 B a row)
 H200 = 141e9                                          # bytes of HBM on an H200 (NVIDIA's specification)
 print(f"{'N':>6} │ {'P, one head':>12} {'P, whole model':>15} {'vs H200':>9} │ {'lse, whole model':>16}")
 for n in (4096, 8192, 16384, 32768, 65536):
-    kept = iomodel.stored_between_passes(n, n, itemsize=b)
+    kept = iomodel.stored_between_passes(n, n, itemsize=b, lse_itemsize=4)
     P_all = kept["standard (P)"] * layers * heads
     lse_all = kept["flash (lse)"] * layers * heads
     verdict = f"{P_all / H200:>7.1f}x" + (" ✗" if P_all > H200 else "  ")
     print(f"{n:>6} │ {kept['standard (P)'] / 2**30:>8.3f} GiB {P_all / 2**30:>11.0f} GiB {verdict:>9} │ "
           f"{lse_all / 2**20:>12.0f} MiB")"""),
     md("""At $N = 16\\text{k}$, keeping $P$ alone would need about 4 times the H200's memory. At $64\\text{k}$ it would need
-about 60 times. The $\\mathrm{lse}$ of the whole model stays between 8 and 128 MiB over this table. Memory that grows as $N$, not $N^2$,
+about 60 times. The float32 $\\mathrm{lse}$ of the whole model stays between 16 and 256 MiB over this table. Memory that grows as $N$, not $N^2$,
 is a large part of why FlashAttention made long contexts practical to train. The forward pass is exact without $P$, and the
 backward pass can rebuild $P$ from $\\mathrm{lse}$ at the cost of one extra matrix product.
 

@@ -300,7 +300,23 @@ def test_stored_between_passes_matches_the_runs(rng, dtype):
     assert standard_attention_io(Nq, Nk, d, itemsize=b).writes["P"] == stored["standard (P)"]
     assert standard_backward_io(Nq, Nk, d, itemsize=b).reads["P"] == 2 * stored["standard (P)"]
     assert "P" not in r.io.reads and "P" not in r.io.writes                # P never touches HBM
-    assert stored_between_passes(4096, 4096, itemsize=2)["standard (P)"] == 32 * 1024 * 1024  # 32 MiB vs 8 KiB
+    assert stored_between_passes(4096, 4096, itemsize=2) == {"standard (P)": 32 * 1024 * 1024,   # 32 MiB vs
+                                                              "flash (lse)": 16 * 1024}          # 16 KiB (fp32)
+
+
+def test_stored_lse_is_float32_for_half_precision(rng):
+    """FlashAttention-2 keeps lse in fp32 whatever the activations; flashviz's forward does too (its lse is in
+    the fp32 accumulator), so the stored bytes are 4 a row for fp16, itemsize for fp32/fp64."""
+    Nq, Nk, d = 37, 50, 8
+    Q, K, V = (rng.standard_normal((n, d)).astype(np.float16) for n in (Nq, Nk, Nk))
+    f = fv.flash_forward(Q, K, V, Br=16, Bc=16)
+    assert f.lse.dtype == np.float32
+    assert stored_between_passes(Nq, Nk, itemsize=2) == {"standard (P)": Nq * Nk * 2, "flash (lse)": Nq * 4}
+    assert f.lse.nbytes == stored_between_passes(Nq, Nk, itemsize=2)["flash (lse)"]
+    assert stored_between_passes(Nq, Nk, itemsize=2, lse_itemsize=2)["flash (lse)"] == Nq * 2   # another width
+    assert stored_between_passes(Nq, Nk, itemsize=8)["flash (lse)"] == Nq * 8
+    with pytest.raises(ValueError):
+        stored_between_passes(Nq, Nk, itemsize=2, lse_itemsize=3)
 
 
 # ---------------------------------------------------------------- bad input

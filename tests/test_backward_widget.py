@@ -343,8 +343,21 @@ def one_line_wrong(result, capsys):
 
 def test_stored_bytes_exercise(capsys):
     N, b = 4096, 2
-    assert check_stored_bytes((N * N * b, N * b), N=N, itemsize=b)               # closed form: N² and N elements
+    assert check_stored_bytes((N * N * b, N * 4), N=N, itemsize=b)     # closed form: N² elements, N float32 numbers
+    assert check_stored_bytes((4096 * 4096 * 2, 16_384), N=4096, itemsize=2)    # the numbers the lesson asks for
     assert capsys.readouterr().out.startswith("✓ Right")
+    assert check_stored_bytes((N * N * 4, N * 4), N=N, itemsize=4)
+    assert check_stored_bytes((N * N * 8, N * 8), N=N, itemsize=8)               # float64 keeps a float64 lse
+    capsys.readouterr()
+    # lse in the 2-byte element type is wrong (FlashAttention-2 keeps it in fp32); the hint says why, and no
+    # wrong answer's line shows an expected number the learner did not give
+    msg = one_line_wrong(check_stored_bytes((N * N * b, N * b), N=N, itemsize=b), capsys)
+    assert "float32" in msg and f"{N * 4:,}" not in msg
+    msg = one_line_wrong(check_stored_bytes((N * b, N * 4), N=N, itemsize=b), capsys)
+    assert "N×N" in msg and f"{N * N * b:,}" not in msg
+    for bad in ((1, 2), (N * N, N), (N * b, N * N * b), (N * N * b, N * N * b)):
+        msg = one_line_wrong(check_stored_bytes(bad, N=N, itemsize=b), capsys)
+        assert all(f"{v:,}" not in msg for v in (N * N * b, N * 4) if v not in bad), msg
     assert "element counts" in one_line_wrong(check_stored_bytes((N * N, N), N=N, itemsize=b), capsys)
     assert "swapped" in one_line_wrong(check_stored_bytes((N * b, N * N * b), N=N, itemsize=b), capsys)
     for bad in (None, (None, None), "lots", (1,), (float("nan"), 1), (True, 1), object()):

@@ -67,6 +67,32 @@ def test_asymptotic_curve_constant_and_exact_gap():
     assert 1 < ratio < 1.003
 
 
+def test_theorem_2_count_with_the_paper_blocks():
+    """Theorem 2 is about Algorithm 1 (key blocks outer) with the paper's Bc = ⌈M/4d⌉, Br = min(⌈M/4d⌉, d):
+    K, V once, O, l, m initialised, then Tc = ⌈N/Bc⌉ passes over Q (read), O (read, written) and l, m —
+    fa1_bytes above, by hand. With Tc = N/Bc = 4Nd/M_el the leading term is 3·N·d·Tc = 12·N²d²/M_el and
+    exact / leading → 1 + 4/(3d) (the l, m passes); Br does not enter."""
+    d, b, M = 64, 4, H200
+    M_el = M // b
+    Br, Bc = iomodel.paper_block_sizes(M, d, itemsize=b)
+    assert (Br, Bc) == (min(math.ceil(M_el / (4 * d)), d), math.ceil(M_el / (4 * d))) == (64, 227)
+    for N in (4096, 16384, 65536):
+        exact = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=b, order="fa1").hbm_bytes
+        assert exact == fa1_bytes(N, d, Bc, b)
+        assert iomodel.asymptotic_flash_io(N, d, M, itemsize=b, order="fa1") == pytest.approx(
+            12 * N * N * d * d / M_el * b)
+    N = 1024 * Bc                                       # Tc = N / Bc = 4·N·d / M_el exactly
+    Tc = N // Bc
+    assert Tc * M_el == 4 * N * d
+    exact = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=b, order="fa1").hbm_bytes
+    lead = iomodel.asymptotic_flash_io(N, d, M, itemsize=b, order="fa1")
+    assert exact == fa1_bytes(N, d, Bc, b)
+    assert lead == pytest.approx(3 * N * d * Tc * b)                    # 3·N·d per pass over Q and O
+    assert exact - lead == pytest.approx((4 * Tc * N + 3 * N * d + 2 * N) * b)
+    assert exact / lead == pytest.approx(1 + 4 / (3 * d), rel=2e-3)
+    assert iomodel.flash_forward_io(N, N, d, Br=16, Bc=Bc, itemsize=b, order="fa1").hbm_bytes == exact
+
+
 @pytest.mark.parametrize("N,d,b,order,causal", [(4096, 64, 4, "fa2", False), (1000, 32, 2, "fa2", False),
                                                 (4096, 64, 4, "fa1", False), (300, 128, 8, "fa1", False),
                                                 (4096, 64, 4, "fa2", True), (1000, 32, 2, "fa1", True)])

@@ -23,10 +23,14 @@ from . import CheckResult, close_number, finite_number, guarded, never_raises, r
 @never_raises(say)
 def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     """answer = (bytes of P, bytes of lse) that the forward keeps in HBM for the backward, for one
-    head of N queries and N keys in elements of ``itemsize`` bytes (standard attention keeps
-    P, N×N; FlashAttention keeps lse, N). Compared exactly with iomodel.stored_between_passes."""
+    head of N queries and N keys with activations of ``itemsize`` bytes: standard attention keeps
+    P, N×N elements of ``itemsize`` bytes; FlashAttention keeps lse, N numbers in float32 (4 bytes
+    a row, as FlashAttention-2 keeps it, also for fp16/bf16 activations; float64 keeps float64).
+    Compared exactly with iomodel.stored_between_passes. A wrong answer is told which part is off
+    and why, never the expected numbers."""
     want = stored_between_passes(N, N, itemsize=itemsize)
     P, lse = want["standard (P)"], want["flash (lse)"]
+    lse_b = lse // N
     try:
         a, b = answer
     except (TypeError, ValueError):
@@ -34,19 +38,28 @@ def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
     a, b = finite_number(a), finite_number(b)
     if a is None or b is None:
         return say(wrong(f"replace the placeholders with two numbers of bytes (P, lse); got {answer!r:.60}"))
-    if a == P and b in (lse, N * 4):   # flashviz counts lse in the element type; FlashAttention-2 keeps fp32
-        return say(right(f"P takes {P:,} B, lse {b:,} B: {P // b:,}× less to keep (N = {N}, {itemsize}-byte "
-                          f"elements{'; lse in float32, as FlashAttention-2 keeps it' if b != lse else ''})"))
-    hint = ""
+    if a == P and b == lse:
+        return say(right(f"P takes {P:,} B, lse {lse:,} B: {P // lse:,}× less to keep (N = {N}, {itemsize}-byte "
+                          f"elements, lse in float{8 * lse_b})"))
     if (a, b) == (N * N, N):
-        hint = " — those are element counts: multiply by the bytes per element"
-    elif a == N * itemsize and b == N * N * itemsize:
-        hint = " — swapped: P is the N×N one"
-    elif a == N * itemsize:
-        hint = " — P has one number per (query, key) pair: N×N of them"
-    parts = [f"P = {_fmt_b(a)}" + (" ✓" if a == P else f" (the run keeps {P:,} B)"),
-             f"lse = {_fmt_b(b)}" + (" ✓" if b == lse else f" (the run keeps {lse:,} B)")]
-    return say(wrong(", ".join(parts) + hint))
+        return say(wrong(f"P = {_fmt_b(a)}, lse = {_fmt_b(b)} — those are element counts: multiply each by "
+                          "its bytes per number"))
+    if a in (N * itemsize, N * lse_b) and b == N * N * itemsize:
+        return say(wrong(f"P = {_fmt_b(a)}, lse = {_fmt_b(b)} — swapped: P is the N×N one"))
+    p_note = "" if a == P else (" (P has one number per (query, key) pair: N×N of them)"
+                                if a in (N * itemsize, N * lse_b) else "")
+    if b == lse:
+        l_note = ""
+    elif b == N * itemsize and itemsize < lse_b:
+        l_note = (f" (lse is kept in float{8 * lse_b}, {lse_b} bytes a row, even when Q, K, V are "
+                  f"{itemsize}-byte numbers)")
+    elif b == N * N * itemsize or b == N * N * lse_b:
+        l_note = " (lse has one number per query row, not per (query, key) pair)"
+    else:
+        l_note = f" (lse is one number per query row, in float{8 * lse_b})"
+    parts = [f"P = {_fmt_b(a)} " + ("✓" if a == P else "✗") + p_note,
+             f"lse = {_fmt_b(b)} " + ("✓" if b == lse else "✗") + l_note]
+    return say(wrong(", ".join(parts)))
 
 
 def _fmt_b(x: float) -> str:
