@@ -171,11 +171,19 @@ def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = N
         if mma_res.get("bench"):
             save(bp.plot_mma_benchmark(mma_res), f"{stem}.png")
         for d in (64, 128):
-            if any(r.get("d") == d and "ms" in r for r in mma_res.get("sweep", [])):
+            if any(r.get("d") == d and "kernel_ms" in r for r in mma_res.get("sweep", [])):
                 save(bp.plot_block_sweep(mma_res, d=d), f"{stem}-sweep-d{d}.png")
     if dram_res and dram_res.get("rows"):
         save(bp.plot_dram(dram_res), f"{Path(dram_res.get('source_file', 'dram-results.json')).stem}.png")
     return written
+
+
+def bench_methods() -> str:
+    """The header naming the method of every figure ``flashviz bench`` draws."""
+    from .gpu.results import METHOD_NAMES
+
+    return (f"Benchmark figure: TFLOP/s by {METHOD_NAMES['call']}; block-sweep figures: "
+            f"{METHOD_NAMES['kernel']}.")
 
 
 def _bench_args(args):
@@ -216,19 +224,24 @@ def bench(args) -> int:
 
     out = Path(args.out)
     if args.plot_only:
+        res = latest_results("mma")
+        print(f"Figures of the recorded run ({res.get('source_file', '?') if res else 'no tensor-core recording'}). "
+              + bench_methods())
         for path in plot_results(out):
             print(f"wrote {path}")
         return 0
     parts, variants, Ns, ab = _bench_args(args)
     ok, reason = gpu_status()
     if not ok:
-        print(f"No GPU here: {reason}. Nothing was measured; this is the recorded run:")
+        print(f"No GPU here: {reason}. Nothing was measured; this is the recorded run, timed through each "
+              f"implementation's public call (the headline) and kernel-only beside it:")
         print(mma_summary(latest_results("mma")))
         return 0
     path = run_benchmarks(out, quick=args.quick, parts=parts, variants=variants, Ns=Ns,
                           ab_source=ab, log=lambda line: print(line, flush=True))
     res = json.loads(path.read_text())
     res["source_file"] = path.name
+    print(bench_methods())
     for p in plot_results(out, mma_res=res, dram_res={}):
         print(f"wrote {p}")
     print(mma_summary(res))

@@ -1,3 +1,5 @@
+import pytest
+
 import flashviz as fv
 from flashviz.cli import main, tables
 
@@ -17,11 +19,13 @@ def test_bad_block_is_a_one_line_error(capsys):
     assert "ratio" in tables()
 
 
+@pytest.mark.recorded_data
 def test_gpu_command_reports_no_gpu_and_recorded_results(capsys):
     assert main(["gpu"]) == 0
     out = capsys.readouterr().out
     assert "GPU usable: False" in out or "GPU usable: True" in out
     assert "Recorded on" in out and "H200" in out
+    assert "'call' = public call (CUDA events, median), the headline" in out and "'kernel' = kernel-only" in out
 
 
 def _table(out: str, title: str) -> list[list[str]]:
@@ -108,7 +112,8 @@ def test_gpu_command_imports_no_widgets():
     assert out.strip().endswith("False")
 
 
-def test_bench_without_gpu_prints_the_recorded_run(capsys, monkeypatch):
+@pytest.mark.recorded_data
+def test_recorded_data_bench_without_gpu_prints_the_run_by_both_methods(capsys, monkeypatch):
     import json
 
     from flashviz import cli, gpu
@@ -118,9 +123,17 @@ def test_bench_without_gpu_prints_the_recorded_run(capsys, monkeypatch):
     assert cli.main(["bench"]) == 0
     out = capsys.readouterr().out
     assert "No GPU here: no GPU in this test. Nothing was measured" in out and "NVIDIA H200" in out
+    head = out.split("\n   d ")[0]                               # everything above the table names the methods
+    assert "public call (the headline)" in head and "kernel-only" in head and "CUDA events" in head
     raw = json.loads(R.package_dir("flashviz.results").joinpath(R.latest_results("mma")["source_file"]).read_text())
     r = next(x for x in raw["bench"] if x["N"] == 4096 and x["d"] == 128 and not x["causal"])
-    assert f"{r['wgmma_tflops']:.1f}" in out and f"{r['sdpa_flash_ms'] / r['wgmma_ms']:.2f}x" in out
+    (line,) = [ln for ln in out.splitlines() if ln.replace("│", " ").split()[:3] == ["128", "no", "4096"]]
+    w = line.replace("│", " ").split()
+    assert w[3] == f"{r['flops'] / r['wgmma_call_ms'] / 1e9:.1f}"                  # TFLOP/s by public call
+    assert w[4:8] == [f"{r['sdpa_flash_call_ms'] / r['wgmma_call_ms']:.2f}x",        # vs FA2, vs cuDNN: public call
+                      f"{r['sdpa_cudnn_call_ms'] / r['wgmma_call_ms']:.2f}x",
+                      f"{r['sdpa_flash_kernel_ms'] / r['wgmma_kernel_ms']:.2f}x",    # and kernel-only
+                      f"{r['sdpa_cudnn_kernel_ms'] / r['wgmma_kernel_ms']:.2f}x"]
     n = sum(1 for c in raw["check"] if c["variant"] == "wgmma" and c["dtype"] == "float16")
     assert f"correctness wgmma float16: {n}/{n}" in out
 
@@ -129,7 +142,11 @@ def test_bench_plot_only_writes_the_figures(tmp_path, capsys):
     from flashviz import cli
 
     assert cli.main(["bench", "--plot-only", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Figures of the recorded run (mma-") and "TFLOP/s by public call (CUDA events" in out
+    assert "block-sweep figures: kernel-only" in out
     names = sorted(p.name for p in tmp_path.iterdir())
     assert len(names) == 4 and all(n.endswith(".png") for n in names)
+    assert any("sweep-d128" in n for n in names)
     assert any(n.startswith("dram-") for n in names) and any("sweep-d64" in n for n in names)
     assert all((tmp_path / n).stat().st_size > 10_000 for n in names)

@@ -93,6 +93,89 @@ def test_latest_results_real_folder():
     assert r is None or ("env" in r and "source_file" in r)
 
 
+def _recorded_teaching():
+    """The newest committed gpu-*.json, read directly (by its dated name, not through latest_results)."""
+    from flashviz.gpu._files import package_dir
+    files = sorted(f for f in package_dir("flashviz.results").iterdir()
+                   if f.name.startswith("gpu-") and f.name.endswith(".json"))
+    return json.loads(files[-1].read_text()), files[-1].name
+
+
+def _html_cells(tr):
+    import re
+    return [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+
+
+@pytest.mark.recorded_data
+def test_recorded_data_teaching_rows_are_consistent():
+    """The record's derived figures agree with its raw times: TFLOP/s = flops / ms by each method,
+    and naive / kernel compares the same method on both sides."""
+    raw, _ = _recorded_teaching()
+    assert raw["timing"] and {"call_ms", "kernel_ms", "host_us"} <= set(raw["methods"])
+    for r in raw["timing"]:
+        flops = 4 * r["B"] * r["H"] * r["N"] ** 2 * r["d"] / (2 if r["causal"] else 1)
+        assert r["call_tflops"] == pytest.approx(flops / r["call_ms"] / 1e9)
+        assert r["kernel_tflops"] == r["tflops"] == pytest.approx(flops / r["kernel_ms"] / 1e9)
+        if "naive_call_ms" in r:
+            assert r["ratio_naive_over_call"] == pytest.approx(r["naive_call_ms"] / r["call_ms"])
+            assert r["ratio_naive_over_kernel"] == pytest.approx(r["naive_kernel_ms"] / r["kernel_ms"])
+
+
+@pytest.mark.recorded_data
+def test_recorded_data_summary_by_both_methods():
+    raw, name = _recorded_teaching()
+    text = gpu_results.recorded_summary(gpu.latest_results(), Br=64, Bc=64)
+    assert text.startswith(f"Recorded on {raw['env']['device']}, {raw['env']['date']}") and name in text
+    assert "public call (CUDA events, median), the headline" in text and "kernel-only (profiler" in text
+    lines = text.splitlines()
+    want = [r for r in raw["timing"] if (r["Br"], r["Bc"]) == (64, 64)]
+    body = [line for line in lines if line.split() and line.split()[0].isdigit()]
+    assert len(body) == len(want) >= 10
+    for line, r in zip(body, want):
+        flops = 4 * r["B"] * r["H"] * r["N"] ** 2 * r["d"] / (2 if r["causal"] else 1)
+        w = line.replace("│", " ").split()
+        assert [int(w[0]), int(w[1])] == [r["N"], r["d"]] and w[3] == "64×64"
+        assert w[5:8] == [f"{r['call_ms']:.3f}", f"{r['kernel_ms']:.3f}", f"{flops / r['call_ms'] / 1e9:.1f}"]
+        assert w[8:12] == [f"{r['naive_call_ms']:.2f}", f"{r['naive_kernel_ms']:.2f}",
+                           f"{r['naive_call_ms'] / r['call_ms']:.2f}x", f"{r['naive_kernel_ms'] / r['kernel_ms']:.2f}x"]
+
+
+@pytest.mark.recorded_data
+def test_recorded_data_gpu_panel_table_by_both_methods(monkeypatch):
+    import re
+
+    import matplotlib
+    matplotlib.use("Agg")
+    monkeypatch.setattr(gpu, "gpu_status", lambda: (False, "a test says there is no GPU"))
+    raw, name = _recorded_teaching()
+    panel = fv.GPUPanel(Br=128, Bc=64, d=128, key="recorded-gpu-panel")
+    try:
+        v = panel.recorded_html.value
+        assert f"Recorded on <b>{raw['env']['device']}, {raw['env']['date']}" in v and name in v
+        for head in ("kernel ms<br>(call)", "kernel ms<br>(kernel-only)", "TFLOP/s<br>(call)",
+                     "naive / kernel<br>(call)", "naive / kernel<br>(kernel-only)"):
+            assert head in v
+        assert "public call" in v and "kernel-only</b> = " in v                   # the note under the table
+        want = [r for r in raw["timing"] + raw["sweep"] if (r["Br"], r["Bc"], r["d"]) == (128, 64, 128)]
+        rows = [_html_cells(tr) for tr in re.findall(r"<tr>(<td.*?)</tr>", v)]
+        assert len(rows) == len(want) >= 5
+        for c, r in zip(rows, want):
+            flops = 4 * r["B"] * r["H"] * r["N"] ** 2 * r["d"] / (2 if r["causal"] else 1)
+            assert c[:5] == [str(r["N"]), "128", str(r["B"] * r["H"]), "128×64", "no"]
+            assert c[5:9] == [f"{r['call_ms']:.3f}", f"{r['kernel_ms']:.3f}", f"{flops / r['call_ms'] / 1e9:.1f}",
+                              f"{r['model_hbm_bytes'] / r['kernel_ms'] / 1e6:.0f}"]
+            assert c[9:13] == [f"{r['naive_call_ms']:.2f}", f"{r['naive_kernel_ms']:.2f}",
+                               f"{r['naive_call_ms'] / r['call_ms']:.2f}x", f"{r['naive_kernel_ms'] / r['kernel_ms']:.2f}x"]
+        note = panel._boxes[0].value                                           # the tensor-core note: public call
+        mma = json.loads(gpu_results.package_dir("flashviz.results").joinpath(
+            gpu_results.latest_results("mma")["source_file"]).read_text())
+        (b,) = [r for r in mma["bench"] if (r["N"], r["d"], r["causal"]) == (4096, 64, False)]
+        assert (f"{b['flops'] / b['wgmma_call_ms'] / 1e9:.0f} TFLOP/s against this kernel's "
+                f"{b['flops'] / b['teaching_call_ms'] / 1e9:.0f}") in note and "public call" in note
+    finally:
+        panel.close()
+
+
 def test_runner_without_cupy_raises_runtime_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     with pytest.raises(RuntimeError, match="CuPy"):
@@ -210,8 +293,12 @@ def test_gpu_panel_runs_the_kernel_with_the_explorers_blocks(cp):
         res = panel.run()
         assert res is not None, panel.status.value
         assert (res["Br"], res["Bc"], res["d"]) == (64, 32, 64)
-        assert res["rel_err"] < 1e-5 and res["kernel_ms"] > 0 and "naive_ms" in res
+        assert res["rel_err"] < 1e-5 and res["call_ms"] > 0 and res["kernel_ms"] > 0 and res["host_us"] > 0
+        assert res["naive_call_ms"] > 0 and res["naive_kernel_ms"] > 0
+        assert res["ratio_naive_over_call"] == pytest.approx(res["naive_call_ms"] / res["call_ms"])
+        assert res["ratio_naive_over_kernel"] == pytest.approx(res["naive_kernel_ms"] / res["kernel_ms"])
         assert "Measured now" in panel.status.value and "64×32" in panel.result_html.value
+        assert f"<td>{res['call_ms']:.3f}</td><td>{res['kernel_ms']:.3f}</td>" in panel.result_html.value
         w.Br.value, w.Bc.value, w.d.value = 128, 128, 128      # 270,336 B of shared memory: cannot run
         assert "cannot run" in panel.status.value and panel.run_button.disabled
     finally:
@@ -257,8 +344,12 @@ def test_gpu_panel_progress_and_stop(monkeypatch):
     def slow(N, d, **kw):
         calls.append(kw["naive"])
         release.wait(5)
-        return {"N": N, "d": d, "B": 16384 // N, "H": 32, "Br": kw["Br"], "Bc": kw["Bc"], "causal": False,
-                "compile_ms": 1.0, "kernel_ms": 2.0, "tflops": 1.0, "model_GBps": 1.0, "naive_ms": 6.0}
+        res = {"N": N, "d": d, "B": 16384 // N, "H": 32, "Br": kw["Br"], "Bc": kw["Bc"], "causal": False,
+               "compile_ms": 1.0, "flops": 2e9, "call_ms": 2.1, "kernel_ms": 2.0, "host_us": 30.0,
+               "call_tflops": 2e9 / 2.1 / 1e9, "kernel_tflops": 1.0, "tflops": 1.0, "model_GBps": 1.0}
+        if kw["naive"]:
+            res.update(naive_call_ms=6.3, naive_kernel_ms=6.0, ratio_naive_over_call=3.0, ratio_naive_over_kernel=3.0)
+        return res
 
     panel = _panel_with_fake_gpu(monkeypatch, slow)
     try:
@@ -270,6 +361,30 @@ def test_gpu_panel_progress_and_stop(monkeypatch):
         panel._thread.join(5)
         assert calls == [False]                                      # stopped before timing naive attention
         assert "Stopped" in panel.status.value and panel.last["kernel_ms"] == 2.0
+        assert "naive_call_ms" not in panel.last
+        assert "<td>2.100</td><td>2.000</td><td>1.0</td>" in panel.result_html.value     # call, kernel-only, TFLOP/s (call)
         assert not panel.run_button.disabled and panel.stop_button.disabled
+    finally:
+        panel.close()
+
+
+def test_gpu_panel_fake_run_shows_both_methods(monkeypatch):
+    def fake(N, d, **kw):
+        res = {"N": N, "d": d, "B": 16384 // N, "H": 32, "Br": kw["Br"], "Bc": kw["Bc"], "causal": False,
+               "compile_ms": 1.0, "flops": 4e9, "call_ms": 2.0, "kernel_ms": 1.6, "host_us": 30.0,
+               "call_tflops": 2.0, "kernel_tflops": 2.5, "tflops": 2.5, "model_hbm_bytes": 3.2e9, "rel_err": 1e-7}
+        if kw["naive"]:          # the naive run times the kernel again: its own ratios are not the ones shown
+            res.update(call_ms=2.2, kernel_ms=1.8, naive_call_ms=7.0, naive_kernel_ms=6.4,
+                       ratio_naive_over_call=7.0 / 2.2, ratio_naive_over_kernel=6.4 / 1.8)
+        return res
+
+    panel = _panel_with_fake_gpu(monkeypatch, fake)
+    try:
+        res = panel.run()
+        assert (res["call_ms"], res["kernel_ms"]) == (2.0, 1.6)                   # the first run's kernel times
+        assert res["ratio_naive_over_call"] == pytest.approx(3.5)                 # 7.0 / 2.0, public call
+        assert res["ratio_naive_over_kernel"] == pytest.approx(4.0)               # 6.4 / 1.6, kernel-only
+        assert ("<td>2.000</td><td>1.600</td><td>2.0</td><td>2000</td><td>7.00</td><td>6.40</td>"
+                "<td><b>3.50x</b></td><td>4.00x</td><td>1.0e-07</td>") in panel.result_html.value
     finally:
         panel.close()

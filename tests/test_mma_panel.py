@@ -1,9 +1,12 @@
 """TensorCorePanel: the tensor-core kernels' panel, checked against the committed H200 recording.
 
-CPU tests read benchmarks/results/mma-h200-2026-11-29.json directly (not through
-flashviz.gpu.results) and compare what the panel shows with it; a pretend GPU (monkeypatched
-gpu_status / device_variant / bench_shape) drives the run, sweep, progress, Stop and error
-paths. Tests marked ``gpu`` time the real kernels and skip cleanly without CuPy, a GPU or torch.
+CPU tests marked ``recorded_data`` read the newest benchmarks/results/mma-*.json directly (not
+through flashviz.gpu.results) and compare what the panel shows with it, recomputing every ratio
+and rate from the raw times: they check the display of the committed record, not any speed. A
+pretend GPU (monkeypatched gpu_status / device_variant / bench_shape, returning bench_shape's
+keys: <impl>_call_ms, <impl>_kernel_ms, <impl>_host_us) drives the run, sweep, progress, Stop
+and error paths. Tests marked ``gpu`` time the real kernels and skip cleanly without CuPy, a GPU
+or torch.
 """
 
 import json
@@ -26,7 +29,8 @@ from flashviz.widgets.mma_panel import TensorCorePanel
 from widget_contract import assert_close_frees_every_comm
 
 REAL_BENCH_SHAPE = mma_bench.bench_shape
-RECORDING = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "mma-h200-2026-11-29.json"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RECORDING = sorted(RESULTS.glob("mma-*.json"))[-1]          # the newest by its dated name
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +75,16 @@ def bench_part(p):
     return p.recorded_html.value.split("Benchmark at", 1)[1]
 
 
+def bench_line(part, name):
+    """The cells of one implementation's line in a benchmark table."""
+    (tr,) = [t for t in re.findall(r"<tr>(.*?)</tr>", part) if t.startswith(f"<td>{name}</td>")]
+    return cells(tr)
+
+
+def x(num, den):
+    return f"{num / den:.2f}×"
+
+
 # ---------------------------------------------------------------- CPU: construction and layout
 
 def test_defaults_controls_and_layout(panel):
@@ -100,7 +114,8 @@ def test_no_gpu_disables_buttons_and_says_why(panel):
             in panel.status.value)
 
 
-def test_config_line(panel, rec):
+@pytest.mark.recorded_data
+def test_recorded_data_config_line(panel, rec):
     text = panel.config.value
     assert "B = 4, H = 32" in text
     assert f"{1024 + 2 * (128 * 64 + 4 * 64 * 64):,} B (wgmma)" in text          # 50,176
@@ -114,78 +129,94 @@ def test_config_line(panel, rec):
     assert fmt_bytes(io) in text
 
 
-def test_recorded_label(panel, rec):
+@pytest.mark.recorded_data
+def test_recorded_data_label(panel, rec):
     v = panel.recorded_html.value
-    assert "Recorded on <b>NVIDIA H200, 2026-11-29" in v and rec["env"]["date"] in v
-    assert "mma-h200-2026-11-29.json" in v
+    assert f"Recorded on <b>{rec['env']['device']}, {rec['env']['date']}" in v and "H200" in v
+    assert RECORDING.name in v
 
 
 # ---------------------------------------------------------------- CPU: values against the recording
 
+@pytest.mark.recorded_data
 @pytest.mark.parametrize("d, causal, Br, Bc", [(64, False, 128, 64), (64, True, 64, 32), (128, False, 128, 128),
                                                 (128, True, 64, 128), (128, True, 128, 32)])
-def test_highlighted_row_equals_the_recorded_sweep(no_gpu, rec, d, causal, Br, Bc):
+def test_recorded_data_highlighted_row_equals_the_sweep(no_gpu, rec, d, causal, Br, Bc):
     p = TensorCorePanel(d=d, causal=causal, Br=Br, Bc=Bc, key="highlight")
     try:
         row = highlighted(p)
         w, m = sweep_row(rec, "wgmma", d, causal, Br, Bc), sweep_row(rec, "mma.sync", d, causal, Br, Bc)
+        flops = 4 * w["B"] * w["H"] * w["N"] ** 2 * d / (2 if causal else 1)
         assert row[0] == f"{Br}×{Bc}"
         assert row[1] == fmt_bytes(w["model_hbm_bytes"])
-        assert row[2].rstrip(" ★") == f"{w['ms']:.3f}" and row[3] == f"{w['tflops']:.1f}"
-        assert row[4].rstrip(" ★") == f"{m['ms']:.3f}" and row[5] == f"{m['tflops']:.1f}"
+        assert row[2].rstrip(" ★") == f"{w['kernel_ms']:.3f}" and row[3] == f"{flops / w['kernel_ms'] / 1e9:.1f}"
+        assert row[4].rstrip(" ★") == f"{m['kernel_ms']:.3f}" and row[5] == f"{flops / m['kernel_ms'] / 1e9:.1f}"
         assert row[2].endswith("★") == (default_blocks(d, causal, "wgmma") == (Br, Bc))
         table = p.recorded_html.value.split("Benchmark at")[0]
         assert table.count("<tr") == 1 + len(mma_blocks(d, "wgmma"))           # header + one row per block
+        assert "wgmma ms<br>(kernel-only)" in table and "kernel-only times" in table   # the sweep names its method
     finally:
         p.close()
 
 
-def test_recorded_rows_are_the_json_sweep(panel, rec):
+@pytest.mark.recorded_data
+def test_recorded_data_rows_are_the_json_sweep(panel, rec):
     for d, causal in ((64, False), (128, True)):
         panel.d.value, panel.causal.value = d, causal
-        want = [r for v in ("wgmma", "mma.sync") for r in sorted(
-            (r for r in rec["sweep"] if (r["variant"], r["d"], r["causal"]) == (v, d, causal)),
-            key=lambda r: (r["Br"], r["Bc"]))]
+        want = [{**r, "ms": r["kernel_ms"], "tflops": r["kernel_tflops"]} for v in ("wgmma", "mma.sync")
+                for r in sorted((r for r in rec["sweep"] if (r["variant"], r["d"], r["causal"]) == (v, d, causal)),
+                                key=lambda r: (r["Br"], r["Bc"]))]
         assert panel.recorded_rows == want and len(want) == 12
     panel.recorded_rows[0]["ms"] = -1.0                                        # a copy: the panel is unchanged
     assert panel.recorded_rows[0]["ms"] > 0
 
 
-def test_recorded_benchmark_table(panel, rec):
+@pytest.mark.recorded_data
+def test_recorded_data_benchmark_table_by_both_methods(panel, rec):
+    names = {"wgmma": "flashviz wgmma (tensor cores, sm_90a)", "mmasync": "flashviz mma.sync (sm_80+)",
+             "sdpa_flash": "SDPA flash (FlashAttention-2)", "sdpa_cudnn": "SDPA cuDNN"}
     for N, d, causal in ((4096, 64, False), (512, 128, True), (16384, 64, True)):
         panel.N.value, panel.d.value, panel.causal.value = N, d, causal
         r, part = bench_row(rec, N, d, causal), bench_part(panel)
-        assert f"N = {N}, d = {d}" in part
-        for key in ("wgmma", "mmasync", "sdpa_flash", "sdpa_cudnn"):
-            assert f"<td>{r[key + '_ms']:.3f}</td><td>{r[key + '_tflops']:.1f}</td>" in part
+        assert f"N = {N}, d = {d}" in part and "headline: public call" in part
+        assert "ms<br>(call)" in part and "ms<br>(kernel-only)" in part and "TFLOP/s<br>(call)" in part
+        assert "× SDPA flash<br>(call)" in part and "× SDPA flash<br>(kernel-only)" in part
+        flops = 4 * r["B"] * r["H"] * N ** 2 * d / (2 if causal else 1)
+        for key, name in names.items():
+            c = bench_line(part, name)
+            assert c[2:6] == [f"{r[key + '_call_ms']:.3f}", f"{r[key + '_kernel_ms']:.3f}", f"{r[key + '_host_us']:.0f}",
+                              f"{flops / r[key + '_call_ms'] / 1e9:.1f}"]
+            assert c[6:] == [x(r["sdpa_flash_call_ms"], r[key + "_call_ms"]),
+                             x(r["sdpa_flash_kernel_ms"], r[key + "_kernel_ms"])]
         for key in ("wgmma", "mmasync"):
-            assert f"{r['sdpa_flash_ms'] / r[key + '_ms']:.2f}×" in part
-            assert f"{r[key + '_Br']}×{r[key + '_Bc']}" in part
+            assert bench_line(part, names[key])[1] == f"{r[key + '_Br']}×{r[key + '_Bc']}"
 
 
-def test_changing_controls_changes_highlight_and_tables(panel, rec):
+@pytest.mark.recorded_data
+def test_recorded_data_follows_the_controls(panel, rec):
     before = panel.recorded_html.value
     panel.Br.value, panel.Bc.value = 64, 32
     assert highlighted(panel)[0] == "64×32" and panel.recorded_html.value != before
-    assert highlighted(panel)[2].rstrip(" ★") == f"{sweep_row(rec, 'wgmma', 64, False, 64, 32)['ms']:.3f}"
+    assert highlighted(panel)[2].rstrip(" ★") == f"{sweep_row(rec, 'wgmma', 64, False, 64, 32)['kernel_ms']:.3f}"
 
     before = panel.recorded_html.value
     panel.d.value = 128                                                       # new sweep and benchmark
     w = sweep_row(rec, "wgmma", 128, False, 64, 32)
-    assert panel.recorded_html.value != before and highlighted(panel)[2].rstrip(" ★") == f"{w['ms']:.3f}"
-    assert f"{bench_row(rec, 4096, 128, False)['wgmma_tflops']:.1f}" in bench_part(panel)
+    assert panel.recorded_html.value != before and highlighted(panel)[2].rstrip(" ★") == f"{w['kernel_ms']:.3f}"
+    r = bench_row(rec, 4096, 128, False)
+    assert f"<td>{r['flops'] / r['wgmma_call_ms'] / 1e9:.1f}</td>" in bench_part(panel)
 
     before, config = panel.recorded_html.value, panel.config.value
     panel.causal.value = True
     w = sweep_row(rec, "wgmma", 128, True, 64, 32)
-    assert highlighted(panel)[2].rstrip(" ★") == f"{w['ms']:.3f}" and panel.recorded_html.value != before
+    assert highlighted(panel)[2].rstrip(" ★") == f"{w['kernel_ms']:.3f}" and panel.recorded_html.value != before
     assert panel.config.value != config                                       # causal halves the model's bytes
 
     before = bench_part(panel)
     panel.N.value = 8192
     assert bench_part(panel) != before and "B = 2, H = 16" in panel.config.value
-    assert f"{bench_row(rec, 8192, 128, True)['wgmma_ms']:.3f}" in bench_part(panel)
-    assert highlighted(panel)[2].rstrip(" ★") == f"{w['ms']:.3f}"             # the sweep is recorded at N = 4096
+    assert f"<td>{bench_row(rec, 8192, 128, True)['wgmma_call_ms']:.3f}</td>" in bench_part(panel)
+    assert highlighted(panel)[2].rstrip(" ★") == f"{w['kernel_ms']:.3f}"      # the sweep is recorded at N = 4096
 
     panel.dtype.value = "bfloat16"
     assert "recorded in float16 only" in panel.recorded_html.value
@@ -253,13 +284,18 @@ def test_recreating_with_the_same_key_replaces_the_old_panel(no_gpu):
 # ---------------------------------------------------------------- CPU: a pretend GPU
 
 def fake_result(N, d, causal, *, dtype, variants, sdpa, blocks, **kw):
+    """bench_shape's keys (mma_bench.bench_shape): <key>_call_ms, <key>_kernel_ms, <key>_host_us; no rates."""
     (v,) = variants
     key = v.replace(".", "")
     Br, Bc = blocks[v]
-    res = {"N": N, "d": d, "B": 16384 // N, "H": 2048 // d, "causal": causal, "dtype": dtype,
-           f"{key}_ms": Br / 100 + Bc / 1000, f"{key}_tflops": 100.0 + Br + Bc, f"{key}_Br": Br, f"{key}_Bc": Bc}
+    B, H = 16384 // N, 2048 // d
+    res = {"N": N, "d": d, "B": B, "H": H, "causal": causal, "dtype": dtype,
+           "flops": 4.0 * B * H * N * N * d / (2 if causal else 1),
+           f"{key}_call_ms": Br / 100 + Bc / 1000, f"{key}_kernel_ms": Br / 100 + Bc / 1000 - 0.018,
+           f"{key}_host_us": 21.0, f"{key}_Br": Br, f"{key}_Bc": Bc}
     if sdpa:
-        res.update(sdpa_flash_ms=2.5, sdpa_flash_tflops=222.0, sdpa_cudnn_ms=2.0, sdpa_cudnn_tflops=277.0)
+        res.update(sdpa_flash_call_ms=2.5, sdpa_flash_kernel_ms=2.25, sdpa_flash_host_us=15.0,
+                   sdpa_cudnn_call_ms=2.0, sdpa_cudnn_kernel_ms=1.5, sdpa_cudnn_host_us=27.0)
     return res
 
 
@@ -277,11 +313,19 @@ def test_fake_gpu_run_shows_the_result(fake_gpu):
     try:
         assert not p.run_button.disabled and not p.sweep_button.disabled and "Ready on a pretend GPU" in p.status.value
         res = p.run()
-        assert res is p.last and res["wgmma_ms"] == pytest.approx(0.768) and (res["Br"], res["Bc"]) == (64, 128)
+        assert res is p.last and res["wgmma_call_ms"] == pytest.approx(0.768) and (res["Br"], res["Bc"]) == (64, 128)
+        flops = 4.0 * 8 * 32 * 2048 ** 2 * 64
+        assert res["wgmma_call_tflops"] == pytest.approx(flops / 0.768 / 1e9)           # derived by mma_table
+        assert res["wgmma_call_vs_sdpa_flash"] == pytest.approx(2.5 / 0.768)
+        assert res["wgmma_kernel_vs_sdpa_flash"] == pytest.approx(2.25 / 0.75)
         assert "Measured now" in p.status.value
         html = p.result_html.value
-        assert "<td>64×128</td><td>0.768</td><td>292.0</td><td>3.26×</td>" in html   # 2.5 / 0.768
+        tflops = f"{flops / 0.768 / 1e9:.1f}"
+        assert (f"<td>64×128</td><td>0.768</td><td>0.750</td><td>21</td><td>{tflops}</td>"
+                f"<td>3.26×</td><td>3.00×</td>") in html          # 2.5 / 0.768 by call, 2.25 / 0.75 kernel-only
+        assert "<td>SDPA flash (FlashAttention-2)</td><td>—</td><td>2.500</td><td>2.250</td><td>15</td>" in html
         assert "SDPA cuDNN" in html and "N = 2048, d = 64" in html
+        assert "public call" in html and "kernel-only" in html
         assert not p.run_button.disabled and p.stop_button.disabled and p.progress.layout.visibility == "hidden"
     finally:
         p.close()
@@ -294,10 +338,15 @@ def test_fake_gpu_sweep_times_every_block(fake_gpu):
         assert [(r["Br"], r["Bc"]) for r in rows] == mma_blocks(128, "wgmma")
         for r in rows:
             io = flash_forward_io(1024, 1024, 128, Br=r["Br"], Bc=r["Bc"], itemsize=2, causal=True)
-            assert r["model_hbm_bytes"] == io.hbm_bytes * 16 * 16 and r["ms"] > 0 and r["variant"] == "wgmma"
+            assert r["model_hbm_bytes"] == io.hbm_bytes * 16 * 16 and r["variant"] == "wgmma"
+            assert r["call_ms"] == pytest.approx(r["Br"] / 100 + r["Bc"] / 1000)
+            assert r["ms"] == r["kernel_ms"] == pytest.approx(r["call_ms"] - 0.018)      # the sweep is kernel-only
+            assert r["tflops"] == r["kernel_tflops"] == pytest.approx(
+                4.0 * 16 * 16 * 1024 ** 2 * 128 / 2 / r["kernel_ms"] / 1e9)
         assert p.progress.value == p.progress.max == len(rows)
         sel = re.findall(r"<tr[^>]*data-selected='true'[^>]*>(.*?)</tr>", p.result_html.value)
-        assert cells(sel[0])[:3] == ["128×32", fmt_bytes(rows[3]["model_hbm_bytes"]), "1.312"]
+        assert cells(sel[0])[:3] == ["128×32", fmt_bytes(rows[3]["model_hbm_bytes"]), "1.294"]   # 1.312 - 0.018
+        assert "wgmma ms<br>(kernel-only)" in p.result_html.value
         assert f"Timed {len(rows)} block sizes" in p.status.value
     finally:
         p.close()
@@ -338,7 +387,8 @@ def test_fake_gpu_sweep_shows_a_failed_block_in_its_row(fake_gpu):
     p = TensorCorePanel(key="fake-partial")
     try:
         rows = p.sweep()
-        assert len(rows) == 6 and rows[-1]["error"] == "ValueError: 128×128 does not fit" and "ms" not in rows[-1]
+        assert len(rows) == 6 and rows[-1]["error"] == "ValueError: 128×128 does not fit"
+        assert not {"ms", "call_ms", "kernel_ms"} & set(rows[-1])
         assert "1 failed (see the table)" in p.status.value
         last = re.findall(r"<tr[^>]*>(.*?)</tr>", p.result_html.value)[-1]
         assert cells(last)[0] == "128×128" and "does not fit" in last and "color:#d62728" in last
@@ -415,8 +465,12 @@ def test_gpu_run_times_the_chosen_blocks(real_gpu):
         res = p.run()
         assert res is not None, p.status.value
         key = "wgmma" if p.variant == "wgmma" else "mmasync"
-        assert res[key + "_ms"] > 0 and res[key + "_tflops"] > 0 and (res[key + "_Br"], res[key + "_Bc"]) == (64, 64)
-        assert "Measured now" in p.status.value and f"{res[key + '_ms']:.3f}" in p.result_html.value
+        assert res[key + "_call_ms"] > 0 and res[key + "_kernel_ms"] > 0 and res[key + "_host_us"] > 0
+        assert res[key + "_call_tflops"] > 0 and res[key + "_kernel_tflops"] > 0
+        assert (res[key + "_Br"], res[key + "_Bc"]) == (64, 64)
+        assert res[key + "_call_vs_sdpa_flash"] == pytest.approx(res["sdpa_flash_call_ms"] / res[key + "_call_ms"])
+        assert "Measured now" in p.status.value and f"<td>{res[key + '_call_ms']:.3f}</td>" in p.result_html.value
+        assert f"<td>{res[key + '_kernel_ms']:.3f}</td>" in p.result_html.value
     finally:
         p.close()
 
@@ -428,6 +482,7 @@ def test_gpu_sweep_one_row_per_supported_block(real_gpu):
         rows = p.sweep()
         assert rows is not None, p.status.value
         assert [(r["Br"], r["Bc"]) for r in rows] == mma_blocks(64, p.variant, gpu_runner.device_smem_optin())
-        assert all(r.get("ms", 0) > 0 for r in rows), [r.get("error") for r in rows]
+        assert all(r.get("kernel_ms", 0) > 0 and r.get("call_ms", 0) > 0 for r in rows), [r.get("error") for r in rows]
+        assert all(r["ms"] == r["kernel_ms"] and r["tflops"] == r["kernel_tflops"] for r in rows)
     finally:
         p.close()

@@ -68,7 +68,11 @@ def recorded_label(res: dict) -> str:
 
 
 def recorded_rows(res: dict | None, *, Br=None, Bc=None, d=None) -> list[dict]:
-    """Timing rows of a results dict (all, or those matching Br/Bc/d when given)."""
+    """Timing rows of a teaching results dict (gpu-*.json: its "timing" rows, then its "sweep"
+    rows), all or those matching Br/Bc/d when given. Each row keeps the file's keys: call_ms
+    (public call, the headline), kernel_ms (kernel-only), host_us, call_tflops /
+    kernel_tflops and, where naive CuPy ran, naive_call_ms, naive_kernel_ms,
+    ratio_naive_over_call and ratio_naive_over_kernel (see ``flashviz.gpu.bench.benchmark``)."""
     if not res:
         return []
     rows = [r for r in list(res.get("timing", [])) + list(res.get("sweep", [])) if "kernel_ms" in r]
@@ -77,22 +81,58 @@ def recorded_rows(res: dict | None, *, Br=None, Bc=None, d=None) -> list[dict]:
     return pick
 
 
+def teaching_figures(r: dict) -> dict:
+    """The figures of one teaching-kernel row by method, read from the row or, for rows that
+    lack them, computed from its raw times: call_ms, kernel_ms, call_tflops, kernel_tflops
+    (flops over each time) and, when naive CuPy was timed, naive_call_ms, naive_kernel_ms,
+    naive_over_call (naive_call_ms / call_ms: public call against public call) and
+    naive_over_kernel (naive_kernel_ms / kernel_ms: kernel-only against kernel-only).
+    Keys whose inputs are missing are left out."""
+    out = {k: r[k] for k in ("call_ms", "kernel_ms", "host_us", "naive_call_ms", "naive_kernel_ms",
+                             "naive_host_us") if k in r}
+    for m in ("call", "kernel"):
+        if f"{m}_tflops" in r:
+            out[f"{m}_tflops"] = r[f"{m}_tflops"]
+        elif f"{m}_ms" in r and "flops" in r:
+            out[f"{m}_tflops"] = r["flops"] / r[f"{m}_ms"] / 1e9
+        if f"naive_{m}_ms" in r and f"{m}_ms" in r:
+            out[f"naive_over_{m}"] = r[f"naive_{m}_ms"] / r[f"{m}_ms"]
+    return out
+
+
+def teaching_methods() -> list[str]:
+    """The two lines under a teaching-kernel table that name the method of every column."""
+    return [f"'call' = {METHOD_NAMES['call']}, the headline; 'kernel' = {METHOD_NAMES['kernel']}",
+            "naive = naive CuPy (fp32), timed the same way; naive/ours = naive's time / the kernel's, "
+            "same method on both sides (above 1: the kernel is faster)"]
+
+
 def recorded_summary(res: dict | None = None, *, Br=None, Bc=None) -> str:
     """A plain-text table of the recorded teaching-kernel vs naive CuPy timings, labelled with
-    device and date; only the rows with these Br, Bc when given."""
+    device and date and with the method of every column (public call, the headline, and
+    kernel-only beside it; TFLOP/s by public call; naive / kernel by each method); only the
+    rows with these Br, Bc when given."""
     res = latest_results() if res is None else res
     if not res:
         return "No recorded GPU results are available (benchmarks/results/ is empty)."
-    lines = [f"Recorded on {recorded_label(res)}:",
-             f"{'N':>6} {'d':>4} {'B·H':>6} {'Br×Bc':>8} {'causal':>6} {'kernel ms':>10} {'TFLOP/s':>8} "
-             f"{'naive ms':>9} {'naive/kernel':>12}"]
+
+    def num(v, w, p, suffix=""):
+        return f"{v:{w - len(suffix)}.{p}f}{suffix}" if v is not None else f"{'—':>{w}}"
+
+    lines = [f"Recorded on {recorded_label(res)}:", *teaching_methods(),
+             f"{'N':>6} {'d':>4} {'B·H':>6} {'Br×Bc':>8} {'causal':>6} │ {'ms':>8} {'ms':>8} {'TFLOP/s':>7} │ "
+             f"{'naive ms':>9} {'naive ms':>9} │ {'naive/ours':>10} {'naive/ours':>10}",
+             f"{'':>34} │ {'call':>8} {'kernel':>8} {'call':>7} │ {'call':>9} {'kernel':>9} │ "
+             f"{'call':>10} {'kernel':>10}"]
     for r in res.get("timing", []):
         if "kernel_ms" not in r or (Br is not None and r.get("Br") != Br) or (Bc is not None and r.get("Bc") != Bc):
             continue
-        naive = f"{r['naive_ms']:9.2f} {r['ratio_naive_over_kernel']:12.2f}x" if "naive_ms" in r else \
-            f"{'—':>9} {'—':>12}"
+        f = teaching_figures(r)
         lines.append(f"{r['N']:>6} {r['d']:>4} {r['B'] * r['H']:>6} {str(r['Br']) + '×' + str(r['Bc']):>8} "
-                     f"{'yes' if r.get('causal') else 'no':>6} {r['kernel_ms']:10.3f} {r['tflops']:8.1f} {naive}")
+                     f"{'yes' if r.get('causal') else 'no':>6} │ {num(f.get('call_ms'), 8, 3)} "
+                     f"{num(f.get('kernel_ms'), 8, 3)} {num(f.get('call_tflops'), 7, 1)} │ "
+                     f"{num(f.get('naive_call_ms'), 9, 2)} {num(f.get('naive_kernel_ms'), 9, 2)} │ "
+                     f"{num(f.get('naive_over_call'), 10, 2, 'x')} {num(f.get('naive_over_kernel'), 10, 2, 'x')}")
     pm = res.get("peak_memory", {})
     if "kernel_peak_bytes" in pm and "naive_peak_bytes" in pm:
         lines.append(f"Peak extra GPU memory at N = {pm['N']:,}, one head: kernel {_fmt_bytes(pm['kernel_peak_bytes'])}, "
@@ -215,7 +255,7 @@ def mma_summary(res: dict | None) -> str:
              "'kernel' = kernel-only, profiler kernel time, median",
              f"{'d':>4} {'causal':>6} {'N':>6} │ {'TFLOP/s':>7} │ {'vs FA2':>6} {'vs cuDNN':>8} │ {'vs FA2':>6} "
              f"{'vs cuDNN':>8} │ {'host µs':>7} {'FA2':>5}",
-             f"{'':>21}│ {'call':>7} │ {'(public call)':>15} │ {'(kernel-only)':>15} │ {'per call':>13}"]
+             f"{'':>19}│ {'call':>7} │ {'(public call)':>15} │ {'(kernel-only)':>15} │ {'per call':>13}"]
     for r in mma_table(res):
         def f(key, w=7, p=1):
             return f"{r[key]:{w}.{p}f}" if key in r else f"{'—':>{w}}"

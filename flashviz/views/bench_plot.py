@@ -3,7 +3,9 @@ and the DRAM bytes measured with Nsight Compute next to the IO model.
 
 Every function takes a results dict as committed under benchmarks/results (the kinds of
 ``flashviz.gpu.results.latest_results``: "mma" and "dram") and returns a new matplotlib
-Figure; nothing here runs on a GPU. Titles carry the device and the date of the run.
+Figure; nothing here runs on a GPU. Titles carry the device and the date of the run, and every
+time or rate says its method: the benchmark's TFLOP/s are by public call (CUDA events, median),
+the block sweep's times kernel-only (the profiler's kernel time per call, median).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from ..gpu.results import METHOD_NAMES, mma_sweep, mma_table
 from .style import fmt_bytes
 
 #: (key in the results, label, colour, line style)
@@ -41,13 +44,18 @@ def _check(res, kind_key):
                          f"got {type(res).__name__}")
 
 
-def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
-    """TFLOP/s against N for every implementation, one panel per (d, causal), from the
-    "bench" rows of an "mma" results dict (B·N = 16k tokens, H = 2048/d; FLOPs 4·B·H·N²·d,
-    halved for causal). The dotted line is the device's measured matmul rate in the rows' dtype.
-    Raises ValueError when res has no "bench" rows."""
+def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5), kernel_only: bool = False):
+    """TFLOP/s by public call (FLOPs over the public call's time: CUDA events, median) against
+    N for every implementation, one panel per (d, causal), from the "bench" rows of an "mma"
+    results dict (``mma_table``'s <impl>_call_tflops; B·N = 16k tokens, H = 2048/d; FLOPs
+    4·B·H·N²·d, halved for causal). kernel_only=True adds our wgmma kernel's kernel-only
+    TFLOP/s (profiler kernel time) as a thin dotted line with hollow markers, labelled so.
+    The dotted black line is the device's measured matmul rate in the rows' dtype. Raises
+    ValueError when res has no "bench" rows."""
     _check(res, "bench")
-    rows = res["bench"]
+    if not res["bench"]:
+        raise ValueError("the results hold no benchmark rows")
+    rows = mma_table(res)
     ds = sorted({r["d"] for r in rows})
     fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True)
     dtype = rows[0].get("dtype", "float16")
@@ -58,11 +66,16 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
             ax = axes[a][b]
             sel = sorted((r for r in rows if r["d"] == d and bool(r["causal"]) == causal), key=lambda r: r["N"])
             for key, label, colour, ls in SERIES:
-                pts = [(r["N"], r[key + "_tflops"]) for r in sel if key + "_tflops" in r]
+                pts = [(r["N"], r[key + "_call_tflops"]) for r in sel if key + "_call_tflops" in r]
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, ls, color=colour, marker="o", ms=3.5, lw=1.8 if key == "wgmma" else 1.2,
                             label=label)
+            pts = [(r["N"], r["wgmma_kernel_tflops"]) for r in sel if "wgmma_kernel_tflops" in r]
+            if kernel_only and pts:
+                x, y = zip(*pts)
+                ax.plot(x, y, ":", color="#d62728", marker="o", mfc="white", ms=4.5, lw=1.0,
+                        label="flashviz wgmma, kernel-only (profiler)")
             if mm:
                 ax.axhline(mm, color="black", lw=0.8, ls=":", label=f"{short} matmul ceiling ({mm:.0f})")
             ax.set_xscale("log", base=2)
@@ -75,22 +88,24 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5)):
             ax.set_title(f"d = {d}, {'causal' if causal else 'no mask'}", fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
             if b == 0:
-                ax.set_ylabel("TFLOP/s")
+                ax.set_ylabel("TFLOP/s (public call)")
             if a == len(ds) - 1:
                 ax.set_xlabel("sequence length N")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.suptitle(f"Attention forward, {short}, 16k tokens per batch — {run_label(res)}", fontsize=11)
+    fig.suptitle(f"Attention forward, {short}, 16k tokens per batch — TFLOP/s by {METHOD_NAMES['call']}\n"
+                 f"{run_label(res)}", fontsize=11)
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7.5, frameon=False)
     return fig
 
 
 def plot_block_sweep(res: dict, *, d: int = 64, variant: str = "wgmma", figsize=(10, 3.8)):
-    """The paper's block-size experiment on the GPU: for one d, the kernel's time for every
-    (Br, Bc) (bars; causal and not) beside the IO model's HBM bytes for the same blocks
-    (line, right axis). Raises ValueError when res has no sweep rows for d / variant."""
+    """The paper's block-size experiment on the GPU: for one d, the kernel's kernel-only time
+    (the profiler's kernel time per call, median; ``mma_sweep``'s kernel_ms) for every (Br, Bc)
+    (bars; causal and not) beside the IO model's HBM bytes for the same blocks (line, right
+    axis). Raises ValueError when res has no sweep rows for d / variant."""
     _check(res, "sweep")
-    rows = [r for r in res["sweep"] if r.get("variant") == variant and r.get("d") == d and "ms" in r]
+    rows = [r for causal in (False, True) for r in mma_sweep(res, variant=variant, d=d, causal=causal)]
     if not rows:
         raise ValueError(f"no recorded sweep rows for variant={variant!r}, d={d}")
     blocks = sorted({(r["Br"], r["Bc"]) for r in rows})
@@ -98,13 +113,13 @@ def plot_block_sweep(res: dict, *, d: int = 64, variant: str = "wgmma", figsize=
     x = np.arange(len(blocks))
     for k, causal in enumerate((False, True)):
         by = {(r["Br"], r["Bc"]): r for r in rows if bool(r["causal"]) == causal}
-        ms = [by[b]["ms"] if b in by else np.nan for b in blocks]
+        ms = [by[b]["kernel_ms"] if b in by else np.nan for b in blocks]
         ax.bar(x + (k - 0.5) * 0.38, ms, 0.38, color="#d62728" if not causal else "#ff9896",
-               label=f"kernel time, {'causal' if causal else 'no mask'} (ms)")
+               label=f"kernel-only time, {'causal' if causal else 'no mask'} (ms)")
     ax.set_xticks(x, [f"{br}×{bc}" for br, bc in blocks])
-    ax.set_ylim(0, np.nanmax([r["ms"] for r in rows]) * 1.45)
+    ax.set_ylim(0, np.nanmax([r["kernel_ms"] for r in rows]) * 1.45)
     ax.set_xlabel("Br × Bc")
-    ax.set_ylabel("kernel time (ms)")
+    ax.set_ylabel("kernel-only time (ms; profiler, median)")
     ax2 = ax.twinx()
     byn = {(r["Br"], r["Bc"]): r for r in rows if not r["causal"]}
     ax2.plot(x, [byn[b]["model_hbm_bytes"] / 1e9 if b in byn else np.nan for b in blocks], "k-o", ms=4,
@@ -116,8 +131,8 @@ def plot_block_sweep(res: dict, *, d: int = 64, variant: str = "wgmma", figsize=
     ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", ncol=3)
     ax2.set_ylim(0, max(r["model_hbm_bytes"] for r in rows) / 1e9 * 1.45)
     r0 = rows[0]
-    ax.set_title(f"{variant} kernel, N = {r0['N']}, d = {d}, B·H = {r0['B'] * r0['H']} — {run_label(res)}",
-                 fontsize=10)
+    ax.set_title(f"{variant} kernel, N = {r0['N']}, d = {d}, B·H = {r0['B'] * r0['H']}, kernel-only times — "
+                 f"{run_label(res)}", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -4,8 +4,9 @@
 
 * the model's HBM traffic for every Br × Bc (a heatmap); configurations whose working set does
   not fit in SRAM are hatched red, the best fitting configuration found so far is starred;
-* the recorded GPU sweep (measured kernel ms per Br × Bc, labelled with device and date) when
-  one exists for this N, d, element size and mask, else a note saying what was recorded;
+* the recorded GPU sweep (measured kernel-only ms per Br × Bc: the profiler's kernel time per call,
+  median; labelled with device and date) when one exists for this N, d, element size and mask,
+  else a note saying what was recorded;
 * traffic against N (log-log): exact counts for the best fitting blocks, the paper's
   Θ(N²d²/M) curve, standard attention, and the configuration of the current frame;
 * the SRAM working set of the current configuration, part by part, against the budget.
@@ -258,7 +259,7 @@ class BlockSizeFigure(BlittedView):
                         color="0.55" if not np.isfinite(v) else ("w" if norm(v) > 0.55 else "k"))
         env = self._res.get("env", {})
         r0 = next(iter(self.measured.values()))
-        self._grid_axes(ax, f"measured kernel ms ({env.get('device', '?')}, {env.get('date', '?')})\n"
+        self._grid_axes(ax, f"measured kernel-only ms ({env.get('device', '?')}, {env.get('date', '?')})\n"
                             f"B·H = {r0['B'] * r0['H']} heads, kernels/flash_fwd.cu")
         self.cur_meas = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
         ax.add_patch(self.cur_meas)
@@ -392,5 +393,6 @@ class BlockSizeFigure(BlittedView):
         if max(r["Br"], r["Bc"]) > self.N:
             lines.append(f"(tiles clipped to N = {self.N})")
         if self.measured:
-            lines.append(f"GPU  {ms:.2f} ms measured" if ms is not None else "GPU  not measured (kernel: ≤ 128)")
+            lines.append(f"GPU  {ms:.2f} ms measured, kernel-only" if ms is not None
+                         else "GPU  not measured (kernel: ≤ 128)")
         return "\n".join(lines)

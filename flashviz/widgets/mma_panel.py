@@ -4,9 +4,12 @@ sizes they support, live on a GPU, or from the committed H200 recording without 
 Kernels: kernels/flash_fwd_mma.cu (Hopper, warpgroup MMA ``wgmma``) and
 kernels/flash_fwd_mma_sm80.cu (``mma.sync``, any GPU from Ampere on); a live run uses the one
 this GPU supports (``flashviz.gpu.mma.device_variant``). Shape of a run: B = 16,384 / N
-sequences, H = 2,048 / d heads, inputs (B, H, N, d). Times are milliseconds (median GPU time
-after warm-up, compilation excluded); rates are TFLOP/s of matmul FLOPs (4·B·H·N²·d, halved when
-causal); bytes are the IO model's HBM bytes (``flash_forward_io``, 2-byte elements, all heads).
+sequences, H = 2,048 / d heads, inputs (B, H, N, d). Every time names its method
+(``flashviz.gpu.timing``, compilation excluded): the benchmark's headline is the public call
+(CUDA events, median), with kernel-only (the profiler's kernel time per call, median) and host
+µs per call beside it; the block sweep compares one kernel's block sizes, so it is kernel-only.
+Rates are TFLOP/s of matmul FLOPs (4·B·H·N²·d, halved when causal) over the time of the method
+named; bytes are the IO model's HBM bytes (``flash_forward_io``, 2-byte elements, all heads).
 Any GPU failure is one red line in the panel, never a traceback.
 """
 
@@ -22,7 +25,7 @@ from .. import gpu
 from ..gpu.mma_limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, default_blocks, \
     mma_blocks, mma_smem_bytes
 from ..gpu.results import IMPLS as RESULT_IMPLS
-from ..gpu.results import latest_results, mma_sweep, mma_table, recorded_label
+from ..gpu.results import METHOD_NAMES, latest_results, mma_sweep, mma_table, recorded_label
 from ..iomodel import flash_forward_io
 from ..views.style import fmt_bytes
 from . import registry
@@ -54,14 +57,27 @@ def _member(value, name: str, allowed):
     return value if kind is str else int(value)
 
 
+SWEEP_METHOD = METHOD_NAMES["kernel"]                # "kernel-only (profiler kernel time, median)"
+BENCH_METHOD = (f"ms by {METHOD_NAMES['call']}, the headline, and {METHOD_NAMES['kernel']}; host µs per call "
+                f"(median); TFLOP/s by public call; × SDPA flash = SDPA flash's time / this one's, the same method "
+                f"on both sides (above 1: faster than FlashAttention-2)")
+
+
+def _note(text: str) -> str:
+    return f"<div style='font-size:11px;color:#555'>{html.escape(text)}</div>"
+
+
 def sweep_table_html(rows: list[dict], *, selected=None, defaults=None) -> str:
-    """One row per (Br, Bc): the model's HBM bytes, then ms and TFLOP/s of each variant in
-    ``rows`` (block-sweep rows: variant, Br, Bc, ms, tflops, model_hbm_bytes; or error). The row
-    of ``selected`` (Br, Bc) is highlighted; ★ marks ``defaults[variant]``, the runner's default."""
+    """One row per (Br, Bc): the model's HBM bytes, then the kernel-only ms and TFLOP/s of each
+    variant in ``rows`` (block-sweep rows: variant, Br, Bc, kernel_ms, kernel_tflops,
+    model_hbm_bytes; or error). A sweep compares one kernel's block sizes, so it is read
+    kernel-only (the profiler's kernel time per call, median); the table says so. The row of
+    ``selected`` (Br, Bc) is highlighted; ★ marks ``defaults[variant]``, the runner's default."""
     variants = [v for v in VARIANTS if any(r.get("variant") == v for r in rows)]
     by = {(r["Br"], r["Bc"], r["variant"]): r for r in rows}
     head = "<tr><th>Br×Bc</th><th>model HBM bytes</th>" + "".join(
-        f"<th>{v} ms</th><th>{v} TFLOP/s</th>" for v in variants) + "</tr>"
+        f"<th title='{SWEEP_METHOD}'>{v} ms<br>(kernel-only)</th><th>{v} TFLOP/s<br>(kernel-only)</th>"
+        for v in variants) + "</tr>"
     body = []
     for Br, Bc in sorted({(r["Br"], r["Bc"]) for r in rows}):
         some = next(by[(Br, Bc, v)] for v in variants if (Br, Bc, v) in by)
@@ -69,33 +85,58 @@ def sweep_table_html(rows: list[dict], *, selected=None, defaults=None) -> str:
         for v in variants:
             r = by.get((Br, Bc, v), {})
             star = " ★" if (defaults or {}).get(v) == (Br, Bc) else ""
-            if "ms" in r:
-                cells.append(f"<td>{r['ms']:.3f}{star}</td><td>{r['tflops']:.1f}</td>")
+            if "kernel_ms" in r:
+                cells.append(f"<td>{r['kernel_ms']:.3f}{star}</td><td>{r['kernel_tflops']:.1f}</td>")
             else:
                 cells.append(f"<td colspan='2'>{_red(r.get('error', 'not measured'))}</td>")
         sel = (Br, Bc) == selected
         attrs = f" style='{HIGHLIGHT}' data-selected='true'" if sel else ""
         body.append(f"<tr{attrs}>{''.join(cells)}</tr>")
-    return _TABLE + head + "".join(body) + "</table>"
+    return _TABLE + head + "".join(body) + "</table>" + _note(f"ms and TFLOP/s: {SWEEP_METHOD}.")
+
+
+def _x(num, den) -> str:
+    return f"{num / den:.2f}×" if num is not None and den else "—"
 
 
 def bench_table_html(row: dict) -> str:
-    """One benchmark row (bench_shape / mma_table keys) as a table: one line per implementation
-    that ran, with its blocks, ms, TFLOP/s and ratio to SDPA flash (SDPA flash ms / its ms:
-    above 1 is faster than FlashAttention-2)."""
-    head = ("<tr><th>implementation</th><th>Br×Bc</th><th>ms</th><th>TFLOP/s</th>"
-            "<th title='SDPA flash ms / ms: above 1 is faster'>× SDPA flash</th></tr>")
+    """One benchmark row (``mma_table`` keys, or ``bench_shape``'s: <impl>_call_ms,
+    <impl>_kernel_ms, <impl>_host_us) as a table: one line per implementation that ran, with
+    its blocks, its time by public call (the headline), kernel-only and host µs per call,
+    TFLOP/s by public call, and its ratio to SDPA flash by public call and by kernel-only
+    (SDPA flash's time / its time, the same method on both sides: above 1 is faster than
+    FlashAttention-2). A note under the table names the methods."""
+    head = ("<tr><th>implementation</th><th>Br×Bc</th>"
+            f"<th title='{METHOD_NAMES['call']}'>ms<br>(call)</th>"
+            f"<th title='{METHOD_NAMES['kernel']}'>ms<br>(kernel-only)</th>"
+            "<th title='host time per call, median'>host µs<br>per call</th>"
+            "<th title='FLOPs / public-call time'>TFLOP/s<br>(call)</th>"
+            "<th title='SDPA flash public call / this public call: above 1 is faster'>× SDPA flash<br>(call)</th>"
+            "<th title='SDPA flash kernel-only / this kernel-only: above 1 is faster'>× SDPA flash<br>(kernel-only)</th>"
+            "</tr>")
+    flops = row.get("flops")
     body = []
     for key, name in IMPLS:
-        if key + "_ms" not in row:
+        if key + "_call_ms" not in row:
             if key + "_error" in row:
-                body.append(f"<tr><td>{name}</td><td colspan='4'>{_red(row[key + '_error'])}</td></tr>")
+                body.append(f"<tr><td>{name}</td><td colspan='7'>{_red(row[key + '_error'])}</td></tr>")
             continue
+        call, kern, host = row[key + "_call_ms"], row.get(key + "_kernel_ms"), row.get(key + "_host_us")
         blocks = f"{row[key + '_Br']}×{row[key + '_Bc']}" if key + "_Br" in row else "—"
-        ratio = f"{row['sdpa_flash_ms'] / row[key + '_ms']:.2f}×" if "sdpa_flash_ms" in row else "—"
-        body.append(f"<tr><td>{name}</td><td>{blocks}</td><td>{row[key + '_ms']:.3f}</td>"
-                    f"<td>{row[key + '_tflops']:.1f}</td><td>{ratio}</td></tr>")
-    return _TABLE + head + "".join(body) + "</table>"
+        tflops = row.get(key + "_call_tflops", flops / call / 1e9 if flops else None)
+        body.append(f"<tr><td>{name}</td><td>{blocks}</td><td>{call:.3f}</td>"
+                    f"<td>{'—' if kern is None else f'{kern:.3f}'}</td>"
+                    f"<td>{'—' if host is None else f'{host:.0f}'}</td>"
+                    f"<td>{'—' if tflops is None else f'{tflops:.1f}'}</td>"
+                    f"<td>{_x(row.get('sdpa_flash_call_ms'), call)}</td>"
+                    f"<td>{_x(row.get('sdpa_flash_kernel_ms'), kern)}</td></tr>")
+    return _TABLE + head + "".join(body) + "</table>" + _note(BENCH_METHOD + ".")
+
+
+def _derived(res: dict) -> dict:
+    """A bench_shape result with mma_table's derived figures (TFLOP/s and ratios by method) added."""
+    rows = mma_table({"bench": [res]}) if all(k in res for k in ("N", "d", "causal")) else []
+    return {**res, **rows[0]} if rows else dict(res)
 
 
 def _shape(p: dict) -> str:
@@ -229,14 +270,14 @@ class TensorCorePanel:
                  f"{note}</div>"]
         if self._recorded:
             shape = _shape({**p, "N": sweep_N[0]})
-            parts.append(f"<div style='font-size:12px'>Block sweep at {shape}: highlighted, the selected "
-                         f"{p['Br']}×{p['Bc']}; ★ the runner's default</div>"
+            parts.append(f"<div style='font-size:12px'>Block sweep at {shape}, kernel-only times: highlighted, "
+                         f"the selected {p['Br']}×{p['Bc']}; ★ the runner's default</div>"
                          + sweep_table_html(self._recorded, selected=(p["Br"], p["Bc"]), defaults=defaults))
         else:
             parts.append("<i>No recorded block sweep for this d and causal flag.</i>")
         if bench:
             parts.append(f"<div style='font-size:12px;margin-top:4px'>Benchmark at {_shape(p)} (each kernel "
-                         f"with its default blocks)</div>" + bench_table_html(bench[0]))
+                         f"with its default blocks; headline: public call)</div>" + bench_table_html(bench[0]))
         else:
             parts.append(f"<i>No recorded benchmark at {_shape(p)}.</i>")
         self.recorded_html.value = "".join(parts)
@@ -246,16 +287,21 @@ class TensorCorePanel:
         """Time the chosen N, d, causal, dtype, Br, Bc on this GPU's kernel and PyTorch SDPA
         (flash, cuDNN, memory-efficient) on the same inputs: a few seconds, more when a block
         size compiles for the first time (not timed). Needs torch. Returns the
-        ``mma_bench.bench_shape`` dict (<key>_ms, <key>_tflops, sdpa_flash_ms,
-        <key>_ratio_to_sdpa_flash; key "wgmma" or "mmasync"; plus variant, Br, Bc), or None
-        with the reason shown. wait=False (the button) returns None at once."""
+        ``mma_bench.bench_shape`` dict (<key>_call_ms: public call, <key>_kernel_ms:
+        kernel-only, <key>_host_us, for key "wgmma" or "mmasync" and sdpa_flash, sdpa_cudnn,
+        sdpa_efficient) with ``mma_table``'s derived figures (<key>_call_tflops,
+        <key>_kernel_tflops, <key>_call_vs_sdpa_flash, <key>_kernel_vs_sdpa_flash, ...) and
+        variant, Br, Bc; or None with the reason shown. wait=False (the button) returns None
+        at once."""
         return self._start("run", wait)
 
     def sweep(self, *, wait: bool = True):
         """Time every (Br, Bc) the kernel supports at this N, d, causal and dtype (no SDPA);
         the table fills in as it goes, Stop ends it after the current block size. Returns a
-        list of rows (variant, Br, Bc, ms, tflops, model_hbm_bytes in bytes; a block that failed
-        has "error" instead of ms), or None with the reason shown."""
+        list of rows (variant, Br, Bc, call_ms, kernel_ms, host_us, kernel_tflops,
+        model_hbm_bytes in bytes, and ms / tflops: the kernel-only figures, as ``mma_sweep``'s
+        recorded rows; a block that failed has "error" instead of the times), or None with the
+        reason shown."""
         return self._start("sweep", wait)
 
     def stop(self):
@@ -320,8 +366,9 @@ class TensorCorePanel:
     def _run_one(self, p) -> dict:
         v, key = self.variant, KEY[self.variant]
         res = self._time(p, p["Br"], p["Bc"], sdpa=True)
-        if key + "_ms" not in res:
-            raise _KernelFailed(res.get(v + "_error", "the kernel did not run"))
+        if key + "_call_ms" not in res:
+            raise _KernelFailed(res.get(key + "_error") or res.get(v + "_error") or "the kernel did not run")
+        res = _derived(res)
         res.update(variant=v, Br=p["Br"], Bc=p["Bc"])
         self.progress.value = 1
         self.result_html.value = self._caption(p) + bench_table_html(res)
@@ -340,10 +387,13 @@ class TensorCorePanel:
             row = {"variant": v, "N": p["N"], "d": p["d"], "B": B, "H": H, "Br": Br, "Bc": Bc,
                    "causal": p["causal"], "dtype": p["dtype"], "model_hbm_bytes": io.scaled(B * H).hbm_bytes}
             r = self._time(p, Br, Bc, sdpa=False)     # raises only outside the kernel (torch, memory)
-            if key + "_ms" in r:
-                row.update(ms=r[key + "_ms"], tflops=r[key + "_tflops"])
+            if key + "_call_ms" in r and key + "_kernel_ms" in r:
+                flops = r.get("flops") or 4.0 * B * H * p["N"] ** 2 * p["d"] / (2 if p["causal"] else 1)
+                row.update(call_ms=r[key + "_call_ms"], kernel_ms=r[key + "_kernel_ms"],
+                           host_us=r.get(key + "_host_us"), kernel_tflops=flops / r[key + "_kernel_ms"] / 1e9)
+                row.update(ms=row["kernel_ms"], tflops=row["kernel_tflops"])     # as mma_sweep: kernel-only
             else:
-                row["error"] = r.get(v + "_error", "the kernel did not run")
+                row["error"] = r.get(key + "_error") or r.get(v + "_error") or "the kernel did not run"
             rows.append(row)
             self.progress.value = len(rows)
             self.result_html.value = self._caption(p) + sweep_table_html(rows, selected=(p["Br"], p["Bc"]))
