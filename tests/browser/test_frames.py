@@ -1,0 +1,144 @@
+"""The frame the browser shows is the frame we drew — for every animation widget.
+
+A notebook made for this test shows each FrameWidget and a "dump" button. The browser fires
+fast bursts at each widget (arrow keys on the step slider, Play then Pause at 20 ms a step),
+clicks "dump" — the kernel handles comm messages in order, so the click is handled after
+the whole burst — and the kernel writes each canvas's own rendering (its Agg buffer: the
+pixels it last sent) to a PNG. The test then reads the pixels the browser's ipympl canvas
+shows (``canvas.toDataURL``) and compares: a stale or superimposed frame differs in many
+pixels, the same frame in none.
+
+Skipped when chromium or playwright is missing (.ci/run installs both).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .servers import CHROMIUM, FLAGS, ROOT, server
+
+playwright = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
+
+pytestmark = pytest.mark.browser
+ARTIFACTS = ROOT / "artifacts" / "browser"
+
+#: name -> constructor call (small sizes: the test is about frames, not about big runs)
+WIDGETS = {
+    "tile": "fv.TileExplorer(N=128, d=32, Br=32, Bc=32, source='random', key='t-tile')",
+    "online": "fv.OnlineSoftmaxExplorer(N=32, block=8, source='random', key='t-online')",
+    "loop": "fv.LoopOrderExplorer(N=128, d=32, Br=32, Bc=32, key='t-loop')",
+    "causal": "fv.CausalExplorer(Nq=128, Nk=192, Br=32, Bc=32, key='t-causal')",
+    "backward": "fv.BackwardExplorer(N=64, d=32, Br=16, Bc=16, key='t-backward')",
+    "blocksize": "fv.BlockSizeExplorer(key='t-blocksize')",
+}
+#: the largest share of pixels that may differ (by more than 24 levels in a channel) between
+#: the browser's canvas and the kernel's rendering of the same frame
+MAX_DIFF_SHARE = 0.002
+
+
+def _notebook(path: Path, out: Path) -> None:
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    cells = ["%matplotlib widget\nimport json, numpy as np, ipywidgets as W\nfrom PIL import Image\n"
+             "import flashviz as fv\nws = {}"]
+    for name, make in WIDGETS.items():
+        cells.append(f"ws[{name!r}] = {make}\nws[{name!r}]")
+    cells.append(
+        "def dump(_=None):\n"
+        "    info = {}\n"
+        "    for name, w in ws.items():\n"
+        "        buf = np.asarray(w.fig.canvas.buffer_rgba()).copy()\n"
+        f"        Image.fromarray(buf).save({str(out)!r} + f'/{{name}}.png')\n"
+        "        info[name] = int(w.frame.value)\n"
+        f"    open({str(out)!r} + '/frames.json', 'w').write(json.dumps(info))\n"
+        "button = W.Button(description='dump')\nbutton.on_click(dump)\nbutton")
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
+def _browser_canvas(page, cell: int) -> np.ndarray:
+    loc = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell").nth(cell) \
+        .locator(".jupyter-matplotlib-canvas-div canvas").first
+    loc.scroll_into_view_if_needed()
+    url = loc.evaluate("c => c.toDataURL('image/png')")
+    from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA"))
+
+
+def _burst(page, cell: int) -> None:
+    out = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell").nth(cell)
+    out.scroll_into_view_if_needed()
+    step = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text="step")).first
+    handle = step.locator(".noUi-handle").first
+    handle.focus()
+    for key in ["ArrowRight"] * 7 + ["ArrowLeft"] * 2 + ["ArrowRight"] * 5:
+        page.keyboard.press(key, delay=0)
+    speed = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text="ms/step")).first
+    speed.locator(".noUi-handle").first.focus()
+    page.keyboard.press("Home")                         # 20 ms a step
+    play = out.locator(".widget-play button").first
+    play.click()
+    time.sleep(1.2)
+    play.click()                                        # pause
+    handle.focus()
+    for key in ["ArrowLeft"] * 3 + ["End"] + ["ArrowLeft"] * 4:
+        page.keyboard.press(key, delay=0)
+
+
+def test_the_browser_shows_the_frame_the_kernel_drew(tmp_path):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with server("lab") as (base, token, work):
+        out = work / "frames-out"
+        out.mkdir()
+        _notebook(work / "notebooks" / "frames_test.ipynb", out)
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            try:
+                page.goto(f"{base}/lab/tree/notebooks/frames_test.ipynb?reset&token={token}")
+                page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell",
+                                       timeout=60_000)
+                time.sleep(3)
+                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+                page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+                dump = page.locator("button", has_text="dump").first
+                dump.wait_for(timeout=240_000)
+                page.wait_for_function("document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas')"
+                                       f".length >= {2 * len(WIDGETS)}", timeout=120_000)
+                time.sleep(3)
+                for cell in range(1, len(WIDGETS) + 1):
+                    _burst(page, cell)
+                time.sleep(0.5)
+                dump.click()
+                deadline = time.time() + 120
+                while not (out / "frames.json").exists():
+                    assert time.time() < deadline, "the kernel never wrote its frames"
+                    time.sleep(0.5)
+                time.sleep(4)                     # the last images reach the browser and load
+                frames = json.loads((out / "frames.json").read_text())
+                report = {}
+                from PIL import Image
+                for cell, name in enumerate(WIDGETS, start=1):
+                    shown = _browser_canvas(page, cell)
+                    drawn = np.asarray(Image.open(out / f"{name}.png").convert("RGBA"))
+                    Image.fromarray(shown).save(ARTIFACTS / f"frames_{name}_browser.png")
+                    Image.fromarray(drawn).save(ARTIFACTS / f"frames_{name}_kernel.png")
+                    assert shown.shape == drawn.shape, (name, shown.shape, drawn.shape)
+                    bad = np.abs(shown[..., :3].astype(int) - drawn[..., :3].astype(int)).max(-1) > 24
+                    report[name] = {"frame": frames[name], "diff_share": float(bad.mean())}
+                (ARTIFACTS / "frames_report.json").write_text(json.dumps(report, indent=1))
+                wrong = {k: v for k, v in report.items() if v["diff_share"] > MAX_DIFF_SHARE}
+                assert not wrong, f"the browser shows another picture than the kernel drew: {wrong}"
+            finally:
+                page.screenshot(path=str(ARTIFACTS / "frames_page.png"))
+                browser.close()
