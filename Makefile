@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.flashviz-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8888
+PRESENT_PORT ?= 8866
 NOTEBOOK := notebooks/00_start_here.ipynb
 
 .PHONY: lab test setup ptx bench present clean
@@ -47,9 +48,10 @@ ptx:
 	  done; \
 	else echo "nvcc not found: skipping the PTX compile check"; fi
 
-## Serve the chapters as an app (Voila, no code cells) on 127.0.0.1; PRESENTER=1 for a projector.
+## Serve the chapters as an app (Voila, no code cells) on 127.0.0.1:8866 (its own port, so it runs
+## beside `make lab`); PRESENTER=1 for a projector; PRESENT_PORT=... for another port.
 present: $(STAMP)
-	$(BIN)/python -m flashviz.present --port=$(PORT) $(if $(PRESENTER),--presenter,)
+	$(BIN)/python -m flashviz.present --port=$(PRESENT_PORT) $(if $(PRESENTER),--presenter,)
 
 ## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
 bench: $(STAMP)

@@ -40,6 +40,21 @@ def app_notebook(root: Path) -> Path:
     return path
 
 
+def port_problem(ip: str, port: int) -> str | None:
+    """None if (ip, port) can be bound now, else one line saying why not (e.g. the port is
+    taken by another server, such as JupyterLab from ``make lab``)."""
+    import errno
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as s:
+            s.bind((ip, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"port {port} on {ip} is already in use (another server, e.g. make lab?)"
+        return f"cannot listen on {ip}:{port} ({exc.strerror or exc})"
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="flashviz present", description="Serve the flashviz chapters with Voilà.")
     p.add_argument("--ip", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -52,12 +67,21 @@ def main(argv=None) -> int:
     if shutil.which("voila") is None and subprocess.run([sys.executable, "-c", "import voila"]).returncode:
         print("flashviz present needs Voilà: pip install 'flashviz[app]'", file=sys.stderr)
         return 2
+    if not 1 <= args.port <= 65535:
+        print(f"flashviz present: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
+        return 2
+    problem = port_problem(args.ip, args.port)
+    if problem:
+        print(f"flashviz present: {problem}; choose another with --port (make present PRESENT_PORT=...)",
+              file=sys.stderr)
+        return 2
     root = Path(args.root).resolve()
     nb = app_notebook(root)
     token = args.token or secrets.token_hex(16)
     env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0")
     cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
-           f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}"]
+           f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}",
+           "--Voila.port_retries=0"]    # serve on this port or fail: never on another than the URL printed
     if args.no_browser:
         cmd.append("--no-browser")
     print(f"flashviz present: http://{args.ip}:{args.port}/?token={token}", flush=True)

@@ -56,3 +56,36 @@ def test_present_finds_the_repo_notebook_or_writes_one(tmp_path):
     assert app_notebook(repo) == repo / "notebooks" / "app.ipynb"
     made = app_notebook(tmp_path)
     assert made.exists() and "ChapterApp" in made.read_text() and "ChapterApp" in APP_SOURCE
+
+
+def test_present_has_its_own_port_beside_make_lab():
+    """make lab and make present run side by side: different default ports in the Makefile."""
+    import re
+    from pathlib import Path
+    mk = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    lab = re.search(r"^PORT\s*\?=\s*(\d+)", mk, re.M).group(1)
+    present = re.search(r"^PRESENT_PORT\s*\?=\s*(\d+)", mk, re.M).group(1)
+    assert lab != present
+    assert "--port=$(PRESENT_PORT)" in mk
+
+
+def test_present_on_a_taken_port_fails_with_one_line(capsys):
+    """A port already in use: one line on stderr and exit code 2 — never a URL that does not work."""
+    import socket
+
+    from flashviz.present import main
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        code = main(["--port", str(port), "--no-browser"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"port {port} on 127.0.0.1 is already in use" in lines[0] and "--port" in lines[0]
+
+
+def test_present_rejects_an_impossible_port(capsys):
+    from flashviz.present import main
+    assert main(["--port", "70000", "--no-browser"]) == 2
+    assert "between 1 and 65535" in capsys.readouterr().err
