@@ -8,9 +8,10 @@ STAMP  := $(VENV)/.flashviz-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8888
 PRESENT_PORT ?= 8866
-NOTEBOOK := notebooks/00_start_here.ipynb
+NOTEBOOK := 00_start_here.ipynb
+LESSONS  := lessons
 
-.PHONY: lab test setup ptx bench present clean
+.PHONY: lab test setup ptx bench present clean lessons-reset
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +28,17 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 setup: $(STAMP)
 
-## Open the explainer in JupyterLab on 127.0.0.1 (token authentication stays on).
+## Open the explainer in JupyterLab on 127.0.0.1 (token authentication stays on), from lessons/:
+## a git-ignored working copy of notebooks/, so answers, outputs and exports never touch tracked files.
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=$(CURDIR) \
+	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks
+	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=$(CURDIR)/$(LESSONS) \
 	  --LabApp.default_url=/lab/tree/$(NOTEBOOK) \
-	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(NOTEBOOK)
+	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(CURDIR)/$(LESSONS)/$(NOTEBOOK)
+
+## Replace the working copy's notebooks with the current chapters (yours go to lessons/.previous/).
+lessons-reset: $(STAMP)
+	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks --reset
 
 ## Compile every CUDA kernel to PTX (when nvcc is present), then run every test.
 ## -DFLASHVIZ_PTX_CHECK makes each .cu instantiate its templates, so their bodies really compile;

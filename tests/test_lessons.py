@@ -1,0 +1,83 @@
+"""Working through a lesson leaves the repository clean (issue 10): the lessons open from a
+git-ignored working copy, and what a student does there (run every cell, export) is not a
+change git sees."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashviz.lessons import main, prepare
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_prepare_copies_new_chapters_and_keeps_the_students(tmp_path):
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    (src / "01_a.ipynb").write_text("A1")
+    (src / "02_b.ipynb").write_text("B1")
+    dest = tmp_path / "lessons"
+    assert [p.name for p in prepare(dest, src)] == ["01_a.ipynb", "02_b.ipynb"]
+    (dest / "01_a.ipynb").write_text("my answers")
+    (src / "03_c.ipynb").write_text("C1")
+    assert [p.name for p in prepare(dest, src)] == ["03_c.ipynb"]          # only the new chapter
+    assert (dest / "01_a.ipynb").read_text() == "my answers"
+    (src / "01_a.ipynb").write_text("A2")
+    prepare(dest, src, reset=True)
+    assert (dest / "01_a.ipynb").read_text() == "A2"
+    kept = list((dest / ".previous").glob("*/01_a.ipynb"))
+    assert len(kept) == 1 and kept[0].read_text() == "my answers"
+
+
+def test_bad_places_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["--from", str(tmp_path / "empty"), "--to", str(tmp_path / "x")]) == 2
+    assert "no lesson notebooks" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("")
+    assert main(["--from", str(ROOT / "notebooks"), "--to", str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a folder" in err and len(err.splitlines()) == 1
+
+
+def test_the_makefile_opens_the_working_copy():
+    mk = (ROOT / "Makefile").read_text()
+    lab = mk.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "flashviz.lessons --to $(LESSONS)" in lab and "root_dir=$(CURDIR)/$(LESSONS)" in lab
+    assert "/lessons/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_a_student_session_leaves_git_status_clean(tmp_path):
+    """Clone, make the working copy as `make lab` does, run a whole chapter there as Jupyter
+    does (outputs saved into the notebook), export a frame and a GIF from the widget: git
+    status of the clone shows nothing."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for f in ("flashviz/lessons.py", "Makefile", ".gitignore"):      # the working tree's versions (uncommitted edits too)
+        shutil.copy2(ROOT / f, clone / f)
+    subprocess.run(["git", "-C", str(clone), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(clone), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "wip",
+                    "--allow-empty"], check=True)
+    assert main(["--from", str(clone / "notebooks"), "--to", str(clone / "lessons")]) == 0
+    import nbformat
+    from nbclient import NotebookClient
+    nb_path = clone / "lessons" / "02_online_softmax.ipynb"
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import flashviz as fv\nw = fv.OnlineSoftmaxExplorer(N=16, block=8, source='random', key='student')\n"
+        "w.save_png('my-frame.png'); w.save_gif('my-run.gif', frames=range(3)); w.close()"))
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(nb_path.parent)}}).execute()
+    nbformat.write(nb, nb_path)                                  # what autosave does
+    assert (clone / "lessons" / "my-run.gif").exists() and (clone / "lessons" / "my-frame.png").exists()
+    status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True, text=True,
+                            check=True).stdout
+    assert status == "", status
