@@ -280,9 +280,10 @@ which $2 B_r d + 2 B_c d + B_r B_c + 2 B_r \\le 166{,}912 / 2$ elements."""),
     md("""## 5. Break it
 
 **A tile too large for SRAM.** Take $B_r = B_c = 256$ with $d = 128$ in float32. Here is its working set,
-part by part, against an H100/H200's 227 KiB. The GPU runner's launch check shows what a real
-kernel does with a tile that does not fit: it refuses to launch. (This needs no GPU; it only does
-the kernel's shared-memory arithmetic.)"""),
+part by part, against an H100/H200's 227 KiB. A real kernel cannot run a tile that does not fit:
+the GPU runner's launch check refuses it. Our teaching kernel offers tiles up to 128×128, and at
+$d = 128$ even that one is too big for an H100/H200 block; the check below does the kernel's
+shared-memory arithmetic against that limit (it needs no GPU)."""),
     code("""from flashviz.views.blocksize_view import working_set_parts, PARTS
 Br, Bc, d, b, M = 256, 256, 128, 4, SRAM_BUDGETS["H100/H200: 227 KiB"]
 parts = working_set_parts(Br, Bc, d, N=4096, itemsize=b)
@@ -293,7 +294,7 @@ print(f"{'total':>10}: {need:>9,} bytes vs M = {M:,} → {need / M:.1f}x over th
 try:
     fv.gpu.check_launch(128, 128, 128, device_limit=M)     # the teaching kernel's largest tile at d = 128
 except ValueError as exc:
-    print("GPU launch check:", exc)"""),
+    print("launch check, 128×128 tile at d = 128 against an H100/H200's limit:", exc)"""),
     md("""**A tile too small.** Shrink $B_r$ and watch the model's traffic explode: $K$ and $V$ are re-read $N / B_r$ times.
 Below $B_r \\approx d/2$ the model counts **more** bytes for "FlashAttention" than for standard attention. The last
 lines check that count against a run: the NumPy tiled forward pass, on real inputs, tallies the bytes its loops load

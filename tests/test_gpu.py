@@ -245,7 +245,7 @@ def test_naive_rows_without_keys_are_zero(cp, rng):
 def test_kernel_shared_memory_error(cp, rng):
     Q, K, V = _qkv(rng, (1,), 8, 8, 128)
     limit = gpu.device_smem_optin()
-    with pytest.raises(ValueError, match=rf"needs 270,336 bytes of shared memory; this GPU allows {limit:,}"):
+    with pytest.raises(ValueError, match=rf"needs 270,336 bytes of shared memory; the device limit is {limit:,}"):
         gpu.flash_forward_gpu(Q, K, V, Br=128, Bc=128)
 
 

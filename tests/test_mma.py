@@ -41,7 +41,7 @@ def test_check_mma_launch_names_bytes_asked_and_available():
     with pytest.raises(ValueError) as exc:
         ml.check_mma_launch(128, 128, 128, "wgmma", device_limit=101_376)
     msg = str(exc.value)
-    assert "needs 164,864 bytes of shared memory" in msg and "allows 101,376 per block" in msg
+    assert "needs 164,864 bytes of shared memory" in msg and "limit is 101,376 per block" in msg
     assert ml.check_mma_launch(128, 64, 64, "wgmma") == 1024 + 2 * (128 * 64 + 4 * 64 * 64)
 
 

@@ -335,7 +335,7 @@ def test_recorded_data_block_sweep_kernel_only_and_dram_numbers(executed):
 def test_break_it_cells(executed):
     _, texts = executed
     assert "ValueError: mma.sync kernel Br=128, Bc=128, d=128 needs 163,840 bytes of shared memory; " \
-           "this GPU allows 101,376" in texts
+           "the device limit is 101,376" in texts
     assert "RTX 4090 (101,376 B a block): mma.sync d = 128 fits 64×32, 64×64, 128×32, 128×64" in texts
     # the NumPy simulation of the kernel's roundings matches the recorded worst errors, bf16 ≈ 8x fp16
     sims = [float(x) for x in re.findall(r"simulated / recorded = ([\d.]+)", texts)]

@@ -46,12 +46,12 @@ def check_launch(Br: int, Bc: int, d: int, device_limit: int = H200_SMEM_OPTIN) 
     device_limit: the device's opt-in shared memory per block in bytes
     (cudaDevAttrMaxSharedMemoryPerBlockOptin; 232,448 on an H100/H200).
     Raises ValueError like "Br=128, Bc=128, d=128 needs 270,336 bytes of shared memory; this
-    GPU allows 232,448 per block (opt-in)", and as ``check_sizes`` for unsupported values.
+    device limit is 232,448 per block (opt-in)", and as ``check_sizes`` for unsupported values.
     """
     Br, Bc, d = check_sizes(Br, Bc, d)
     need = smem_bytes(Br, Bc, d)
     if need > int(device_limit):
-        raise ValueError(f"Br={Br}, Bc={Bc}, d={d} needs {need:,} bytes of shared memory; this GPU allows "
+        raise ValueError(f"Br={Br}, Bc={Bc}, d={d} needs {need:,} bytes of shared memory; the device limit is "
                          f"{int(device_limit):,} per block (opt-in). Use smaller Br or Bc.")
     return need
 

@@ -77,13 +77,13 @@ def check_mma_launch(Br: int, Bc: int, d: int, variant: str = "wgmma",
     """Check a tensor-core configuration fits the device; return its shared memory in bytes.
 
     device_limit: opt-in shared memory per block in bytes (232,448 on an H100/H200).
-    Raises ValueError "... needs N bytes of shared memory; this GPU allows M per block"
+    Raises ValueError "... needs N bytes of shared memory; the device limit is M per block"
     when it does not fit, and as ``check_mma_sizes`` for unsupported values.
     """
     need = mma_smem_bytes(Br, Bc, d, variant)
     if need > int(device_limit):
         raise ValueError(f"{variant} kernel Br={Br}, Bc={Bc}, d={d} needs {need:,} bytes of shared memory; "
-                         f"this GPU allows {int(device_limit):,} per block (opt-in). Use a smaller Bc or Br.")
+                         f"the device limit is {int(device_limit):,} per block (opt-in). Use a smaller Bc or Br.")
     return need
 
 
