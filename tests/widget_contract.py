@@ -28,4 +28,5 @@ def assert_close_frees_every_comm(make, at_least: int = 15):
     w = make()
     assert len(set(_instances) - before) > at_least
     w.close()
-    assert set(_instances) - before == set()
+    left = set(_instances) - before
+    assert left == set(), sorted(f"{type(_instances[k]).__name__}" for k in left if k in _instances)

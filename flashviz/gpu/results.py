@@ -250,9 +250,15 @@ def mma_summary(res: dict | None) -> str:
     labelled with the device and date; plus the correctness grid's counts."""
     if not res:
         return "No recorded tensor-core results (benchmarks/results/mma-*.json) in this installation."
+    bench = res.get("bench") or [{}]
+    host = (res.get("methods") or {}).get("host_us", "host time per call")
     lines = [f"Recorded on {recorded_label(res)}",
+             f"ours = the wgmma kernel (flash_forward_mma); {bench[0].get('dtype', 'fp16')}, B·N = "
+             f"{bench[0].get('B', 0) * bench[0].get('N', 0):,} tokens, H·d = "
+             f"{bench[0].get('H', 0) * bench[0].get('d', 0):,} (H = 2048/d)",
              "ratios = their time / ours (above 1: ours is faster); 'call' = public call, CUDA events, median; "
              "'kernel' = kernel-only, profiler kernel time, median",
+             f"host µs: {host}",
              f"{'d':>4} {'causal':>6} {'N':>6} │ {'TFLOP/s':>7} │ {'vs FA2':>6} {'vs cuDNN':>8} │ {'vs FA2':>6} "
              f"{'vs cuDNN':>8} │ {'host µs':>7} {'FA2':>5}",
              f"{'':>19}│ {'call':>7} │ {'(public call)':>15} │ {'(kernel-only)':>15} │ {'per call':>13}"]
