@@ -15,6 +15,7 @@ import io
 import numbers
 import threading
 import os
+import weakref
 
 import ipywidgets as W
 import matplotlib
@@ -73,9 +74,14 @@ def send_full_frames(canvas) -> bool:
     if get_diff_image is None or not hasattr(canvas, "_force_full"):
         return False
 
+    ref = weakref.ref(canvas)              # no reference cycle: the canvas is freed as soon as it is closed
+
     def get_full_image():
-        canvas._force_full = True          # the web backend's own switch: next image complete
-        return get_diff_image(canvas)
+        c = ref()
+        if c is None:
+            return None
+        c._force_full = True               # the web backend's own switch: next image complete
+        return get_diff_image(c)
 
     canvas.get_diff_image = get_full_image
     return True
@@ -262,7 +268,10 @@ class FrameWidget:
         blitter = getattr(self._view, "blitter", None)
         if blitter is not None:
             blitter.disconnect()
+        toolbar = getattr(self.fig.canvas, "toolbar", None)
         plt.close(self.fig)
+        if isinstance(toolbar, W.Widget):
+            close_widget(toolbar)          # ipympl's toolbar widget: closed now, not when the canvas is collected
         for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
                   self.export_progress,
