@@ -198,6 +198,7 @@ class FrameWidget:
                                   self.export_status])
         self._controls = []          # config widgets, closed with the rest
         self.widget = W.VBox([])
+        self.widget.add_class("flashviz-frame-widget")     # a handle for browser tests, in any front end
 
     # --- for subclasses -----------------------------------------------------------------
     def _layout(self, *config_rows):
