@@ -31,6 +31,6 @@ def test_exercise_checks_against_closed_forms():
     assert right == (4 * 4096 * 64 + 4 * 4096 ** 2) * 2
     assert ex.check_standard_bytes(right, 4096, 64).ok
     bad = ex.check_standard_bytes(right / 2, 4096, 64)
-    assert not bad.ok and "\n" not in bad.message and "136,314,880" in bad.message
+    assert not bad.ok and "\n" not in bad.message and "136,314,880" not in bad.message  # never the answer
     N, d = 1024, 64
     assert ex.check_matmul_intensity(2 * N * N * d / ((2 * N * d + N * N) * 4), N, d).ok

@@ -1,9 +1,12 @@
 """Self-checking exercises for the lessons.
 
 Every check takes the learner's answer (a number, an array or a function), compares it with
-flashviz's own computation, and returns a CheckResult that shows as one line: ✓ right, or
-✗ wrong with what was expected and what was given. A check never raises: an exception in
-the learner's code is reported in that one line too.
+flashviz's own computation, and returns a CheckResult made by ``right()`` or ``wrong()``: one
+line, "✓ Right: …" (which may show the computed value, as confirmation) or "✗ Not yet: …".
+A wrong line never gives the expected value, nor anything it can be read off from (no
+"2.00x the right value"): it says which way the answer is off and roughly how far
+(``direction``), and names the idea to revisit. A check never raises: an exception in the
+learner's code is reported in that one line too.
 """
 
 from __future__ import annotations
@@ -41,10 +44,36 @@ def wrong(message: str) -> CheckResult:
     return CheckResult(False, f"✗ Not yet: {message}")
 
 
+class Printed(CheckResult):
+    """A CheckResult its check has already printed: as a notebook cell's value it shows nothing
+    more (the line is not repeated); ``ok``, ``message``, ``bool()`` and ``repr()`` as usual."""
+
+    def _ipython_display_(self):
+        pass
+
+
 def say(result: CheckResult) -> CheckResult:
-    """Print a check's one line (for checks called as statements) and return it."""
+    """Print a check's one line (for checks called as statements) and return it, marked as
+    printed so that a cell ending in the call does not show it a second time."""
     print(result.message)
-    return result
+    return Printed(result.ok, result.message)
+
+
+def direction(answer: float, expected: float) -> str:
+    """Which way a wrong number is off and roughly how far — never by how much exactly:
+    "too high, but within 2x", "too low by 2x or more", "close, but slightly too high"."""
+    if expected == 0:
+        return "it should be zero"
+    if answer == 0 or (answer > 0) != (expected > 0):
+        return "it has the wrong sign" if answer else "it should not be zero"
+    r = answer / expected
+    side = "too high" if r > 1 else "too low"
+    r = max(r, 1 / r)
+    if r < 1.1:
+        return f"close, but slightly {side}"
+    if r < 2:
+        return f"{side}, but within 2x"
+    return f"{side} by 2x or more"
 
 
 def finite_number(x):
@@ -88,12 +117,14 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1e4 and float(x).is_integer() else f"{x:,.6g}"
 
 
-def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "your answer", unit: str = ""):
-    """Compare a numeric prediction with the computed value (relative tolerance ``rel``)."""
-    try:
-        a = float(answer)
-    except (TypeError, ValueError):
-        return wrong(f"{what} should be a number, got {answer!r}")
+def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "your answer", unit: str = "",
+                 hint: str = ""):
+    """Compare a numeric prediction with the computed value (relative tolerance ``rel``). Right:
+    both values are shown. Wrong: the learner's value, which way it is off and roughly how far,
+    and ``hint`` (the idea to revisit) — never the expected value."""
+    a = finite_number(answer)
+    if a is None:
+        return wrong(f"{what} should be a number (a finite one), got {answer!r:.60}")
     if abs(a - expected) <= rel * max(abs(expected), 1e-300):
         return right(f"{what} = {_fmt(a)}{unit} (flashviz computes {_fmt(expected)}{unit})")
-    return wrong(f"{what} = {_fmt(a)}{unit}, but flashviz computes {_fmt(expected)}{unit}")
+    return wrong(f"{what} = {_fmt(a)}{unit} is {direction(a, expected)}" + (f". hint: {hint}" if hint else ""))

@@ -10,7 +10,7 @@ import math
 import numbers
 
 from .. import iomodel
-from . import CheckResult, close_number, first_line, never_raises, right, say, wrong
+from . import CheckResult, direction, first_line, never_raises, right, say, wrong
 
 
 def _budget_bytes(sram_budget) -> int:
@@ -38,12 +38,19 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
         return say(wrong(f"your prediction should be a number of bytes, got {answer_bytes!r}"))
     if not math.isfinite(mine):
         return say(wrong(f"your prediction should be a finite number of bytes, got {answer_bytes!r}"))
-    verdict = close_number(mine, expected, rel=rel)
-    said = f"{mine:,.0f} B ({mine / 2**20:,.2f} MiB)"
-    if verdict.ok:
+    if abs(mine - expected) <= rel * expected:
+        said = f"{mine:,.0f} B ({mine / 2**20:,.2f} MiB)"
         return say(right(f"Br = {Br}, Bc = {Bc} moves {expected:,} B ({expected / 2**20:,.2f} MiB); you said {said}"))
-    return say(wrong(f"you said {said}, but Br = {Br}, Bc = {Bc} moves {expected:,} B "
-                      f"({expected / 2**20:,.2f} MiB): {mine / expected:.2f}x that"))
+    if order == "fa2":
+        idea = ("Q is read once and O, lse written once; K and V are read once per query block, "
+                "Tr = ⌈N/Br⌉ times — so Br sets the traffic, Bc does not")
+    else:
+        idea = ("K and V are read once; Q_i, O_i, l_i, m_i are read and O_i, l_i, m_i written once per key "
+                "block, Tc = ⌈N/Bc⌉ times, plus O, l, m initialised once")
+    if causal:
+        idea += "; with the causal mask, only the key blocks a query block can see are read"
+    return say(wrong(f"you said {mine:,.0f} B: that is {direction(mine, expected)}. hint: {idea} "
+                     f"({itemsize}-byte elements)"))
 
 
 @never_raises(say)
@@ -80,7 +87,9 @@ def check_largest_fitting_tile(answer, N: int, d: int, *, sram_budget, itemsize:
     if not mine["fits"]:
         return say(wrong(f"{Br}×{Bc} needs {mine['sram_bytes']:,} B of SRAM, more than M = {M:,} B: it spills"))
     if mine["hbm_bytes"] > best["hbm_bytes"]:
-        return say(wrong(f"{Br}×{Bc} fits, but moves {mine['hbm_bytes']:,} B; another fitting tile moves "
-                          f"{mine['hbm_bytes'] / best['hbm_bytes']:.2f}x fewer"))
-    return say(wrong(f"{Br}×{Bc} fits and moves as few bytes ({mine['hbm_bytes']:,} B), but a larger tile "
-                      f"with the same traffic fits too"))
+        outer = ("Br (K and V are read once per query block)" if order == "fa2" else
+                 "Bc (Q, O, l, m are passed once per key block)")
+        return say(wrong(f"{Br}×{Bc} fits, but another fitting tile moves fewer bytes. hint: the traffic falls "
+                          f"as {outer} grows; look for a fitting tile with a larger one"))
+    return say(wrong(f"{Br}×{Bc} fits and moves as few bytes as any, but a larger tile with the same traffic "
+                      "fits too: the sweep breaks ties toward the largest tile"))

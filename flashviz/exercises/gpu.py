@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numbers
 
-from . import CheckResult, finite_number, never_raises, right, say, wrong
+from . import CheckResult, direction, finite_number, never_raises, right, say, wrong
 
 
 def _positive_ints(**kw):
@@ -69,8 +69,9 @@ def check_compulsory_bytes(answer, N: int = 4096, d: int = 64, BH: int = 128, it
         (want / 1e6, "give bytes, not MB"), (want / 2**20, "give bytes, not MiB"),
         (want / BH, f"that is one head: there are BH = {BH} (batch, head) pairs"),
     ]
-    fallback = (f"close ({100 * (a / want - 1):+.1f} %), but count every byte: the answer is an exact integer"
-                if abs(a / want - 1) < 0.05 else f"{a / want:.3g}x the right number")
+    fallback = (f"{direction(a, want)}: count every byte, the answer is an exact integer. hint: Q, K, V read "
+                f"once and O written once, {itemsize}-byte elements, for each of the BH (batch, head) pairs, plus "
+                "lse, one float32 per query row")
     hint = next((h for v, h in hints if abs(a - v) <= rel * v), fallback)
     return say(wrong(f"you said {a:,.0f} B — {hint}"))
 
@@ -154,7 +155,9 @@ def check_intensity(answer, bound, N: int = 4096, d: int = 64, BH: int = 128, *,
     if abs(a - want) > rel * want:
         hints = [(want / 2, "count both products, QKᵀ and PV, at 2 FLOPs a multiply-add: 4·BH·N²·d FLOPs"),
                  (want * itemsize, "divide by bytes, not elements")]
-        hint = next((h for v, h in hints if abs(a - v) <= rel * v), f"it is {a / want:.3g}x the right value")
+        hint = next((h for v, h in hints if abs(a - v) <= rel * v),
+                    f"{direction(a, want)}; hint: the matmul FLOPs (QKᵀ and PV, 2 per multiply-add) over the "
+                    "compulsory bytes (Q, K, V read, O written, lse)")
         return say(wrong(f"{a:,.4g} FLOPs per byte — {hint}"))
     if word != truth:
         return say(wrong(f"{a:,.4g} FLOPs per byte is right, but the {device}'s ridge point is {ridge:,.0f} FLOPs "

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..online import online_softmax_steps
-from . import CheckResult, close_number, guarded, right, wrong
+from . import CheckResult, close_number, direction, guarded, right, wrong
 
 PREDICT_X = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])
 PREDICT_BLOCK = 2
@@ -69,9 +69,12 @@ def check_rescale(update) -> CheckResult:
                 return wrong(bad)
             where = f"{name} (block = {block}), block j = {s.j} (elements {s.c0}…{s.c1 - 1})"
             if not math.isclose(m_new, s.m, rel_tol=1e-9, abs_tol=1e-12):
-                return wrong(f"{where}: m_new = {m_new:.6g}, expected {s.m:.6g} = max(m_old, max(x_block))")
+                side = "too high" if m_new > s.m else "too low"
+                return wrong(f"{where}: m_new = {m_new:.6g} is {side}. hint: the running max is the larger of "
+                             "the old max and this block's max, max(m_old, max(x_block))")
             if not math.isclose(l_new, s.l, rel_tol=1e-7, abs_tol=1e-12):
-                return wrong(f"{where}: l_new = {l_new:.6g}, expected {s.l:.6g}. {_hint(m, l, xb, s, l_new)}")
+                off = direction(l_new, s.l) if math.isfinite(l_new) else "not finite"
+                return wrong(f"{where}: l_new = {l_new:.6g} is {off}. {_hint(m, l, xb, s, l_new)}")
             m, l = s.m, s.l                            # continue from the right state
             blocks += 1
     return right(f"your update matches flashviz on {len(rows)} rows, {blocks} blocks "
@@ -84,7 +87,8 @@ def _hint(m_old, l_old, xb, s, l_new) -> str:
         return "Yours overflowed: subtract the running max before exp, exp(x_block − m_new)."
     no_rescale = l_old + float(np.exp(xb - s.m).sum())
     if math.isclose(l_new, no_rescale, rel_tol=1e-7):
-        return f"That is l_old + Σ exp(x_block − m_new): the old sum needs the factor exp(m_old − m_new) = {s.rescale:.3g}."
+        return ("That is l_old + Σ exp(x_block − m_new): the old sum was taken against the old max, "
+                "so rescale it by exp(m_old − m_new) first.")
     with np.errstate(over="ignore"):
         unshifted = l_old + float(np.exp(xb).sum())
     if math.isclose(l_new, unshifted, rel_tol=1e-7) or math.isclose(l_new, math.exp(min(s.m, 700)) * s.l, rel_tol=1e-7):
@@ -100,9 +104,11 @@ def _predict_steps():
 
 def check_alpha(answer) -> CheckResult:
     """Your prediction of the rescale factor exp(m_old − m_new) at block j = 1 of PREDICT_X (blocks of 2)."""
-    return close_number(answer, _predict_steps()[1].rescale, rel=0.02, what="the rescale factor at block j = 1")
+    return close_number(answer, _predict_steps()[1].rescale, rel=0.02, what="the rescale factor at block j = 1",
+                        hint="it is exp(m_old − m_new): the max before block j = 1 against the max after it")
 
 
 def check_l(answer) -> CheckResult:
     """Your prediction of the running sum l after block j = 1 of PREDICT_X (blocks of 2)."""
-    return close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1")
+    return close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1",
+                        hint="rescale block 0's sum to the new max, then add Σ exp(x − m_new) over block 1")

@@ -14,26 +14,13 @@ import numpy as np
 from .. import iomodel
 from .._checks import check_block, check_flag, check_size
 from ..masking import n_key_blocks_visible, visible
-from . import CheckResult, first_line, guarded, never_raises, right, wrong
+from . import CheckResult, Printed, direction, first_line, guarded, never_raises, right, say, wrong  # noqa: F401
 
 #: (Nq, Nk) shapes a learner's mask is tried on: square, Nq < Nk, Nq > Nk, and a single row or column
 MASK_SHAPES = ((1, 1), (4, 4), (3, 5), (5, 3), (1, 6), (6, 1), (7, 7), (2, 9), (9, 2))
 
 
-class Printed(CheckResult):
-    """A CheckResult its check has already printed: as a notebook cell's value it shows nothing
-    more (the line is not repeated); ``ok``, ``message``, ``bool()`` and ``repr()`` as usual."""
-
-    def _ipython_display_(self):
-        pass
-
-
-def _say(result: CheckResult) -> CheckResult:
-    print(result.message)
-    return Printed(result.ok, result.message)
-
-
-
+_say = say
 
 
 def _number(answer, what: str):
@@ -75,7 +62,7 @@ def check_tile_count(answer, Nq: int, Nk: int, Br: int, Bc: int, causal: bool = 
     hint = ("hint: Tr = ⌈Nq/Br⌉ and Tc = ⌈Nk/Bc⌉ (a partial last block still counts)" if not causal else
             "hint: count, for each query block, the key blocks whose first key its last row can see "
             "(j·Bc ≤ r1 − 1 + Nk − Nq)")
-    return _say(wrong(f"you said {mine:g}, but {expected} tiles are computed. {hint}"))
+    return _say(wrong(f"you said {mine:g}: that is {direction(mine, expected)}. {hint}"))
 
 
 @never_raises(_say)
@@ -96,15 +83,15 @@ def check_run_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: int = 4,
         moved = {t: io.reads.get(t, 0) + io.writes.get(t, 0) for t in ("Q", "K", "V", "O", "l", "m", "lse")}
         parts = ", ".join(f"{t} {b:,}" for t, b in moved.items() if b)
         return _say(right(f"{expected:,} B ({expected / 2**20:.3f} MiB) = {parts}"))
-    Tr, Tc = -(-N // Br), -(-N // Bc)
     if order == "fa2":
-        hint = (f"Q read once, K and V read once per query block (Tr = {Tr} times), O and lse written once "
+        hint = (f"Q read once, K and V read once per query block (Tr = ⌈N/Br⌉ times), O and lse written once "
                 f"({itemsize}-byte elements)")
     else:
         hint = (f"K, V read once; Q_i, O_i, l_i, m_i read and O_i, l_i, m_i written once per key block "
-                f"(Tc = {Tc} times), plus O, l, m initialised once ({itemsize}-byte elements)")
-    return _say(wrong(f"you said {mine:,.0f} B, but the run moves {expected:,} B ({mine / expected:.2f}x). "
-                      f"hint: {hint}"))
+                f"(Tc = ⌈N/Bc⌉ times), plus O, l, m initialised once ({itemsize}-byte elements)")
+    if causal:
+        hint += "; with the causal mask, only the blocks a query block can see are read"
+    return _say(wrong(f"you said {mine:,.0f} B: that is {direction(mine, expected)}. hint: {hint}"))
 
 
 @never_raises(_say)
@@ -124,10 +111,9 @@ def check_fa1_extra_bytes(answer, N: int, d: int, Br: int, Bc: int, itemsize: in
     if abs(mine - expected) <= rel * max(abs(expected), itemsize):
         return _say(right(f"FA1 moves {fa1.hbm_bytes:,} B, FA2 {fa2.hbm_bytes:,} B: {expected:,} B more "
                           f"({fa1.hbm_bytes / fa2.hbm_bytes:.2f}x)"))
-    Tr, Tc = -(-N // Br), -(-N // Bc)
-    return _say(wrong(f"you said {mine:,.0f} B, but FA1 moves {expected:,} B more than FA2. hint: FA1 passes "
-                      f"Q, O (read and written), l, m (read and written) Tc = {Tc} times, FA2 passes K, V "
-                      f"Tr = {Tr} times"))
+    return _say(wrong(f"you said {mine:,.0f} B: that is {direction(mine, expected)}. hint: FA1 passes "
+                      "Q, O (read and written), l, m (read and written) Tc = ⌈N/Bc⌉ times, FA2 passes K, V "
+                      "Tr = ⌈N/Br⌉ times; take the difference of the two totals"))
 
 
 @never_raises(_say)
