@@ -38,18 +38,32 @@ def isolated_env(tmp: Path) -> dict:
 
 
 @contextmanager
-def server(kind: str = "lab", notebook: str | None = None, extra_args=()):
-    """Yield (base_url, token, workdir). kind: "lab" or "voila". Notebooks are served from a copy
-    (JupyterLab autosaves, and the committed notebooks must stay without outputs)."""
+def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None):
+    """Yield (base_url, token, workdir). kind: "lab", "voila" (the app) or "voila-notebook" (the
+    notebook named ``notebook`` in the work folder's notebooks/, which ``prepare(work)`` may
+    write first). Notebooks are served from a copy (JupyterLab autosaves, and the committed
+    notebooks must stay without outputs)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
     work = tmp / "work"
     shutil.copytree(ROOT / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    if prepare is not None:
+        prepare(work)
     port, token = free_port(), secrets.token_hex(16)
     env = isolated_env(tmp)
     if kind == "lab":
+        # every cell in the DOM (JupyterLab 4 otherwise virtualises cells scrolled out of view,
+        # and a test that counts widgets in page order would miss some)
+        settings = Path(env["HOME"]) / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(Path(env["HOME"]) / ".jupyter" / "lab" / "user-settings")
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work}",
                "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    elif kind == "voila-notebook":      # one notebook of the work folder, served by Voilà itself
+        cmd = [sys.executable, "-m", "voila", str(work / "notebooks" / notebook), "--no-browser",
+               f"--port={port}", f"--token={token}", "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",
+               f"--Voila.root_dir={work / 'notebooks'}"]
     else:
         cmd = [sys.executable, "-m", "flashviz.present", "--no-browser", f"--port={port}",
                f"--token={token}", f"--root={work}"]
