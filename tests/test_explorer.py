@@ -262,6 +262,7 @@ def test_gif_button_shows_progress_and_writes_the_file(tmp_path, explorer, monke
     seen = []
     explorer.export_progress.observe(lambda c: seen.append(c["new"]), names="value")
     explorer.gif_button.click()
+    assert explorer.wait_export(120)             # the export runs in the background (issue 10, item 5)
     assert (tmp_path / "flashviz-tiles.gif").exists() and "saved" in explorer.export_status.value
     assert seen and seen[-1] == explorer.export_progress.max == explorer.n_frames
     assert explorer.export_progress.layout.visibility == "hidden"

@@ -197,6 +197,8 @@ class FrameWidget:
         self.export_row = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_progress,
                                   self.export_status])
         self._controls = []          # config widgets, closed with the rest
+        self._export_job = None      # the running run → GIF export (AnimationExport), if any
+        self._export_thread = None
         self.widget = W.VBox([])
         self.widget.add_class("flashviz-frame-widget")     # a handle for browser tests, in any front end
 
@@ -266,6 +268,9 @@ class FrameWidget:
             return
         self._closed = True
         self.play.playing = False
+        job = getattr(self, "_export_job", None)
+        if job is not None:
+            job.cancel()
         blitter = getattr(self._view, "blitter", None)
         if blitter is not None:
             blitter.disconnect()
@@ -358,23 +363,66 @@ class FrameWidget:
         self._render(self.frame.value)
 
     def _export(self, kind: str):
+        if kind == "gif" and self._export_job is not None:
+            self._export_job.cancel()          # the button reads "stop" while an export runs
+            return
         name = (self.export_name.value or self.export_stem).strip()
         try:
             if kind == "png":
                 path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
             else:
-                frames = range(0, self.n_frames, max(1, self.n_frames // 300))  # at most ~300 frames
-                self.export_status.value = "writing GIF …"
-                bar = self.export_progress
-                bar.max, bar.value, bar.layout.visibility = len(frames), 0, "visible"
-
-                def tick(i, n):
-                    bar.value = i
-
-                try:
-                    path = self.save_gif(f"{name}.gif", frames=frames, progress=tick)
-                finally:
-                    bar.layout.visibility = "hidden"
+                self._start_gif_export(f"{name}.gif")
+                return
             self.export_status.value = f"saved <code>{path.resolve()}</code>"
         except Exception as exc:  # a full disk or a bad name: say so, keep working
-            self.export_status.value = f"<span style='color:#d62728'>export failed: {type(exc).__name__}: {exc}</span>"
+            self.export_status.value = f"<span style='color:#d62728'>export failed: {error_line(exc)}</span>"
+
+    def _start_gif_export(self, path):
+        """run → GIF, every step: frames are rendered by worker processes on copies of the figure
+        (forked here, in the thread that owns it); a background thread collects them and writes
+        the file, so the kernel and every widget stay responsive. The button stops it."""
+        from ..views.export import AnimationExport, ExportCancelled
+
+        bar = self.export_progress
+
+        def tick(i, n):
+            bar.value = i
+
+        job = AnimationExport(self._view, path, progress=tick)
+        bar.max, bar.value, bar.layout.visibility = job.n, 0, "visible"
+        self.export_status.value = "writing GIF …"
+
+        def finish(msg):
+            bar.layout.visibility = "hidden"
+            self.gif_button.description = "run → GIF"
+            self._export_job = None
+            self.export_status.value = msg
+
+        def work():
+            try:
+                written = job.run()
+                msg = f"saved <code>{written.resolve()}</code>"
+            except ExportCancelled:
+                msg = "export stopped"
+            except Exception as exc:
+                msg = f"<span style='color:#d62728'>export failed: {error_line(exc)}</span>"
+            finally:
+                if not job.parallel:
+                    self._redraw_current()   # rendered on the live figure: put the current frame back
+            finish(msg)
+
+        if not job.parallel:                   # no fork here: render in this thread, as before
+            work()
+            return
+        self._export_job = job
+        self.gif_button.description = "stop export"
+        self._export_thread = threading.Thread(target=work, name="flashviz-export", daemon=True)
+        self._export_thread.start()
+
+    def wait_export(self, timeout=None) -> bool:
+        """Wait for a running "run → GIF" export to finish; True when none is running any more."""
+        t = self._export_thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
