@@ -23,6 +23,7 @@ import numbers
 import os
 import subprocess
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -193,6 +194,11 @@ def _render_chunk(view, ks, palette_ks, mode, emit, stop=None):
 
 
 def _worker(view, ks, palette_ks, mode, conn):
+    # A forked copy of the kernel: it must never run a widget's finaliser (ipywidgets closes its
+    # comm in __del__, which would close the widget in the browser). No cyclic collection here,
+    # and the process leaves with os._exit (multiprocessing's fork start) without finalisers.
+    import gc
+    gc.disable()
     try:
         import matplotlib
 
@@ -266,7 +272,12 @@ class AnimationExport:
                 recv, send = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_worker, args=(view, self.ks[bounds[w]:bounds[w + 1]], pk, self.mode, send),
                                 daemon=True)
-                p.start()
+                with warnings.catch_warnings():
+                    # Python >= 3.12 warns that fork() in a threaded process may deadlock the child;
+                    # the child only renders with Agg and writes to its pipe (no lock of another
+                    # thread's is taken there)
+                    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+                    p.start()
                 send.close()
                 self._procs.append(p)
                 self._conns.append(recv)
