@@ -548,7 +548,7 @@ class BackwardFigure:
         head.set_axis_off()
         self.step = head.text(0.01, 0.69, "", fontsize=11, weight="bold", va="center", transform=head.transAxes)
         self.where = head.text(0.99, 0.69, "", fontsize=10, va="center", ha="right", transform=head.transAxes)
-        self.caption = fig.text(0.01, 0.945, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.45)
+        self.caption = fig.text(0.01, 0.945, style.sci_math(caption), fontsize=8.5, va="top", color="0.25", linespacing=1.45)
         self.k = None
         self.blitter = None
         self._big_key = None

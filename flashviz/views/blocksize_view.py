@@ -180,7 +180,7 @@ class BlockSizeFigure(BlittedView):
                    f"standard attention moves {fmt_size(self.standard)}\n"
                    f"The paper's choice for this M (Algorithm 1): Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}  "
                    f"(M counted in elements: {sram_budget // itemsize:,})")
-        self.caption = fig.text(0.01, 0.93, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
+        self.caption = fig.text(0.01, 0.93, style.sci_math(caption), fontsize=8.5, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
 

@@ -120,7 +120,7 @@ class CausalFigure(BlittedView):
         self._draw_table(fig.add_subplot(gs[1, 1]))
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
         self.detail = fig.text(0.205, 0.972, "", fontsize=10, va="top")
-        self.caption = fig.text(0.01, 0.935, caption, fontsize=8.5, va="top", color="0.25", linespacing=1.5)
+        self.caption = fig.text(0.01, 0.935, style.sci_math(caption), fontsize=8.5, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
 

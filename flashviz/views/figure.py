@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from matplotlib.gridspec import GridSpec
 
+from . import style
 from .blit import Blitter
 from .meters import MetersPanel
 from .output import OutputPanel
@@ -34,7 +35,7 @@ class ExplorerFigure:
         if replay.trace.causal:
             first, _, rest = caption.partition("\n")
             caption = f"{first}  (grey: masked −inf, hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
-        self.caption = fig.text(0.01, 0.94, caption, fontsize=9, va="top", color="0.25", linespacing=1.5)
+        self.caption = fig.text(0.01, 0.94, style.sci_math(caption), fontsize=9, va="top", color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None
 

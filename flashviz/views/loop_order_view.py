@@ -321,7 +321,7 @@ class LoopOrderFigure(BlittedView):
         note = ("orange box: the tile just computed · orange band: the block that stays on chip · "
                 "tiles darken in the order they were computed" + (" · hatched: skipped by the causal mask"
                                                                   if tr.causal else ""))
-        self.caption = fig.text(0.01, 0.935, f"{caption}\n{note}" if caption else note, fontsize=8.5, va="top",
+        self.caption = fig.text(0.01, 0.935, style.sci_math(f"{caption}\n{note}" if caption else note), fontsize=8.5, va="top",
                                 color="0.25", linespacing=1.5)
         self.k = None
         self.blitter = None

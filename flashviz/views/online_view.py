@@ -123,11 +123,12 @@ class OnlineRun:
 
 
 def _fmt(v: float, nd: int = 3) -> str:
+    """v with nd significant digits for a figure text; a power of ten as mathtext ($10^{-8}$)."""
     if np.isnan(v):
         return "NaN"
     if np.isinf(v):
         return "−∞" if v < 0 else "inf"
-    return f"{v:.{nd}g}" if abs(v) < 1e4 else f"{v:.4g}"
+    return style.sci_math(f"{v:.{nd}g}" if abs(v) < 1e4 else f"{v:.4g}")
 
 
 def _style(ax, title):
@@ -188,7 +189,7 @@ class OnlineSoftmaxFigure:
         self.ax_m, self.ax_l, self.ax_a = (fig.add_subplot(gs[1, c]) for c in range(3))
         self.ax_w, self.ax_ex, self.ax_br = (fig.add_subplot(gs[2, c]) for c in range(3))
         self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
-        self.caption = fig.text(0.01, 0.935, caption, fontsize=9, va="top", color="0.25")
+        self.caption = fig.text(0.01, 0.935, style.sci_math(caption), fontsize=9, va="top", color="0.25")
         idx, bw = np.arange(N), 0.85 if N <= 128 else 1.0
         # the row x: bars from the bottom of the axes (scores near 800 are all tall)
         lo, hi = float(r.x.min()), float(r.x.max())
@@ -382,7 +383,7 @@ class OnlineSoftmaxFigure:
             info += f"\nno rescale: l = {_fmt(f.l_broken, 4)}  (red ×)"
         elif r.broken == "no max-subtraction":
             info += f"\nno max-subtraction: Σ exp(x) = {_fmt(f.l_broken, 4)}" + (
-                " (= e^m · l)" if np.isfinite(f.l_broken) else " (overflow)")
+                " (= $e^m$ · l)" if np.isfinite(f.l_broken) else " (overflow)")
         self.l_info.set_text(info)
         self.l_info.set_color(style.BAD if _broken_is_wrong(f) else "k")
         self._draw_rescale(f)
@@ -403,7 +404,8 @@ class OnlineSoftmaxFigure:
             info = "first block: m_old = −∞, l_old = 0,\nnothing to rescale"
         elif f.rescale < 1:
             verb = "should shrink the old sum: NOT applied" if not f.applied else "fired: the old sum shrinks"
-            info = f"e^({_fmt(f.m_old, 4)} − {_fmt(f.m, 4)}) = {f.rescale:.3g}\n{verb}"
+            # exp(…) as the panel's title writes it: a superscript this long is too small to read
+            info = f"exp({_fmt(f.m_old, 4)} − {_fmt(f.m, 4)}) = {_fmt(f.rescale)}\n{verb}"
         else:
             info = "= 1: the max did not grow, old sum kept"
         self.a_info.set_text(info)

@@ -80,8 +80,11 @@ class RowStatsPanel:
                 text = f"rescale{where}: max did not grow, factor 1"
             else:
                 smallest = float(np.min(s.m_old[fired] - s.m[fired]))   # log of the smallest factor
-                tiny = f", smallest e^{smallest:.0f}" if smallest < -5 else ""
-                text = f"rescale{where}: fired on {int(fired.sum())}/{len(fired)} rows{tiny}"
-                if not self.applied:
-                    text = f"rescale OFF{where}: {int(fired.sum())}/{len(fired)} rows needed it{tiny} — NOT applied"
+                power = f"${style.exp_math(smallest)}$" if smallest < -5 else ""
+                n = f"{int(fired.sum())}/{len(fired)} rows"
+                # two short lines: one long line runs over the neighbouring panels' labels
+                if self.applied:
+                    text = f"rescale{where}: fired on {n}" + (f"\nsmallest factor {power}" if power else "")
+                else:
+                    text = f"rescale OFF{where}: NOT applied\n{n} needed it" + (f", smallest {power}" if power else "")
         self.fired.set_text(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib as mpl
 
 # On-chip shared memory a thread block may opt in to (bytes). Sources: NVIDIA A100 and
@@ -39,3 +41,23 @@ def fmt_bytes(n: float) -> str:
         if abs(n) >= size:
             return f"{n / size:.3g} {unit}"
     return f"{int(n)} B"
+
+
+def exp_math(power: float, nd: int = 0) -> str:
+    """e to a power as mathtext (without the $ signs): exp_math(-46.2) → 'e^{-46}'."""
+    return f"e^{{{power:.{nd}f}}}"
+
+
+_SCI = re.compile(r"(?<![\w.$])(\d+(?:\.\d+)?)[eE]([-+]?)0*(\d+)(?![\w.])")
+
+
+def sci_math(text: str) -> str:
+    """Numbers in e-notation written as mathtext powers of ten: '3.1e-07' → '$3.1{\\times}10^{-7}$'
+    (and '1e-07' → '$10^{-7}$'), so a figure never shows a raw exponent. Other text is unchanged."""
+
+    def one(m):
+        mant, sign, exp = m.group(1), "-" if m.group(2) == "-" else "", m.group(3)
+        power = f"10^{{{sign}{exp}}}"
+        return f"${power}$" if mant in ("1", "1.0") else f"${mant}{{\\times}}{power}$"
+
+    return _SCI.sub(one, text)

@@ -1,0 +1,242 @@
+"""No overlapping text (issue 10, item 6): in every animation widget, at the notebook's default
+size and at the presenter's (ChapterApp(presenter=True)), over sampled frames, no two visible
+texts of the figure overlap and none leaves the figure; and no figure text shows a raw
+exponent (``e^-46``) outside mathtext (``$e^{-46}$``).
+
+Texts: titles, axis labels, drawn tick labels, offset texts, annotations, legend texts,
+figure texts — every visible, non-empty matplotlib Text, with its window extent from a real
+draw (Agg, ``canvas="png"``: no browser needed).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.spines import Spine
+from matplotlib.text import Text
+
+matplotlib.use("Agg")
+
+TOL = 1.0          # pixels two extents may share (anti-aliased edges touch)
+
+# the presenter's figure size, as ChapterApp(presenter=True) passes it to every widget
+PRESENTER = {"figsize": (12.5, 7.6), "dpi": 100}
+SIZES = {"default": {}, "presenter": PRESENTER}
+
+
+def _presenter_size():
+    import inspect
+
+    from flashviz.widgets import app
+
+    src = inspect.getsource(app.ChapterApp._open)
+    m = re.search(r'"figsize":\s*\(([\d.]+),\s*([\d.]+)\),\s*"dpi":\s*(\d+)', src)
+    assert m, "ChapterApp._open no longer says the presenter's figsize/dpi where this test looks"
+    return {"figsize": (float(m[1]), float(m[2])), "dpi": int(m[3])}
+
+
+def test_presenter_size_is_the_apps():
+    assert _presenter_size() == PRESENTER
+
+
+def _widget(name, kwargs):
+    if name == "TileExplorer":
+        from flashviz.widgets.explorer import TileExplorer as W
+    elif name == "OnlineSoftmaxExplorer":
+        from flashviz.widgets.online_softmax import OnlineSoftmaxExplorer as W
+    elif name == "LoopOrderExplorer":
+        from flashviz.widgets.loop_order import LoopOrderExplorer as W
+    elif name == "CausalExplorer":
+        from flashviz.widgets.causal import CausalExplorer as W
+    elif name == "BackwardExplorer":
+        from flashviz.widgets.backward import BackwardExplorer as W
+    elif name == "BlockSizeExplorer":
+        from flashviz.widgets.blocksize import BlockSizeExplorer as W
+    else:
+        raise KeyError(name)
+    return W(**kwargs)
+
+
+# (widget, keyword arguments): every widget at its defaults, and the configurations whose texts
+# differ (break-it modes, causal, the lesson's other settings)
+CASES = [
+    ("TileExplorer", {}),
+    ("TileExplorer", {"rescale": False}),
+    ("TileExplorer", {"causal": True, "rescale": False}),
+    ("TileExplorer", {"N": 128, "Br": 16, "Bc": 16}),
+    ("TileExplorer", {"source": "adversarial"}),                      # rescale factors down to e^-38
+    ("TileExplorer", {"source": "adversarial", "rescale": False}),
+    ("OnlineSoftmaxExplorer", {}),
+    ("OnlineSoftmaxExplorer", {"break_it": "no rescale"}),
+    ("OnlineSoftmaxExplorer", {"break_it": "no max-subtraction"}),
+    ("OnlineSoftmaxExplorer", {"break_it": "no rescale", "source": "rising"}),
+    ("OnlineSoftmaxExplorer", {"break_it": "no max-subtraction", "source": "scores near 800"}),
+    ("OnlineSoftmaxExplorer", {"break_it": "no rescale", "source": "scores near 800", "N": 256, "block": 16}),
+    ("LoopOrderExplorer", {}),
+    ("LoopOrderExplorer", {"causal": True}),
+    ("CausalExplorer", {}),
+    ("BackwardExplorer", {}),
+    ("BackwardExplorer", {"causal": True}),
+    ("BlockSizeExplorer", {}),
+    ("BlockSizeExplorer", {"order": "fa1", "causal": True}),
+]
+
+
+def _case_id(case):
+    name, kw = case
+    return name + ("[" + ",".join(f"{k}={v}" for k, v in kw.items()) + "]" if kw else "")
+
+
+def sample_frames(n: int, inner: int = 6) -> list[int]:
+    """The first frame, the last, and ~inner frames evenly in between."""
+    return sorted({0, n - 1, *np.linspace(0, n - 1, inner + 2).round().astype(int).tolist()})
+
+
+def _drawn_ticks(axis: Axis):
+    """The ticks matplotlib draws (those inside the view), not every Tick object it keeps."""
+    return axis._update_ticks()
+
+
+def visible_texts(fig, renderer):
+    """[(Text, Bbox)] of every Text that is drawn: visible itself and all its parents, non-empty,
+    with its extent clipped to its clip box (a clipped text outside its axes is not seen)."""
+    out = []
+
+    def walk(artist):
+        if not artist.get_visible():
+            return
+        if isinstance(artist, Text):
+            if artist.get_text().strip():
+                bb = artist.get_window_extent(renderer)
+                clip = artist.get_clip_box() if artist.get_clip_on() else None
+                if clip is not None:
+                    bb = bb.intersection(bb, clip)
+                if bb is not None and bb.width > 0 and bb.height > 0:
+                    out.append((artist, bb))
+            return
+        if isinstance(artist, Axes) and not artist.axison:      # ax.axis("off"): no axes, ticks or spines drawn
+            for child in artist.get_children():
+                if not isinstance(child, (Axis, Spine)):
+                    walk(child)
+            return
+        if isinstance(artist, Axis):
+            for tick in _drawn_ticks(artist):
+                for lab in (tick.label1, tick.label2):
+                    walk(lab)
+            walk(artist.label)
+            walk(artist.offsetText)
+            return
+        for child in artist.get_children():
+            walk(child)
+
+    walk(fig)
+    return out
+
+
+def _overlap(a, b, tol=TOL) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > tol) and (min(a.y1, b.y1) - max(a.y0, b.y0) > tol)
+
+
+def _name(t: Text) -> str:
+    s = t.get_text().replace("\n", "⏎")
+    return repr(s if len(s) <= 70 else s[:67] + "…")
+
+
+def _laid_out(fig):
+    """Lay the figure out as a draw would (ticks, title positions), without rasterising."""
+    fig.draw_without_rendering()
+    return fig.canvas.get_renderer()
+
+
+def text_problems(fig, tol=TOL) -> list[str]:
+    """One line per pair of overlapping texts and per text that leaves the figure."""
+    renderer = _laid_out(fig)
+    texts = visible_texts(fig, renderer)
+    W, H = fig.bbox.width, fig.bbox.height
+    out = []
+    for t, bb in texts:
+        if bb.x0 < -tol or bb.y0 < -tol or bb.x1 > W + tol or bb.y1 > H + tol:
+            out.append(f"{_name(t)} leaves the {W:.0f}×{H:.0f} figure: "
+                       f"x {bb.x0:.0f}…{bb.x1:.0f}, y {bb.y0:.0f}…{bb.y1:.0f}")
+    for i, (a, ba) in enumerate(texts):
+        for b, bb in texts[i + 1:]:
+            if _overlap(ba, bb, tol):
+                w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+                h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+                out.append(f"{_name(a)} overlaps {_name(b)} by {w:.0f}×{h:.0f} px")
+    return out
+
+
+_RAW_EXP = re.compile(r"\^|\*\*|\d[eE][-+]?\d")
+
+
+def raw_exponents(fig) -> list[str]:
+    """Figure texts with an exponent written raw (^, **, 1e-5) outside $…$ mathtext: what was
+    found, in its context."""
+    out = []
+    for t, _ in visible_texts(fig, _laid_out(fig)):
+        plain = re.sub(r"(?<!\\)\$.*?(?<!\\)\$", " ", t.get_text())
+        for m in _RAW_EXP.finditer(plain):
+            out.append(f"{plain[max(0, m.start() - 25):m.end() + 10]!r} in {_name(t)}")
+    return out
+
+
+@functools.cache
+def scan(i: int, size: str):
+    """(overlap problems, raw exponents) over the sampled frames of CASES[i] at ``size``: one
+    widget, each frame laid out once for both checks. Agg, no ipympl and no browser: outside a
+    kernel canvas="auto" draws on the plain Agg canvas (canvas="png" would also encode a PNG a frame)."""
+    name, kw = CASES[i]
+    w = _widget(name, {**kw, **SIZES[size], "canvas": "auto", "key": ("test_no_overlap", name)})
+    try:
+        overlaps, raw = [], []
+        for k in sample_frames(w.n_frames):
+            w.show_frame(k)
+            overlaps += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+            raw += [f"frame {k}: {p}" for p in raw_exponents(w.fig)]
+        return list(dict.fromkeys(overlaps)), list(dict.fromkeys(raw))
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_no_text_overlaps(i, size):
+    found = scan(i, size)[0]
+    assert not found, f"{_case_id(CASES[i])} at {size} size:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_exponents_are_mathtext(i, size):
+    found = scan(i, size)[1]
+    assert not found, f"{_case_id(CASES[i])} at {size} size: raw exponents in\n" + "\n".join(found)
+
+
+def test_the_checks_catch_what_they_should():
+    """The helpers themselves: two texts drawn on top of each other, one off the figure, a raw ^."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(4, 3), dpi=90)
+    try:
+        ax = fig.add_subplot()
+        ax.set_title("a long title over the label")
+        ax.text(0.5, 1.02, "an annotation", transform=ax.transAxes, ha="center")
+        fig.text(0.99, 0.5, "off the edge")
+        fig.text(0.1, 0.02, "smallest e^-46")
+        fig.text(0.6, 0.02, r"smallest $e^{-46}$")
+        problems = text_problems(fig)
+        assert any("overlaps" in p and "annotation" in p for p in problems), problems
+        assert any("'off the edge' leaves" in p for p in problems), problems
+        assert [p.split(" in ")[0] for p in raw_exponents(fig)] == ["'smallest e^-46'"]
+        invisible = ax.text(0.5, 1.02, "hidden", transform=ax.transAxes)
+        invisible.set_visible(False)
+        assert not any("hidden" in p for p in text_problems(fig))
+    finally:
+        plt.close(fig)
