@@ -240,3 +240,19 @@ def test_the_checks_catch_what_they_should():
         assert not any("hidden" in p for p in text_problems(fig))
     finally:
         plt.close(fig)
+
+
+def test_status_lines_write_powers_of_ten_in_html():
+    """The widgets' HTML status lines show 3.1×10⁻⁷, never a raw 3.1e-07."""
+    import re
+
+    import flashviz as fv
+    from flashviz.views.style import sci_html
+    assert sci_html("error 3.1e-07, bound 1e-09") == "error 3.1×10<sup>−7</sup>, bound 10<sup>−9</sup>"
+    for w in (fv.TileExplorer(N=64, source="random", key="html-tile"),
+              fv.CausalExplorer(Nq=64, Nk=96, key="html-causal"),
+              fv.BackwardExplorer(N=32, d=32, Br=16, Bc=16, key="html-backward")):
+        try:
+            assert "10<sup>" in w.status.value and not re.search(r"\d[eE][-+]?\d", w.status.value), w.status.value
+        finally:
+            w.close()

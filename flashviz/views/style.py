@@ -61,3 +61,15 @@ def sci_math(text: str) -> str:
         return f"${power}$" if mant in ("1", "1.0") else f"${mant}{{\\times}}{power}$"
 
     return _SCI.sub(one, text)
+
+
+def sci_html(text: str) -> str:
+    """Numbers in e-notation written as HTML powers of ten, for status lines:
+    '3.1e-07' → '3.1×10<sup>−7</sup>' ('1e-07' → '10<sup>−7</sup>'). Other text is unchanged."""
+
+    def one(m):
+        mant, sign, exp = m.group(1), "−" if m.group(2) == "-" else "", m.group(3)
+        power = f"10<sup>{sign}{exp}</sup>"
+        return power if mant in ("1", "1.0") else f"{mant}×{power}"
+
+    return _SCI.sub(one, text)

@@ -18,8 +18,15 @@ from .. import data as fvdata
 from ..backward import attention_backward, flash_backward
 from ..tiled import flash_forward
 from ..views.backward_view import BackwardFigure
+from ..views.style import sci_html
 from .base import FrameWidget, check_bool
-from .options import DTYPES, check_tiled_inputs, match_option, tile_controls, tile_problem
+from .options import (
+    DTYPES,
+    check_tiled_inputs,
+    match_option,
+    tile_controls,
+    tile_problem,
+)
 
 MAX_N = 512
 DO_SEED_OFFSET = 1000          # dO ~ N(0, 1) with seed + 1000: never the stream that drew Q, K, V
@@ -112,7 +119,7 @@ class BackwardExplorer(FrameWidget):
     def _make_view(self):
         desc, check = self._run()
         colour = "#2ca02c" if self.ok else "#d62728"
-        self.status.value = f"<span style='color:{colour}'>{check}</span>"
+        self.status.value = f"<span style='color:{colour}'>{sci_html(check)}</span>"
         tr = self.result.trace
         caption = (f"inputs: {desc}  ·  dO: random normal (seed {self.seed + DO_SEED_OFFSET})\n"
                    f"N = {tr.Nq}, d = {tr.d}, Br = {tr.Br}, Bc = {tr.Bc}, Tr = {tr.Tr}, Tc = {tr.Tc}"

@@ -15,6 +15,7 @@ from .. import iomodel
 from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure
+from ..views.style import sci_html
 from .base import FrameWidget, check_int
 from .options import BLOCKS, check_blocks, tile_problem
 
@@ -110,7 +111,7 @@ class CausalExplorer(FrameWidget):
         if no_key:
             check += f" · rows 0–{no_key - 1}: O = 0, lse = −inf {'✓' if zero_rows else '✗'}"
         colour, mark = ("#2ca02c", "✓") if ok else ("#d62728", "✗")
-        self.status.value = f"<span style='color:{colour}'>{mark} {check}</span>"
+        self.status.value = f"<span style='color:{colour}'>{mark} {sci_html(check)}</span>"
         caption = (f"random inputs (seed {self.seed}) · Nq = {Nq}, Nk = {Nk}, d = {d}, Br = {Br}, Bc = {Bc}, "
                    f"Tr = {-(-Nq // Br)}, Tc = {-(-Nk // Bc)} · causal, bottom-right aligned · "
                    f"{'✓ output equals dense causal attention' if ok else '✗ check failed: see the status line'}")

@@ -16,9 +16,18 @@ from ..reference import attention
 from ..replay import Replay
 from ..tiled import flash_forward
 from ..views import SRAM_BUDGETS, ExplorerFigure
+from ..views.style import sci_html
 from .base import FrameWidget, check_bool, check_int
-from .options import (BLOCKS, DTYPES, HEAD_DIMS, MAX_TILES, check_tiled_inputs,  # noqa: F401 (re-exported)
-                      match_option, tile_controls, tile_problem)
+from .options import (  # noqa: F401 (re-exported)
+    BLOCKS,
+    DTYPES,
+    HEAD_DIMS,
+    MAX_TILES,
+    check_tiled_inputs,
+    match_option,
+    tile_controls,
+    tile_problem,
+)
 
 MAX_N = 2048
 
@@ -113,11 +122,11 @@ class TileExplorer(FrameWidget):
         self.result, self.replay = r, Replay(r.trace)
         if self.rescale.value:
             check = f"final O: max |O − O_ref| = {err:.1e} (vs float64 dense attention: exact up to rounding)"
-            self.status.value = f"<span style='color:#2ca02c'>✓ {check}</span>"
+            self.status.value = f"<span style='color:#2ca02c'>✓ {sci_html(check)}</span>"
         else:
             check = (f"rescale OFF: final O has max |O − O_ref| = {err:.3g} ({100 * rel:.0f}% of max |O|) — "
                      f"{'WRONG' if rel > 1e-3 else 'still right: no row max grew after its first block'}")
-            self.status.value = f"<span style='color:#d62728'>✗ {check}</span>"
+            self.status.value = f"<span style='color:#d62728'>✗ {sci_html(check)}</span>"
         caption = (f"inputs: {desc}  ·  N = {N}, d = {d}, Br = {self.Br.value}, Bc = {self.Bc.value}, "
                    f"Tr = {r.trace.Tr}, Tc = {r.trace.Tc}{', causal' if self.causal.value else ''}\n{check}")
         view = ExplorerFigure(self.fig, self.replay, caption=caption,
