@@ -351,9 +351,7 @@ def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
     mk = _CACHE.get((variant, q.dtype, Br, Bc, d, causal, dev, None))
     if mk is None:
         return None
-    sc = _SCALES.get((scale, d)) if scale is None or type(scale) is float else None
-    if sc is None:
-        sc = _scale(scale, d)
+    sc = _scale(scale, d)
     O = Q.new_empty((B, H, Nq, d))
     lse = Q.new_empty((B, H, Nq), dtype=torch.float32)
     _launch(mk, q, k, v, O.data_ptr(), (H * Nq * d, Nq * d, d), lse.data_ptr(), sc, _raw_stream(dev))

@@ -150,12 +150,6 @@ def _prepare(Q, K, V):
     return Qd, Kd, Vd, lq
 
 
-def _check_scale(scale, d):
-    """The teaching kernel's scale (it receives scale itself as a float32): see
-    ``common.check_scale``."""
-    return check_scale(scale, d)
-
-
 def launch(ck: CompiledKernel, Qd, Kd, Vd, O, lse, *, causal: bool, scale: float) -> None:
     """Launch a compiled kernel on prepared buffers (no checks, no allocation; used for timing).
 
@@ -202,7 +196,7 @@ def flash_forward_gpu(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = Fal
     BH, Nq, d = Qd.shape
     if BH > 65_535:
         raise ValueError(f"the kernel's grid puts batch·heads on grid.y, at most 65,535; got {BH}")
-    scale = _check_scale(scale, d)
+    scale = check_scale(scale, d)
     ck = compile_kernel(Br, Bc, d)
     O = cp.empty((BH, Nq, d), dtype=cp.float32)
     lse = cp.empty((BH, Nq), dtype=cp.float32)
@@ -237,7 +231,7 @@ def naive_attention_gpu(Q, K, V, causal: bool = False, scale=None):
     if not (lq == lk == lv) or Qd.shape[-1] != Kd.shape[-1] or Kd.shape[-2] != Vd.shape[-2]:
         raise ValueError(f"mismatched shapes Q {Q.shape}, K {K.shape}, V {V.shape}")
     Nq, Nk = Qd.shape[1], Kd.shape[1]
-    scale = _check_scale(scale, Qd.shape[-1])
+    scale = check_scale(scale, Qd.shape[-1])
     S = cp.matmul(Qd, Kd.transpose(0, 2, 1))
     S *= np.float32(scale)
     if causal:
