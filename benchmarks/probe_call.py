@@ -34,7 +34,8 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from flashviz.gpu import common, mma
-    from flashviz.gpu.operands import as_operand, torch_operand
+    from flashviz.gpu.operands import as_operand, torch_fields, torch_operand
+    import numpy as np
     for shape in ((1, 1, 128, 64), (32, 32, 512, 64)):
         q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3))
         n = 2000 if shape[0] == 1 else 200
@@ -53,14 +54,53 @@ def main():
             "check_shapes": lambda: mma._check_shapes(qo, ko, vo),
             "torch_stream": lambda: common.torch_stream(0),
             "compile_mma (hit)": lambda: mma.compile_mma("float16", None, None, shape[3], False, None, device=0),
-            "outputs (new_empty x2)": lambda: mma._outputs(qo, True),
+            "outputs (general: new_empty x2)": lambda: mma._outputs(qo, True),
+            "outputs (fast: empty_like x2)": lambda: mma._empty_outputs(q, *shape, 0),
+            "torch_fields x3 (fast path)": lambda: (torch_fields(q, None), torch_fields(k, None),
+                                                    torch_fields(v, None)),
             "raw stream handle": lambda: common.raw_torch_stream(0),
             "launch_mma": lambda: mma.launch_mma(mk, qo, ko, vo, o, lp, 0.125, st),
             "scale": lambda: mma._scale(None, shape[3]),
         }
+        B, H, N, d = shape
+        f32 = torch.float32
+        a = mma._ARGBUF
+        fptr = mk.function_ptr
+        sp = common.raw_torch_stream(0)
+        launch = mma._DRIVER[0]
+        size = np.array([mma._ARGS.size], dtype=np.uint64)
+        extra = np.array([1, a.buf.ctypes.data, 2, size.ctypes.data, 0], dtype=np.uint64)
+        parts = {                      # the pieces of one call, each alone (finer than the stages)
+            "q.shape": lambda: q.shape,
+            "q.stride()": lambda: q.stride(),
+            "q.data_ptr()": lambda: q.data_ptr(),
+            "q.get_device()": lambda: q.get_device(),
+            "q.is_cuda": lambda: q.is_cuda,
+            "Operand(...)": lambda: mma.Operand(1, shape, shape, "float16", q, "torch", 0),
+            "O: q.new_empty(shape)": lambda: q.new_empty((B, H, N, d)),
+            "O: torch.empty_like(q)": lambda: torch.empty_like(q),
+            "lse: q.new_empty(.., dtype=f32)": lambda: q.new_empty((B, H, N), dtype=f32),
+            "lse: torch.empty(.., dtype, device)": lambda: torch.empty((B, H, N), dtype=f32, device=q.device),
+            "cuLaunchKernel alone": lambda: launch(fptr, N // mk.Br, H, B, mk.threads, 1, 1, mk.smem_bytes,
+                                                   sp, a.ptrs_addr, 0),
+            "cuLaunchKernel (param buffer)": lambda: launch(fptr, N // mk.Br, H, B, mk.threads, 1, 1,
+                                                            mk.smem_bytes, sp, 0, extra.ctypes.data),
+            "pack_into (last: it leaves a bad block)": lambda: mma._ARGS.pack_into(a.buf, 0, 1, 2, 3, 4, 5, N, N, H,
+                                                                                    *([8] * 12), 0.2),
+        }
         print(f"shape {shape}: SDPA-flash {sd:.1f} us/call, flash_forward_mma {ours:.1f} us/call")
         for name, fn in stages.items():
             print(f"   {name:28s} {per_call_us(fn, n):7.2f} us")
+        mma.launch_mma(mk, qo, ko, vo, o, lp, 0.125, st)      # a valid block for the bare launch
+        for name, fn in parts.items():
+            if name == "cuLaunchKernel (param buffer)":     # the same output as the pointer launch?
+                torch.cuda.synchronize()
+                ref = O.clone()
+                O.zero_()
+                fn()
+                torch.cuda.synchronize()
+                print("      param-buffer launch gives the same O:", bool(torch.equal(O, ref)))
+            print(f"      {name:34s} {per_call_us(fn, n):7.2f} us")
 
 
 if __name__ == "__main__":

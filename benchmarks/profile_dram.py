@@ -43,11 +43,11 @@ def child(impl: str, N: int, d: int, Br: int, Bc: int, causal: bool) -> None:
     Q, K, V = (rs.standard_normal((B, H, N, d), dtype=cp.float32) for _ in range(3))
     scale = 1.0 / math.sqrt(d)
     if impl == "mma":
-        from flashviz.gpu.mma import _out_like, compile_mma, launch_mma
+        from flashviz.gpu.mma import compile_mma, launch_mma, out_like
         from flashviz.gpu.operands import as_operand
         q, k, v = (as_operand(x, n, "float16") for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
         mk = compile_mma("float16", Br, Bc, d, causal)
-        o, O, lse, lp = _out_like(q)
+        o, O, lse, lp = out_like(q)
         fn = lambda: launch_mma(mk, q, k, v, o, lp, scale)  # noqa: E731
     elif impl == "teaching":
         from flashviz.gpu.runner import compile_kernel, launch

@@ -167,6 +167,33 @@ def test_a_repeated_call_reads_no_file_and_compiles_nothing(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_the_fast_path_gives_fresh_contiguous_outputs_equal_to_the_general_path(dt):
+    torch = _torch()
+    from flashviz.gpu import mma
+    g = torch.Generator(device="cuda").manual_seed(3)
+    tdt = getattr(torch, dt)
+    # K and V as views of one BSHD buffer: strided operands on the fast path
+    q = torch.randn(2, 4, 300, 64, device="cuda", dtype=tdt, generator=g)
+    kv = torch.randn(2, 300, 2, 4, 64, device="cuda", dtype=tdt, generator=g)
+    k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    mma.flash_forward_mma(q, k, v, causal=True)                        # compile: later calls are fast
+    fast = mma._torch_fast(q, k, v, True, None, None, None, None, None)
+    assert fast is not None, "a warm call with plain tensors should take the fast path"
+    O1, L1 = fast
+    O2, L2 = mma._torch_fast(q, k, v, True, None, None, None, None, None)
+    qo, ko, vo = (mma.torch_operand(x, n, None) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
+    Og, Lg = mma._run(q, qo, ko, vo, True, None, None, None, None, 0, mma.torch_stream(0), True)
+    torch.cuda.synchronize()
+    for O, L in ((O1, L1), (O2, L2)):
+        assert O.shape == (2, 4, 300, 64) and O.dtype == tdt and O.is_contiguous()
+        assert L.shape == (2, 4, 300) and L.dtype == torch.float32 and L.is_contiguous()
+        assert torch.equal(O, Og) and torch.equal(L, Lg)                  # bit-identical to the general path
+    assert O1.data_ptr() != O2.data_ptr() and L1.data_ptr() != L2.data_ptr()    # fresh outputs each call
+    assert _rel(O1, _ref(q, k, v, causal=True)) <= (2e-3 if dt == "float16" else 1e-2)
+
+
+@pytest.mark.gpu
 def test_teaching_kernel_uses_the_disk_cache_and_the_scale_rule(monkeypatch, tmp_path):
     import cupy as cp
 
