@@ -18,7 +18,7 @@ from .mma import compile_mma, flash_forward_mma, launch_mma, out_like
 from .mma_limits import mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
 from .runner import flash_forward_gpu, naive_attention_gpu
-from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, input_sets, measure
+from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, host_times_us, input_sets, measure
 
 
 def _values64(op: Operand):
@@ -174,18 +174,34 @@ def _peak(fn) -> int:
     return int(peak)
 
 
-def _record(res: dict, key: str, calls, flops: float, **kw) -> None:
+def _record(res: dict, key: str, calls, flops: float, host: dict | None = None, **kw) -> None:
     """timing.measure(calls) into res as <key>_call_ms, <key>_kernel_ms, <key>_host_us,
-    <key>_kernel_name, <key>_launches (GPU activities per call); errors as <key>_error."""
+    <key>_kernel_name, <key>_launches (GPU activities per call); errors as <key>_error.
+    With ``host`` (a dict), host time is left for ``_record_host``: host[key] = (calls,
+    queued calls per round)."""
     try:
-        t = measure(calls, **kw)
+        t = measure(calls, host=host is None, **kw)
     except Exception as exc:
         res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         return
-    res.update({f"{key}_call_ms": t["call_ms"], f"{key}_kernel_ms": t["kernel_ms"], f"{key}_host_us": t["host_us"],
+    res.update({f"{key}_call_ms": t["call_ms"], f"{key}_kernel_ms": t["kernel_ms"],
                 f"{key}_kernel_name": t["kernel_name"], f"{key}_launches": t["per_call"]})
+    if host is None:
+        res[f"{key}_host_us"] = t["host_us"]
+    else:
+        host[key] = (calls, t["host_repeat"])
     if "kernel_note" in t:
         res[f"{key}_kernel_note"] = t["kernel_note"]
+
+
+def _record_host(res: dict, host: dict, contexts: dict) -> None:
+    """<key>_host_us for every implementation in ``host``, in rounds that alternate between
+    them (``timing.host_times_us``)."""
+    if not host:
+        return
+    us = host_times_us({k: c for k, (c, _) in host.items()}, repeat={k: n for k, (_, n) in host.items()},
+                       contexts=contexts)
+    res.update({f"{key}_host_us": v for key, v in us.items()})
 
 
 def _check_streams() -> None:
@@ -230,6 +246,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
     scale = 1.0 / math.sqrt(d)
     q0, k0, v0 = sets[0]
     ref = None
+    host, contexts = {}, {}           # host time: measured at the end for all, rounds alternating
     if sdpa:
         for be in SDPA_BACKENDS:
             key = f"sdpa_{be}"
@@ -243,7 +260,8 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                     continue
                 if be == "flash":
                     ref = out
-                _record(res, key, calls, flops, repeat=repeat, warmup=warmup)
+                _record(res, key, calls, flops, host, repeat=repeat, warmup=warmup)
+                contexts[key] = lambda be=be: sdpa_kernel(_backend(be))
                 res[f"{key}_peak_bytes"] = _peak(calls[0])
             torch.cuda.empty_cache()
     for variant in variants:
@@ -262,14 +280,14 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
         if ref is not None:
             res[f"{key}_max_abs_vs_flash"] = float((O.float() - ref.float()).abs().max())
         del O
-        _record(res, key, calls, flops, repeat=repeat, warmup=warmup)
+        _record(res, key, calls, flops, host, repeat=repeat, warmup=warmup)
         res[f"{key}_peak_bytes"] = _peak(calls[0])
     del ref
     if teaching or naive:
         Q32, K32, V32 = (cp.asarray(x.float()) for x in (q0, k0, v0))
         if teaching:
             calls = lambda: flash_forward_gpu(Q32, K32, V32, Br=64, Bc=64, causal=causal, scale=scale)  # noqa: E731
-            _record(res, "teaching", calls, flops, repeat=max(3, repeat // 4), warmup=1)
+            _record(res, "teaching", calls, flops, host, repeat=max(3, repeat // 4), warmup=1)
             res.update(teaching_Br=64, teaching_Bc=64)
         if naive:
             s_bytes = B * H * N * N * 4
@@ -278,8 +296,11 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                 res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB"
             else:
                 calls = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
-                _record(res, "naive", calls, flops, repeat=max(3, repeat // 4), warmup=1)
+                _record(res, "naive", calls, flops, host, repeat=max(3, repeat // 4), warmup=1)
                 res.update(naive_S_bytes=s_bytes, naive_peak_bytes=cupy_peak_bytes(calls))
+    _record_host(res, host, contexts)
+    host.clear()
+    if teaching or naive:
         del Q32, K32, V32
         cp.get_default_memory_pool().free_all_blocks()
     del sets, q0, k0, v0

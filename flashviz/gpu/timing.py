@@ -12,11 +12,12 @@ call does: checks, allocation, launch) three ways, on the same inputs:
   the durations of the kernels (and memsets / copies) of each call summed, median over
   calls. No host time, no launch gaps.
 * ``host_us`` — host time per call: calls queued without synchronising, the wall-clock time
-  of each call on the host; the median of each of three rounds, and the lowest of the three
-  (microseconds). The median keeps one garbage collection or page fault from moving the
-  figure, the best round keeps background work of the process (the profiler of the
-  previous measurement winding down) out of it, as ``timeit`` does. Work the call waits
-  for (an implicit synchronisation) counts, as it does for the user.
+  of each call on the host; the median of each round, and the lowest round (microseconds).
+  Where several implementations are compared (``host_times_us``), the rounds alternate
+  between them with no profiler in between, so all see the same background load. The
+  median keeps one garbage collection or page fault from moving the figure, the best round
+  keeps background work of the process (a profiler winding down) out of it, as ``timeit``
+  does. Work the call waits for (an implicit synchronisation) counts, as it does for the user.
 
 ``calls`` may be a list of such functions, one per input set; they are used in turn, so a
 benchmark whose inputs fit in L2 can rotate several sets (``input_sets``). Everything runs
@@ -30,6 +31,7 @@ import json
 import os
 import tempfile
 import time
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -40,8 +42,8 @@ CALL_METHOD = ("public call; CUDA events around each call on the current stream,
                "median")
 KERNEL_METHOD = ("kernel-only; torch.profiler (CUPTI) durations of the GPU kernels, memsets and copies each call "
                  "launches, summed per call; median")
-HOST_METHOD = ("host time per call; calls queued without synchronising, wall clock of each call, median of a round, "
-               "lowest of three rounds")
+HOST_METHOD = ("host time per call; calls queued without synchronising, wall clock of each call, median of a round; "
+               "rounds alternate between the implementations compared, no profiler in between; lowest round")
 
 _GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -80,21 +82,39 @@ def call_times_ms(calls, repeat: int = 30, warmup: int = 3) -> list[float]:
 
 
 def host_time_us(calls, repeat: int = 30, rounds: int = 3) -> float:
-    """Host microseconds per call: in each of ``rounds`` rounds, ``repeat`` calls queued
-    without synchronising and each call's wall-clock time on the host, median; the lowest
-    round's median."""
-    calls = _as_list(calls)
+    """Host microseconds per call of one implementation (``host_times_us`` with one entry)."""
+    return host_times_us({"one": calls}, repeat=repeat, rounds=rounds)["one"]
+
+
+def host_times_us(named: dict, repeat: int | dict = 30, rounds: int = 3, contexts: dict | None = None) -> dict:
+    """Host microseconds per call of several implementations, compared alike: in each of
+    ``rounds`` rounds, every implementation in turn gets ``repeat`` calls queued without
+    synchronising and the median of each call's wall-clock time; each keeps its lowest round.
+
+    named: {key: calls (a call or a list of calls over input sets)}; repeat: an int, or
+    {key: int} (``measure``'s ``host_repeat`` suits each implementation); contexts: {key: a
+    function returning a context manager entered around that key's calls, outside the timed
+    region (e.g. SDPA's backend choice)}. Alternating the rounds puts every implementation
+    under the same background load of the process; no profiler runs in between. Returns
+    {key: µs}."""
     clock = time.perf_counter
-    best = float("inf")
+    best = {key: float("inf") for key in named}
+    contexts = contexts or {}
     for _ in range(rounds):
-        _sync()
-        ts = [0.0] * (repeat + 1)
-        ts[0] = clock()
-        for i in range(repeat):
-            calls[i % len(calls)]()
-            ts[i + 1] = clock()
-        _sync()
-        best = min(best, float(np.median(np.diff(ts))) * 1e6)
+        for key, calls in named.items():
+            calls = _as_list(calls)
+            ctx = contexts.get(key)
+            n = repeat[key] if isinstance(repeat, dict) else repeat
+            with (ctx() if ctx else nullcontext()):
+                calls[0]()
+                _sync()
+                ts = [0.0] * (n + 1)
+                ts[0] = clock()
+                for i in range(n):
+                    calls[i % len(calls)]()
+                    ts[i + 1] = clock()
+                _sync()
+            best[key] = min(best[key], float(np.median(np.diff(ts))) * 1e6)
     return best
 
 
@@ -139,16 +159,21 @@ def kernel_times_ms(calls, repeat: int = 10) -> dict:
 
 
 def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10,
-            budget_s: float = 2.0) -> dict:
+            budget_s: float = 2.0, host: bool = True) -> dict:
     """call_ms (median), kernel_ms (median), host_us, kernel_name, per_call for one public call
     (or a list of calls over rotating input sets). Repeats shrink for slow calls so one
-    measurement takes about ``budget_s`` seconds (never below 3 calls per method)."""
+    measurement takes about ``budget_s`` seconds (never below 3 calls per method). host=False
+    leaves host_us out (a benchmark that compares several implementations measures it for
+    all of them together with ``host_times_us``); ``host_repeat`` in the result is the number
+    of queued calls per round the host measurement should use."""
     calls = _as_list(calls)
     first = call_times_ms(calls, repeat=3, warmup=warmup)
     per = max(1e-3, float(np.median(first)) / 1e3)
     n = int(max(3, min(repeat, budget_s / 3 / per)))
     times = call_times_ms(calls, repeat=n, warmup=0)
-    out = {"call_ms": float(np.median(times)),
-           "host_us": host_time_us(calls, repeat=int(max(n, min(50, budget_s / 9 / per))))}
+    host_repeat = int(max(n, min(50, budget_s / 9 / per)))
+    out = {"call_ms": float(np.median(times)), "host_repeat": host_repeat}
+    if host:
+        out["host_us"] = host_time_us(calls, repeat=host_repeat)
     out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
     return out
