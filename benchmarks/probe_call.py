@@ -103,5 +103,29 @@ def main():
             print(f"      {name:34s} {per_call_us(fn, n):7.2f} us")
 
 
+def after_profiler():
+    """Does a torch.profiler session leave the process slower? Host µs per call of SDPA-flash
+    and ours before and after one (the benchmark profiles every implementation)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashviz.gpu import mma, timing
+    q, k, v = (torch.randn(32, 32, 512, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    mma.flash_forward_mma(q, k, v)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        before = (per_call_us(lambda: F.scaled_dot_product_attention(q, k, v), 200),
+                  per_call_us(lambda: mma.flash_forward_mma(q, k, v), 200))
+        timing.kernel_times_ms(lambda: F.scaled_dot_product_attention(q, k, v), repeat=10)
+        print(f"before any profiler session: SDPA-flash {before[0]:.1f} us/call, ours {before[1]:.1f}")
+        t0 = time.perf_counter()
+        for wait in (0, 1, 3, 10):
+            time.sleep(max(0.0, t0 + wait - time.perf_counter()))
+            after = (per_call_us(lambda: F.scaled_dot_product_attention(q, k, v), 200),
+                     per_call_us(lambda: mma.flash_forward_mma(q, k, v), 200))
+            print(f"{wait:3d} s after one torch.profiler session: SDPA-flash {after[0]:.1f} us/call, ours {after[1]:.1f}")
+
+
 if __name__ == "__main__":
     main()
+    after_profiler()

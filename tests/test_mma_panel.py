@@ -486,3 +486,14 @@ def test_gpu_sweep_one_row_per_supported_block(real_gpu):
         assert all(r["ms"] == r["kernel_ms"] and r["tflops"] == r["kernel_tflops"] for r in rows)
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_bench_table_says_when_host_times_follow_a_profiler_session(after):
+    from flashviz.widgets.mma_panel import bench_table_html
+    row = fake_result(2048, 64, False, dtype="float16", variants=("wgmma",), sdpa=True, blocks={"wgmma": (64, 128)})
+    if after:
+        row["host_after_profiler"] = True
+    html = bench_table_html(row)
+    assert "<td>21</td>" in html and "<td>15</td>" in html                       # the host figures are shown
+    assert ("after an earlier profiler session" in html) is after

@@ -104,16 +104,25 @@ def _ref_last_rows(q, k, v, Nq, causal, scale):
     return attention(q, k, v, causal=causal, scale=scale)
 
 
-def _timed(res: dict, prefix: str, calls, flops: float, **kw) -> None:
-    """timing.measure into res: <prefix>call_ms, <prefix>kernel_ms, <prefix>host_us and
-    TFLOP/s over each time (<prefix>call_tflops, <prefix>kernel_tflops)."""
-    t = measure(calls, **kw)
-    res.update({f"{prefix}call_ms": t["call_ms"], f"{prefix}kernel_ms": t["kernel_ms"],
-                f"{prefix}host_us": t["host_us"], f"{prefix}call_tflops": flops / t["call_ms"] / 1e9,
-                f"{prefix}kernel_tflops": flops / t["kernel_ms"] / 1e9})
+def _timed(res: dict, prefix: str, calls, flops: float, parts, **kw) -> None:
+    """timing.measure(parts) into res: <prefix>call_ms / <prefix>host_us / <prefix>kernel_ms
+    (whichever parts ran) and TFLOP/s over each time (<prefix>call_tflops, <prefix>kernel_tflops)."""
+    t = measure(calls, parts=parts, **kw)
+    for m in ("call", "kernel"):
+        if f"{m}_ms" in t:
+            res[f"{prefix}{m}_ms"] = t[f"{m}_ms"]
+            res[f"{prefix}{m}_tflops"] = flops / t[f"{m}_ms"] / 1e9
+    if "host_us" in t:
+        res[f"{prefix}host_us"] = t["host_us"]
+    if "kernel_name" in t:
+        res[f"{prefix}kernel_name"] = t["kernel_name"][:120]
 
 
-def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup) -> dict:
+#: benchmark phases: what each one measures (``timing.measure`` parts)
+PHASES = {"timed": ("call", "host"), "kernel": ("kernel",)}
+
+
+def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup, parts) -> dict:
     """torch SDPA (default backend) fp32 and fp16, timed like everything else (``measure``):
     sdpa_<fp32|fp16>_<call_ms|kernel_ms|host_us|...>, with the kernel torch picked."""
     try:
@@ -126,12 +135,10 @@ def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup) -> dict:
         try:
             g = torch.Generator(device="cuda").manual_seed(0)
             q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dt, generator=g) for _ in range(3))
-            t = measure(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat=repeat,
-                        warmup=warmup)
-            p = f"sdpa_{dt_name}_"
-            out.update({p + "call_ms": t["call_ms"], p + "kernel_ms": t["kernel_ms"], p + "host_us": t["host_us"],
-                        p + "call_tflops": flops / t["call_ms"] / 1e9, p + "kernel_tflops": flops / t["kernel_ms"] / 1e9,
-                        p + "kernel": t["kernel_name"][:120]})
+            _timed(out, f"sdpa_{dt_name}_", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), flops,
+                   parts, repeat=repeat, warmup=warmup)
+            if f"sdpa_{dt_name}_kernel_name" in out:
+                out[f"sdpa_{dt_name}_kernel"] = out.pop(f"sdpa_{dt_name}_kernel_name")
             del q, k, v
         except Exception as exc:
             out[f"sdpa_{dt_name}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -139,9 +146,25 @@ def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup) -> dict:
     return out
 
 
+def derive(res: dict) -> dict:
+    """The figures of a ``benchmark`` row that need both phases, added where their inputs
+    are there: tflops (= kernel_tflops), model_GBps (model bytes / kernel_ms),
+    ratio_naive_over_kernel (kernel-only / kernel-only), ratio_naive_over_call (public call
+    / public call). Returns res."""
+    if "kernel_ms" in res:
+        res["tflops"] = res["kernel_tflops"]
+        if "model_hbm_bytes" in res:
+            res["model_GBps"] = res["model_hbm_bytes"] / res["kernel_ms"] / 1e6
+        if "naive_kernel_ms" in res:
+            res["ratio_naive_over_kernel"] = res["naive_kernel_ms"] / res["kernel_ms"]
+    if "call_ms" in res and "naive_call_ms" in res:
+        res["ratio_naive_over_call"] = res["naive_call_ms"] / res["call_ms"]
+    return res
+
+
 def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64, Bc: int = 64,
               causal: bool = False, repeat: int = 10, warmup: int = 2, naive: bool = True,
-              sdpa: bool = True, check: bool = True, seed: int = 0) -> dict:
+              sdpa: bool = True, check: bool = True, seed: int = 0, phase: str = "all") -> dict:
     """Time the teaching kernel on (B, H, N, d) float32 random normal inputs, beside naive
     CuPy and torch SDPA, every one through its public call and by the same method
     (``timing.measure``).
@@ -159,8 +182,22 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
       standard_model_hbm_bytes (Algorithm 0); sdpa_fp32_* / sdpa_fp16_* (torch's default
       backend, same method, kernel names recorded); rel_err / max_abs_err / nan against
       float64.
+    phase: "timed" (public call and host times, the check; no profiler), "kernel"
+    (kernel-only, torch.profiler) or "all" (both, in that order). A benchmark of many
+    configurations runs every one "timed" first, then every one "kernel", merges the rows
+    and calls ``derive`` (a profiler session leaves later host times high: timing.measure).
+
     Raises ValueError for unsupported Br/Bc/d or shared memory, RuntimeError without a GPU.
     """
+    if phase == "all":
+        kw = dict(B=B, H=H, Br=Br, Bc=Bc, causal=causal, repeat=repeat, warmup=warmup, naive=naive, sdpa=sdpa,
+                  seed=seed)
+        res = benchmark(N, d, check=check, phase="timed", **kw)
+        res.update(benchmark(N, d, check=False, phase="kernel", **kw))
+        return derive(res)
+    if phase not in PHASES:
+        raise ValueError(f"phase must be 'timed', 'kernel' or 'all', got {phase!r}")
+    parts = PHASES[phase]
     cp = cupy()
     B = B if B is not None else max(1, 16384 // N)
     ck = compile_kernel(Br, Bc, d)
@@ -181,10 +218,10 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
     flops = attention_flops(B, H, N, N, d, causal)
     res["flops"] = flops
     _timed(res, "", lambda: flash_forward_gpu(Q, K, V, Br=Br, Bc=Bc, causal=causal, scale=scale), flops,
-           repeat=repeat, warmup=warmup)
-    res["tflops"] = res["kernel_tflops"]
+           parts, repeat=repeat, warmup=warmup)
+    res.pop("kernel_name", None)
     io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=4, causal=causal).scaled(BH)
-    res.update(model_hbm_bytes=io.hbm_bytes, model_GBps=io.hbm_bytes / res["kernel_ms"] / 1e6)
+    res["model_hbm_bytes"] = io.hbm_bytes
     res["standard_model_hbm_bytes"] = standard_attention_io(N, N, d, itemsize=4).scaled(BH).hbm_bytes
     if naive:
         s_bytes = BH * N * N * 4
@@ -193,15 +230,14 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
             res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
         else:
             _timed(res, "naive_", lambda: naive_attention_gpu(Q, K, V, causal=causal, scale=scale), flops,
-                   repeat=max(3, repeat // 2), warmup=1)
-            res.update(ratio_naive_over_kernel=res["naive_kernel_ms"] / res["kernel_ms"],
-                       ratio_naive_over_call=res["naive_call_ms"] / res["call_ms"])
+                   parts, repeat=max(3, repeat // 2), warmup=1)
+            res.pop("naive_kernel_name", None)
             cp.get_default_memory_pool().free_all_blocks()
     if sdpa:
         del Q, K, V, Qd, Kd, Vd
         cp.get_default_memory_pool().free_all_blocks()
-        res.update(_sdpa_times(B, H, N, d, causal, flops, repeat, warmup))
-    return res
+        res.update(_sdpa_times(B, H, N, d, causal, flops, repeat, warmup, parts))
+    return derive(res)
 
 
 def cupy_peak_bytes(fn) -> int:

@@ -18,7 +18,8 @@ from .mma import compile_mma, flash_forward_mma, launch_mma, out_like
 from .mma_limits import mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
 from .runner import flash_forward_gpu, naive_attention_gpu
-from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, host_times_us, input_sets, measure
+from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, host_times_us, input_sets, measure, \
+    profiled
 
 
 def _values64(op: Operand):
@@ -174,31 +175,32 @@ def _peak(fn) -> int:
     return int(peak)
 
 
-def _record(res: dict, key: str, calls, flops: float, host: dict | None = None, **kw) -> None:
-    """timing.measure(calls) into res as <key>_call_ms, <key>_kernel_ms, <key>_host_us,
-    <key>_kernel_name, <key>_launches (GPU activities per call); errors as <key>_error.
-    With ``host`` (a dict), host time is left for ``_record_host``: host[key] = (calls,
-    queued calls per round)."""
+def _record(res: dict, key: str, calls, phase: str, host: dict, **kw) -> None:
+    """One implementation's figures into res. phase "timed": <key>_call_ms, and host[key] =
+    (calls, queued calls per round) for ``_record_host``; phase "kernel": <key>_kernel_ms,
+    <key>_kernel_name, <key>_launches (GPU activities per call). Errors as <key>_error."""
     try:
-        t = measure(calls, host=host is None, **kw)
+        t = measure(calls, parts=("call",) if phase == "timed" else ("kernel",), **kw)
     except Exception as exc:
         res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         return
-    res.update({f"{key}_call_ms": t["call_ms"], f"{key}_kernel_ms": t["kernel_ms"],
-                f"{key}_kernel_name": t["kernel_name"], f"{key}_launches": t["per_call"]})
-    if host is None:
-        res[f"{key}_host_us"] = t["host_us"]
-    else:
+    if phase == "timed":
+        res[f"{key}_call_ms"] = t["call_ms"]
         host[key] = (calls, t["host_repeat"])
+        return
+    res.update({f"{key}_kernel_ms": t["kernel_ms"], f"{key}_kernel_name": t["kernel_name"],
+                f"{key}_launches": t["per_call"]})
     if "kernel_note" in t:
         res[f"{key}_kernel_note"] = t["kernel_note"]
 
 
 def _record_host(res: dict, host: dict, contexts: dict) -> None:
     """<key>_host_us for every implementation in ``host``, in rounds that alternate between
-    them (``timing.host_times_us``)."""
+    them (``timing.host_times_us``); host_after_profiler says whether a profiler session had
+    run in this process before (host figures then read high)."""
     if not host:
         return
+    res["host_after_profiler"] = profiled()
     us = host_times_us({k: c for k, (c, _) in host.items()}, repeat={k: n for k, (_, n) in host.items()},
                        contexts=contexts)
     res.update({f"{key}_host_us": v for key, v in us.items()})
@@ -216,7 +218,8 @@ def _check_streams() -> None:
 
 def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variants=("wgmma",),
                 tokens: int = 16384, model_dim: int = 2048, repeat: int = 30, warmup: int = 3,
-                teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None) -> dict:
+                teaching: bool = True, naive: bool = True, sdpa: bool = True, blocks=None,
+                phase: str = "all") -> dict:
     """Time one shape (B = tokens/N, H = model_dim/d) for every implementation, each through
     its public call on the same inputs (fp16 / bf16 unit normal torch tensors; the teaching
     kernel and naive CuPy read the same values upcast to float32), with ``timing.measure``.
@@ -227,7 +230,23 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
     <key>_launches, <key>_peak_bytes (extra device memory of one call); our kernels also
     <key>_Br, <key>_Bc, <key>_regs and <key>_max_abs_vs_flash (their O vs SDPA-flash's).
     A failing implementation gives <key>_error instead. SDPA's backend is chosen outside
-    the timed region (``sdpa_kernel`` entered once per backend)."""
+    the timed region (``sdpa_kernel`` entered once per backend).
+
+    phase: "timed" (public call and host time of every implementation, peaks, the check
+    against SDPA-flash; no profiler), "kernel" (kernel-only times, torch.profiler) or "all"
+    (both, in that order). A benchmark of many shapes runs every shape "timed" first and
+    then every shape "kernel" and merges the rows, because a profiler session leaves the
+    process's later host times high (``timing.measure``); host_after_profiler records
+    whether one had run before this shape's host times."""
+    kw = dict(dtype=dtype, variants=variants, tokens=tokens, model_dim=model_dim, repeat=repeat, warmup=warmup,
+              teaching=teaching, naive=naive, sdpa=sdpa, blocks=blocks)
+    if phase == "all":
+        res = bench_shape(N, d, causal, phase="timed", **kw)
+        res.update(bench_shape(N, d, causal, phase="kernel", **kw))
+        return res
+    if phase not in ("timed", "kernel"):
+        raise ValueError(f"phase must be 'timed', 'kernel' or 'all', got {phase!r}")
+    timed = phase == "timed"
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
@@ -258,11 +277,13 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                 except Exception as exc:
                     res[f"{key}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
                     continue
-                if be == "flash":
+                if be == "flash" and timed:
                     ref = out
-                _record(res, key, calls, flops, host, repeat=repeat, warmup=warmup)
+                del out
+                _record(res, key, calls, phase, host, repeat=repeat, warmup=warmup)
                 contexts[key] = lambda be=be: sdpa_kernel(_backend(be))
-                res[f"{key}_peak_bytes"] = _peak(calls[0])
+                if timed:
+                    res[f"{key}_peak_bytes"] = _peak(calls[0])
             torch.cuda.empty_cache()
     for variant in variants:
         key = variant.replace(".", "")
@@ -280,14 +301,15 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
         if ref is not None:
             res[f"{key}_max_abs_vs_flash"] = float((O.float() - ref.float()).abs().max())
         del O
-        _record(res, key, calls, flops, host, repeat=repeat, warmup=warmup)
-        res[f"{key}_peak_bytes"] = _peak(calls[0])
+        _record(res, key, calls, phase, host, repeat=repeat, warmup=warmup)
+        if timed:
+            res[f"{key}_peak_bytes"] = _peak(calls[0])
     del ref
     if teaching or naive:
         Q32, K32, V32 = (cp.asarray(x.float()) for x in (q0, k0, v0))
         if teaching:
             calls = lambda: flash_forward_gpu(Q32, K32, V32, Br=64, Bc=64, causal=causal, scale=scale)  # noqa: E731
-            _record(res, "teaching", calls, flops, host, repeat=max(3, repeat // 4), warmup=1)
+            _record(res, "teaching", calls, phase, host, repeat=max(3, repeat // 4), warmup=1)
             res.update(teaching_Br=64, teaching_Bc=64)
         if naive:
             s_bytes = B * H * N * N * 4
@@ -296,9 +318,12 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                 res["naive_note"] = f"skipped: S needs {s_bytes / 1e9:.1f} GB"
             else:
                 calls = lambda: naive_attention_gpu(Q32, K32, V32, causal=causal, scale=scale)  # noqa: E731
-                _record(res, "naive", calls, flops, host, repeat=max(3, repeat // 4), warmup=1)
-                res.update(naive_S_bytes=s_bytes, naive_peak_bytes=cupy_peak_bytes(calls))
-    _record_host(res, host, contexts)
+                _record(res, "naive", calls, phase, host, repeat=max(3, repeat // 4), warmup=1)
+                res["naive_S_bytes"] = s_bytes
+                if timed:
+                    res["naive_peak_bytes"] = cupy_peak_bytes(calls)
+    if timed:
+        _record_host(res, host, contexts)
     host.clear()
     if teaching or naive:
         del Q32, K32, V32
@@ -309,26 +334,42 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
 
 
 def block_sweep(N: int = 4096, d: int = 64, *, causal: bool = False, dtype: str = "float16",
-                variant: str = "wgmma", tokens: int = 16384, model_dim: int = 2048, repeat: int = 30) -> list[dict]:
+                variant: str = "wgmma", tokens: int = 16384, model_dim: int = 2048, repeat: int = 30,
+                phase: str = "all") -> list[dict]:
     """Every supported (Br, Bc) of one kernel at one shape, timed like ``bench_shape`` (the
-    public call with those blocks: call_ms, kernel_ms, host_us), beside the IO model's HBM
-    bytes for the same blocks (flash_forward_io, itemsize 2, all heads). kernel_tflops is
-    FLOPs over kernel_ms."""
+    public call with those blocks: call_ms and host_us in phase "timed", kernel_ms and
+    kernel_tflops — FLOPs over kernel_ms — in phase "kernel"; "all" does both, in that
+    order), beside the IO model's HBM bytes for the same blocks (flash_forward_io,
+    itemsize 2, all heads)."""
+    if phase == "all":
+        rows = block_sweep(N, d, causal=causal, dtype=dtype, variant=variant, tokens=tokens, model_dim=model_dim,
+                           repeat=repeat, phase="timed")
+        kern = block_sweep(N, d, causal=causal, dtype=dtype, variant=variant, tokens=tokens, model_dim=model_dim,
+                           repeat=repeat, phase="kernel")
+        for r, k in zip(rows, kern):
+            r.update(k)
+        return rows
+    if phase not in ("timed", "kernel"):
+        raise ValueError(f"phase must be 'timed', 'kernel' or 'all', got {phase!r}")
     import torch
     B, H = max(1, tokens // N), model_dim // d
     tdt = torch.float16 if dtype == "float16" else torch.bfloat16
-    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=tdt) for _ in range(3))
+    g = torch.Generator(device="cuda").manual_seed(N + d)
+    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=tdt, generator=g) for _ in range(3))
     flops = attention_flops(B, H, N, N, d, causal)
     out = []
     for Br, Bc in mma_blocks(d, variant):
         mk = compile_mma(dtype, Br, Bc, d, causal, variant)
         row = {"variant": variant, "N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": causal,
                "regs": mk.num_regs, "smem_bytes": mk.smem_bytes}
-        t = measure(lambda Br=Br, Bc=Bc: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant),
-                    repeat=repeat)
-        io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=2, causal=causal).scaled(B * H)
-        row.update(call_ms=t["call_ms"], kernel_ms=t["kernel_ms"], host_us=t["host_us"],
-                   kernel_tflops=flops / t["kernel_ms"] / 1e9, model_hbm_bytes=io.hbm_bytes)
+        call = lambda Br=Br, Bc=Bc: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant)  # noqa: E731
+        if phase == "timed":
+            t = measure(call, repeat=repeat, parts=("call", "host"))
+            io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=2, causal=causal).scaled(B * H)
+            row.update(call_ms=t["call_ms"], host_us=t["host_us"], model_hbm_bytes=io.hbm_bytes)
+        else:
+            t = measure(call, repeat=repeat, parts=("kernel",))
+            row.update(kernel_ms=t["kernel_ms"], kernel_tflops=flops / t["kernel_ms"] / 1e9)
         out.append(row)
     return out
 

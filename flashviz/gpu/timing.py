@@ -14,10 +14,15 @@ call does: checks, allocation, launch) three ways, on the same inputs:
 * ``host_us`` — host time per call: calls queued without synchronising, the wall-clock time
   of each call on the host; the median of each round, and the lowest round (microseconds).
   Where several implementations are compared (``host_times_us``), the rounds alternate
-  between them with no profiler in between, so all see the same background load. The
-  median keeps one garbage collection or page fault from moving the figure, the best round
-  keeps background work of the process (a profiler winding down) out of it, as ``timeit``
-  does. Work the call waits for (an implicit synchronisation) counts, as it does for the user.
+  between them, so all see the same background load. The median keeps one garbage
+  collection or page fault from moving the figure, the best round keeps passing background
+  work out of it, as ``timeit`` does. Work the call waits for (an implicit synchronisation)
+  counts, as it does for the user.
+
+A torch.profiler session leaves every later torch call in the process slower on the host
+(see ``measure``), so call and host times are taken before any profiler session of the
+process: a benchmark times every call and host figure first and every kernel-only figure in
+a second pass.
 
 ``calls`` may be a list of such functions, one per input set; they are used in turn, so a
 benchmark whose inputs fit in L2 can rotate several sets (``input_sets``). Everything runs
@@ -39,11 +44,12 @@ from .common import cupy
 
 #: method strings recorded beside the numbers
 CALL_METHOD = ("public call; CUDA events around each call on the current stream, calls issued back to back; "
-               "median")
+               "median; before any profiler session of the process")
 KERNEL_METHOD = ("kernel-only; torch.profiler (CUPTI) durations of the GPU kernels, memsets and copies each call "
                  "launches, summed per call; median")
 HOST_METHOD = ("host time per call; calls queued without synchronising, wall clock of each call, median of a round; "
-               "rounds alternate between the implementations compared, no profiler in between; lowest round")
+               "rounds alternate between the implementations compared; lowest round; before any profiler session of "
+               "the process")
 
 _GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -95,7 +101,7 @@ def host_times_us(named: dict, repeat: int | dict = 30, rounds: int = 3, context
     {key: int} (``measure``'s ``host_repeat`` suits each implementation); contexts: {key: a
     function returning a context manager entered around that key's calls, outside the timed
     region (e.g. SDPA's backend choice)}. Alternating the rounds puts every implementation
-    under the same background load of the process; no profiler runs in between. Returns
+    under the same background load of the process. Returns
     {key: µs}."""
     clock = time.perf_counter
     best = {key: float("inf") for key in named}
@@ -118,12 +124,22 @@ def host_times_us(named: dict, repeat: int | dict = 30, rounds: int = 3, context
     return best
 
 
+_SESSIONS = [0]     #: torch.profiler sessions this process has run (gpu_activity)
+
+
+def profiled() -> bool:
+    """Whether this process has run a torch.profiler session (``gpu_activity``): host and
+    host-bound call times measured after one read high (see ``measure``)."""
+    return _SESSIONS[0] > 0
+
+
 def gpu_activity(calls, repeat: int = 10) -> list[dict]:
     """The GPU activities (kernels, memsets, copies) of ``repeat`` calls, in start order, from
     torch.profiler: dicts with name, cat, ts (µs), dur (µs). Needs torch with CUDA."""
     from torch.profiler import ProfilerActivity, profile
     calls = _as_list(calls)
     _sync()
+    _SESSIONS[0] += 1
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(repeat):
             calls[i % len(calls)]()
@@ -158,22 +174,38 @@ def kernel_times_ms(calls, repeat: int = 10) -> dict:
             "kernel_name": top, "kernel_note": "activities did not split evenly into calls: mean per call"}
 
 
+#: what ``measure`` can time: "call" and "host" (no profiler) and "kernel" (torch.profiler)
+PARTS = ("call", "host", "kernel")
+
+
 def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10,
-            budget_s: float = 2.0, host: bool = True) -> dict:
-    """call_ms (median), kernel_ms (median), host_us, kernel_name, per_call for one public call
-    (or a list of calls over rotating input sets). Repeats shrink for slow calls so one
-    measurement takes about ``budget_s`` seconds (never below 3 calls per method). host=False
-    leaves host_us out (a benchmark that compares several implementations measures it for
-    all of them together with ``host_times_us``); ``host_repeat`` in the result is the number
-    of queued calls per round the host measurement should use."""
+            budget_s: float = 2.0, parts=PARTS) -> dict:
+    """call_ms (median), host_us, kernel_ms (median), kernel_name, per_call for one public call
+    (or a list of calls over rotating input sets); ``parts`` says which (any of ``PARTS``).
+
+    Repeats shrink for slow calls so one measurement takes about ``budget_s`` seconds (never
+    below 3 calls per method); ``host_repeat`` in the result is the number of queued calls
+    per round the host measurement uses (for ``host_times_us`` when a benchmark measures host
+    time for several implementations together).
+
+    Order matters for the host figures: a torch.profiler session leaves every later torch
+    call in the process slower on the host (measured on the H200: SDPA-flash 15.6 -> 25.7 µs
+    per call, ours 15.7 -> 18.5 µs, still so 10 s later; benchmarks/probe_call.py). So a
+    benchmark measures "call" and "host" for everything first and "kernel" last, and this
+    function times the kernel after the other two."""
+    bad = set(parts) - set(PARTS)
+    if bad or not parts:
+        raise ValueError(f"parts must be a non-empty selection of {PARTS}, got {parts!r}")
     calls = _as_list(calls)
     first = call_times_ms(calls, repeat=3, warmup=warmup)
     per = max(1e-3, float(np.median(first)) / 1e3)
     n = int(max(3, min(repeat, budget_s / 3 / per)))
-    times = call_times_ms(calls, repeat=n, warmup=0)
     host_repeat = int(max(n, min(50, budget_s / 9 / per)))
-    out = {"call_ms": float(np.median(times)), "host_repeat": host_repeat}
-    if host:
+    out = {"host_repeat": host_repeat}
+    if "call" in parts:
+        out["call_ms"] = float(np.median(call_times_ms(calls, repeat=n, warmup=0)))
+    if "host" in parts:
         out["host_us"] = host_time_us(calls, repeat=host_repeat)
-    out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
+    if "kernel" in parts:
+        out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
     return out

@@ -130,7 +130,12 @@ def bench_table_html(row: dict) -> str:
                     f"<td>{'—' if tflops is None else f'{tflops:.1f}'}</td>"
                     f"<td>{_x(row.get('sdpa_flash_call_ms'), call)}</td>"
                     f"<td>{_x(row.get('sdpa_flash_kernel_ms'), kern)}</td></tr>")
-    return _TABLE + head + "".join(body) + "</table>" + _note(BENCH_METHOD + ".")
+    note = BENCH_METHOD + "."
+    if row.get("host_after_profiler"):
+        note += (" These host times were taken after an earlier profiler session in this kernel, which leaves"
+                 " every later torch call slower on the host (SDPA more than ours); restart the kernel for"
+                 " clean host figures.")
+    return _TABLE + head + "".join(body) + "</table>" + _note(note)
 
 
 def _derived(res: dict) -> dict:
