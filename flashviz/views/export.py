@@ -24,12 +24,13 @@ import os
 import subprocess
 import threading
 import warnings
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancelled"]
+__all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancelled", "output_path"]
 
 
 class ExportCancelled(Exception):
@@ -48,6 +49,35 @@ def _frames(n_frames: int, frames):
     return [int(k) for k in out]
 
 
+def output_path(path, suffixes) -> Path:
+    """``path`` (str or os.PathLike, ``~`` expanded) as a Path, checked before anything is drawn:
+    it ends in one of ``suffixes`` (e.g. (".gif", ".mp4")), is not a directory, and its directory
+    exists and can be written (as can the file, if it exists already).
+
+    Raises one line naming the path and what was expected: TypeError (not a path), ValueError
+    (suffix), FileNotFoundError (no such directory), NotADirectoryError (the directory part is a
+    file), IsADirectoryError (the path is a directory), PermissionError (not writable).
+    """
+    ends = " or ".join(suffixes)
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a file name (str or pathlib.Path) ending in {ends}, got {path!r}")
+    p = Path(os.fspath(path)).expanduser()
+    if p.suffix.lower() not in suffixes:
+        raise ValueError(f"cannot write {str(p)!r}: expected a file name ending in {ends}")
+    if p.is_dir():
+        raise IsADirectoryError(f"cannot write {str(p)!r}: it is a directory; expected a file name ending in {ends}")
+    parent = p.parent
+    if not parent.exists():
+        raise FileNotFoundError(f"cannot write {str(p)!r}: directory {str(parent)!r} does not exist "
+                                f"(expected an existing directory)")
+    if not parent.is_dir():
+        raise NotADirectoryError(f"cannot write {str(p)!r}: {str(parent)!r} is a file, expected a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise PermissionError(f"cannot write {str(p)!r}: no permission to write "
+                              f"{'the file' if p.exists() else f'in {str(parent)!r}'}")
+    return p
+
+
 @contextmanager
 def _all_drawn(fig):
     """While saving, draw the blitted (animated) artists too: matplotlib skips figure-level ones."""
@@ -64,11 +94,10 @@ def _all_drawn(fig):
 def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
     """Draw frame k of ``view`` and save it as a PNG file at ``path`` (returned as a Path).
 
-    Raises ValueError for a frame index outside 0..n_frames-1 or a path not ending in .png.
+    Raises ValueError for a frame index outside 0..n_frames-1, and (before drawing) the errors
+    of ``output_path`` for a path that is not a writable .png file.
     """
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ValueError(f"path must end in .png, got {str(path)!r}")
+    path = output_path(path, (".png",))
     (k,) = _frames(view.n_frames, [k])
     view.draw_frame(k)
     with _all_drawn(view.fig):
@@ -78,43 +107,183 @@ def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
 
 # --- rendering frames off screen ---------------------------------------------------------------
 
-def _fingerprint(a):
-    """A digest of what an artist draws, or None when unknown (then it counts as changed)."""
+def _content(a):
+    """What artist ``a`` draws, as a list of arrays and plain values; None when unknown (then it
+    counts as changed on every frame). Images: data, mask, limits, extent, colour map;
+    collections: offsets, colours, widths, paths."""
     from matplotlib.collections import Collection
     from matplotlib.image import AxesImage
 
-    h = hashlib.blake2b(digest_size=16)
-
-    def add(*parts):
-        for p in parts:
-            if isinstance(p, np.ndarray):
-                h.update(str((p.dtype, p.shape)).encode())
-                h.update(np.ascontiguousarray(p).view(np.uint8).tobytes())
-            else:
-                h.update(repr(p).encode())
-
-    common = (type(a).__name__, a.get_visible(), a.get_alpha(), a.get_zorder(), a.get_clip_on())
+    common = [type(a).__name__, a.get_visible(), a.get_alpha(), a.get_zorder(), a.get_clip_on()]
     if isinstance(a, AxesImage):
         arr = a.get_array()
-        add(*common, np.ma.getdata(arr), np.ma.getmaskarray(arr), a.get_clim(), a.get_extent(),
-            a.get_cmap().name, a.get_interpolation())
-    elif isinstance(a, Collection):
-        add(*common, np.asarray(a.get_offsets()), a.get_facecolor(), a.get_edgecolor(),
-            np.asarray(a.get_linewidth()), *[np.asarray(p.vertices) for p in a.get_paths()])
-    else:
+        return common + [np.ma.getdata(arr), np.ma.getmaskarray(arr), a.get_clim(), a.get_extent(),
+                         a.get_cmap().name, a.get_interpolation()]
+    if isinstance(a, Collection):
+        return common + [np.asarray(a.get_offsets()), a.get_facecolor(), a.get_edgecolor(),
+                         np.asarray(a.get_linewidth()), *[np.asarray(p.vertices) for p in a.get_paths()]]
+    return None
+
+
+def _kept(content):
+    """A copy of ``content`` (from _content) that later changes to the artist cannot alter."""
+    return None if content is None else [np.array(p) if isinstance(p, np.ndarray) else p for p in content]
+
+
+def _same(kept, content) -> bool:
+    """True when ``content`` equals ``kept`` bit for bit (arrays: dtype, shape and bytes; so NaN
+    equals NaN, and -0.0 differs from 0.0: never a false 'unchanged')."""
+    if kept is None or content is None or len(kept) != len(content):
+        return False
+    for x, y in zip(kept, content):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype != y.dtype \
+                    or x.shape != y.shape:
+                return False
+            if x.dtype.hasobject:
+                if not np.array_equal(x, y):
+                    return False
+            elif not np.array_equal(np.ascontiguousarray(x).reshape(-1).view(np.uint8),
+                                    np.ascontiguousarray(y).reshape(-1).view(np.uint8)):
+                return False
+        elif not _plain_equal(x, y):
+            return False
+    return True
+
+
+def _plain_equal(x, y) -> bool:
+    try:
+        return bool(x == y) and type(x) is type(y)
+    except (TypeError, ValueError):
+        return False
+
+
+# Text attributes that change without changing what is drawn (or that are compared otherwise).
+_TEXT_SKIP = frozenset({"_stale", "stale", "_remove_method", "_renderer"})
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _text_key(t, renderer):
+    """What Text ``t`` draws, as a hashable key (with its footprint's Bbox in display pixels), or
+    None when ``t`` is not one the text cache can keep (invisible, empty, usetex, a bbox patch,
+    path effects, a filter, a clip path, sketched, rotating with its transform).
+
+    The key holds the string, colour, font properties, alignment, rotation, the anchor and window
+    extent in display pixels, the clip box, and every plain-valued attribute of the object (so a
+    property without a public getter, e.g. multi-line alignment, still counts)."""
+    from matplotlib.colors import to_rgba
+
+    if not t.get_visible() or not t.get_text():
         return None
-    return h.digest()
+    if (t.get_usetex() or t.get_bbox_patch() is not None or t.get_path_effects()
+            or t.get_agg_filter() is not None or t.get_sketch_params() is not None
+            or t.get_clip_path() is not None or t.get_transform_rotates_text() or t.get_rasterized()):
+        return None
+    plain = []
+    for name, value in vars(t).items():
+        if name in _TEXT_SKIP:
+            continue
+        if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
+            plain.append((name, value))
+    box = t.get_window_extent(renderer)
+    clip = t.get_clip_box() if t.get_clip_on() else None
+    anchor = tuple(np.asarray(t.get_transform().transform(t.get_unitless_position()), float).ravel())
+    key = (t.get_text(), to_rgba(t.get_color(), t.get_alpha()), t.get_fontproperties().copy(),
+           t.get_rotation(), t.get_rotation_mode(), t.get_horizontalalignment(), t.get_verticalalignment(),
+           t.get_linespacing(), t.get_antialiased(), t.get_wrap(), t.get_parse_math(), anchor,
+           tuple(box.bounds), None if clip is None else tuple(clip.bounds), tuple(sorted(plain, key=repr)))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key, box
+
+
+class _TextCache:
+    """Rendered Text artists: the pixels of a text's footprint after drawing it, kept under (what
+    the text draws, the pixels under its footprint before). Agg draws a text the same way onto the
+    same pixels, so pasting a kept patch gives exactly the pixels a draw would give.
+
+    A footprint is the text's window extent (rounded out to whole pixels) grown by PAD pixels on
+    each side (glyphs overshoot the extent by under one pixel); on every miss the whole canvas is
+    compared before and after drawing, and a text that changed a pixel outside its footprint or
+    on its outermost ring is never cached (drawn normally from then on). A text that missed GIVE_UP times or more with
+    fewer than one hit per four misses (e.g. a step counter) is drawn normally from then on too. At most MAX_ENTRIES
+    patches are kept (least recently used dropped).
+    """
+
+    PAD = 2          # pixels
+    GIVE_UP = 16     # misses (with under one hit per four misses)
+    MAX_ENTRIES = 256
+
+    def __init__(self, fig, canvas):
+        self.fig, self.canvas = fig, canvas
+        self.entries = OrderedDict()      # key -> patch (h, w, 4) uint8
+        self.tally = {}                   # id(text) -> [hits, misses]
+        self.off = set()                  # id(text) of texts drawn normally
+
+    def _pixels(self) -> np.ndarray:
+        """The canvas's RGBA buffer (H, W, 4) uint8, writable (rows top to bottom)."""
+        return np.asarray(self.canvas.buffer_rgba())
+
+    def _footprint(self, box, shape):
+        """Pixel rows and columns (slices) of display Bbox ``box`` grown by PAD, clipped to the canvas."""
+        h, w = shape[:2]
+        x0 = max(0, int(np.floor(box.x0)) - self.PAD)
+        x1 = min(w, int(np.ceil(box.x1)) + self.PAD)
+        r0 = max(0, int(np.floor(h - box.y1)) - self.PAD)
+        r1 = min(h, int(np.ceil(h - box.y0)) + self.PAD)
+        if not (np.isfinite([box.x0, box.x1, box.y0, box.y1]).all() and x1 > x0 and r1 > r0):
+            return None
+        return slice(r0, r1), slice(x0, x1)
+
+    def draw(self, t):
+        """Draw Text ``t`` onto the canvas: a kept patch when one matches, else a normal draw."""
+        if id(t) in self.off:
+            self.fig.draw_artist(t)
+            return
+        found = _text_key(t, self.canvas.get_renderer())
+        buf = self._pixels()
+        where = None if found is None else self._footprint(found[1], buf.shape)
+        if where is None:
+            self.fig.draw_artist(t)
+            return
+        under = buf[where]
+        key = (found[0], hashlib.blake2b(np.ascontiguousarray(under).data, digest_size=16).digest())
+        tally = self.tally.setdefault(id(t), [0, 0])
+        patch = self.entries.get(key)
+        if patch is not None:
+            self.entries.move_to_end(key)
+            buf[where] = patch
+            tally[0] += 1
+            return
+        tally[1] += 1
+        before = buf.copy()
+        self.fig.draw_artist(t)
+        changed = before.view(np.uint32)[..., 0] != buf.view(np.uint32)[..., 0]   # (H, W): any channel
+        inside = changed[where]
+        ink_on_edge = inside[0].any() or inside[-1].any() or inside[:, 0].any() or inside[:, -1].any()
+        changed[where] = False
+        if ink_on_edge or changed.any() or (tally[1] >= self.GIVE_UP and 4 * tally[0] < tally[1]):
+            self.off.add(id(t))
+            return
+        self.entries[key] = buf[where].copy()
+        if len(self.entries) > self.MAX_ENTRIES:
+            self.entries.popitem(last=False)
 
 
 class _Compositor:
     """Renders frames of ``view`` like its Blitter does, on ``fig``'s own (Agg) canvas.
 
     Pixel for pixel the widget's picture: the same static background, the same slow and fast
-    layers drawn in the same order; only the slow layer is cached by content.
+    layers drawn in the same order. Two caches, both exact: the slow layer is re-drawn only from
+    the first artist whose content changed (compared bit for bit with the last frame), and the
+    fast layer's texts come from a _TextCache.
     """
 
     def __init__(self, view):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.text import Text
 
         self.view, self.fig = view, view.fig
         old = getattr(view, "blitter", None)
@@ -130,13 +299,30 @@ class _Compositor:
         else:
             self.slow, self.fast = [], list(layers)
         self.static = None
-        self.snaps = []               # [(fingerprints of slow[:i+1], region after drawing slow[i])]
+        self.snaps = []               # [(content of slow[i] (kept), region after drawing slow[i])]
+        self.texts = _TextCache(self.fig, self.canvas)
+        self._is_text = Text
+        self.slow_draws = 0           # slow artists drawn so far (a measure of the cache's use)
 
     def _setup(self):
         for a in self.slow + self.fast:
             a.set_animated(True)
         self.canvas.draw()            # static parts only: animated artists are skipped
         self.static = self.canvas.copy_from_bbox(self.fig.bbox)
+
+    def _draw_slow(self):
+        """Bring the canvas to static + slow layer, re-drawing from the first changed slow artist."""
+        fig, canvas = self.fig, self.canvas
+        now = [_content(a) for a in self.slow]
+        p = 0
+        while p < len(self.snaps) and _same(self.snaps[p][0], now[p]):
+            p += 1
+        canvas.restore_region(self.snaps[p - 1][1] if p else self.static)
+        del self.snaps[p:]
+        for i in range(p, len(self.slow)):
+            fig.draw_artist(self.slow[i])
+            self.slow_draws += 1
+            self.snaps.append((_kept(now[i]), canvas.copy_from_bbox(fig.bbox)))
 
     def frame(self, k: int) -> np.ndarray:
         """Render frame k; returns the canvas's RGBA buffer (H, W, 4) (a view: copy to keep)."""
@@ -148,17 +334,12 @@ class _Compositor:
             return np.asarray(canvas.buffer_rgba())
         if self.static is None:
             self._setup()
-        fps = [_fingerprint(a) for a in self.slow]
-        p = 0
-        while p < len(self.snaps) and fps[p] is not None and self.snaps[p][0] == fps[p]:
-            p += 1
-        canvas.restore_region(self.snaps[p - 1][1] if p else self.static)
-        del self.snaps[p:]
-        for i in range(p, len(self.slow)):
-            fig.draw_artist(self.slow[i])
-            self.snaps.append((fps[i], canvas.copy_from_bbox(fig.bbox)))
+        self._draw_slow()
         for a in self.fast:
-            fig.draw_artist(a)
+            if isinstance(a, self._is_text):
+                self.texts.draw(a)
+            else:
+                fig.draw_artist(a)
         return np.asarray(canvas.buffer_rgba())
 
 
@@ -170,13 +351,18 @@ def _palette_from(rgb_frames):
     return Image.fromarray(stack).quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
 
 
-def _encode(rgba, mode, palette):
-    rgb = np.ascontiguousarray(rgba[..., :3])
-    if mode == "mp4":
-        return rgb.tobytes()
+def _encode(rgba, mode, palette) -> bytes:
+    """One frame's payload from its RGBA pixels ``rgba`` (H, W, 4) uint8: RGB bytes (H·W·3) for
+    an MP4, palette indices (H·W bytes) for a GIF, each pixel mapped to its nearest colour of the
+    P image ``palette`` without dithering. Pillow drops the alpha channel (a strided NumPy copy
+    of rgba[..., :3] took ~5 ms a frame; this ~1 ms)."""
     from PIL import Image
 
-    return Image.fromarray(rgb).quantize(palette=palette, dither=Image.Dither.NONE).tobytes()
+    rgba = np.ascontiguousarray(rgba)
+    rgb = Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0, 1).convert("RGB")
+    if mode == "mp4":
+        return rgb.tobytes()
+    return rgb.quantize(palette=palette, dither=Image.Dither.NONE).tobytes()
 
 
 def _render_chunk(view, ks, palette_ks, mode, emit, stop=None):
@@ -240,22 +426,16 @@ class AnimationExport:
     def __init__(self, view, path, *, frames=None, fps: float = 8, dpi=None, progress=None, parallel=None):
         from matplotlib import animation
 
-        self.path = Path(path)
-        suffix = self.path.suffix.lower()
-        if suffix == ".gif":
-            self.mode = "gif"
-        elif suffix == ".mp4":
-            if not animation.FFMpegWriter.isAvailable():
-                raise ValueError("writing .mp4 needs ffmpeg on the PATH; save a .gif instead")
-            self.mode = "mp4"
-        else:
-            raise ValueError(f"path must end in .gif or .mp4, got {str(self.path)!r}")
+        self.path = output_path(path, (".gif", ".mp4"))
+        self.mode = self.path.suffix.lower()[1:]
+        if self.mode == "mp4" and not animation.FFMpegWriter.isAvailable():
+            raise ValueError(f"cannot write {str(self.path)!r}: .mp4 needs ffmpeg on the PATH; save a .gif instead")
         if dpi is not None and dpi != view.fig.dpi:
             raise ValueError(f"dpi must be the figure's ({view.fig.dpi}): frames are what the widget shows")
-        if not (isinstance(fps, numbers.Real) and fps > 0):
-            raise ValueError(f"fps must be a positive number, got {fps!r}")
-        if not self.path.parent.is_dir():
-            raise FileNotFoundError(f"no such directory: {str(self.path.parent)!r}")
+        if isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not 0 < fps < float("inf"):
+            raise ValueError(f"fps must be a positive number of frames per second, got {fps!r}")
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be a function progress(i, n) or None, got {progress!r}")
         self.view, self.fps, self.progress = view, float(fps), progress
         self.ks = _frames(view.n_frames, frames)
         self.n = len(self.ks)
@@ -416,7 +596,8 @@ def save_animation(view, path, *, frames=None, fps: float = 8, dpi=None, progres
 
     Every frame is what the widget shows for that step (its blitted layers). fps: frames per
     second. progress: optional callable(i, n) called after each frame is written (e.g. a tqdm
-    update). parallel: see AnimationExport. Returns the Path written. Raises ValueError for an
-    unsupported suffix, bad frames, or .mp4 when ffmpeg is not installed.
+    update). parallel: see AnimationExport. Returns the Path written. Raises, before rendering
+    anything: the one-line errors of ``output_path`` for a path that is not a writable .gif/.mp4
+    file, ValueError for bad frames, fps or dpi, or .mp4 when ffmpeg is not installed.
     """
     return AnimationExport(view, path, frames=frames, fps=fps, dpi=dpi, progress=progress, parallel=parallel).run()

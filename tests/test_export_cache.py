@@ -1,0 +1,209 @@
+"""The export's caches are exact (issue 10, item 5): a frame built incrementally (slow layer kept
+while its content is unchanged, texts pasted from the text cache) equals the same frame drawn from
+scratch, and an export refuses a path it cannot write before it renders anything."""
+
+import os
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from PIL import Image
+
+import flashviz as fv
+from flashviz.views import export
+from flashviz.views.export import AnimationExport, output_path, save_animation, save_frame_png
+
+
+def _make(key):
+    return fv.TileExplorer(N=96, Br=16, Bc=16, causal=True, canvas="png", key=key)
+
+
+def _full_redraw(view, k):
+    """Frame k as the widget draws it from nothing: its Blitter with no cached background."""
+    view.blitter.static_bg = None
+    view.render(k)
+    return np.asarray(view.fig.canvas.buffer_rgba()).copy()
+
+
+def test_incremental_frames_equal_full_redraws():
+    a, b = _make("cache-incremental"), _make("cache-reference")
+    try:
+        comp = export._Compositor(a._view)
+        ks = list(range(a.n_frames)) + [a.n_frames // 2, 3, 3, a.n_frames - 1, 0]   # in order, then jumps
+        for i, k in enumerate(ks):
+            got = comp.frame(k)
+            if i % 4 == 0 or i >= a.n_frames:
+                ref = _full_redraw(b._view, k)
+                assert got.shape == ref.shape
+                bad = np.any(got != ref, axis=2)
+                assert not bad.any(), f"frame {k}: {int(bad.sum())} pixels differ from a full redraw"
+        # the caches were used, so the equality above says something
+        hits = sum(h for h, _ in comp.texts.tally.values())
+        assert hits > len(ks), comp.texts.tally
+        assert comp.slow_draws < len(comp.slow) * len(ks) // 2, comp.slow_draws
+    finally:
+        a.close()
+        b.close()
+
+
+def test_incremental_frame_matches_save_png(tmp_path):
+    """An independent reference: savefig draws every artist by zorder, not by blitting layers."""
+    a, b = _make("cache-png-a"), _make("cache-png-b")
+    try:
+        comp = export._Compositor(a._view)
+        for k in range(a.n_frames):
+            got = comp.frame(k)
+        k = a.n_frames - 1
+        png = np.asarray(Image.open(b.save_png(tmp_path / "last.png", k)).convert("RGB")).astype(int)
+        diff = np.abs(got[..., :3].astype(int) - png).max(axis=2)
+        assert (diff > 64).mean() < 0.005       # the same bound as the GIF test (layer order at edges)
+    finally:
+        a.close()
+        b.close()
+
+
+def _scene():
+    """A figure with a text over a rectangle that moves under it; returns (fig, canvas, text, rect)."""
+    fig = Figure(figsize=(4, 2), dpi=80)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 4)
+    rect = Rectangle((0, 1), 1, 2, color="tab:orange", animated=True)
+    ax.add_patch(rect)
+    text = ax.text(2, 2, "", fontsize=11, animated=True)
+    canvas.draw()
+    return fig, canvas, text, rect
+
+
+# (string, x of the rectangle, colour, multi-line alignment, rotation)
+_STEPS = [("first", 0, "k", "left", 0), ("first", 0, "k", "left", 0), ("first", 2.5, "k", "left", 0),
+          ("first", 2.5, "k", "left", 0), ("second\nline", 2.5, "k", "left", 0),
+          ("second\nline", 2.5, "k", "right", 0), ("second\nline", 2.5, "k", "right", 0),
+          ("first", 2.5, "tab:blue", "left", 0), ("first", 2.5, "tab:blue", "left", 30),
+          ("first", 0, "k", "left", 0), ("$e^{-46}$ x", 0, "k", "left", 0), ("$e^{-46}$ x", 0, "k", "left", 0)]
+
+
+def _play(cached: bool, pad=None):
+    fig, canvas, text, rect = _scene()
+    bg = canvas.copy_from_bbox(fig.bbox)
+    cache = export._TextCache(fig, canvas)
+    if pad is not None:
+        cache.PAD = pad
+    frames = []
+    for s, x, colour, align, rot in _STEPS:
+        text.set_text(s)
+        text.set_color(colour)
+        text.set_multialignment(align)           # no public getter: the key must still see it
+        text.set_rotation(rot)
+        rect.set_x(x)
+        canvas.restore_region(bg)
+        fig.draw_artist(rect)
+        if cached:
+            cache.draw(text)
+        else:
+            fig.draw_artist(text)
+        frames.append(np.asarray(canvas.buffer_rgba()).copy())
+    return frames, cache, text
+
+
+def test_text_cache_equals_plain_draws():
+    plain, _, _ = _play(False)
+    cached, cache, text = _play(True)
+    for i, (x, y) in enumerate(zip(plain, cached)):
+        assert np.array_equal(x, y), f"step {i}: {_STEPS[i]}"
+    assert cache.tally[id(text)][0] >= 3 and id(text) not in cache.off
+
+
+def test_text_cache_refuses_a_footprint_smaller_than_the_ink():
+    plain, _, _ = _play(False)
+    cached, cache, text = _play(True, pad=-4)     # a footprint inside the glyphs
+    assert all(np.array_equal(x, y) for x, y in zip(plain, cached))
+    assert id(text) in cache.off and cache.tally[id(text)][0] == 0
+
+
+def test_text_cache_gives_up_on_a_counter():
+    fig, canvas, text, rect = _scene()
+    cache = export._TextCache(fig, canvas)
+    for i in range(cache.GIVE_UP + 4):
+        text.set_text(f"step {i}")
+        cache.draw(text)
+    assert id(text) in cache.off and len(cache.entries) < cache.GIVE_UP
+
+
+def test_slow_content_comparison():
+    a = np.array([[1.0, np.nan], [0.0, 2.0]])
+    kept = export._kept(["img", a, (0.0, 1.0)])
+    assert export._same(kept, ["img", a.copy(), (0.0, 1.0)])          # NaN equals NaN
+    b = a.copy()
+    b[1, 0] = -0.0
+    assert not export._same(kept, ["img", b, (0.0, 1.0)])             # any bit that changed counts
+    a[0, 0] = 5.0                                                     # the kept copy is not a view
+    assert not export._same(kept, ["img", a, (0.0, 1.0)])
+    assert not export._same(kept, ["img", a.astype(np.float32), (0.0, 1.0)])
+    assert not export._same(None, ["img"]) and not export._same(kept, None)
+
+
+# --- paths that cannot be written: one line, before any rendering -------------------------------
+
+@pytest.fixture
+def counted():
+    w = _make("cache-bad-path")
+    drawn = []
+    view = w._view
+    original = view.draw_frame
+    view.draw_frame = lambda k: (drawn.append(k), original(k))[1]
+    yield w, drawn
+    w.close()
+
+
+@pytest.mark.parametrize("name, exc, words", [
+    ("no-such-dir/run.gif", FileNotFoundError, "does not exist"),
+    ("a-dir.gif", IsADirectoryError, "is a directory"),
+    ("run.jpg", ValueError, "ending in .gif or .mp4"),
+    ("a-file.txt/run.gif", NotADirectoryError, "expected a directory"),
+    ("run", ValueError, "ending in .gif or .mp4"),
+])
+@pytest.mark.parametrize("call", ["save_animation", "AnimationExport"])
+def test_unwritable_export_paths_fail_before_rendering(tmp_path, counted, name, exc, words, call):
+    w, drawn = counted
+    (tmp_path / "a-dir.gif").mkdir()
+    (tmp_path / "a-file.txt").write_text("x")
+    path = tmp_path / name
+    fn = save_animation if call == "save_animation" else AnimationExport
+    with pytest.raises(exc) as info:
+        fn(w._view, path, frames=range(0, w.n_frames, 2), parallel=True)
+    msg = str(info.value)
+    assert "\n" not in msg and str(path) in msg and words in msg, msg
+    assert drawn == []                                # nothing rendered, no worker started
+    assert not (tmp_path / "no-such-dir").exists()
+
+
+@pytest.mark.parametrize("name, exc", [("x.gif", ValueError), ("nope/x.png", FileNotFoundError),
+                                       ("a-dir.png", IsADirectoryError)])
+def test_unwritable_png_paths_fail_before_drawing(tmp_path, counted, name, exc):
+    w, drawn = counted
+    (tmp_path / "a-dir.png").mkdir()
+    with pytest.raises(exc, match="expected"):
+        save_frame_png(w._view, 3, tmp_path / name)
+    assert drawn == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write anywhere")
+def test_read_only_directory_is_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(PermissionError, match="no permission"):
+            output_path(ro / "x.gif", (".gif",))
+    finally:
+        ro.chmod(0o700)
+
+
+def test_output_path_accepts_a_writable_file(tmp_path):
+    assert output_path(str(tmp_path / "Run.GIF"), (".gif", ".mp4")) == tmp_path / "Run.GIF"
+    with pytest.raises(TypeError, match="file name"):
+        output_path(3, (".gif",))
