@@ -5,7 +5,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from flashviz.present import APP_SOURCE, app_notebook
-from flashviz.widgets.app import CHAPTERS, ChapterApp, available_chapters
+from flashviz.widgets.app import APP_FIGURE, CAPTIONS, CHAPTERS, PRESENTER_FIGURE, ChapterApp, available_chapters
 
 matplotlib.use("Agg")
 
@@ -26,10 +26,35 @@ def test_every_available_chapter_opens_and_the_previous_closes():
     assert plt.get_fignums() == []
 
 
+def test_app_layout_fits_a_window():
+    """The figure at the app's size, beside its controls, in a box the page's CSS scales; the
+    page's header is one row; every chapter has a one-line caption."""
+    import ipywidgets as W
+
+    app = ChapterApp()
+    try:
+        w = app.current[0]
+        assert (w.fig.get_figwidth(), w.fig.get_figheight(), w.fig.dpi) == (*APP_FIGURE["figsize"], APP_FIGURE["dpi"])
+        assert "flashviz-fit" in w.widget._dom_classes and "flashviz-side" in w.widget._dom_classes
+        (row,) = w.widget.children
+        controls, canvas = row.children
+        assert w.transport in controls.children and w.export_row in controls.children and canvas not in controls.children
+        assert "object-fit: contain" in app.title.value and "100vh" in app.title.value
+        assert app.header.children == (app.title, app.chapter)
+        for label in available_chapters():
+            assert CAPTIONS[label] and "\n" not in CAPTIONS[label] and len(CAPTIONS[label]) <= 110, label
+        gpu = app.body.children[1]
+        assert isinstance(gpu, W.Accordion) and gpu.selected_index is None      # the GPU panel folded
+    finally:
+        app.close()
+
+
 def test_presenter_mode_draws_larger():
     app = ChapterApp(presenter=True)
     try:
-        assert app.current[0].fig.get_figwidth() > 12 and "font-size: 20px" in app.title.value
+        w = app.current[0]
+        assert w.fig.dpi == PRESENTER_FIGURE["dpi"] > APP_FIGURE["dpi"] and "font-size: 20px" in app.title.value
+        assert w.export_row.layout.display == "none" and w.speed.layout.display == "none"
     finally:
         app.close()
 

@@ -1,5 +1,5 @@
 """No overlapping text (issue 10, item 6): in every animation widget, at the notebook's default
-size and at the presenter's (ChapterApp(presenter=True)), over sampled frames, no two visible
+size, which the app also uses (ChapterApp, presenter or not), over sampled frames, no two visible
 texts of the figure overlap and none leaves the figure; and no figure text shows a raw
 exponent (``e^-46``) outside mathtext (``$e^{-46}$``).
 
@@ -21,28 +21,20 @@ from matplotlib.axis import Axis
 from matplotlib.spines import Spine
 from matplotlib.text import Text
 
+from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE
+
 matplotlib.use("Agg")
 
 TOL = 1.0          # pixels two extents may share (anti-aliased edges touch)
 
-# the presenter's figure size, as ChapterApp(presenter=True) passes it to every widget
-PRESENTER = {"figsize": (12.5, 7.6), "dpi": 100}
-SIZES = {"default": {}, "presenter": PRESENTER}
+# Overlap depends on the figure's size in inches only (dpi scales text and figure alike). The
+# app (ChapterApp, presenter or not) draws every widget at its default inches, so "default"
+# covers the app too (the test below pins that); the browser scales the bitmap to the window.
+SIZES = {"default": {}}
 
 
-def _presenter_size():
-    import inspect
-
-    from flashviz.widgets import app
-
-    src = inspect.getsource(app.ChapterApp._open)
-    m = re.search(r'"figsize":\s*\(([\d.]+),\s*([\d.]+)\),\s*"dpi":\s*(\d+)', src)
-    assert m, "ChapterApp._open no longer says the presenter's figsize/dpi where this test looks"
-    return {"figsize": (float(m[1]), float(m[2])), "dpi": int(m[3])}
-
-
-def test_presenter_size_is_the_apps():
-    assert _presenter_size() == PRESENTER
+def test_the_app_draws_at_the_default_inches():
+    assert APP_FIGURE["figsize"] == PRESENTER_FIGURE["figsize"] == (11.0, 6.8)
 
 
 def _widget(name, kwargs):

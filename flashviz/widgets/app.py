@@ -1,7 +1,13 @@
 """ChapterApp: every lesson's widget behind one chapter picker — the page Voilà serves in class.
 
-Switching chapters closes the previous widgets (no figures pile up). ``presenter=True``
-draws figures larger and the controls in a larger font, for a projector.
+Switching chapters closes the previous widgets (no figures pile up). The page fills the
+window: one header row (title and chapter picker), a one-line caption, and the chapter's
+widgets, whose figure takes the height that is left and scales to the window's width and
+height (the browser scales the canvas bitmap, drawn at a resolution meant for 1080p, keeping
+its aspect). ``presenter=True`` is for a projector: the controls in a column beside the
+figure, so that the figure gets the window's full height (its text about 1.3x larger on
+screen than in the stacked layout at 1280×720), controls in a 20 px font, and the export row
+and speed controls hidden.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from .base import close_widget
 CHAPTERS = {
     "0 · Start here: tiles on real inputs": [("flashviz.widgets.explorer", "TileExplorer", {}),
                                              ("flashviz.widgets.gpu_panel", "GPUPanel", {"explorer": 0})],
+    "1 · The memory wall": [("flashviz.widgets.memory_wall", "MemoryWall", {})],
     "2 · Online softmax": [("flashviz.widgets.online_softmax", "OnlineSoftmaxExplorer", {})],
     "3 · Tiling": [("flashviz.widgets.explorer", "TileExplorer", {"N": 128, "Br": 16, "Bc": 16})],
     "4 · Block size": [("flashviz.widgets.blocksize", "BlockSizeExplorer", {})],
@@ -27,10 +34,62 @@ CHAPTERS = {
                            ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
 }
 
+# one line per chapter, under the picker
+CAPTIONS = {
+    "0 · Start here: tiles on real inputs": "Step through FlashAttention's tiles on real inputs: what sits "
+                                            "in SRAM, what goes to HBM, the running softmax.",
+    "1 · The memory wall": "Measured on this machine: the exp over S moves bytes, QKᵀ does arithmetic; "
+                           "S grows as N².",
+    "2 · Online softmax": "The running max m and sum l: one pass over the keys, rescaled as the max grows.",
+    "3 · Tiling": "Q, K, V in tiles that fit in SRAM; S and P never leave the chip.",
+    "4 · Block size": "Bigger tiles, fewer re-reads of K and V, until the tiles no longer fit in SRAM.",
+    "5 · Causal masking": "Tiles above the diagonal are skipped; only the diagonal ones are masked.",
+    "5 · Loop order: FA1 vs FA2": "Keys outer (FA1) or queries outer (FA2): the same result, different traffic.",
+    "6 · Backward pass": "Recompute P from Q, K and lse instead of storing it: more FLOPs, far fewer bytes.",
+    "7 · The GPU kernel": "The same tiling on tensor cores: recorded H200 figures, and a live run where a GPU is.",
+}
+
+#: the figure every animated widget gets in the app: (width, height) inches and dpi. The
+#: browser scales the bitmap to the window (CSS below); dpi is chosen so that it is drawn
+#: at about the size it is shown at 1920×1080, never enlarged much.
+APP_FIGURE = {"figsize": (11.0, 6.8), "dpi": 130}
+#: presenter: the same inches (every view is laid out for them: 13 % smaller already makes texts
+#: overlap), a sharper bitmap; the text is larger on screen because the figure gets the
+#: window's full height beside the controls (``_side_by_side``)
+PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140}
+
+#: the page fills the window; the canvas of the chapter's figure takes the height left and is
+#: scaled by the browser into that box, keeping its aspect (object-fit: contain)
+APP_CSS = """<style>
+.flashviz-app { height: calc(100vh - 24px); overflow: hidden !important; }
+.flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
+.flashviz-app-body > * { flex: 0 0 auto; }
+.flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
+.flashviz-fit > * { flex: 0 0 auto; }
+.flashviz-fit > .jupyter-matplotlib { flex: 1 1 0; min-height: 120px; width: 100%; display: flex;
+  flex-direction: column; }
+.flashviz-fit .jupyter-matplotlib-figure, .flashviz-fit .jupyter-matplotlib-canvas-container {
+  flex: 1 1 0; min-height: 0; width: 100%; display: flex; flex-direction: column; }
+.flashviz-app .jupyter-matplotlib-canvas-div { width: 100% !important; height: 100% !important; flex: 1 1 0; }
+.flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
+  object-fit: contain; object-position: left top; }
+.flashviz-app .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.flashviz-side > .widget-hbox { flex: 1 1 0; min-height: 0; align-items: stretch; }
+.flashviz-side-controls { flex: 0 0 330px; width: 330px; overflow-x: hidden !important; }
+.flashviz-side-controls .widget-hbox { flex-wrap: wrap; }
+.flashviz-side-controls .widget-html-content { white-space: normal; }
+.flashviz-side-controls .widget-slider, .flashviz-side-controls .widget-text { width: 300px !important; }
+.flashviz-side > .widget-hbox > .jupyter-matplotlib { flex: 1 1 0; min-width: 0; display: flex; flex-direction: column; }
+</style>"""
+
 PRESENTER_CSS = """<style>
-.jupyter-widgets, .widget-label, .widget-readout, .widget-html-content, .widget-dropdown select,
-.widget-button, .jupyter-button { font-size: 20px !important; }
-.widget-html-content { line-height: 1.4 !important; }
+.flashviz-app .jupyter-widgets, .flashviz-app .widget-label, .flashviz-app .widget-readout,
+.flashviz-app .widget-html-content, .flashviz-app .widget-dropdown select, .flashviz-app .widget-button,
+.flashviz-app .jupyter-button { font-size: 20px !important; }
+.flashviz-app .widget-label { width: auto !important; max-width: none !important; }
+.flashviz-app .widget-dropdown, .flashviz-app .widget-dropdown select, .flashviz-app .jupyter-button {
+  width: auto !important; max-width: none !important; }
+.flashviz-app .widget-html-content { line-height: 1.4 !important; }
 </style>"""
 
 
@@ -71,40 +130,92 @@ class ChapterApp:
         labels = available_chapters()
         if chapter is not None and chapter not in labels:
             raise ValueError(f"chapter must be one of {labels}, got {chapter!r}")
-        self.presenter = bool(presenter)
+        if not isinstance(presenter, bool):
+            raise TypeError(f"presenter must be True or False, got {presenter!r}")
+        self.presenter = presenter
         self.chapter = W.Dropdown(options=labels, value=chapter or labels[0], description="chapter",
-                                  layout=W.Layout(width="480px"))
-        self.title = W.HTML("<h2 style='margin:4px 0'>FlashAttention, seen and checked</h2>"
-                            + (PRESENTER_CSS if self.presenter else ""))
+                                  layout=W.Layout(width="560px" if presenter else "460px"))
+        self.title = W.HTML("<b style='font-size:1.25em'>FlashAttention, seen and checked</b>" + APP_CSS
+                            + (PRESENTER_CSS if presenter else ""), layout=W.Layout(margin="0 24px 0 0"))
+        self.caption = W.HTML()
         self.body = W.VBox([])
+        self.body.add_class("flashviz-app-body")
         self.status = W.HTML()
-        self.current = []
-        self.widget = W.VBox([self.title, self.chapter, self.status, self.body])
+        self.current, self._folds = [], []
+        self.header = W.HBox([self.title, self.chapter], layout=W.Layout(align_items="center"))
+        self.widget = W.VBox([self.header, self.caption, self.status, self.body])
+        self.widget.add_class("flashviz-app")
         self.chapter.observe(lambda change: self._open(change["new"]), names="value")
         self._open(self.chapter.value)
 
     def _open(self, label: str):
         for w in self.current:
             w.close()
-        self.current = []
-        big = {"figsize": (12.5, 7.6), "dpi": 100} if self.presenter else {}
+        for box in self._folds:
+            close_widget(box)
+        self.current, self._folds = [], []
+        self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"
+        fig = PRESENTER_FIGURE if self.presenter else APP_FIGURE
         try:
             for module, cls, kwargs in CHAPTERS[label]:
                 Widget = getattr(importlib.import_module(module), cls)
                 kw = {k: (self.current[v] if k == "explorer" else v) for k, v in kwargs.items()}
-                extra = {"key": ("ChapterApp", id(self), cls), **({} if "explorer" in kw else big)}
+                extra = {"key": ("ChapterApp", id(self), cls), **({} if "explorer" in kw else fig)}
                 self.current.append(Widget(**kw, **_accepted(Widget, extra)))
             self.status.value = ""
         except Exception as exc:  # a chapter that fails says so; the picker keeps working
             self.status.value = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
-        self.body.children = [w.widget for w in self.current]
+        for w in self.current:
+            self._fit(w)
+        self.body.children = [self._placed(n, w) for n, w in enumerate(self.current)]
+
+    def _placed(self, n: int, w):
+        """The chapter's first widget as it is; a GPU panel after it folded under a header
+        (closed: the figure keeps the window's height; a click opens it)."""
+        if n == 0 or getattr(w, "fig", None) is not None:
+            return w.widget
+        box = W.Accordion(children=[w.widget], titles=(type(w).__name__.replace("Panel", " panel"),),
+                          selected_index=None)
+        self._folds.append(box)
+        return box
+
+    def _fit(self, w) -> None:
+        """A widget with a figure: controls in a column beside it, the figure takes the height
+        left and scales its canvas into it (APP_CSS); presenter: hide what a class does not
+        need (the export row, the speed controls)."""
+        if getattr(w, "fig", None) is None:
+            return
+        w.widget.add_class("flashviz-fit")
+        if self.presenter:
+            for name in ("export_row", "speed", "skip"):
+                part = getattr(w, name, None)
+                if isinstance(part, W.Widget):
+                    part.layout.display = "none"
+        self._side_by_side(w)
+
+    @staticmethod
+    def _side_by_side(w) -> None:
+        """The controls in a column left of the figure. A 16:9 window is wider than the figure
+        (aspect 1.6) needs once the controls sit above it, so beside them the figure gets the
+        window's height: its text is about 1.3x larger on screen at 1280×720 than stacked."""
+        kids = list(w.widget.children)
+        canvas = next((c for c in kids if c is getattr(w.fig, "canvas", None)), None) or \
+            next((c for c in kids if isinstance(c, W.Image)), None)
+        if canvas is None:
+            return
+        controls = W.VBox([c for c in kids if c is not canvas])
+        controls.add_class("flashviz-side-controls")
+        w.widget.children = [W.HBox([controls, canvas])]
+        w.widget.add_class("flashviz-side")
 
     def close(self):
         """Close the shown chapter's widgets and the picker (idempotent)."""
         for w in self.current:
             w.close()
-        self.current = []
-        for w in (self.chapter, self.title, self.status, self.body, self.widget):
+        for box in self._folds:
+            close_widget(box)
+        self.current, self._folds = [], []
+        for w in (self.chapter, self.title, self.header, self.caption, self.status, self.body, self.widget):
             close_widget(w)
 
     def _repr_mimebundle_(self, **kwargs):

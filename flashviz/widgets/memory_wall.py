@@ -1,0 +1,87 @@
+"""MemoryWall: chapter 1's measured figures as one widget (for the app): the roofline of this
+machine (QKᵀ against the exp over S) and standard attention's HBM bytes, with a button that
+measures again."""
+
+from __future__ import annotations
+
+import io
+
+import ipywidgets as W
+import matplotlib.pyplot as plt
+
+from ..roofline import ROOFLINE_N, measure_intensity
+from ..views.roofline_view import draw_memory_wall
+from .base import check_int, close_widget, ensure_ipympl, is_widget_canvas, send_full_frames
+
+
+def _figsize(figsize) -> tuple[float, float]:
+    try:
+        w, h = (float(v) for v in figsize)
+    except (TypeError, ValueError):
+        raise TypeError(f"figsize must be (width, height) in inches, got {figsize!r}") from None
+    if not (0 < w <= 40 and 0 < h <= 40):
+        raise ValueError(f"figsize must be between 0 and 40 inches each way, got {figsize!r}")
+    return w, h
+
+
+class MemoryWall:
+    """Chapter 1 measured: roofline of this CPU and the N² bytes of standard attention.
+
+    figsize: (width, height) inches (default (11, 4.6)); dpi: 50–300 (default 90). The first
+    measurement runs on construction (about a second: ``roofline.measure_intensity``).
+    Public: ``rows`` (the measurement), ``info`` (draw_memory_wall's result), ``measure()``,
+    ``widget``, ``close()``. Raises TypeError / ValueError for bad figsize or dpi.
+    """
+
+    def __init__(self, *, figsize=(11.0, 4.6), dpi: int = 90):
+        figsize = _figsize(figsize)
+        dpi = check_int(dpi, "dpi", 50, 300)
+        use_ipympl = ensure_ipympl()
+        with plt.ioff():
+            self.fig = plt.figure(figsize=figsize, dpi=dpi)
+        if use_ipympl and is_widget_canvas(self.fig.canvas):
+            c = self.fig.canvas
+            c.header_visible = c.footer_visible = c.toolbar_visible = False
+            c.resizable = False
+            c.capture_scroll = False
+            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
+            c.syncing_data_url = False
+            send_full_frames(c)
+            self._canvas = c
+        else:
+            self._canvas = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
+        self.button = W.Button(description="measure again", tooltip="time QKᵀ and exp(S) again on this machine")
+        self.status = W.HTML()
+        self.button.on_click(lambda _: self.measure())
+        self.widget = W.VBox([W.HBox([self.button, self.status]), self._canvas])
+        self.rows, self.info = [], {}
+        self.measure()
+
+    def measure(self) -> list[dict]:
+        """Measure again (``measure_intensity`` at N in ROOFLINE_N, d = 64) and redraw."""
+        self.button.disabled = True
+        try:
+            self.rows = measure_intensity(ROOFLINE_N, 64)
+            self.info = draw_memory_wall(self.fig, self.rows)
+            mm = max(r["mm_flops"] / r["mm_s"] for r in self.rows) / 1e9
+            ew = max(r["ew_flops"] / r["ew_s"] for r in self.rows) / 1e9
+            self.status.value = (f"measured on this machine, best of 7: QKᵀ up to {mm:.0f} GFLOP/s, exp over S "
+                                 f"up to {ew:.2f} GFLOP/s at {self.info['roof_GBps']:.0f} GB/s")
+            if isinstance(self._canvas, W.Image):
+                buf = io.BytesIO()
+                self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
+                self._canvas.value = buf.getvalue()
+            else:
+                self.fig.canvas.draw_idle()
+        finally:
+            self.button.disabled = False
+        return self.rows
+
+    def close(self):
+        """Close the figure and the widgets (idempotent)."""
+        plt.close(self.fig)
+        for w in (self.button, self.status, self._canvas, self.widget):
+            close_widget(w)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
