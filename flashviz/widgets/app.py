@@ -23,7 +23,7 @@ from .base import close_widget
 CHAPTERS = {
     "0 · Start here: tiles on real inputs": [("flashviz.widgets.explorer", "TileExplorer", {}),
                                              ("flashviz.widgets.gpu_panel", "GPUPanel", {"explorer": 0})],
-    "1 · The memory wall": [("flashviz.widgets.memory_wall", "MemoryWall", {})],
+    "1 · The memory wall": [("flashviz.widgets.memory_wall", "MemoryWall", {"repeat": 3})],
     "2 · Online softmax": [("flashviz.widgets.online_softmax", "OnlineSoftmaxExplorer", {})],
     "3 · Tiling": [("flashviz.widgets.explorer", "TileExplorer", {"N": 128, "Br": 16, "Bc": 16})],
     "4 · Block size": [("flashviz.widgets.blocksize", "BlockSizeExplorer", {})],
