@@ -21,11 +21,13 @@ def draw_memory_wall(fig, rows, *, d: int = 64, itemsize: int = 2) -> dict:
     fig.clear()
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
     roof = max(r["ew_bytes"] / r["ew_s"] for r in rows) / 1e9
-    for r in rows:
+    for n, r in enumerate(rows):
         x_mm, y_mm = r["mm_flops"] / r["mm_bytes"], r["mm_flops"] / r["mm_s"] / 1e9
         left.loglog(x_mm, y_mm, "o", color=TILED)
         left.loglog(r["ew_flops"] / r["ew_bytes"], r["ew_flops"] / r["ew_s"] / 1e9, "s", color=STANDARD)
-        left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        # labels alternately right and left of their points: nearby points keep apart
+        left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points", xytext=(6 if n % 2 else -6, -3),
+                      ha="left" if n % 2 else "right", fontsize=7)
     x = np.logspace(-2, 2.5, 50)
     left.loglog(x, roof * x, "--", color="0.5", label=f"bandwidth roof ≈ {roof:.0f} GB/s (measured)")
     left.set_xlabel("arithmetic intensity (FLOP per byte)")

@@ -154,7 +154,6 @@ class ChapterApp:
         for box in self._folds:
             close_widget(box)
         self.current, self._folds = [], []
-        self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"
         fig = PRESENTER_FIGURE if self.presenter else APP_FIGURE
         try:
             for module, cls, kwargs in CHAPTERS[label]:
@@ -168,6 +167,7 @@ class ChapterApp:
         for w in self.current:
             self._fit(w)
         self.body.children = [self._placed(n, w) for n, w in enumerate(self.current)]
+        self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"     # last: the page shows the chapter whole
 
     def _placed(self, n: int, w):
         """The chapter's first widget as it is; a GPU panel after it folded under a header
