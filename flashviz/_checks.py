@@ -131,3 +131,261 @@ def check_order(order) -> str:
     if order not in ("fa1", "fa2"):
         raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
     return order
+
+
+# --- checks shared by the widgets, panels, exports and the command line ---------------------------
+#
+# The caps below are what a student can ask for before the tool would take minutes or gigabytes;
+# each error says the cap and why, in one line.
+
+#: Smallest and largest figure side in inches: below 1 inch nothing is legible, above 50 the
+#: figure is a poster, not a slide (and the pixel cap below is what really limits the cost).
+MIN_FIG_INCHES, MAX_FIG_INCHES = 1.0, 50.0
+#: Dots per inch of a figure: below 20 the fonts cannot be rasterised (FreeType fails at a few
+#: pixels per em); above 600 is print resolution, far beyond any screen or projector.
+MIN_DPI, MAX_DPI = 20.0, 600.0
+#: Most pixels (width × height, at ``dpi``) a figure may have: 8 million (11 × 6.8 in at 300 dpi
+#: fits). Every frame is drawn and shipped at this size and a GIF keeps every frame, so time and
+#: memory grow with it; matplotlib's own limit (2^23 per side) would first allocate gigabytes.
+MAX_FIG_PIXELS = 8_000_000
+#: Highest frame rate of an exported animation: a GIF stores frame delays in hundredths of a
+#: second, so more than 100 frames per second cannot be written.
+MAX_FPS = 100.0
+#: Most frames one animation export may hold: at about 50 ms a frame (two cores) 1,000 frames take
+#: about a minute and tens of MB; a 16,512-step run would take a quarter of an hour. Keep every
+#: n-th frame instead (``frames=range(0, n, step)``; ``flashviz render --every``).
+MAX_EXPORT_FRAMES = 1000
+#: Most query blocks the IO model may visit for one block-size sweep (its closed forms loop over
+#: the Tr = ⌈N/Br⌉ query blocks of every Br × Bc; the block-size widget also sweeps every N of its
+#: traffic-vs-N curve): 500,000 visits take about a second in the model and three in the widget.
+#: Tiny blocks go far beyond (Br = 1 at N = 65,536 is 65,536 visits per configuration).
+MAX_SWEEP_STEPS = 500_000
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (Python or NumPy; bool refused) in [lo, hi]; one-line TypeError/ValueError
+    that names the argument, the value given and the range expected."""
+    if lo is not None and hi is not None:
+        want = f"an integer between {lo:,} and {hi:,}"
+    elif lo is not None:
+        want = f"an integer >= {lo:,}"
+    else:
+        want = "an integer"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {want}, got {_shown(value)}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be {want}, got {value:,}" if abs(value) < 10**30 else
+                         f"{name} must be {want}, got an integer with {len(str(abs(value)))} digits")
+    return int(value)
+
+
+def check_choice(value, name: str, choices):
+    """One of ``choices`` (integers: Python or NumPy ints, bool refused; strings: exact);
+    one-line TypeError for the wrong kind, ValueError naming the choices otherwise."""
+    listed = ", ".join(map(str, choices))
+    if all(isinstance(c, str) for c in choices):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be one of {listed} (a string), got {_shown(value)}")
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {listed}, got {_shown(value)}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be one of {listed} (an integer), got {_shown(value)}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {listed}, got {_shown(value)}")
+    return int(value)
+
+
+def check_real(value, name: str, lo: float, hi: float, *, unit: str = "") -> float:
+    """A finite real number (bool refused) with lo < value <= hi when lo is 0, else lo <= value <= hi."""
+    unit = f" {unit}" if unit else ""
+    want = f"a number above 0 and at most {hi:g}{unit}" if lo == 0 else f"a number from {lo:g} to {hi:g}{unit}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {want}, got {_shown(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        x = float("inf")
+    if not np.isfinite(x) or x > hi or (x <= 0 if lo == 0 else x < lo):
+        raise ValueError(f"{name} must be {want}, got {_shown(value)}")
+    return x
+
+
+def check_key(key):
+    """A registry key: anything hashable (a string, a number, a tuple of those), or None."""
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(f"key must be hashable (a string, number or tuple) or None, got {_shown(key)}") from None
+    return key
+
+
+def check_figsize(figsize, name: str = "figsize") -> tuple[float, float]:
+    """(width, height) in inches, each a finite number from MIN_FIG_INCHES to MAX_FIG_INCHES.
+    Anything else is a ValueError (as matplotlib's own figsize errors), in one line."""
+    want = (f"{name} must be (width, height) in inches, two numbers from {MIN_FIG_INCHES:g} to "
+            f"{MAX_FIG_INCHES:g}")
+    if isinstance(figsize, (str, bytes, dict)) or not hasattr(figsize, "__len__") or len(figsize) != 2:
+        raise ValueError(f"{want}, got {_shown(figsize)}")
+    out = []
+    for v in figsize:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise ValueError(f"{want}, got {_shown(figsize)}")
+        x = float(v)
+        if not (np.isfinite(x) and MIN_FIG_INCHES <= x <= MAX_FIG_INCHES):
+            raise ValueError(f"{want}, got {_shown(figsize)}")
+        out.append(x)
+    return out[0], out[1]
+
+
+def check_dpi(dpi, name: str = "dpi") -> float:
+    """Dots per inch: a finite number from MIN_DPI to MAX_DPI; ValueError (one line) otherwise."""
+    try:
+        return check_real(dpi, name, MIN_DPI, MAX_DPI)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_figure(figsize, dpi) -> tuple[tuple[float, float], float]:
+    """figsize and dpi checked alone and together: at most MAX_FIG_PIXELS pixels in all."""
+    (w, h), dpi = check_figsize(figsize), check_dpi(dpi)
+    px = round(w * dpi) * round(h * dpi)
+    if px > MAX_FIG_PIXELS:
+        raise ValueError(f"figsize {w:g} × {h:g} in at dpi {dpi:g} is {round(w * dpi):,} × {round(h * dpi):,} "
+                         f"pixels ({px / 1e6:.1f} million); at most {MAX_FIG_PIXELS / 1e6:g} million pixels can be "
+                         f"drawn and exported in reasonable time: lower figsize or dpi")
+    return (w, h), dpi
+
+
+def check_fps(fps) -> float:
+    """Frames per second of an exported animation: above 0, at most MAX_FPS."""
+    return check_real(fps, "fps", 0, MAX_FPS, unit="(a GIF stores delays in 1/100 s)")
+
+
+def check_callable(value, name: str, what: str = "a function"):
+    """None or a callable; one-line TypeError otherwise."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be {what} or None, got {_shown(value)}")
+    return value
+
+
+def check_export_frames(frames, n_frames: int) -> list[int]:
+    """The frame indices of an export: None (all) or integers in 0..n_frames-1, at most MAX_EXPORT_FRAMES."""
+    want = f"frame indices (integers from 0 to {n_frames - 1})"
+    if frames is None:
+        out = list(range(n_frames))
+    else:
+        if isinstance(frames, (str, bytes)) or not hasattr(frames, "__iter__"):
+            raise TypeError(f"frames must be a list or range of {want}, or None for all, got {_shown(frames)}")
+        out = list(frames)
+        if not out:
+            raise ValueError(f"frames is empty: give at least one of the {want}")
+        for k in out:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+                raise TypeError(f"frames must hold {want}, got {_shown(k)}")
+            if not 0 <= k < n_frames:
+                raise ValueError(f"frames must hold {want}, got {k}")
+        out = [int(k) for k in out]
+    if len(out) > MAX_EXPORT_FRAMES:
+        step = -(-len(out) // MAX_EXPORT_FRAMES)
+        raise ValueError(f"{len(out):,} frames is more than one export may hold ({MAX_EXPORT_FRAMES:,}: about a "
+                         f"minute to write); keep one frame in {step}, e.g. frames=range(0, {n_frames}, {step})")
+    return out
+
+
+def check_output_path(path, suffixes, name: str = "path"):
+    """A file we can write: str or os.PathLike (``~`` expanded) ending in one of ``suffixes``, in an
+    existing, writable folder, and not itself a folder. Returns it as a pathlib.Path.
+
+    TypeError for a non-path, ValueError for a wrong suffix, FileNotFoundError / NotADirectoryError /
+    IsADirectoryError / PermissionError (OSError, one line each) when it cannot be written."""
+    import os
+    from pathlib import Path
+
+    ends = " or ".join(suffixes)
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file name (str or pathlib.Path) ending in {ends}, got {_shown(path)}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{name} must be a file name ending in {ends}, got {_shown(path)}")
+    p = Path(text).expanduser()
+    if p.suffix.lower() not in suffixes:
+        raise ValueError(f"{name} must end in {ends}, got {str(p)!r}")
+    parent = p.parent
+    if not parent.exists():
+        raise FileNotFoundError(f"{name} {str(p)!r} cannot be written: its folder {str(parent)!r} does not exist "
+                                f"(create it first, or save elsewhere)")
+    if not parent.is_dir():
+        raise NotADirectoryError(f"{name} {str(p)!r} cannot be written: {str(parent)!r} is a file, not a folder")
+    if p.is_dir():
+        raise IsADirectoryError(f"{name} {str(p)!r} is a folder; give a file name inside it ending in {ends}")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise PermissionError(f"{name} {str(p)!r} cannot be written: no permission to write "
+                              f"{'it' if p.exists() else f'in {str(parent)!r}'}")
+    return p
+
+
+def check_output_dir(path, name: str = "out"):
+    """A folder we can write into or create: str or os.PathLike (``~`` expanded) that is a
+    folder, or does not exist yet below a writable folder. Returns it as a pathlib.Path."""
+    import os
+    from pathlib import Path
+
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+        raise TypeError(f"{name} must be a folder name (str or pathlib.Path), got {_shown(path)}")
+    p = Path(os.fspath(path)).expanduser()
+    if p.exists() and not p.is_dir():
+        raise NotADirectoryError(f"{name} {str(p)!r} is a file; give a folder (it is created if missing)")
+    top = p
+    while not top.exists():                      # the folder that exists, under which p is created
+        top = top.parent
+    if not top.is_dir():
+        raise NotADirectoryError(f"{name} {str(p)!r} cannot be created: {str(top)!r} is a file, not a folder")
+    if not os.access(top, os.W_OK | os.X_OK):
+        raise PermissionError(f"{name} {str(p)!r} cannot be written: no permission to write in {str(top)!r}")
+    return p
+
+
+def os_error_line(exc: OSError, path, name: str = "path") -> OSError:
+    """The same kind of OSError with one line that names the file: for a write that failed anyway
+    (a full disk, a file system that refuses the name) after ``check_output_path`` passed."""
+    lines = str(exc).strip().splitlines()
+    reason = exc.strerror or (lines[0] if lines else type(exc).__name__)
+    msg = f"{name} {str(path)!r} cannot be written: {reason}"
+    try:
+        return type(exc)(msg)
+    except Exception:
+        return OSError(msg)
+
+
+def sweep_steps(N: int, blocks) -> int:
+    """Query blocks the IO model visits for a block-size sweep over ``blocks`` × ``blocks`` at N:
+    len(blocks) · Σ_Br ⌈N/Br⌉ (its closed forms loop over the Tr query blocks of each configuration)."""
+    blocks = tuple(blocks)
+    return len(blocks) * sum(-(-N // Br) for Br in blocks)
+
+
+def sweep_problem(N: int, blocks, *, curve_N=(), what: str = "N", blocks_given: bool = True) -> str | None:
+    """Why a block-size sweep at N over ``blocks`` (plus one sweep per sequence length of
+    ``curve_N``, as the block-size widget draws) would take too long: more than MAX_SWEEP_STEPS
+    query-block visits. None when it is fine. blocks_given: the caller chose the blocks (the
+    message then suggests dropping the smallest)."""
+    blocks = tuple(blocks)
+    fixed = sum(sweep_steps(n, blocks) for n in curve_N)
+    steps = fixed + sweep_steps(N, blocks)
+    if steps <= MAX_SWEEP_STEPS:
+        return None
+    head = (f"block sizes {blocks} at {what} = {N:,} make the IO model visit {steps:,} query blocks"
+            f"{' (with its traffic-vs-N curve)' if curve_N else ''}, more than {MAX_SWEEP_STEPS:,} (a few seconds)")
+    if fixed + sweep_steps(1, blocks) > MAX_SWEEP_STEPS:
+        return f"{head}: drop the smallest block sizes"
+    lo, hi = 1, N                                  # the largest N that fits, by bisection (steps grow with N)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fixed + sweep_steps(mid, blocks) <= MAX_SWEEP_STEPS else (lo, mid - 1)
+    return f"{head}: pick {what} <= {lo:,}{' or drop the smallest block sizes' if blocks_given else ''}"

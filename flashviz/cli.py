@@ -9,12 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import _checks
 from .gpu.mma_limits import BENCH_N, VARIANTS
 from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
                       standard_attention_io, standard_backward_io, stored_between_passes)
 
 TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)
+#: Tokens of every benchmark run (B·N): ``flashviz bench --N`` takes sequence lengths that divide it,
+#: so B = 16,384 / N sequences is a whole number and runs of different N move the same data.
+BENCH_TOKENS = 16_384
 
 
 def tables(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2, causal: bool = False) -> str:
@@ -35,6 +39,15 @@ def sweep_table(N: int = 4096, d: int = 64, sram: str = "H100/H200", itemsize: i
     Br, Bc, Tr, Tc, HBM MiB, SRAM KiB, whether it fits, the optimum marked with *."""
     from .views.blocksize_view import sram_budget_bytes
 
+    N = _checks.check_int(N, "N", 1)
+    try:
+        blocks = tuple(blocks)
+    except TypeError:
+        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
+    blocks = tuple(_checks.check_block(b, "each block size") for b in blocks)   # () is refused by the sweep
+    problem = blocks and _checks.sweep_problem(N, blocks, blocks_given=blocks != SWEEP_BLOCKS)
+    if problem:
+        raise ValueError(problem)
     label, M = sram_budget_bytes(sram)
     n_cfg = len(tuple(blocks)) ** 2
     long = N // min(tuple(blocks) or (1,)) * n_cfg > LONG_SWEEP
@@ -111,26 +124,46 @@ def _parse_setting(text: str):
 
 def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kwargs):
     """Export widget ``widget`` (a key of RENDERABLE) to ``out``: .gif/.mp4 (every ``every``-th
-    frame, with a progress bar) or .png (frame ``frame``, default the last). Returns the Path.
-    Raises ValueError for an unknown widget, a bad file type or bad widget arguments."""
+    frame, with a progress bar; at most ``flashviz._checks.MAX_EXPORT_FRAMES`` frames) or .png
+    (frame ``frame``, default the last). Returns the Path. Every argument is checked before
+    anything is drawn: ValueError/TypeError for an unknown widget or widget argument, a bad file
+    type, --every, --frame or --fps; OSError (one line) for an output file that cannot be written."""
     import importlib
+    import inspect
 
     import matplotlib
 
     matplotlib.use("Agg")
-    from pathlib import Path
 
-    if widget not in RENDERABLE:
-        raise ValueError(f"widget must be one of {sorted(RENDERABLE)}, got {widget!r}")
+    if not isinstance(widget, str) or widget not in RENDERABLE:
+        raise ValueError(f"widget must be one of {', '.join(sorted(RENDERABLE))}, got {widget!r}")
+    out = _checks.check_output_path(out, (".gif", ".mp4", ".png"), name="--out")
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"--every must be an integer >= 1, got {every!r}")
+    if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
+        raise ValueError(f"--frame must be a frame index >= 0, got {frame!r}")
+    if out.suffix.lower() != ".png":
+        _checks.check_fps(fps)
     module, cls = RENDERABLE[widget]
-    w = getattr(importlib.import_module(module), cls)(**kwargs, key=("cli-render", widget))
+    widget_cls = getattr(importlib.import_module(module), cls)
+    params = [n for n, p in inspect.signature(widget_cls).parameters.items()
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "key"]
+    for name in kwargs:
+        if name not in params:
+            raise ValueError(f"--set {name}=…: {cls} takes {', '.join(params)}; got {name!r}")
+    w = widget_cls(**kwargs, key=("cli-render", widget))
     try:
-        out = Path(out)
         if out.suffix.lower() == ".png":
+            if frame is not None and frame >= w.n_frames:
+                raise ValueError(f"--frame must be from 0 to {w.n_frames - 1} ({cls} has {w.n_frames} frames "
+                                 f"here), got {frame}")
             return w.save_png(out, w.n_frames - 1 if frame is None else frame)
         frames = list(range(0, w.n_frames, every))
+        if len(frames) > _checks.MAX_EXPORT_FRAMES:
+            need = -(-w.n_frames // _checks.MAX_EXPORT_FRAMES)
+            raise ValueError(f"--every {every} keeps {len(frames):,} of {w.n_frames:,} frames, more than one export "
+                             f"may hold ({_checks.MAX_EXPORT_FRAMES:,}: about a minute to write); use --every {need} "
+                             f"or more")
         bar = _progress(len(frames), len(frames) > 30, f"render {widget}")
         try:
             return w.save_gif(out, frames=frames, fps=fps,
@@ -157,7 +190,7 @@ def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = N
 
     mma_res = mma_res if mma_res is not None else latest_results("mma")
     dram_res = dram_res if dram_res is not None else latest_results("dram")
-    out = Path(out_dir)
+    out = _checks.check_output_dir(out_dir, name="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -187,7 +220,8 @@ def bench_methods() -> str:
 
 
 def _bench_args(args):
-    """Check the bench options before anything runs: (parts, variants, Ns, ab source)."""
+    """Check the bench options before anything runs: (parts, variants, Ns, ab source). Each N
+    must divide BENCH_TOKENS (B·N = 16,384 tokens, as every recorded run)."""
     parts = tuple(x for x in args.only.split(",") if x)
     bad = set(parts) - {"ceil", "check", "bench", "sweep"}
     if not parts or bad:
@@ -199,8 +233,10 @@ def _bench_args(args):
         Ns = tuple(int(x) for x in args.N.split(",") if x)
     except ValueError:
         Ns = ()
-    if not Ns or min(Ns) < 1:
-        raise ValueError(f"--N takes a comma list of positive sequence lengths; got {args.N!r}")
+    if not Ns or min(Ns) < 1 or any(BENCH_TOKENS % n for n in Ns):
+        raise ValueError(f"--N takes a comma list of sequence lengths that divide {BENCH_TOKENS:,} (B·N = "
+                         f"{BENCH_TOKENS:,} tokens: powers of two up to {BENCH_TOKENS:,}, e.g. "
+                         f"{','.join(map(str, BENCH_N))}); got {args.N!r}")
     ab = None
     if args.ab:
         try:
@@ -216,13 +252,12 @@ def bench(args) -> int:
     --out benchmarks/results to replace the recorded run); without a GPU, print the recorded
     summary (exit status 0), and with --plot-only draw it. Returns the exit status."""
     import json
-    from pathlib import Path
 
     from .gpu import gpu_status
     from .gpu.mma_run import run_benchmarks
     from .gpu.results import latest_results, mma_summary
 
-    out = Path(args.out)
+    out = _checks.check_output_dir(args.out, name="--out")
     if args.plot_only:
         res = latest_results("mma")
         print(f"Figures of the recorded run ({res.get('source_file', '?') if res else 'no tensor-core recording'}). "
@@ -249,8 +284,16 @@ def bench(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line: 'flashviz render: error: … (see flashviz render -h)'
+    and exit status 2 (no usage block above it)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} -h)\n")
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="flashviz", description="FlashAttention, seen and checked.")
+    p = _Parser(prog="flashviz", description="FlashAttention, seen and checked.")
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tables", help="the IO model's tables: traffic over N, a block-size sweep, backward storage")
     t.add_argument("--d", type=int, default=64)
@@ -307,8 +350,8 @@ def main(argv=None) -> int:
             ok, reason = gpu_status()
             print(f"GPU usable: {ok} ({reason})")
             print(recorded_summary())
-    except (TypeError, ValueError) as exc:
-        print(f"flashviz: {exc}", file=sys.stderr)
+    except (TypeError, ValueError, OSError) as exc:       # bad input or an output that cannot be written
+        print(f"flashviz: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0
 

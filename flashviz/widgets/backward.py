@@ -28,6 +28,8 @@ from .options import (
     tile_problem,
 )
 
+#: Longest sequence: N = 512. Each run records the backward's tile steps (five per tile) and
+#: checks them against dense float64 gradients (N × N), so cost grows faster than the forward's.
 MAX_N = 512
 DO_SEED_OFFSET = 1000          # dO ~ N(0, 1) with seed + 1000: never the stream that drew Q, K, V
 # the check passes when max |g − g_ref| <= TOL · max |g_ref| over dQ, dK, dV (rounding of the element type)
@@ -70,8 +72,16 @@ class BackwardExplorer(FrameWidget):
         dtype = match_option(dtype, DTYPES, "dtype")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        seed = int(seed)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
-        self.seed = int(seed)
+        try:
+            self._build(N, d, Br, Bc, causal, source, dtype, seed)
+        except BaseException:
+            self.close()       # a failed constructor leaves no figure behind
+            raise
+
+    def _build(self, N, d, Br, Bc, causal, source, dtype, seed):
+        self.seed = seed
         self.result = self.forward = self.dO = self.reference = None
         self.errors, self.ok = {}, None
 

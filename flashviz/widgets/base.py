@@ -22,6 +22,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import _checks
 from . import registry
 
 
@@ -98,19 +99,19 @@ def error_line(exc: BaseException) -> str:
 
 
 def check_int(value, name, lo, hi=None):
-    """An integer in [lo, hi]; one-line TypeError/ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}" if hi is not None else
-                         f"{name} must be >= {lo}, got {value}")
-    return int(value)
+    """An integer in [lo, hi]; one-line TypeError/ValueError otherwise (flashviz._checks.check_int)."""
+    return _checks.check_int(value, name, lo, hi)
 
 
 def check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
+    """True/False (NumPy bools too); one-line TypeError otherwise."""
+    return _checks.check_flag(value, name)
+
+
+def check_open(widget) -> None:
+    """Refuse to draw or export with a widget that was closed (its figure is gone)."""
+    if getattr(widget, "_closed", False):
+        raise ValueError(f"this {widget.kind} is closed (close() was called); create a new one to draw or export")
 
 
 def close_widget(w) -> None:
@@ -140,8 +141,10 @@ class FrameWidget:
     def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150):
         if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
-        if canvas not in ("auto", "ipympl", "png"):
+        if not isinstance(canvas, str) or canvas not in ("auto", "ipympl", "png"):
             raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
+        figsize, dpi = _checks.check_figure(figsize, dpi)
+        _checks.check_key(key)
         self._key = registry.caller_key(depth=3) if key is None else key
         registry.register(self.kind, self._key, self)
         self._closed = False
@@ -232,8 +235,9 @@ class FrameWidget:
     def show_frame(self, k: int):
         """Draw frame k (0 <= k < n_frames); returns the frame's state.
         Raises TypeError for a non-integer k and IndexError out of range."""
+        check_open(self)
         if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-            raise TypeError(f"k must be an integer frame index, got {k!r}")
+            raise TypeError(f"k must be an integer frame index from 0 to {self.n_frames - 1}, got {k!r}")
         if not 0 <= k < self.n_frames:
             raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
         if self.frame.value != k:
@@ -243,22 +247,45 @@ class FrameWidget:
         return self.state
 
     def save_png(self, path, k: int | None = None):
-        """Save frame k (default: the current frame) as a PNG file; returns its Path."""
+        """Save frame k (default: the current frame) as a PNG file; returns its Path.
+
+        Raises one-line errors before drawing anything: TypeError/ValueError for a path not
+        ending in .png or a k outside 0..n_frames-1; FileNotFoundError, NotADirectoryError,
+        IsADirectoryError or PermissionError (OSError) for a path that cannot be written."""
         from ..views.export import save_frame_png
 
+        check_open(self)
+        path = _checks.check_output_path(path, (".png",))
         k = self.frame.value if k is None else k
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k < self.n_frames:
+            raise (ValueError if isinstance(k, numbers.Integral) and not isinstance(k, bool) else TypeError)(
+                f"k must be a frame index from 0 to {self.n_frames - 1} (or None: the current frame), got {k!r}")
         try:
-            return save_frame_png(self._view, k, path)
+            return save_frame_png(self._view, int(k), path)
+        except OSError as exc:
+            raise _checks.os_error_line(exc, path) from None
         finally:
             self._redraw_current()
 
     def save_gif(self, path, *, frames=None, fps: float = 8, progress=None):
         """Save the run (or the given frame indices) as .gif (.mp4 with ffmpeg); returns its Path.
-        progress: optional callable(i, n) after each frame (e.g. a tqdm update)."""
+        progress: optional callable(i, n) after each frame (e.g. a tqdm update).
+
+        Raises one-line errors before rendering anything: TypeError/ValueError for a path not
+        ending in .gif/.mp4, bad frame indices, more than ``MAX_EXPORT_FRAMES`` frames (keep one
+        in n), fps outside (0, 100] or a progress that is not callable; OSError subclasses for a
+        path that cannot be written."""
         from ..views.export import save_animation
 
+        check_open(self)
+        path = _checks.check_output_path(path, (".gif", ".mp4"))
+        frames = _checks.check_export_frames(frames, self.n_frames)
+        fps = _checks.check_fps(fps)
+        _checks.check_callable(progress, "progress", "a function progress(i, n)")
         try:
             return save_animation(self._view, path, frames=frames, fps=fps, progress=progress)
+        except OSError as exc:
+            raise _checks.os_error_line(exc, path) from None
         finally:
             self._redraw_current()
 
@@ -388,9 +415,13 @@ class FrameWidget:
         def tick(i, n):
             bar.value = i
 
-        job = AnimationExport(self._view, path, progress=tick)
+        n = self.n_frames
+        step = -(-n // _checks.MAX_EXPORT_FRAMES)          # a very long run: keep one frame in `step`
+        job = AnimationExport(self._view, path, frames=range(0, n, step) if step > 1 else None, progress=tick)
         bar.max, bar.value, bar.layout.visibility = job.n, 0, "visible"
-        self.export_status.value = "writing GIF …"
+        self.export_status.value = ("writing GIF …" if step == 1 else
+                                    f"writing GIF of one step in {step} ({job.n:,} of {n:,}: at most "
+                                    f"{_checks.MAX_EXPORT_FRAMES:,} frames) …")
 
         def finish(msg):
             bar.layout.visibility = "hidden"

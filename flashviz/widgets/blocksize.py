@@ -13,16 +13,37 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
+from .._checks import check_choice, sweep_problem
 from ..views import SRAM_BUDGETS
-from ..views.blocksize_view import BlockSizeFigure, fmt_size, sram_budget_bytes
+from ..views.blocksize_view import CURVE_N, BlockSizeFigure, fmt_size, recorded_sweep, sram_budget_bytes
 from .base import FrameWidget, check_bool, check_int
 from .options import DTYPES, match_option
 
 N_CHOICES = tuple(2 ** k for k in range(4, 17))      # 16 … 65,536
 HEAD_DIMS = (16, 32, 64, 128, 256)
 ORDERS = {"FA2: query blocks outer": "fa2", "FA1: key blocks outer (paper)": "fa1"}
+#: Longest sequence the sweep offers: 65,536 (the IO model is closed-form, so a long N is cheap
+#: with the default blocks; smaller blocks are capped by flashviz._checks.MAX_SWEEP_STEPS).
 MAX_N = 65_536
+#: Most block sizes in ``blocks``: a 7 × 7 grid still has room for each cell's numbers.
 MAX_BLOCKS = 7
+
+
+def _resolve_recorded(recorded):
+    """The results dict a ``recorded`` argument stands for ("latest": the installed recording;
+    a missing or corrupt one is None, and the panel says so)."""
+    if isinstance(recorded, str):
+        try:
+            from ..gpu.results import latest_results
+
+            return latest_results()
+        except Exception:
+            return None
+    return recorded
+
+
+def _sizes(keys) -> str:
+    return ", ".join(map(str, sorted({b for k in keys for b in k})))
 
 
 def _budget_option(value, budgets: dict) -> str:
@@ -61,14 +82,12 @@ class BlockSizeExplorer(FrameWidget):
                  causal: bool = False, order: str = "fa2", *, blocks=iomodel.SWEEP_BLOCKS, recorded="latest",
                  canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
         N = check_int(N, "N", 1, MAX_N)
-        d = check_int(d, "d", 1)
-        if d not in HEAD_DIMS:
-            raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
+        d = check_choice(d, "d", HEAD_DIMS)
         dtype = match_option(dtype, DTYPES, "dtype")
         self._budgets = dict(SRAM_BUDGETS)
         sram_budget = _budget_option(sram_budget, self._budgets)
         causal = check_bool(causal, "causal")
-        if order not in ORDERS.values():
+        if not isinstance(order, str) or order not in ORDERS.values():
             raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
         blocks = iomodel._check_blocks(blocks)
         if len(blocks) > MAX_BLOCKS:
@@ -76,6 +95,15 @@ class BlockSizeExplorer(FrameWidget):
         if not (recorded is None or isinstance(recorded, dict) or
                 (isinstance(recorded, str) and recorded == "latest")):
             raise ValueError(f"recorded must be 'latest', a results dict or None, got {recorded!r}")
+        problem = sweep_problem(N, blocks, curve_N=CURVE_N)
+        if problem:
+            raise ValueError(problem)
+        res = _resolve_recorded(recorded)
+        itemsize = np.dtype(DTYPES[dtype]).itemsize
+        problem = self._recorded_problem(res, blocks, N, d, itemsize, causal, order)
+        if problem:
+            raise ValueError(problem)
+        self._res = res
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
         try:
             self._build(N, d, dtype, sram_budget, causal, order, blocks, recorded)
@@ -85,7 +113,9 @@ class BlockSizeExplorer(FrameWidget):
 
     def _build(self, N, d, dtype, sram_budget, causal, order, blocks, recorded):
         self.blocks, self.recorded = blocks, recorded
-        self.N = W.SelectionSlider(options=sorted(set(N_CHOICES) | {N}), value=N, description="N",
+        # only the N whose sweep the model computes in reasonable time (small blocks: shorter N)
+        choices = [n for n in sorted(set(N_CHOICES) | {N}) if n == N or not sweep_problem(n, blocks, curve_N=CURVE_N)]
+        self.N = W.SelectionSlider(options=choices, value=N, description="N",
                                    continuous_update=False, layout=W.Layout(width="300px"))
         self.d = W.Dropdown(options=list(HEAD_DIMS), value=d, description="d", style={"description_width": "20px"},
                             layout=W.Layout(width="110px"))
@@ -110,12 +140,29 @@ class BlockSizeExplorer(FrameWidget):
         """The optimum now shown: least HBM traffic among fitting configurations, or None."""
         return self._view.best
 
+    @staticmethod
+    def _recorded_problem(res, blocks, N, d, itemsize, causal, order) -> str | None:
+        """Why the recorded GPU sweep cannot be drawn beside ``blocks``: it was measured at this
+        configuration but at none of these block sizes. None when it can (or nothing was recorded here)."""
+        measured = recorded_sweep(res, N=N, d=d, itemsize=itemsize, causal=causal, order=order)
+        if not measured or any(Br in blocks and Bc in blocks for Br, Bc in measured):
+            return None
+        return (f"blocks {tuple(blocks)} has none of the block sizes of the recorded GPU sweep at N = {N}, d = {d} "
+                f"(recorded Br, Bc: {_sizes(measured)}): include one of them, or pass recorded=None")
+
+    def _config_problem(self):
+        blocks, N = self.blocks, self.N.value
+        itemsize = np.dtype(DTYPES[self.dtype.value]).itemsize
+        return (sweep_problem(N, blocks, curve_N=CURVE_N) or
+                self._recorded_problem(self._res, blocks, N, self.d.value, itemsize, self.causal.value,
+                                       self.order.value))
+
     def _make_view(self):
         itemsize = np.dtype(DTYPES[self.dtype.value]).itemsize
         M = self._budgets[self.budget.value]
         view = BlockSizeFigure(self.fig, N=self.N.value, d=self.d.value, itemsize=itemsize, sram_budget=M,
                                budget_name=self.budget.value, order=self.order.value, causal=self.causal.value,
-                               blocks=self.blocks, recorded=self.recorded)
+                               blocks=self.blocks, recorded=self._res)
         self.status.value = self._summary(view, M)
         view.enable_blitting()
         return view
@@ -128,7 +175,15 @@ class BlockSizeExplorer(FrameWidget):
             return (f"<span style='color:#d62728'>⚠ No block size here fits: even {small['Br']}×{small['Bc']} needs "
                     f"{fmt_size(small['sram_bytes'])} of SRAM, more than M = {fmt_size(M)}. Every configuration "
                     f"would spill; pick a larger SRAM budget, a smaller d or a smaller element type.</span>")
-        measured = f" · measured GPU times shown ({len(view.measured)} configurations)" if view.measured else ""
+        measured = ""
+        if view.measured:
+            shown = sum(Br in self.blocks and Bc in self.blocks for Br, Bc in view.measured)
+            measured = f" · measured GPU times shown ({shown} configurations"
+            missing = [b for b in self.blocks if b not in {x for k in view.measured for x in k}]
+            if missing:
+                measured += (f"; the recorded sweep has Br, Bc in {_sizes(view.measured)} only, "
+                             f"none at {', '.join(map(str, missing))}: — in the grid")
+            measured += ")"
         return (f"<span style='color:#2ca02c'>✓ optimum Br × Bc = {best['Br']}×{best['Bc']}: "
                 f"{fmt_size(best['hbm_bytes'])} of HBM traffic ({best['hbm_bytes'] / view.standard:.2f}× standard "
                 f"attention's {fmt_size(view.standard)}), SRAM {fmt_size(best['sram_bytes'])} of {fmt_size(M)}; "

@@ -16,9 +16,11 @@ from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure
 from ..views.style import sci_html
+from .._checks import check_choice
 from .base import FrameWidget, check_int
 from .options import BLOCKS, check_blocks, tile_problem
 
+#: Longest Nq and Nk: 2,048 each (one frame per query block; at most MAX_TILES tiles).
 MAX_N = 2048
 HEAD_DIMS = (16, 32, 64)
 
@@ -57,9 +59,7 @@ class CausalExplorer(FrameWidget):
                  canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
         Nq, Nk = check_int(Nq, "Nq", 1, MAX_N), check_int(Nk, "Nk", 1, MAX_N)
         Br, Bc = check_blocks(Br, Bc)
-        d = check_int(d, "d", 1)
-        if d not in HEAD_DIMS:
-            raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
+        d = check_choice(d, "d", HEAD_DIMS)
         problem = tile_problem(Nq, Nk, Br, Bc)
         if problem:
             raise ValueError(problem.replace(" — too many to animate", ", more than an animation can show"))

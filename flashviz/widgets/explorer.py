@@ -29,6 +29,8 @@ from .options import (  # noqa: F401 (re-exported)
     tile_problem,
 )
 
+#: Longest sequence the explorer records: N = 2,048. It draws N × N score matrices as images and
+#: records every tile step (at most MAX_TILES tiles), which takes about two seconds at N = 2,048.
 MAX_N = 2048
 
 

@@ -12,13 +12,14 @@ import threading
 
 import ipywidgets as W
 
-from .. import gpu
+from .. import _checks, gpu
+from ..gpu.limits import check_sizes
 from ..iomodel import flash_forward_io, standard_attention_io
 from ..gpu.results import recorded_label, recorded_rows, recorded_summary  # noqa: F401 (re-exported)
 from ..gpu.results import teaching_figures
 from ..views.style import fmt_bytes
 from . import registry
-from .base import GPU_LOCK, close_widget, error_line
+from .base import GPU_LOCK, check_bool, close_widget, error_line
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
 
@@ -97,12 +98,22 @@ class GPUPanel:
     model's bytes / kernel_ms), naive_call_ms / naive_kernel_ms and ratio_naive_over_call /
     ratio_naive_over_kernel (same method on both sides), rel_err — or None with the reason
     shown in the panel. Without a GPU the panel shows the recorded results, labelled the same way.
+
+    Raises one-line TypeError/ValueError for an N not in (1024, …, 16384), Br/Bc/d the kernel does
+    not support (Br, Bc in 16, 32, 64, 128; d in 32, 64, 128), a non-bool causal, an explorer
+    without Br, Bc, d and causal controls, or an unhashable key.
     """
 
     def __init__(self, explorer=None, *, N: int = 4096, Br: int = 64, Bc: int = 64, d: int = 64,
                  causal: bool = False, key=None):
-        if N not in BENCH_N:
-            raise ValueError(f"N must be one of {BENCH_N}, got {N!r}")
+        N = _checks.check_choice(N, "N", BENCH_N)
+        Br, Bc, d = check_sizes(Br, Bc, d)
+        causal = check_bool(causal, "causal")
+        if explorer is not None and not all(hasattr(getattr(explorer, name, None), "observe")
+                                            for name in ("Br", "Bc", "d", "causal")):
+            raise TypeError(f"explorer must be a TileExplorer (a widget with Br, Bc, d and causal controls) or None, "
+                            f"got {type(explorer).__name__}")
+        _checks.check_key(key)
         self.explorer = explorer
         self._key = registry.caller_key() if key is None else key
         registry.register("GPUPanel", self._key, self)
@@ -171,9 +182,13 @@ class GPUPanel:
             return
         rows = recorded_rows(res, Br=p["Br"], Bc=p["Bc"], d=p["d"]) or recorded_rows(res, d=p["d"]) \
             or recorded_rows(res)
+        note = ""
+        if not (rows and rows[0]["Br"] == p["Br"] and rows[0]["Bc"] == p["Bc"]):
+            have = sorted({(r["Br"], r["Bc"]) for r in recorded_rows(res, d=p["d"]) or recorded_rows(res)})
+            note = (f" (no recording with Br×Bc = {p['Br']}×{p['Bc']} at d = {p['d']}; recorded: "
+                    f"{', '.join(f'{a}×{b}' for a, b in have)}; showing the closest)")
         self.recorded_html.value = (f"<div style='font-size:12px'>Recorded on <b>{html.escape(recorded_label(res))}</b>"
-                                    f"{'' if rows and rows[0]['Br'] == p['Br'] and rows[0]['Bc'] == p['Bc'] else ' (no recording with these blocks; showing the closest)'}:"
-                                    f"</div>{_table_html(rows[:12])}")
+                                    f"{note}:</div>{_table_html(rows[:12])}")
 
     def run(self, *, wait: bool = True):
         """Compile, check and time the kernel, then naive CuPy attention (a few seconds).

@@ -20,8 +20,9 @@ import numbers
 import threading
 
 import ipywidgets as W
+import numpy as np
 
-from .. import gpu
+from .. import _checks, gpu
 from ..gpu.mma_limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, default_blocks, \
     mma_blocks, mma_smem_bytes
 from ..gpu.results import IMPLS as RESULT_IMPLS
@@ -163,9 +164,15 @@ class TensorCorePanel:
     def __init__(self, *, N: int = 4096, d: int = 64, causal: bool = False, dtype: str = "float16",
                  Br: int | None = None, Bc: int | None = None, key=None):
         N, d = _member(N, "N", BENCH_N), _member(d, "d", MMA_D)
+        if dtype is not None and not isinstance(dtype, str):
+            try:                                    # a NumPy dtype (np.float16) is fine too
+                dtype = np.dtype(dtype).name if np.dtype(dtype).name in DTYPES else dtype
+            except (TypeError, ValueError, AttributeError):
+                pass
         causal, dtype = check_bool(causal, "causal"), _member(dtype, "dtype", DTYPES)
         Br = None if Br is None else _member(Br, "Br", MMA_BR)
         Bc = None if Bc is None else _member(Bc, "Bc", MMA_BC)
+        _checks.check_key(key)
         self.ok, self.reason = gpu.gpu_status()
         self.variant, self._smem_limit = None, None       # the live GPU's kernel and shared memory (bytes)
         if self.ok:
@@ -275,8 +282,12 @@ class TensorCorePanel:
                  f"{note}</div>"]
         if self._recorded:
             shape = _shape({**p, "N": sweep_N[0]})
-            parts.append(f"<div style='font-size:12px'>Block sweep at {shape}, kernel-only times: highlighted, "
-                         f"the selected {p['Br']}×{p['Bc']}; ★ the runner's default</div>"
+            have = sorted({(r["Br"], r["Bc"]) for r in self._recorded})
+            chosen = (f"highlighted, the selected {p['Br']}×{p['Bc']}" if (p["Br"], p["Bc"]) in have else
+                      f"no recording at the selected {p['Br']}×{p['Bc']} (recorded: "
+                      f"{', '.join(f'{a}×{b}' for a, b in have)})")
+            parts.append(f"<div style='font-size:12px'>Block sweep at {shape}, kernel-only times: {chosen}; "
+                         f"★ the runner's default</div>"
                          + sweep_table_html(self._recorded, selected=(p["Br"], p["Bc"]), defaults=defaults))
         else:
             parts.append("<i>No recorded block sweep for this d and causal flag.</i>")

@@ -14,11 +14,14 @@ import numpy as np
 
 from ..data import load_real_qkv
 from ..views.online_view import BREAK_MODES, OnlineSoftmaxFigure
+from .._checks import check_choice
 from .base import FrameWidget, check_int
 
 SOURCES = ("real", "random", "rising", "scores near 800")
 DTYPES = ("float32", "float64")
-MAX_N = 512           # the real rows have 512 keys
+#: Longest row: 512 (the real rows have 512 keys; one frame per block).
+MAX_N = 512
+#: Largest block: 512 (a block longer than the row streams it in one block).
 MAX_BLOCK = 512
 
 
@@ -55,8 +58,8 @@ def make_row(source: str, N: int, block: int, *, row: int = 0, seed: int = 0):
 
 def _dtype_name(dtype) -> str:
     try:
-        name = np.dtype(dtype).name
-    except TypeError:
+        name = None if dtype is None or isinstance(dtype, bool) else np.dtype(dtype).name   # dtype(None): float64
+    except (TypeError, ValueError, AttributeError):
         name = None
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
@@ -90,13 +93,11 @@ class OnlineSoftmaxExplorer(FrameWidget):
 
     def __init__(self, N: int = 32, block: int = 8, source: str = "real", *, row=None, break_it: str = "none",
                  dtype="float32", seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
-        if source not in SOURCES:
-            raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+        check_choice(source, "source", SOURCES)
         N = check_int(N, "N", 1, MAX_N)
         block = check_int(block, "block", 1, MAX_BLOCK)
         row = default_row(N) if row is None else check_int(row, "row", 0, N - 1)
-        if break_it not in BREAK_MODES:
-            raise ValueError(f"break_it must be one of {BREAK_MODES}, got {break_it!r}")
+        check_choice(break_it, "break_it", tuple(BREAK_MODES))
         dtype = _dtype_name(dtype)
         seed = check_int(seed, "seed", 0)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)

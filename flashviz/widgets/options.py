@@ -6,22 +6,29 @@ import ipywidgets as W
 import numpy as np
 
 from .. import data as fvdata
+from .._checks import check_choice
 from .base import REAL_D, REAL_MAX_N, check_int
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 HEAD_DIMS = (8, 16, 32, 64, 128)
 DTYPES = {"float32 (4 B)": np.float32, "float16 (2 B)": np.float16, "float64 (8 B)": np.float64}
-MAX_TILES = 4096          # more tiles than this is no longer an animation: the widget says so
+#: Most tiles (Tr · Tc) a tiling widget animates. The recorded run has a few steps per tile and
+#: the replay keeps a state per step, so time and memory grow with Tr · Tc: 4,096 tiles (N = 2,048
+#: with 32 × 32 blocks) record and draw in about two seconds with 16,512 steps; more is no longer
+#: an animation anyone can watch. The constructor refuses more, a slider keeps the previous run.
+MAX_TILES = 4096
 
 
 def match_option(value, options: dict, name: str) -> str:
     """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
+    if value is None or isinstance(value, bool):         # np.dtype(None) would quietly be float64
+        raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
     if isinstance(value, str) and value in options:
         return value
     try:
         if not isinstance(value, str):
             value = np.dtype(value).name
-    except TypeError:
+    except (TypeError, ValueError, AttributeError):      # not a dtype: say what is expected below
         pass
     for label in options:
         head = label.split()[0].rstrip(":")
@@ -42,23 +49,16 @@ def tile_problem(Nq: int, Nk: int, Br: int, Bc: int) -> str | None:
 
 def check_blocks(Br, Bc) -> tuple[int, int]:
     """Br, Bc: powers of two from BLOCKS; one-line TypeError/ValueError otherwise."""
-    for name, v in (("Br", Br), ("Bc", Bc)):
-        check_int(v, name, 1)
-        if v not in BLOCKS:
-            raise ValueError(f"{name} must be one of {BLOCKS}, got {v}")
-    return int(Br), int(Bc)
+    return check_choice(Br, "Br", BLOCKS), check_choice(Bc, "Bc", BLOCKS)
 
 
 def check_tiled_inputs(source, N, d, Br, Bc, *, max_N: int):
     """Validate a widget's input source, N (<= max_N; <= 512 for "real"), d (one of HEAD_DIMS;
     32 for "real"), Br, Bc and the tile count. Returns (N, d, Br, Bc); raises a one-line
     TypeError/ValueError that says what was expected."""
-    if source not in fvdata.SOURCES:
-        raise ValueError(f"source must be one of {fvdata.SOURCES}, got {source!r}")
+    check_choice(source, "source", fvdata.SOURCES)
     N = check_int(N, "N", 1, min(max_N, REAL_MAX_N) if source == "real" else max_N)
-    d = check_int(d, "d", 1)
-    if d not in HEAD_DIMS:
-        raise ValueError(f"d must be one of {HEAD_DIMS}, got {d}")
+    d = check_choice(d, "d", HEAD_DIMS)
     if source == "real" and d != REAL_D:
         raise ValueError(f"real inputs (all-MiniLM-L6-v2) have d = {REAL_D}, got d = {d}")
     Br, Bc = check_blocks(Br, Bc)

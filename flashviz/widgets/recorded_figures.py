@@ -14,6 +14,7 @@ import io
 
 import ipywidgets as W
 
+from .. import _checks
 from ..gpu.results import compulsory_bytes, latest_results, mma_sweep, mma_table, ratio_span, recorded_label
 from . import registry
 from .base import close_widget
@@ -64,23 +65,23 @@ class RecordedFigures:
     figsize: (width, height) in inches of each figure (default (10, 6.5) for the benchmark,
     (10, 3.8) for the others, scaled together); dpi: resolution of the PNGs (default 90);
     key: registry key (re-running a cell replaces the widget). Without recorded results the
-    widget says so. Raises ValueError for a non-positive figsize or dpi.
+    widget says so. Raises a one-line ValueError for a figsize or dpi out of range (see
+    flashviz._checks: sides of 1–50 inches, 20–600 dpi, at most 8 million pixels a figure).
     """
 
     def __init__(self, *, figsize=None, dpi: int | None = None, key=None):
         from ..views import bench_plot as bp
 
-        dpi = 90 if dpi is None else dpi
-        if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
-            raise ValueError(f"dpi must be a positive number, got {dpi!r}")
+        dpi = _checks.check_dpi(90 if dpi is None else dpi)
         scale = 1.0
         if figsize is not None:
-            try:
-                scale = float(figsize[0]) / 10.0
-            except Exception:
-                raise ValueError(f"figsize must be (width, height) in inches, got {figsize!r}") from None
-            if not scale > 0:
-                raise ValueError(f"figsize must be positive, got {figsize!r}")
+            scale = _checks.check_figsize(figsize)[0] / 10.0
+        w, h = round(10 * scale * dpi), round(6.5 * scale * dpi)   # the largest of the three figures
+        if w * h > _checks.MAX_FIG_PIXELS:
+            raise ValueError(f"figsize {10 * scale:g} in wide at dpi {dpi:g} makes a {w:,} × {h:,} pixel figure; at most "
+                             f"{_checks.MAX_FIG_PIXELS / 1e6:g} million pixels can be drawn in reasonable time: "
+                             f"lower figsize or dpi")
+        _checks.check_key(key)
         self._key = registry.caller_key() if key is None else key
         registry.register("RecordedFigures", self._key, self)
         mma, dram = latest_results("mma"), latest_results("dram")
