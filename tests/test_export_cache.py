@@ -86,12 +86,13 @@ _STEPS = [("first", 0, "k", "left", 0), ("first", 0, "k", "left", 0), ("first", 
           ("first", 0, "k", "left", 0), ("$e^{-46}$ x", 0, "k", "left", 0), ("$e^{-46}$ x", 0, "k", "left", 0)]
 
 
-def _play(cached: bool, pad=None):
+def _play(cached: bool, margin=None):
     fig, canvas, text, rect = _scene()
     bg = canvas.copy_from_bbox(fig.bbox)
     cache = export._TextCache(fig, canvas)
-    if pad is not None:
-        cache.PAD = pad
+    if margin is not None:
+        cache.margin[id(text)] = margin
+        cache.MAX_MARGIN = margin
     frames = []
     for s, x, colour, align, rot in _STEPS:
         text.set_text(s)
@@ -119,7 +120,7 @@ def test_text_cache_equals_plain_draws():
 
 def test_text_cache_refuses_a_footprint_smaller_than_the_ink():
     plain, _, _ = _play(False)
-    cached, cache, text = _play(True, pad=-4)     # a footprint inside the glyphs
+    cached, cache, text = _play(True, margin=-4)     # a core inside the glyphs
     assert all(np.array_equal(x, y) for x, y in zip(plain, cached))
     assert id(text) in cache.off and cache.tally[id(text)][0] == 0
 
@@ -207,3 +208,62 @@ def test_output_path_accepts_a_writable_file(tmp_path):
     assert output_path(str(tmp_path / "Run.GIF"), (".gif", ".mp4")) == tmp_path / "Run.GIF"
     with pytest.raises(TypeError, match="file name"):
         output_path(3, (".gif",))
+
+
+# --- the GIF written frame by frame is the GIF Pillow writes ------------------------------------
+
+def test_streamed_gif_decodes_like_pillows(tmp_path):
+    """Frames cropped to their changes in the workers, written with our header and delays, decode
+    to the same pictures and durations as Pillow's own animated-GIF writer."""
+    rng = np.random.default_rng(0)
+    pal = list(rng.integers(0, 256, 768))
+    base = rng.integers(0, 256, (40, 64), dtype=np.uint8)
+    frames = [base.copy() for _ in range(6)]
+    frames[1][5:9, 10:30] = 7
+    frames[2] = frames[1].copy()                    # unchanged: merged into frame 1's delay
+    frames[3][0, 0] = 1                             # one pixel (a corner)
+    frames[4][39, 63] = 200
+    frames[5] = rng.integers(0, 256, (40, 64), dtype=np.uint8)
+
+    ours = tmp_path / "ours.gif"
+    blocks, prev = [], None
+    for f in frames:
+        box = export._changed_box(prev, f)
+        blocks.append(None if box is None else export._gif_image_block(f, box))
+        prev = f
+    with open(ours, "wb") as fh:
+        fh.write(export._gif_header((64, 40), pal))
+        pending, shown = None, 0
+        for b in blocks:
+            if b is None:
+                shown += 125
+                continue
+            if pending is not None:
+                fh.write(export._gif_delay(shown) + pending)
+            pending, shown = b, 125
+        fh.write(export._gif_delay(shown) + pending + b";")
+
+    theirs = tmp_path / "theirs.gif"
+    ims = []
+    for f in frames:
+        im = Image.frombytes("P", (64, 40), f.tobytes())
+        im.putpalette(pal)
+        ims.append(im)
+    ims[0].save(theirs, save_all=True, append_images=ims[1:], duration=125, loop=0, optimize=False)
+
+    a, b = Image.open(ours), Image.open(theirs)
+    assert a.n_frames == b.n_frames == 5 and a.info["loop"] == b.info["loop"] == 0
+    for i in range(a.n_frames):
+        a.seek(i)
+        b.seek(i)
+        assert a.info["duration"] == b.info["duration"], i
+        assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB"))), i
+
+
+def test_changed_box():
+    a = np.zeros((5, 7), np.uint8)
+    b = a.copy()
+    assert export._changed_box(None, a) == (0, 0, 7, 5)
+    assert export._changed_box(a, b) is None
+    b[1, 2] = b[3, 5] = 9
+    assert export._changed_box(a, b) == (2, 1, 6, 4)

@@ -21,6 +21,7 @@ import hashlib
 import multiprocessing
 import numbers
 import os
+import struct
 import subprocess
 import threading
 import warnings
@@ -163,13 +164,13 @@ _TEXT_SKIP = frozenset({"_stale", "stale", "_remove_method", "_renderer"})
 _PLAIN = (str, int, float, bool, type(None))
 
 
-def _text_key(t, renderer):
-    """What Text ``t`` draws, as a hashable key (with its footprint's Bbox in display pixels), or
-    None when ``t`` is not one the text cache can keep (invisible, empty, usetex, a bbox patch,
-    path effects, a filter, a clip path, sketched, rotating with its transform).
+def _text_state(t):
+    """What Text ``t`` draws, as a hashable key, or None when ``t`` is not one the text cache can
+    keep (invisible, empty, usetex, a bbox patch, path effects, a filter, a clip path, sketched,
+    rasterised, rotating with its transform).
 
-    The key holds the string, colour, font properties, alignment, rotation, the anchor and window
-    extent in display pixels, the clip box, and every plain-valued attribute of the object (so a
+    The key holds the string, colour, font properties, alignment, rotation, line spacing, the
+    anchor in display pixels, the clip box, and every plain-valued attribute of the object (so a
     property without a public getter, e.g. multi-line alignment, still counts)."""
     from matplotlib.colors import to_rgba
 
@@ -185,91 +186,114 @@ def _text_key(t, renderer):
             continue
         if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
             plain.append((name, value))
-    box = t.get_window_extent(renderer)
     clip = t.get_clip_box() if t.get_clip_on() else None
     anchor = tuple(np.asarray(t.get_transform().transform(t.get_unitless_position()), float).ravel())
     key = (t.get_text(), to_rgba(t.get_color(), t.get_alpha()), t.get_fontproperties().copy(),
            t.get_rotation(), t.get_rotation_mode(), t.get_horizontalalignment(), t.get_verticalalignment(),
            t.get_linespacing(), t.get_antialiased(), t.get_wrap(), t.get_parse_math(), anchor,
-           tuple(box.bounds), None if clip is None else tuple(clip.bounds), tuple(sorted(plain, key=repr)))
+           None if clip is None else tuple(clip.bounds), tuple(sorted(plain, key=repr)))
     try:
         hash(key)
     except TypeError:
         return None
-    return key, box
+    return key
 
 
 class _TextCache:
-    """Rendered Text artists: the pixels of a text's footprint after drawing it, kept under (what
-    the text draws, the pixels under its footprint before). Agg draws a text the same way onto the
-    same pixels, so pasting a kept patch gives exactly the pixels a draw would give.
+    """Rendered Text artists: the pixels of a text's core after drawing it, kept under (what the
+    text draws, the pixels of its core before). Agg draws a text the same way onto the same
+    pixels, so pasting a kept patch gives exactly the pixels a draw would give.
 
-    A footprint is the text's window extent (rounded out to whole pixels) grown by PAD pixels on
-    each side (glyphs overshoot the extent by under one pixel); on every miss the whole canvas is
-    compared before and after drawing, and a text that changed a pixel outside its footprint or
-    on its outermost ring is never cached (drawn normally from then on). A text that missed GIVE_UP times or more with
-    fewer than one hit per four misses (e.g. a step counter) is drawn normally from then on too. At most MAX_ENTRIES
-    patches are kept (least recently used dropped).
+    The core is the text's window extent rounded out to whole pixels, grown by a margin of 0 px
+    at first (the layout is a function of the text's state, so the core is kept per state and
+    margin). On every miss the whole canvas is compared before and after drawing; where the draw
+    changed a pixel outside the core (glyphs can overshoot the extent by under a pixel, measured;
+    more with rotation or mathtext), nothing is kept and that text's margin grows by one pixel,
+    up to MAX_MARGIN, past which the text is drawn normally from then on. So a kept patch is
+    only ever one whose text drew nothing outside its core. A text that missed GIVE_UP times or
+    more with fewer than one hit per four misses (e.g. a step counter) is drawn normally from
+    then on too. At most MAX_ENTRIES patches and cores are kept (least recently used dropped).
+
+    What the check cannot see: a glyph pixel outside the core that the draw left unchanged
+    because it already had the drawn colour. A text is kept only after a miss on which it
+    changed nothing outside its core, so this needs overshoot onto pixels of exactly the text's
+    blended colour; tests compare whole runs with full redraws.
     """
 
-    PAD = 2          # pixels
+    MAX_MARGIN = 2   # pixels
     GIVE_UP = 16     # misses (with under one hit per four misses)
     MAX_ENTRIES = 256
 
     def __init__(self, fig, canvas):
         self.fig, self.canvas = fig, canvas
-        self.entries = OrderedDict()      # key -> patch (h, w, 4) uint8
+        self.entries = OrderedDict()      # (state, margin, digest of the core's pixels) -> patch (h, w, 4) uint8
+        self.cores = OrderedDict()        # (state, margin) -> (rows, cols) slices, or None (off the canvas)
         self.tally = {}                   # id(text) -> [hits, misses]
+        self.margin = {}                  # id(text) -> margin in pixels (default 0)
         self.off = set()                  # id(text) of texts drawn normally
 
     def _pixels(self) -> np.ndarray:
         """The canvas's RGBA buffer (H, W, 4) uint8, writable (rows top to bottom)."""
         return np.asarray(self.canvas.buffer_rgba())
 
-    def _footprint(self, box, shape):
-        """Pixel rows and columns (slices) of display Bbox ``box`` grown by PAD, clipped to the canvas."""
+    @staticmethod
+    def _core(box, margin: int, shape):
+        """Pixel rows and columns (slices) of display Bbox ``box`` rounded out to whole pixels and
+        grown by ``margin``, clipped to the canvas of ``shape`` (H, W, ...); None when empty."""
         h, w = shape[:2]
-        x0 = max(0, int(np.floor(box.x0)) - self.PAD)
-        x1 = min(w, int(np.ceil(box.x1)) + self.PAD)
-        r0 = max(0, int(np.floor(h - box.y1)) - self.PAD)
-        r1 = min(h, int(np.ceil(h - box.y0)) + self.PAD)
-        if not (np.isfinite([box.x0, box.x1, box.y0, box.y1]).all() and x1 > x0 and r1 > r0):
+        if not np.isfinite([box.x0, box.x1, box.y0, box.y1]).all():
             return None
-        return slice(r0, r1), slice(x0, x1)
+        x0 = max(0, int(np.floor(box.x0)) - margin)
+        x1 = min(w, int(np.ceil(box.x1)) + margin)
+        r0 = max(0, int(np.floor(h - box.y1)) - margin)
+        r1 = min(h, int(np.ceil(h - box.y0)) + margin)
+        return (slice(r0, r1), slice(x0, x1)) if x1 > x0 and r1 > r0 else None
+
+    @staticmethod
+    def _remember(table, key, value, limit):
+        table[key] = value
+        if len(table) > limit:
+            table.popitem(last=False)
 
     def draw(self, t):
         """Draw Text ``t`` onto the canvas: a kept patch when one matches, else a normal draw."""
-        if id(t) in self.off:
+        state = None if id(t) in self.off else _text_state(t)
+        if state is None:
             self.fig.draw_artist(t)
             return
-        found = _text_key(t, self.canvas.get_renderer())
         buf = self._pixels()
-        where = None if found is None else self._footprint(found[1], buf.shape)
-        if where is None:
+        where = (state, self.margin.get(id(t), 0))
+        if where in self.cores:
+            core = self.cores[where]
+            self.cores.move_to_end(where)
+        else:
+            core = self._core(t.get_window_extent(self.canvas.get_renderer()), where[1], buf.shape)
+            self._remember(self.cores, where, core, self.MAX_ENTRIES)
+        if core is None:
             self.fig.draw_artist(t)
             return
-        under = buf[where]
-        key = (found[0], hashlib.blake2b(np.ascontiguousarray(under).data, digest_size=16).digest())
+        key = (*where, hashlib.blake2b(np.ascontiguousarray(buf[core]).data, digest_size=16).digest())
         tally = self.tally.setdefault(id(t), [0, 0])
         patch = self.entries.get(key)
         if patch is not None:
             self.entries.move_to_end(key)
-            buf[where] = patch
+            buf[core] = patch
             tally[0] += 1
             return
         tally[1] += 1
         before = buf.copy()
         self.fig.draw_artist(t)
         changed = before.view(np.uint32)[..., 0] != buf.view(np.uint32)[..., 0]   # (H, W): any channel
-        inside = changed[where]
-        ink_on_edge = inside[0].any() or inside[-1].any() or inside[:, 0].any() or inside[:, -1].any()
-        changed[where] = False
-        if ink_on_edge or changed.any() or (tally[1] >= self.GIVE_UP and 4 * tally[0] < tally[1]):
+        changed[core] = False
+        if tally[1] >= self.GIVE_UP and 4 * tally[0] < tally[1]:
             self.off.add(id(t))
-            return
-        self.entries[key] = buf[where].copy()
-        if len(self.entries) > self.MAX_ENTRIES:
-            self.entries.popitem(last=False)
+        elif changed.any():
+            if where[1] >= self.MAX_MARGIN:
+                self.off.add(id(t))
+            else:
+                self.margin[id(t)] = where[1] + 1
+        else:
+            self._remember(self.entries, key, buf[core].copy(), self.MAX_ENTRIES)
 
 
 class _Compositor:
@@ -351,35 +375,92 @@ def _palette_from(rgb_frames):
     return Image.fromarray(stack).quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
 
 
-def _encode(rgba, mode, palette) -> bytes:
-    """One frame's payload from its RGBA pixels ``rgba`` (H, W, 4) uint8: RGB bytes (H·W·3) for
-    an MP4, palette indices (H·W bytes) for a GIF, each pixel mapped to its nearest colour of the
-    P image ``palette`` without dithering. Pillow drops the alpha channel (a strided NumPy copy
-    of rgba[..., :3] took ~5 ms a frame; this ~1 ms)."""
+def _rgb(rgba):
+    """A Pillow RGB image of the RGBA pixels ``rgba`` (H, W, 4) uint8 (Pillow drops the alpha
+    channel: a strided NumPy copy of rgba[..., :3] took ~5 ms a frame, this ~1 ms)."""
     from PIL import Image
 
     rgba = np.ascontiguousarray(rgba)
-    rgb = Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0, 1).convert("RGB")
-    if mode == "mp4":
-        return rgb.tobytes()
-    return rgb.quantize(palette=palette, dither=Image.Dither.NONE).tobytes()
+    return Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0, 1).convert("RGB")
 
 
-def _render_chunk(view, ks, palette_ks, mode, emit, stop=None):
-    """Render frames ``ks`` of ``view``; emit(k, payload) for each (payload: P-mode bytes for a
-    GIF, RGB bytes for an MP4). The first emit is ("palette", bytes, size) for a GIF."""
+def _indices(rgba, palette) -> np.ndarray:
+    """Palette indices (H, W) uint8 of the RGBA pixels ``rgba`` (H, W, 4): each pixel's nearest
+    colour of the P image ``palette`` (Pillow's mapping), no dithering."""
+    from PIL import Image
+
+    return np.asarray(_rgb(rgba).quantize(palette=palette, dither=Image.Dither.NONE))
+
+
+def _changed_box(prev, cur):
+    """The smallest box (x0, y0, x1, y1), in pixels, holding every pixel where the index images
+    ``prev`` and ``cur`` (H, W) differ; the whole image when prev is None; None when equal."""
+    if prev is None:
+        return 0, 0, cur.shape[1], cur.shape[0]
+    diff = prev != cur
+    rows = np.flatnonzero(diff.any(axis=1))
+    if rows.size == 0:
+        return None
+    cols = np.flatnonzero(diff[rows[0]:rows[-1] + 1].any(axis=0))
+    return int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
+
+
+def _gif_image_block(indices, box) -> bytes:
+    """The GIF image block (image descriptor, LZW data, terminator; no local colour table, so the
+    file's global one) of the ``box`` (x0, y0, x1, y1) of the index image ``indices`` (H, W)
+    uint8, placed at the box's corner: what Pillow writes for a frame cropped to its changes."""
+    from PIL import GifImagePlugin, Image
+
+    x0, y0, x1, y1 = box
+    crop = np.ascontiguousarray(indices[y0:y1, x0:x1])
+    im = Image.frombytes("P", (x1 - x0, y1 - y0), crop.tobytes())
+    return b"".join(GifImagePlugin.getdata(im, offset=(x0, y0)))
+
+
+def _gif_header(size, palette, loop: int = 0) -> bytes:
+    """GIF89a header: logical screen ``size`` (w, h) pixels, a 256-entry global colour table from
+    ``palette`` (a flat list of at most 768 RGB values, padded with black), and the NETSCAPE2.0
+    extension that plays the animation ``loop`` times (0: forever)."""
+    w, h = size
+    table = bytes(palette[:768]) + bytes(768 - min(len(palette), 768))
+    return (b"GIF89a" + struct.pack("<HHBBB", w, h, 0x80 | 7, 0, 0) + table
+            + b"!\xff\x0bNETSCAPE2.0\x03\x01" + struct.pack("<H", loop) + b"\x00")
+
+
+def _gif_delay(milliseconds: float) -> bytes:
+    """A graphic control extension: show the next image for ``milliseconds`` (stored, as Pillow
+    does, in whole centiseconds rounded down, at most 655.35 s)."""
+    return b"!\xf9\x04\x00" + struct.pack("<H", min(max(int(milliseconds / 10), 0), 0xFFFF)) + b"\x00\x00"
+
+
+def _render_chunk(view, ks, palette_ks, mode, emit, stop=None, prev_k=None):
+    """Render frames ``ks`` of ``view`` and emit(k, payload) for each, in order.
+
+    MP4: the payload is the frame's RGB bytes (H·W·3). GIF: the first emit is ("palette", list of
+    768 ints: a median-cut palette of frames ``palette_ks``); then each payload is the frame's
+    GIF image block cropped to the pixels that changed since the frame before it (frame
+    ``prev_k``, rendered first, for the first of ``ks``; none: the whole frame), or None when
+    nothing changed. Stops early when the Event ``stop`` is set."""
     comp = _Compositor(view)
-    palette = None
-    if mode == "gif":
-        palette = _palette_from([comp.frame(k)[..., :3].copy() for k in palette_ks])
-        emit("palette", palette.getpalette()[:768])
+    if mode != "gif":
+        for k in ks:
+            if stop is not None and stop.is_set():
+                return
+            emit(k, _rgb(comp.frame(k)).tobytes())
+        return
+    palette = _palette_from([comp.frame(k)[..., :3].copy() for k in palette_ks])
+    emit("palette", palette.getpalette()[:768])
+    prev = None if prev_k is None else _indices(comp.frame(prev_k), palette)
     for k in ks:
         if stop is not None and stop.is_set():
             return
-        emit(k, _encode(comp.frame(k), mode, palette))
+        cur = _indices(comp.frame(k), palette)
+        box = _changed_box(prev, cur)
+        emit(k, None if box is None else _gif_image_block(cur, box))
+        prev = cur
 
 
-def _worker(view, ks, palette_ks, mode, conn):
+def _worker(view, ks, palette_ks, mode, conn, prev_k=None):
     # A forked copy of the kernel: it must never run a widget's finaliser (ipywidgets closes its
     # comm in __del__, which would close the widget in the browser). No cyclic collection here,
     # and the process leaves with os._exit (multiprocessing's fork start) without finalisers.
@@ -389,7 +470,7 @@ def _worker(view, ks, palette_ks, mode, conn):
         import matplotlib
 
         matplotlib.interactive(False)
-        _render_chunk(view, ks, palette_ks, mode, lambda k, data: conn.send((k, data)))
+        _render_chunk(view, ks, palette_ks, mode, lambda k, data: conn.send((k, data)), prev_k=prev_k)
         conn.send(("done", None))
     except BaseException as exc:  # report, never hang the parent
         try:
@@ -450,8 +531,9 @@ class AnimationExport:
             bounds = np.linspace(0, self.n, nw + 1).round().astype(int)
             for w in range(nw):
                 recv, send = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_worker, args=(view, self.ks[bounds[w]:bounds[w + 1]], pk, self.mode, send),
-                                daemon=True)
+                a, b = bounds[w], bounds[w + 1]
+                prev_k = self.ks[a - 1] if a > 0 else None     # a GIF frame holds the changes since this one
+                p = ctx.Process(target=_worker, args=(view, self.ks[a:b], pk, self.mode, send, prev_k), daemon=True)
                 with warnings.catch_warnings():
                     # Python >= 3.12 warns that fork() in a threaded process may deadlock the child;
                     # the child only renders with Agg and writes to its pipe (no lock of another
@@ -553,22 +635,25 @@ class AnimationExport:
                 self.progress(i + 1, self.n)
 
     def _write_gif(self, frames, size):
-        from PIL import Image
-
+        """Write the GIF as the frames come: header and global palette, then each frame's image
+        block behind its delay (a frame equal to the one before lengthens that one's delay)."""
         frames = iter(frames)
         tag, pal = next(frames)
         assert tag == "palette"
-
-        def images():
-            for _, data in self._counted(frames):
-                im = Image.frombytes("P", size, data)
-                im.putpalette(pal)
-                yield im
-
-        it = images()
-        first = next(it)
-        first.save(self.path, save_all=True, append_images=it, duration=int(1000 / self.fps), loop=0,
-                   optimize=False)
+        delay = int(1000 / self.fps)                  # milliseconds (Pillow's duration)
+        with open(self.path, "wb") as f:
+            f.write(_gif_header(size, pal))
+            pending, shown = None, 0
+            for _, block in self._counted(frames):
+                if block is None and pending is not None:
+                    shown += delay
+                    continue
+                if pending is not None:
+                    f.write(_gif_delay(shown) + pending)
+                pending, shown = block, delay
+            if pending is not None:
+                f.write(_gif_delay(shown) + pending)
+            f.write(b";")
 
     def _write_mp4(self, frames, size):
         from matplotlib import animation
