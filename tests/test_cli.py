@@ -150,3 +150,138 @@ def test_bench_plot_only_writes_the_figures(tmp_path, capsys):
     assert any("sweep-d128" in n for n in names)
     assert any(n.startswith("dram-") for n in names) and any("sweep-d64" in n for n in names)
     assert all((tmp_path / n).stat().st_size > 10_000 for n in names)
+
+
+# ------------------------------------------------------------------ bad input: exit status 2, one line
+
+def _bad_tree(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "folder.gif").mkdir()
+    (tmp_path / "folder.png").mkdir()
+    return tmp_path
+
+
+BAD_ARGV = [  # (argv with {t} for a scratch folder, words the one stderr line must hold)
+    # argparse's own errors: one line, no usage block
+    ([], "the following arguments are required: cmd"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["tables", "--d", "x"], "argument --d: invalid int value: 'x'"),
+    (["tables", "--itemsize", "3"], "argument --itemsize: invalid choice: 3"),
+    (["tables", "--order", "fa3"], "argument --order: invalid choice: 'fa3'"),
+    (["tables", "--bogus"], "unrecognized arguments: --bogus"),
+    (["render", "tiles"], "the following arguments are required: --out"),
+    (["render", "nope", "--out", "{t}/x.gif"], "argument widget: invalid choice: 'nope'"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--every", "x"], "argument --every: invalid int value"),
+    # sizes and values
+    (["tables", "--d", "0"], "d must be an integer >= 1"),
+    (["tables", "--Br", "-8"], "Br must be an integer >= 1"),
+    (["tables", "--N", "0"], "N must be an integer >= 1"),
+    (["tables", "--N", str(10**12)], "more than 500,000 (a few seconds): pick N <= 825,792"),
+    (["tables", "--N", str(10**40)], "pick N <= 825,792"),
+    (["tables", "--sram", "-5"], "unknown SRAM budget '-5'"),
+    (["tables", "--sram", "0"], "SRAM budget must be >= 1 byte"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--every", "0"], "--every must be an integer >= 1"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "0"], "fps must be a number above 0 and at most 100"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "inf"], "fps must be a number above 0"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "nan"], "fps must be"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "500"], "at most 100"),
+    (["render", "tiles", "--out", "{t}/x.png", "--frame", "-1"], "--frame must be a frame index >= 0"),
+    (["render", "tiles", "--out", "{t}/x.png", "--set", "N=16", "--frame", "999999"], "--frame must be from 0 to"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--set", "bad"], "--set takes NAME=VALUE"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--set", "colour=red"], "TileExplorer takes N, d, Br, Bc"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--set", "key=1"], "TileExplorer takes N, d"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--set", "N=1000000000"], "N must be an integer between 1 and 512"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--set", "N=nan"], "N must be an integer"),
+    (["render", "tiles", "--out", "{t}/x.png", "--set", "figsize=big"], "figsize must be (width, height) in inches"),
+    (["render", "tiles", "--out", "{t}/x.png", "--set", "figsize=(1e5,1e5)"], "two numbers from 1 to 50"),
+    (["render", "tiles", "--out", "{t}/x.png", "--set", "dpi=100000"], "dpi must be a number from 20 to 600"),
+    (["render", "tiles", "--out", "{t}/x.png", "--set", "dpi=600"], "million pixels"),
+    (["render", "block-size", "--out", "{t}/x.png", "--set", "blocks=(1,2,4,8,16,32,64)", "--set", "recorded=None"],
+     "drop the smallest block sizes"),
+    (["render", "online-softmax", "--out", "{t}/x.png", "--set", "row=999"], "row must be an integer between 0"),
+    # output paths that cannot be written
+    (["render", "tiles", "--out", "{t}/nope/x.gif"], "its folder '{t}/nope' does not exist"),
+    (["render", "tiles", "--out", "{t}/nope/x.png"], "does not exist"),
+    (["render", "tiles", "--out", "{t}/afile/x.png"], "is a file, not a folder"),
+    (["render", "tiles", "--out", "{t}/folder.gif"], "is a folder"),
+    (["render", "tiles", "--out", "{t}/folder.png"], "is a folder"),
+    (["render", "tiles", "--out", "{t}/x.jpg"], "--out must end in .gif or .mp4 or .png"),
+    (["render", "tiles", "--out", ""], "--out must be a file name ending in .gif"),
+    (["bench", "--plot-only", "--out", "{t}/afile"], "is a file; give a folder"),
+    (["bench", "--out", "{t}/afile/sub"], "is a file, not a folder"),
+    # bench options
+    (["bench", "--N", "3000"], "--N takes a comma list of sequence lengths that divide 16,384"),
+    (["bench", "--N", str(10**9)], "divide 16,384"),
+    (["bench", "--N", "abc"], "divide 16,384"),
+    (["bench", "--N", "0"], "divide 16,384"),
+    (["bench", "--only", "x"], "--only takes a comma list of ceil, check, bench, sweep"),
+    (["bench", "--variants", "tpu"], "--variants takes a comma list of wgmma, mma.sync"),
+    (["bench", "--ab", "{t}/missing.cu"], "--ab: cannot read"),
+]
+
+
+@pytest.mark.parametrize("argv,words", BAD_ARGV, ids=[" ".join(a)[:60] or "(none)" for a, _ in BAD_ARGV])
+def test_bad_input_is_exit_2_and_one_line(argv, words, tmp_path, capsys):
+    import time
+
+    t = _bad_tree(tmp_path)
+    before = sorted(p.name for p in t.rglob("*"))
+    argv = [a.replace("{t}", str(t)) for a in argv]
+    start = time.perf_counter()
+    try:
+        code = main(argv)
+    except SystemExit as exc:          # argparse exits; the status is what a shell sees
+        code = exc.code
+    assert time.perf_counter() - start < 30                       # refused, not computed
+    out = capsys.readouterr()
+    assert code == 2, out
+    assert out.out == "" and out.err.count("\n") == 1 and "Traceback" not in out.err, out.err
+    assert words.replace("{t}", str(t)) in out.err, out.err
+    assert sorted(p.name for p in t.rglob("*")) == before           # nothing written
+
+
+def test_unwritable_output_is_exit_2(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)   # a read-only folder (chmod does not stop root)
+    assert main(["render", "tiles", "--out", str(tmp_path / "x.gif")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be written: no permission to write in" in err
+    assert main(["bench", "--plot-only", "--out", str(tmp_path / "figs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no permission to write in" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_caps_the_frames_of_a_gif(tmp_path, capsys, monkeypatch):
+    from flashviz import _checks
+
+    monkeypatch.setattr(_checks, "MAX_EXPORT_FRAMES", 3)
+    assert main(["render", "causal", "--out", str(tmp_path / "c.gif"), "--set", "Nq=128", "--set", "Nk=128",
+                 "--set", "Br=16"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--every 1 keeps 8 of 8 frames, more than one export may hold (3" in err
+    assert "use --every 3 or more" in err
+    assert main(["render", "causal", "--out", str(tmp_path / "c.gif"), "--set", "Nq=128", "--set", "Nk=128",
+                 "--set", "Br=16", "--every", "3"]) == 0
+    assert (tmp_path / "c.gif").exists()
+
+
+@pytest.mark.recorded_data
+def test_render_blocks_the_recording_misses(tmp_path, capsys):
+    assert main(["render", "block-size", "--out", str(tmp_path / "b.png"), "--set", "blocks=(8,256)"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "recorded Br, Bc: 16, 32, 64, 128" in err and "recorded=None" in err
+
+
+def test_sweep_table_function_refuses_bad_blocks_and_long_sweeps():
+    from flashviz.cli import sweep_table
+
+    with pytest.raises(ValueError, match="pick N <= "):
+        sweep_table(N=2**30)
+    with pytest.raises(ValueError, match="drop the smallest block sizes"):
+        sweep_table(N=2**20, blocks=(1, 2))
+    with pytest.raises(ValueError, match="each block size must be an integer >= 1"):
+        sweep_table(N=64, blocks=(0, 16))
+    with pytest.raises(TypeError, match="blocks must be a sequence"):
+        sweep_table(N=64, blocks=16)
