@@ -160,6 +160,14 @@ MAX_EXPORT_FRAMES = 1000
 #: traffic-vs-N curve): 500,000 visits take about a second in the model and three in the widget.
 #: Tiny blocks go far beyond (Br = 1 at N = 65,536 is 65,536 visits per configuration).
 MAX_SWEEP_STEPS = 500_000
+#: Largest SRAM budget in bytes: 1 TiB. Real on-chip SRAM is a few hundred KiB a block (232,448 B on
+#: an H100/H200); far beyond 1 TiB the model's byte counts no longer fit a float.
+MAX_SRAM_BYTES = 2 ** 40
+
+
+def _count(n: int) -> str:
+    """An integer for a message: 1,234,567 — or 'about 10^400' when it is too long to read."""
+    return f"{n:,}" if abs(n) < 10**15 else f"about 10^{len(str(abs(n))) - 1}"
 
 
 def _shown(value) -> str:
@@ -380,7 +388,7 @@ def sweep_problem(N: int, blocks, *, curve_N=(), what: str = "N", blocks_given: 
     steps = fixed + sweep_steps(N, blocks)
     if steps <= MAX_SWEEP_STEPS:
         return None
-    head = (f"block sizes {blocks} at {what} = {N:,} make the IO model visit {steps:,} query blocks"
+    head = (f"block sizes {blocks} at {what} = {_count(N)} make the IO model visit {_count(steps)} query blocks"
             f"{' (with its traffic-vs-N curve)' if curve_N else ''}, more than {MAX_SWEEP_STEPS:,} (a few seconds)")
     if fixed + sweep_steps(1, blocks) > MAX_SWEEP_STEPS:
         return f"{head}: drop the smallest block sizes"

@@ -19,6 +19,9 @@ LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress
 #: Tokens of every benchmark run (B·N): ``flashviz bench --N`` takes sequence lengths that divide it,
 #: so B = 16,384 / N sequences is a whole number and runs of different N move the same data.
 BENCH_TOKENS = 16_384
+#: Largest --d, --Br and --Bc of ``flashviz tables``: 65,536, the longest N of its tables (a block
+#: longer than N is N; no attention head is that wide); far larger values overflow its floats.
+MAX_TABLE_SIZE = 65_536
 
 
 def tables(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2, causal: bool = False) -> str:
@@ -338,7 +341,11 @@ def main(argv=None) -> int:
         elif args.cmd == "bench":
             return bench(args)
         elif args.cmd == "tables":
+            for flag in ("d", "Br", "Bc"):
+                _checks.check_int(getattr(args, flag), f"--{flag}", 1, MAX_TABLE_SIZE)
             sram = int(args.sram) if args.sram.isdigit() else args.sram
+            if isinstance(sram, int):
+                _checks.check_int(sram, "--sram (bytes)", 1, _checks.MAX_SRAM_BYTES)
             text = [tables(args.d, args.Br, args.Bc, args.itemsize, args.causal),
                     sweep_table(args.N, args.d, sram, args.itemsize, args.causal, args.order),
                     backward_table(args.d, args.Br, args.Bc, args.itemsize, args.causal)]

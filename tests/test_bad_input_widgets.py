@@ -105,6 +105,7 @@ def test_integer_arguments(cls, arg, words, value, exc):
     ("BlockSizeExplorer", dict(sram_budget="TPU"), ValueError, "unknown SRAM budget 'TPU'"),
     ("BlockSizeExplorer", dict(sram_budget=0), ValueError, "SRAM budget must be >= 1 byte"),
     ("BlockSizeExplorer", dict(sram_budget=2.5), TypeError, "preset name or a number of bytes"),
+    ("BlockSizeExplorer", dict(sram_budget=10**400), ValueError, "sram_budget (bytes) must be an integer between 1 and 1,099,"),
     ("BlockSizeExplorer", dict(order="fa3"), ValueError, "order must be 'fa2'"),
     ("BlockSizeExplorer", dict(order=["fa2"]), ValueError, "order must be 'fa2'"),
     ("BlockSizeExplorer", dict(causal=None), TypeError, "causal must be True or False"),
@@ -311,6 +312,25 @@ def test_save_gif_bad_options(widgets, tree, cls, kw, exc, words):
         widgets[cls].save_gif(tree / "opt.gif", **kw)
     assert words in one_line(info)
     assert not (tree / "opt.gif").exists()
+
+
+@pytest.mark.parametrize("name,words", [("nope/x", "its folder 'nope' does not exist"),
+                                        ("afile/x", "'afile' is a file, not a folder"),
+                                        ("folder", "'folder.gif' is a folder")])
+def test_export_buttons_say_why_a_file_cannot_be_written(widgets, tree, monkeypatch, name, words):
+    monkeypatch.chdir(tree)
+    w = widgets["CausalExplorer"]
+    w.export_name.value = name
+    try:
+        for button in (w.gif_button, w.png_button):
+            if button is w.png_button and name == "folder":
+                continue                                      # folder-step1.png is a fine PNG name
+            button.click()
+            assert w.wait_export(60)
+            status = w.export_status.value
+            assert "export failed: " in status and words in status and "\n" not in status, status
+    finally:
+        w.export_name.value = w.export_stem
 
 
 def test_exports_of_too_many_frames_are_capped(widgets, tree, monkeypatch):

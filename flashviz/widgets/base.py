@@ -398,7 +398,7 @@ class FrameWidget:
             if kind == "png":
                 path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
             else:
-                self._start_gif_export(f"{name}.gif")
+                self._start_gif_export(_checks.check_output_path(f"{name}.gif", (".gif",), name="file"))
                 return
             self.export_status.value = f"saved <code>{path.resolve()}</code>"
         except Exception as exc:  # a full disk or a bad name: say so, keep working

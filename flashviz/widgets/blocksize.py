@@ -9,11 +9,13 @@ this configuration.
 
 from __future__ import annotations
 
+import numbers
+
 import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
-from .._checks import check_choice, sweep_problem
+from .._checks import MAX_SRAM_BYTES, check_choice, sweep_problem
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import CURVE_N, BlockSizeFigure, fmt_size, recorded_sweep, sram_budget_bytes
 from .base import FrameWidget, check_bool, check_int
@@ -84,6 +86,9 @@ class BlockSizeExplorer(FrameWidget):
         N = check_int(N, "N", 1, MAX_N)
         d = check_choice(d, "d", HEAD_DIMS)
         dtype = match_option(dtype, DTYPES, "dtype")
+        if isinstance(sram_budget, numbers.Integral) and not isinstance(sram_budget, bool) \
+                and sram_budget > MAX_SRAM_BYTES:             # 1 TiB: far beyond any SRAM, and the model's floats
+            check_int(sram_budget, "sram_budget (bytes)", 1, MAX_SRAM_BYTES)
         self._budgets = dict(SRAM_BUDGETS)
         sram_budget = _budget_option(sram_budget, self._budgets)
         causal = check_bool(causal, "causal")
