@@ -64,6 +64,60 @@ def test_incremental_frame_matches_save_png(tmp_path):
         b.close()
 
 
+class _ToyView:
+    """A view with overlapping slow artists (two images in one axes, the second half transparent),
+    a third image elsewhere, and fast texts over them; ``draw_frame(k)`` changes some of them."""
+
+    n_frames = 12
+
+    def __init__(self):
+        from flashviz.views.blit import Blitter
+
+        self.fig = Figure(figsize=(4, 3), dpi=72)
+        FigureCanvasAgg(self.fig)
+        ax1, ax2 = self.fig.add_subplot(1, 2, 1), self.fig.add_subplot(1, 2, 2)
+        self.a = ax1.imshow(np.zeros((8, 8)), vmin=0, vmax=12)
+        self.b = ax1.imshow(np.zeros((4, 4)), vmin=0, vmax=12, alpha=0.5, extent=(0, 4, 4, 0))
+        self.c = ax2.imshow(np.zeros((6, 6)), vmin=0, vmax=12)
+        self.t1 = ax1.text(2, 4, "", color="w", fontsize=12)
+        self.t2 = self.fig.text(0.02, 0.95, "", fontsize=10)
+        self.blitter = Blitter(self.fig, *self.animated_artists())
+
+    def animated_artists(self):
+        return [self.a, self.b, self.c], [self.t1, self.t2]
+
+    def draw_frame(self, k):
+        self.a.set_data(np.full((8, 8), k // 4))          # changes every 4th frame
+        self.b.set_data(np.full((4, 4), (k * 5) % 3))     # overlaps a: both re-drawn together
+        self.c.set_data(np.eye(6) * (k // 3))
+        self.t1.set_text("same")                          # over an image that changes
+        self.t2.set_text(f"step {k % 5}")
+
+    def render(self, k):
+        self.draw_frame(k)
+        self.blitter.update(object())
+
+
+def test_overlapping_slow_artists_equal_full_redraws():
+    toy, ref = _ToyView(), _ToyView()
+    comp = export._Compositor(toy)
+    for k in list(range(toy.n_frames)) + [3, 3, 11, 0]:
+        got = comp.frame(k)
+        ref.blitter.static_bg = None
+        ref.render(k)
+        assert np.array_equal(got, np.asarray(ref.fig.canvas.buffer_rgba())), k
+    assert comp.groups == [[0, 1], [2]]
+    assert comp.slow_draws < 3 * (toy.n_frames + 4)
+
+
+def test_overlap_groups():
+    r = [(slice(0, 10), slice(0, 10)), (slice(20, 30), slice(0, 10)), (slice(5, 25), slice(5, 8)),
+         (slice(40, 50), slice(40, 50))]
+    assert export._overlap_groups(r) == [[0, 1, 2], [3]]
+    assert export._overlap_groups(r[:2]) == [[0], [1]]
+    assert export._overlap_groups([]) == []
+
+
 def _scene():
     """A figure with a text over a rectangle that moves under it; returns (fig, canvas, text, rect)."""
     fig = Figure(figsize=(4, 2), dpi=80)

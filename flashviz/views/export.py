@@ -115,7 +115,10 @@ def _content(a):
     from matplotlib.collections import Collection
     from matplotlib.image import AxesImage
 
-    common = [type(a).__name__, a.get_visible(), a.get_alpha(), a.get_zorder(), a.get_clip_on()]
+    common = [type(a).__name__, a.get_visible(), a.get_alpha(), a.get_zorder(), a.get_clip_on(),
+              _bounds(a.get_clip_box())]
+    if a.axes is not None:               # where the data lands on the canvas
+        common += [_bounds(a.axes.viewLim), _bounds(a.axes.bbox)]
     if isinstance(a, AxesImage):
         arr = a.get_array()
         return common + [np.ma.getdata(arr), np.ma.getmaskarray(arr), a.get_clim(), a.get_extent(),
@@ -124,6 +127,43 @@ def _content(a):
         return common + [np.asarray(a.get_offsets()), a.get_facecolor(), a.get_edgecolor(),
                          np.asarray(a.get_linewidth()), *[np.asarray(p.vertices) for p in a.get_paths()]]
     return None
+
+
+def _bounds(bbox):
+    """(x0, y0, width, height) of a matplotlib Bbox as plain floats, or None."""
+    return None if bbox is None else tuple(float(v) for v in bbox.bounds)
+
+
+def _region(a, shape):
+    """Pixel rows and columns (slices) that slow artist ``a`` may draw on, on a canvas of
+    ``shape`` (H, W, ...): its clip box rounded out, one pixel more on each side (Agg rounds the
+    clip rectangle to whole pixels); the whole canvas when it is not clipped to a box."""
+    h, w = shape[:2]
+    box = a.get_clip_box() if a.get_clip_on() else None
+    if box is None or not np.isfinite(box.extents).all():
+        return slice(0, h), slice(0, w)
+    x0, y0, x1, y1 = box.extents
+    return (slice(max(0, int(np.floor(h - y1)) - 1), min(h, int(np.ceil(h - y0)) + 1)),
+            slice(max(0, int(np.floor(x0)) - 1), min(w, int(np.ceil(x1)) + 1)))
+
+
+def _overlap_groups(regions):
+    """Indices of ``regions`` (pairs of row and column slices) in groups: two regions that
+    overlap, directly or through others, share a group. Groups in order of their first member,
+    members in order. E.g. the tile explorer's slow layer: [score image, grid], [O_i], [O]."""
+    def meet(a, b):
+        return all(x.start < y.stop and y.start < x.stop for x, y in zip(a, b))
+
+    group = list(range(len(regions)))
+    for i in range(len(regions)):
+        for j in range(i):
+            if meet(regions[i], regions[j]):
+                old, new = group[i], group[j]
+                group = [new if g == old else g for g in group]
+    out = {}
+    for i, g in enumerate(group):
+        out.setdefault(g, []).append(i)
+    return sorted(out.values())
 
 
 def _kept(content):
@@ -300,9 +340,11 @@ class _Compositor:
     """Renders frames of ``view`` like its Blitter does, on ``fig``'s own (Agg) canvas.
 
     Pixel for pixel the widget's picture: the same static background, the same slow and fast
-    layers drawn in the same order. Two caches, both exact: the slow layer is re-drawn only from
-    the first artist whose content changed (compared bit for bit with the last frame), and the
-    fast layer's texts come from a _TextCache.
+    layers drawn in the same order. Two caches, both exact. The slow layer is kept from the last
+    frame and re-drawn only where it changed: its artists fall into groups whose regions (clip
+    boxes) do not overlap, and a group is re-drawn (its regions back to the static background,
+    then its artists in order) only when the content of one of its artists changed, compared bit
+    for bit with the last frame. The fast layer's texts come from a _TextCache.
     """
 
     def __init__(self, view):
@@ -322,31 +364,47 @@ class _Compositor:
             self.slow, self.fast = list(layers[0]), list(layers[1])
         else:
             self.slow, self.fast = [], list(layers)
-        self.static = None
-        self.snaps = []               # [(content of slow[i] (kept), region after drawing slow[i])]
+        self.static = None            # (H, W, 4) uint8: the canvas without animated artists
+        self.slow_px = None           # (H, W, 4) uint8: static + slow layer of the last frame
+        self.groups = None            # _overlap_groups of the slow artists' regions
+        self.kept = []                # content of each slow artist when last drawn (_kept)
         self.texts = _TextCache(self.fig, self.canvas)
         self._is_text = Text
         self.slow_draws = 0           # slow artists drawn so far (a measure of the cache's use)
+
+    def _pixels(self) -> np.ndarray:
+        """The canvas's RGBA buffer (H, W, 4) uint8, writable (rows top to bottom)."""
+        return np.asarray(self.canvas.buffer_rgba())
 
     def _setup(self):
         for a in self.slow + self.fast:
             a.set_animated(True)
         self.canvas.draw()            # static parts only: animated artists are skipped
-        self.static = self.canvas.copy_from_bbox(self.fig.bbox)
+        self.static = self._pixels().copy()
 
     def _draw_slow(self):
-        """Bring the canvas to static + slow layer, re-drawing from the first changed slow artist."""
-        fig, canvas = self.fig, self.canvas
+        """Bring the canvas to static + slow layer, re-drawing only the groups that changed."""
+        buf = self._pixels()
         now = [_content(a) for a in self.slow]
-        p = 0
-        while p < len(self.snaps) and _same(self.snaps[p][0], now[p]):
-            p += 1
-        canvas.restore_region(self.snaps[p - 1][1] if p else self.static)
-        del self.snaps[p:]
-        for i in range(p, len(self.slow)):
-            fig.draw_artist(self.slow[i])
-            self.slow_draws += 1
-            self.snaps.append((_kept(now[i]), canvas.copy_from_bbox(fig.bbox)))
+        regions = [_region(a, buf.shape) for a in self.slow]
+        groups = _overlap_groups(regions)
+        if self.slow_px is None or groups != self.groups or buf.shape != self.slow_px.shape:
+            np.copyto(buf, self.static)
+            redraw = [list(range(len(self.slow)))]
+            self.groups, self.kept = groups, [None] * len(self.slow)
+        else:
+            np.copyto(buf, self.slow_px)
+            redraw = [g for g in groups if not all(_same(self.kept[i], now[i]) for i in g)]
+            for g in redraw:
+                for i in g:
+                    buf[regions[i]] = self.static[regions[i]]
+        for g in redraw:
+            for i in g:
+                self.fig.draw_artist(self.slow[i])
+                self.kept[i] = _kept(now[i])
+                self.slow_draws += 1
+        if redraw:
+            self.slow_px = buf.copy()
 
     def frame(self, k: int) -> np.ndarray:
         """Render frame k; returns the canvas's RGBA buffer (H, W, 4) (a view: copy to keep)."""
@@ -355,7 +413,7 @@ class _Compositor:
         if self.slow is None:
             with _all_drawn(fig):
                 canvas.draw()
-            return np.asarray(canvas.buffer_rgba())
+            return self._pixels()
         if self.static is None:
             self._setup()
         self._draw_slow()
@@ -364,7 +422,7 @@ class _Compositor:
                 self.texts.draw(a)
             else:
                 fig.draw_artist(a)
-        return np.asarray(canvas.buffer_rgba())
+        return self._pixels()
 
 
 def _palette_from(rgb_frames):
