@@ -1,6 +1,7 @@
 """Exports that don't stall a class (issue 10, item 5): GIF frames are the widget's frames, the
 run → GIF button leaves the widget responsive, and the N = 512 causal explorer exports fast."""
 
+import os
 import time
 
 import numpy as np
@@ -86,14 +87,30 @@ def test_unwritable_path_is_one_line(tmp_path, small, monkeypatch):
     assert "export failed" in small.export_status.value and "\n" not in small.export_status.value
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished (joined) child processes."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 @pytest.mark.slow
 def test_n512_causal_export_speed(tmp_path):
+    """All 576 steps of the N = 512 causal explorer to GIF, default (parallel) settings.
+
+    Measured on the 2-core dev box (benchmarks/NOTES.md, "Export speed"): 11-13 s wall and
+    ~20 s CPU with the box otherwise idle, 19-22 s wall with one other busy process. Bounds:
+    30 s wall (the issue's target; 2.3x the idle figure) while the 1-minute load average before
+    the test is at most 2, growing in proportion above that (our two workers then get about
+    2/load of the box); and 45 s CPU (workers included: 2x the measured), whatever the load."""
     w = fv.TileExplorer(N=512, causal=True, canvas="png", key="test-export-512")
     try:
-        t = time.perf_counter()
+        load = os.getloadavg()[0]
+        cpu, t = _cpu_seconds(), time.perf_counter()
         w.save_gif(tmp_path / "run.gif")
-        dt = time.perf_counter() - t
+        dt, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
         assert Image.open(tmp_path / "run.gif").n_frames == w.n_frames == 576
-        assert dt <= 150, f"{dt:.0f} s"           # generous: shared CI boxes; see benchmarks/NOTES.md
+        seen = f"{dt:.1f} s wall, {cpu:.1f} s CPU, load average {load:.2f} before"
+        assert cpu <= 45, seen
+        assert dt <= 30 * max(1.0, load / 2), seen
     finally:
         w.close()

@@ -4,15 +4,23 @@ Works with any view object that has ``fig``, ``n_frames`` and ``draw_frame(k)``.
 
 Animations are rendered the way the widget shows them — through the view's blitting layers
 (``animated_artists()``: a static background, then the slow layer, then the fast one) — onto a
-private Agg canvas, and the RGBA buffer is grabbed (no ``savefig`` per frame). The slow layer
-(the big images) is re-rendered only when the content of one of its artists changed (a content
-fingerprint, not the view's own key), from the last unchanged artist on. Where the platform can
-fork, the frames are split between worker processes (one per core), each on its own copy of the
-figure: the live (ipympl) figure is never touched, so the export can run while the widget keeps
-working. A GIF is written by Pillow with one palette computed once (median cut over a few
-frames), every frame mapped to it without dithering; an MP4 by piping raw frames to ffmpeg.
-Issue 10, item 5: the N = 512 causal explorer (576 steps) went from ~190 s to the figure in
-benchmarks/NOTES.md ("Export speed").
+private Agg canvas, and the RGBA buffer is grabbed (no ``savefig`` per frame). Two caches, both
+exact (a frame built incrementally equals the same frame drawn from scratch, bit for bit):
+
+* the slow layer (the big images) is kept from frame to frame; its artists fall into groups
+  whose clip regions do not overlap, and a group is re-drawn only when the content of one of
+  its artists changed (compared bit for bit with the last frame, not the view's own key);
+* the fast layer's texts are pasted from a cache of rendered pixels, keyed by what the text
+  draws and the pixels under it, checked on every miss (``_TextCache``).
+
+Where the platform can fork, the frames are split between worker processes (one per core),
+each on its own copy of the figure: the live (ipympl) figure is never touched, so the export can
+run while the widget keeps working. A GIF has one palette computed once (median cut over a few
+frames), every frame mapped to it without dithering; each worker crops a frame to the pixels
+that changed since the frame before and LZW-encodes it (Pillow), and the file is written as the
+frames arrive. An MP4 gets raw frames piped to ffmpeg. Paths are checked (``output_path``)
+before anything is rendered. Issue 10, item 5: the N = 512 causal explorer (576 steps) went
+from ~190 s to the figures in benchmarks/NOTES.md ("Export speed").
 """
 
 from __future__ import annotations
@@ -193,6 +201,7 @@ def _same(kept, content) -> bool:
 
 
 def _plain_equal(x, y) -> bool:
+    """x == y for plain values and tuples of them, of the same type; False when incomparable."""
     try:
         return bool(x == y) and type(x) is type(y)
     except (TypeError, ValueError):
