@@ -2,6 +2,7 @@
 
 import json
 
+import ipywidgets as W
 import pytest
 
 from flashviz.gpu._files import package_dir
@@ -21,7 +22,12 @@ def test_recorded_data_figures_are_pngs_and_captions_carry_the_numbers_by_method
     mma, dram = _load("mma-"), _load("dram-")
     w = RecordedFigures(key="t-rf", dpi=40)
     try:
-        pngs = [page.children[1].value for page in w.tabs.children]
+        assert isinstance(w.tabs.children[0].children[1], W.Image)       # the first tab drawn at once
+        assert not isinstance(w.tabs.children[1].children[1], W.Image)
+        w.tabs.selected_index = 1                                          # another, when it is shown
+        assert isinstance(w.tabs.children[1].children[1], W.Image)
+        pngs = [w.image(name).value for name in ("benchmark", "sweep", "dram")]
+        assert [page.children[1].value for page in w.tabs.children] == pngs  # each shown in its tab
         assert len(pngs) == 3 and all(p[:8] == b"\x89PNG\r\n\x1a\n" and len(p) > 5_000 for p in pngs)
         long = [r for r in mma["bench"] if r["N"] >= 2048]
         cap = w.captions["benchmark"]

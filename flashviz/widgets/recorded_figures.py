@@ -20,6 +20,10 @@ from . import registry
 from .base import close_widget
 
 
+#: (figure name, recording labels, scale, dpi) -> PNG bytes, kept per process
+_PNGS: dict = {}
+
+
 def _png(fig, dpi: int) -> bytes:
     import matplotlib.pyplot as plt
     buf = io.BytesIO()
@@ -86,20 +90,57 @@ class RecordedFigures:
         registry.register("RecordedFigures", self._key, self)
         mma, dram = latest_results("mma"), latest_results("dram")
         self.captions = captions(mma, dram)
+        self._draws = {
+            "benchmark": lambda: bp.plot_mma_benchmark(mma, figsize=(10 * scale, 6.5 * scale)),
+            "sweep": lambda: bp.plot_block_sweep(mma, d=64, figsize=(10 * scale, 3.8 * scale)),
+            "dram": lambda: bp.plot_dram(dram, figsize=(10 * scale, 3.8 * scale))}
+        self._png_key = (recorded_label(mma) if mma else None, recorded_label(dram) if dram else None, scale, int(dpi))
         pages, titles = [], []
-        for name, title, draw in (
-                ("benchmark", "vs FlashAttention-2", lambda: bp.plot_mma_benchmark(mma, figsize=(10 * scale, 6.5 * scale))),
-                ("sweep", "block sizes", lambda: bp.plot_block_sweep(mma, d=64, figsize=(10 * scale, 3.8 * scale))),
-                ("dram", "DRAM bytes (ncu)", lambda: bp.plot_dram(dram, figsize=(10 * scale, 3.8 * scale)))):
-            try:
-                image = W.Image(value=_png(draw(), int(dpi)), format="png")
-            except (ValueError, TypeError):          # no recording of this kind in the installation
-                image = W.HTML("<i>No recorded measurement of this kind in this installation.</i>")
-            pages.append(W.VBox([W.HTML(f"<div style='font-size:13px'>{self.captions[name]}</div>"), image]))
+        for name, title in (("benchmark", "vs FlashAttention-2"), ("sweep", "block sizes"), ("dram", "DRAM bytes (ncu)")):
+            pages.append(W.VBox([W.HTML(f"<div style='font-size:13px'>{self.captions[name]}</div>"),
+                                 W.HTML("<i>drawing…</i>")]))
             titles.append(title)
         self.tabs = W.Tab(children=pages, titles=tuple(titles))
         label = recorded_label(mma) if mma else "no recording"
         self.widget = W.VBox([W.HTML(f"<b>Recorded on a GPU</b> — {label}"), self.tabs])
+        # a tab's figure is drawn when the tab is first shown (the first now), and kept per
+        # process: opening the chapter again, or another tab, costs no drawing
+        self.tabs.observe(lambda change: self._show(change["new"]), names="selected_index")
+        self._show(0)
+
+    NAMES = ("benchmark", "sweep", "dram")
+
+    def _show(self, index) -> None:
+        if index is None:
+            return
+        name = self.NAMES[index]
+        page = self.tabs.children[index]
+        if isinstance(page.children[1], W.Image):
+            return
+        key = (name, *self._png_key)
+        png = _PNGS.get(key)
+        if png is None:
+            try:
+                png = _png(self._draws[name](), self._png_key[3])
+            except (ValueError, TypeError):          # no recording of this kind in the installation
+                png = b""
+            if len(_PNGS) > 32:
+                _PNGS.clear()
+            _PNGS[key] = png
+        old = page.children[1]
+        page.children = [page.children[0], W.Image(value=png, format="png") if png else
+                         W.HTML("<i>No recorded measurement of this kind in this installation.</i>")]
+        close_widget(old)
+
+    def image(self, name: str):
+        """The figure of tab ``name`` ("benchmark", "sweep", "dram") as a widget: an Image with
+        PNG bytes, drawn now if its tab has not been shown yet (or an HTML note without a
+        recording). Raises ValueError for another name."""
+        if name not in self.NAMES:
+            raise ValueError(f"name must be one of {self.NAMES}, got {name!r}")
+        index = self.NAMES.index(name)
+        self._show(index)
+        return self.tabs.children[index].children[1]
 
     def close(self):
         """Close every child widget (idempotent)."""
