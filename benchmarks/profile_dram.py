@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         impl, N, d, Br, Bc, causal = args.child
         child(impl, int(N), int(d), int(Br), int(Bc), causal == "1")
         return 0
-    from flashviz.gpu.bench import environment
+    from flashviz.gpu.common import environment
     from flashviz.gpu.limits import supported_blocks
     from flashviz.gpu.mma_limits import mma_blocks
     from flashviz.iomodel import flash_forward_io, standard_attention_io

@@ -95,7 +95,7 @@ def test_latest_results_real_folder():
 
 def _recorded_teaching():
     """The newest committed gpu-*.json, read directly (by its dated name, not through latest_results)."""
-    from flashviz.gpu._files import package_dir
+    from flashviz.gpu.common import package_dir
     files = sorted(f for f in package_dir("flashviz.results").iterdir()
                    if f.name.startswith("gpu-") and f.name.endswith(".json"))
     return json.loads(files[-1].read_text()), files[-1].name

@@ -16,7 +16,7 @@ import pytest
 
 from flashviz.gpu import mma_limits as ml
 from flashviz.gpu import results as R
-from flashviz.gpu._files import package_dir
+from flashviz.gpu.common import package_dir
 
 RESULTS = package_dir("flashviz.results")
 

@@ -20,7 +20,7 @@ import pytest
 import flashviz.gpu as gpu
 import flashviz.gpu.mma as gpu_mma
 import flashviz.gpu.mma_bench as mma_bench
-import flashviz.gpu.runner as gpu_runner
+import flashviz.gpu.common as gpu_common
 from flashviz.gpu.mma_limits import DTYPES, MMA_BC, MMA_BR, MMA_D, default_blocks, mma_blocks
 from flashviz.iomodel import flash_forward_io
 from flashviz.views.style import fmt_bytes
@@ -303,7 +303,7 @@ def fake_result(N, d, causal, *, dtype, variants, sdpa, blocks, **kw):
 def fake_gpu(monkeypatch):
     monkeypatch.setattr(gpu, "gpu_status", lambda: (True, "a pretend GPU"))
     monkeypatch.setattr(gpu_mma, "device_variant", lambda: "wgmma")
-    monkeypatch.setattr(gpu_runner, "device_smem_optin", lambda: 232_448)
+    monkeypatch.setattr(gpu_common, "device_smem_optin", lambda: 232_448)
     monkeypatch.setattr(mma_bench, "bench_shape", fake_result)
     return monkeypatch
 
@@ -432,7 +432,7 @@ def test_fake_gpu_without_torch_says_so(fake_gpu):
 
 def test_fake_small_gpu_refuses_blocks_that_do_not_fit(fake_gpu):
     fake_gpu.setattr(gpu_mma, "device_variant", lambda: "mma.sync")
-    fake_gpu.setattr(gpu_runner, "device_smem_optin", lambda: 101_376)          # an sm_86 GPU
+    fake_gpu.setattr(gpu_common, "device_smem_optin", lambda: 101_376)          # an sm_86 GPU
     p = TensorCorePanel(d=128, Br=128, Bc=128, key="fake-small")
     try:
         assert p.run_button.disabled and "cannot run on this GPU" in p.status.value
@@ -481,7 +481,7 @@ def test_gpu_sweep_one_row_per_supported_block(real_gpu):
     try:
         rows = p.sweep()
         assert rows is not None, p.status.value
-        assert [(r["Br"], r["Bc"]) for r in rows] == mma_blocks(64, p.variant, gpu_runner.device_smem_optin())
+        assert [(r["Br"], r["Bc"]) for r in rows] == mma_blocks(64, p.variant, gpu_common.device_smem_optin())
         assert all(r.get("kernel_ms", 0) > 0 and r.get("call_ms", 0) > 0 for r in rows), [r.get("error") for r in rows]
         assert all(r["ms"] == r["kernel_ms"] and r["tflops"] == r["kernel_tflops"] for r in rows)
     finally:

@@ -5,7 +5,7 @@ import json
 import ipywidgets as W
 import pytest
 
-from flashviz.gpu._files import package_dir
+from flashviz.gpu.common import package_dir
 from flashviz.widgets.recorded_figures import RecordedFigures, captions
 from widget_contract import assert_close_frees_every_comm
 

@@ -7,14 +7,15 @@ the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_bloc
 ``latest_results()``.
 """
 
-from .bench import attention_flops, benchmark, environment, peak_memory, relative_error
+from .bench import benchmark, peak_memory, relative_error
+from .common import device_smem_optin, environment, gpu_status, kernel_source
 from .limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
                      supported_blocks)
 from .mma import MMAKernel, compile_mma, device_variant, flash_forward_mma
 from .mma_limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .results import latest_results
-from .runner import (CompiledKernel, compile_kernel, device_smem_optin, flash_forward_gpu, gpu_status,
-                     kernel_source, launch, naive_attention_gpu)
+from .runner import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
+from .timing import attention_flops
 
 __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "flash_forward_gpu",
            "naive_attention_gpu", "launch", "device_smem_optin", "benchmark", "peak_memory",

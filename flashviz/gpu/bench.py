@@ -9,53 +9,12 @@ default backend choice (its kernel is reported by name).
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
-
 import numpy as np
 
 from ..iomodel import flash_forward_io, standard_attention_io
 from .common import cupy
 from .runner import compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
-from .timing import call_times_ms, measure
-
-
-def attention_flops(B: int, H: int, Nq: int, Nk: int, d: int, causal: bool) -> float:
-    """Forward matmul FLOPs 4·B·H·Nq·Nk·d (QKᵀ and PV), halved for causal (the FlashAttention
-    benchmark convention)."""
-    f = 4.0 * B * H * Nq * Nk * d
-    return f / 2 if causal else f
-
-
-def environment() -> dict:
-    """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC),
-    and the git commit measured ($FLASHVIZ_COMMIT; None when unset)."""
-    cp = cupy()
-    dev = cp.cuda.Device()
-    props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    env = {
-        "device": name,
-        "compute_capability": dev.compute_capability,
-        "sm_count": int(dev.attributes["MultiProcessorCount"]),
-        "smem_per_block_optin": int(dev.attributes["MaxSharedMemoryPerBlockOptin"]),
-        "memory_total_bytes": int(cp.cuda.runtime.memGetInfo()[1]),
-        "cupy": cp.__version__,
-        "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
-        "cuda_driver": int(cp.cuda.runtime.driverGetVersion()),
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "commit": os.environ.get("FLASHVIZ_COMMIT"),   # the git commit measured (set by the one who runs it)
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    try:
-        import torch
-        env["torch"] = torch.__version__
-    except Exception:
-        env["torch"] = None
-    return env
+from .timing import attention_flops, call_times_ms, cupy_peak_bytes, measure
 
 
 def _random_qkv(cp, B, H, Nq, Nk, d, seed):
@@ -238,21 +197,6 @@ def benchmark(N: int, d: int, *, B: int | None = None, H: int = 32, Br: int = 64
         cp.get_default_memory_pool().free_all_blocks()
         res.update(_sdpa_times(B, H, N, d, causal, flops, repeat, warmup, parts))
     return derive(res)
-
-
-def cupy_peak_bytes(fn) -> int:
-    """Peak bytes of GPU memory one call of ``fn`` held, measured with a fresh
-    cupy.cuda.MemoryPool as the allocator: its total_bytes() after the call is the pool's
-    high-water mark (freed blocks stay in the pool). cuBLAS's own workspace is not counted."""
-    cp = cupy()
-    pool = cp.cuda.MemoryPool()
-    with cp.cuda.using_allocator(pool.malloc):
-        out = fn()
-        cp.cuda.Device().synchronize()
-        peak = pool.total_bytes()
-        del out
-    pool.free_all_blocks()
-    return int(peak)
 
 
 def peak_memory(N: int = 65_536, d: int = 64, *, B: int = 1, H: int = 1, Br: int = 64, Bc: int = 64,

@@ -1,6 +1,12 @@
-"""What both GPU tracks (the teaching kernel and the tensor-core kernels) share.
+"""What both GPU tracks (``teaching/``: the fp32 teaching kernel; ``tensorcore/``: the fp16 /
+bf16 tensor-core kernels) share.
 
 * ``cupy()`` — import CuPy or raise one RuntimeError that says what to install;
+* ``gpu_status()`` — can anything run here, and if not, why (never raises);
+  ``environment()`` — the device and software versions a benchmark record names;
+* ``H200_SMEM_OPTIN``, ``DEFAULT_SMEM`` — the shared-memory limits both tracks check against;
+* ``package_dir``, ``kernel_source`` — where kernels/*.cu and benchmarks/results/*.json live
+  (installed package or source checkout);
 * ``check_flag``, ``check_member``, ``check_scale`` — the argument checks (one scale rule for
   every kernel: a positive real whose value as the kernel receives it is a normal float32);
 * ``source(name)`` — a kernel's text, read once per process (the compile cache keys on it);
@@ -14,13 +20,20 @@ Nothing here imports CuPy or torch at import time, so CPU-only machines can impo
 
 from __future__ import annotations
 
+import datetime
+import importlib.resources
 import math
 import numbers
+import os
+import platform
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 LOG2E = 1.4426950408889634
+H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to on an H100/H200
+DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
 
 
 def cupy():
@@ -30,6 +43,69 @@ def cupy():
     except Exception as exc:
         raise RuntimeError(f"flashviz.gpu needs CuPy and a CUDA GPU: {exc}") from None
     return cp
+
+
+def _nvidia_driver_present() -> bool:
+    """Whether this machine looks like it has an NVIDIA driver (without importing CUDA)."""
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None or os.path.exists("/proc/driver/nvidia/version")
+
+
+def gpu_status() -> tuple[bool, str]:
+    """(ok, reason): can flashviz run its CUDA kernel here? Never raises.
+
+    ok is True when CuPy imports and sees at least one CUDA device; reason is one line:
+    the device, CuPy and CUDA versions when ok, else what is missing.
+    """
+    try:
+        import cupy as cp
+    except Exception:  # ImportError, or a broken CUDA install raising at import
+        hint = ("on a machine with an NVIDIA GPU, pip install 'flashviz[gpu]' (CUDA 12) or 'flashviz[gpu-cuda13]'"
+                if _nvidia_driver_present() else "this machine shows no NVIDIA driver")
+        return False, f"CuPy is not installed ({hint})"
+    try:
+        n = cp.cuda.runtime.getDeviceCount()
+        if n < 1:
+            return False, "CuPy is installed but no CUDA device is visible"
+        dev = cp.cuda.Device()
+        props = cp.cuda.runtime.getDeviceProperties(dev.id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        rt = cp.cuda.runtime.runtimeGetVersion()
+        return True, (f"{name} (sm_{dev.compute_capability}), CuPy {cp.__version__}, "
+                      f"CUDA runtime {rt // 1000}.{rt % 1000 // 10}")
+    except Exception as exc:
+        return False, f"no usable CUDA device ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
+def environment() -> dict:
+    """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC),
+    and the git commit measured ($FLASHVIZ_COMMIT; None when unset)."""
+    cp = cupy()
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    env = {
+        "device": name,
+        "compute_capability": dev.compute_capability,
+        "sm_count": int(dev.attributes["MultiProcessorCount"]),
+        "smem_per_block_optin": int(dev.attributes["MaxSharedMemoryPerBlockOptin"]),
+        "memory_total_bytes": int(cp.cuda.runtime.memGetInfo()[1]),
+        "cupy": cp.__version__,
+        "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": int(cp.cuda.runtime.driverGetVersion()),
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "commit": os.environ.get("FLASHVIZ_COMMIT"),   # the git commit measured (set by the one who runs it)
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    try:
+        import torch
+        env["torch"] = torch.__version__
+    except Exception:
+        env["torch"] = None
+    return env
 
 
 def check_flag(value, name: str) -> bool:
@@ -74,6 +150,40 @@ def check_scale(scale, d: int, *, factor: float = 1.0) -> float:
     return float(scale)
 
 
+# Where the package's data files live. pyproject.toml maps the packages ``flashviz.kernels`` ->
+# ``kernels/`` and ``flashviz.results`` -> ``benchmarks/results/``, so an installed (or editable)
+# flashviz finds them with ``importlib.resources``. A plain source checkout on ``PYTHONPATH`` has
+# no such packages; then the folders next to the ``flashviz`` package directory are used.
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_FALLBACK = {"flashviz.kernels": _REPO_ROOT / "kernels", "flashviz.results": _REPO_ROOT / "benchmarks" / "results"}
+
+
+def package_dir(package: str):
+    """A Traversable for ``package`` ("flashviz.kernels" or "flashviz.results").
+
+    Uses importlib.resources when the package is importable (installed or editable),
+    else the repository folder next to the flashviz package. Raises FileNotFoundError if
+    neither exists.
+    """
+    try:
+        return importlib.resources.files(package)
+    except ModuleNotFoundError:
+        path = _FALLBACK[package]
+        if not path.is_dir():
+            raise FileNotFoundError(f"{package} is not installed and {path} does not exist") from None
+        return path
+
+
+def kernel_source(name: str = "flash_fwd.cu") -> str:
+    """The text of ``kernels/<name>`` (e.g. "flash_fwd_mma.cu"), from the installed package
+    ``flashviz.kernels`` or, in a source checkout, the repository's ``kernels/`` folder.
+    Needs no CuPy. Raises FileNotFoundError if there is no such kernel file."""
+    path = package_dir("flashviz.kernels").joinpath(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
+    return path.read_text(encoding="utf-8")
+
+
 _SOURCES: dict = {}
 
 
@@ -82,7 +192,6 @@ def source(name: str) -> str:
     dict lookup). Raises FileNotFoundError if there is no such kernel file."""
     text = _SOURCES.get(name)
     if text is None:
-        from ._files import kernel_source
         text = _SOURCES[name] = kernel_source(name)
     return text
 
@@ -120,6 +229,12 @@ def device_facts(dev: int | None = None) -> DeviceFacts:
                                           int(attrs["MaxSharedMemoryPerBlockOptin"]),
                                           int(attrs.get("L2CacheSize", 0)), name)
     return facts
+
+
+def device_smem_optin() -> int:
+    """Shared memory one block of the current device may opt in to, in bytes (232,448 on an
+    H100/H200). Raises RuntimeError without CuPy/GPU."""
+    return device_facts().smem_optin
 
 
 class _StreamHandle:

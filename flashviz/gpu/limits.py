@@ -9,15 +9,13 @@ multiples of 16 from the sets below. Its shared memory (float32, rows padded by 
 
 from __future__ import annotations
 
-from .common import check_member
+from .common import H200_SMEM_OPTIN, check_member
 
 SUPPORTED_BR = (16, 32, 64, 128)
 SUPPORTED_BC = (16, 32, 64, 128)
 SUPPORTED_D = (32, 64, 128)
 PAD = 4                      #: floats of padding per shared-memory row (bank conflicts)
 THREADS = 256                #: threads per block, as 16 x 16
-H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to on an H100/H200
-DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
 
 
 def check_sizes(Br, Bc, d) -> tuple[int, int, int]:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 
 from ..iomodel import flash_forward_io
-from .bench import attention_flops, cupy_peak_bytes
 from .common import LOG2E, cupy, device_facts
 from .mma import compile_mma, flash_forward_mma, launch_mma, out_like
 from .mma_limits import mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
 from .runner import flash_forward_gpu, naive_attention_gpu
-from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, call_times_ms, host_times_us, input_sets, measure, \
-    profiled
+from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, call_times_ms, cupy_peak_bytes, \
+    host_times_us, input_sets, measure, profiled
 
 
 def _values64(op: Operand):

@@ -15,8 +15,7 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
 
 from __future__ import annotations
 
-from .common import check_member
-from .limits import H200_SMEM_OPTIN
+from .common import H200_SMEM_OPTIN, check_member
 
 VARIANTS = ("wgmma", "mma.sync")
 BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)   #: the benchmark's sequence lengths (B·N = 16k tokens)

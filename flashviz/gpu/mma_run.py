@@ -45,7 +45,7 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     log: called with one line per finished item. Raises RuntimeError without CuPy / a GPU.
     """
     from . import mma_bench as mb
-    from .bench import environment
+    from .common import environment
     from .mma import device_variant
 
     env = environment()

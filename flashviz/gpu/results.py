@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from ._files import package_dir
+from .common import package_dir
 
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 

@@ -1,7 +1,7 @@
 """Compile and launch the CUDA teaching kernel through CuPy; the naive CuPy baseline.
 
 CuPy is imported lazily, inside the functions, so ``import flashviz.gpu`` works on machines
-without CuPy or a GPU (``gpu_status()`` then says why nothing can run).
+without CuPy or a GPU (``common.gpu_status()`` then says why nothing can run).
 
 Kernel: ``kernels/flash_fwd.cu``, ``flash_fwd<Br, Bc, D>``, compiled with NVRTC through
 ``flashviz.gpu.nvrtc`` for the device's own target (sm_XY), cached on disk (the same cubin
@@ -17,52 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._files import kernel_source  # noqa: F401 (re-exported: flashviz.gpu.kernel_source)
 from .common import check_flag, check_scale, cupy, device_facts, source
 from .limits import check_launch, check_sizes
 
 _KERNEL_FILE = "flash_fwd.cu"
 _CACHE: dict = {}
-
-
-def _nvidia_driver_present() -> bool:
-    """Whether this machine looks like it has an NVIDIA driver (without importing CUDA)."""
-    import os
-    import shutil
-
-    return shutil.which("nvidia-smi") is not None or os.path.exists("/proc/driver/nvidia/version")
-
-
-def gpu_status() -> tuple[bool, str]:
-    """(ok, reason): can flashviz run its CUDA kernel here? Never raises.
-
-    ok is True when CuPy imports and sees at least one CUDA device; reason is one line:
-    the device, CuPy and CUDA versions when ok, else what is missing.
-    """
-    try:
-        import cupy as cp
-    except Exception:  # ImportError, or a broken CUDA install raising at import
-        hint = ("on a machine with an NVIDIA GPU, pip install 'flashviz[gpu]' (CUDA 12) or 'flashviz[gpu-cuda13]'"
-                if _nvidia_driver_present() else "this machine shows no NVIDIA driver")
-        return False, f"CuPy is not installed ({hint})"
-    try:
-        n = cp.cuda.runtime.getDeviceCount()
-        if n < 1:
-            return False, "CuPy is installed but no CUDA device is visible"
-        dev = cp.cuda.Device()
-        props = cp.cuda.runtime.getDeviceProperties(dev.id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        rt = cp.cuda.runtime.runtimeGetVersion()
-        return True, (f"{name} (sm_{dev.compute_capability}), CuPy {cp.__version__}, "
-                      f"CUDA runtime {rt // 1000}.{rt % 1000 // 10}")
-    except Exception as exc:
-        return False, f"no usable CUDA device ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-
-
-def device_smem_optin() -> int:
-    """Shared memory one block of the current device may opt in to, in bytes (232,448 on an
-    H100/H200). Raises RuntimeError without CuPy/GPU."""
-    return device_facts().smem_optin
 
 
 @dataclass

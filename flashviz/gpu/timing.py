@@ -28,6 +28,9 @@ a second pass.
 benchmark whose inputs fit in L2 can rotate several sets (``input_sets``). Everything runs
 on CuPy's current stream, which must be the one the calls use (the legacy default stream
 for both CuPy and torch unless a program changes it).
+
+Both tracks' benchmarks also share how they count: ``attention_flops`` (matmul FLOPs, halved
+for causal) and ``cupy_peak_bytes`` (peak device memory of one call).
 """
 
 from __future__ import annotations
@@ -209,3 +212,25 @@ def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10
     if "kernel" in parts:
         out.update(kernel_times_ms(calls, repeat=max(3, min(kernel_repeat, n))))
     return out
+
+
+def attention_flops(B: int, H: int, Nq: int, Nk: int, d: int, causal: bool) -> float:
+    """Forward matmul FLOPs 4·B·H·Nq·Nk·d (QKᵀ and PV), halved for causal (the FlashAttention
+    benchmark convention)."""
+    f = 4.0 * B * H * Nq * Nk * d
+    return f / 2 if causal else f
+
+
+def cupy_peak_bytes(fn) -> int:
+    """Peak bytes of GPU memory one call of ``fn`` held, measured with a fresh
+    cupy.cuda.MemoryPool as the allocator: its total_bytes() after the call is the pool's
+    high-water mark (freed blocks stay in the pool). cuBLAS's own workspace is not counted."""
+    cp = cupy()
+    pool = cp.cuda.MemoryPool()
+    with cp.cuda.using_allocator(pool.malloc):
+        out = fn()
+        cp.cuda.Device().synchronize()
+        peak = pool.total_bytes()
+        del out
+    pool.free_all_blocks()
+    return int(peak)

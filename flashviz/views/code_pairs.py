@@ -86,7 +86,7 @@ def _dedent(lines: list[str]) -> str:
 
 def kernel_text() -> str:
     """The current text of kernels/flash_fwd_mma.cu."""
-    from ..gpu._files import kernel_source
+    from ..gpu.common import kernel_source
 
     return kernel_source(KERNEL_FILE)
 

@@ -178,7 +178,7 @@ class TensorCorePanel:
         if self.ok:
             try:
                 from ..gpu import mma
-                from ..gpu.runner import device_smem_optin
+                from ..gpu.common import device_smem_optin
                 self.variant, self._smem_limit = mma.device_variant(), device_smem_optin()
             except Exception as exc:
                 self.ok, self.reason = False, error_line(exc)
