@@ -7,6 +7,11 @@ class's next ``git pull`` would conflict. So ``make lab`` opens the lessons from
 one that is (it holds the student's work); ``reset=True`` replaces the copies with the
 current chapters (the student's versions are moved to ``lessons/.previous/``).
 
+Only the notebooks (``*.ipynb``) are copied. Their MyST Markdown twins (``notebooks/*.md``) and
+the ``jupytext.toml`` that pairs them are for editing the lessons, not for students: without
+them the working copy holds plain notebooks, and JupyterLab (with jupytext's contents manager
+or without) neither opens a lesson twice nor writes a ``.md`` beside a notebook it saves.
+
     python -m flashviz.lessons [--to lessons] [--from notebooks] [--reset]
 """
 
@@ -24,7 +29,8 @@ README = ("Your working copy of the flashviz lessons (made by `make lab`; git ig
 
 
 def prepare(dest, source, *, reset: bool = False) -> list[Path]:
-    """Copy the chapters (``source/*.ipynb``) into ``dest``; returns the notebooks copied.
+    """Copy the chapters (``source/*.ipynb``, not their ``.md`` twins) into ``dest``; returns the
+    notebooks copied.
 
     A chapter already in ``dest`` is kept as it is, unless ``reset``: then it is moved to
     ``dest/.previous/<timestamp>/`` first. Raises FileNotFoundError when ``source`` holds

@@ -34,6 +34,21 @@ def test_prepare_copies_new_chapters_and_keeps_the_students(tmp_path):
     assert len(kept) == 1 and kept[0].read_text() == "my answers"
 
 
+def test_the_working_copy_holds_the_notebooks_not_their_text_twins(tmp_path):
+    """notebooks/ pairs every .ipynb with a MyST .md (jupytext.toml); lessons/ gets the .ipynb
+    only, unpaired, so a student's JupyterLab shows each lesson once and writes no .md."""
+    import json
+
+    src = ROOT / "notebooks"
+    assert list(src.glob("*.md")) and (src / "jupytext.toml").exists()     # the pairs are there...
+    dest = tmp_path / "lessons"
+    copied = prepare(dest, src)
+    assert sorted(p.name for p in copied) == sorted(p.name for p in src.glob("*.ipynb"))
+    assert sorted(p.name for p in dest.iterdir()) == sorted([p.name for p in copied] + ["README.txt"])
+    for nb in copied:                                                       # ...and not paired there
+        assert "jupytext" not in json.loads(nb.read_text(encoding="utf-8"))["metadata"], nb.name
+
+
 def test_bad_places_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--from", str(tmp_path / "empty"), "--to", str(tmp_path / "x")]) == 2
