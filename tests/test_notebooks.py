@@ -56,8 +56,9 @@ def test_every_chapter_has_its_own_driven_test(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_markdown_has_no_control_characters(path):
-    """A "\\t" or "\\a" in a generated markdown string (e.g. "$B_r \\times B_c$" written without
-    a raw string) renders as a tab or a bell, not as LaTeX."""
+    """No tab, bell or other control character in the markdown: it renders as white space or
+    nothing, not as what was meant (when the lessons were Python strings, "$B_r \\times B_c$"
+    without a raw string became a tab; in the .md text a pasted tab would)."""
     import re
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
