@@ -104,7 +104,7 @@ def main() -> int:
 
     t_start = time.time()
     log = lambda s: print(s, flush=True)  # noqa: E731
-    from flashviz.gpu.bench import derive
+    from flashviz.gpu.teaching.bench import derive
     from flashviz.gpu.timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD
     out = {"env": gpu.environment(), "kernel_file": "kernels/flash_fwd.cu",
            "methods": {"call_ms": CALL_METHOD, "kernel_ms": KERNEL_METHOD, "host_us": HOST_METHOD}}
@@ -171,11 +171,11 @@ def main() -> int:
     out["sweep"] = sweep = [r for r, (part, _) in zip(rows, jobs) if part == "d"]
     out["kernels"] = [{"name": ck.name, "num_regs": ck.num_regs, "local_bytes": ck.local_bytes,
                        "smem_bytes": ck.smem_bytes, "compile_ms": round(ck.compile_ms, 1)}
-                      for ck in gpu.runner._CACHE.values()]
+                      for ck in gpu.teaching.kernel._CACHE.values()]
     # compile once more for 64/64/64 with the in-process cache dropped: the disk cache's hit
     try:
         cold = gpu.compile_kernel(64, 64, 64).compile_ms
-        gpu.runner._CACHE.pop((64, 64, 64, cp.cuda.Device().id), None)
+        gpu.teaching.kernel._CACHE.pop((64, 64, 64, cp.cuda.Device().id), None)
         out["compile_ms_64_64_64"] = {"cold": cold, "disk_cache_hit": gpu.compile_kernel(64, 64, 64).compile_ms,
                                      "cache_dir": os.environ.get("FLASHVIZ_CACHE", "default")}
     except Exception as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flashviz.gpu import mma_bench  # noqa: E402
+from flashviz.gpu.tensorcore import bench as mma_bench  # noqa: E402
 
 rows = []
 for N, d, causal in ((512, 64, False), (4096, 128, True)):

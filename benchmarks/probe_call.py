@@ -33,8 +33,9 @@ def main():
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from flashviz.gpu import common, mma
-    from flashviz.gpu.operands import as_operand, torch_fields, torch_operand
+    from flashviz.gpu import common
+    from flashviz.gpu.tensorcore import kernel as mma
+    from flashviz.gpu.tensorcore.operands import as_operand, torch_fields, torch_operand
     import numpy as np
     for shape in ((1, 1, 128, 64), (32, 32, 512, 64)):
         q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -110,7 +111,8 @@ def after_profiler():
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from flashviz.gpu import mma, timing
+    from flashviz.gpu import timing
+    from flashviz.gpu.tensorcore import kernel as mma
     q, k, v = (torch.randn(32, 32, 512, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     mma.flash_forward_mma(q, k, v)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):

@@ -43,21 +43,21 @@ def child(impl: str, N: int, d: int, Br: int, Bc: int, causal: bool) -> None:
     Q, K, V = (rs.standard_normal((B, H, N, d), dtype=cp.float32) for _ in range(3))
     scale = 1.0 / math.sqrt(d)
     if impl == "mma":
-        from flashviz.gpu.mma import compile_mma, launch_mma, out_like
-        from flashviz.gpu.operands import as_operand
+        from flashviz.gpu.tensorcore.kernel import compile_mma, launch_mma, out_like
+        from flashviz.gpu.tensorcore.operands import as_operand
         q, k, v = (as_operand(x, n, "float16") for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
         mk = compile_mma("float16", Br, Bc, d, causal)
         o, O, lse, lp = out_like(q)
         fn = lambda: launch_mma(mk, q, k, v, o, lp, scale)  # noqa: E731
     elif impl == "teaching":
-        from flashviz.gpu.runner import compile_kernel, launch
+        from flashviz.gpu.teaching.kernel import compile_kernel, launch
         ck = compile_kernel(Br, Bc, d)
         Qd, Kd, Vd = (x.reshape(B * H, N, d) for x in (Q, K, V))
         O = cp.empty_like(Qd)
         L = cp.empty(Qd.shape[:2], dtype=cp.float32)
         fn = lambda: launch(ck, Qd, Kd, Vd, O, L, causal=causal, scale=scale)  # noqa: E731
     else:
-        from flashviz.gpu.runner import naive_attention_gpu
+        from flashviz.gpu.teaching.kernel import naive_attention_gpu
         fn = lambda: naive_attention_gpu(Q, K, V, causal=causal, scale=scale)  # noqa: E731
     fn()  # warm: compile, cuBLAS handles, CuPy kernels
     cp.cuda.Device().synchronize()
@@ -103,8 +103,8 @@ def main(argv=None) -> int:
         child(impl, int(N), int(d), int(Br), int(Bc), causal == "1")
         return 0
     from flashviz.gpu.common import environment
-    from flashviz.gpu.limits import supported_blocks
-    from flashviz.gpu.mma_limits import mma_blocks
+    from flashviz.gpu.teaching.limits import supported_blocks
+    from flashviz.gpu.tensorcore.limits import mma_blocks
     from flashviz.iomodel import flash_forward_io, standard_attention_io
     ncu = shutil.which("ncu") or next((str(p) for p in Path("/opt/nvidia").glob("nsight-compute/*/ncu")), None)
     if not ncu:
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         print(f"{impl:9s} Br={Br:4d} Bc={Bc:4d}  model {r['model_hbm_bytes'] / 1e9:8.3f} GB  "
               f"ncu {r.get('dram_bytes', float('nan')) / 1e9:8.3f} GB  {r.get('error', '')}", flush=True)
     os.makedirs(args.out, exist_ok=True)
-    from flashviz.gpu.mma_run import device_slug
+    from flashviz.gpu.tensorcore.run import device_slug
     path = Path(args.out) / f"dram-{device_slug(env)}-{env['date']}.json"
     path.write_text(json.dumps({"kind": "flashviz DRAM bytes (ncu) vs IO model", "env": env,
                                 "metrics": METRICS, "rows": rows}, indent=1))

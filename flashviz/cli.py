@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from . import _checks
-from .gpu.mma_limits import BENCH_N, VARIANTS
+from .gpu.tensorcore.limits import BENCH_N, VARIANTS
 from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
                       standard_attention_io, standard_backward_io, stored_between_passes)
 
@@ -257,8 +257,8 @@ def bench(args) -> int:
     import json
 
     from .gpu import gpu_status
-    from .gpu.mma_run import run_benchmarks
     from .gpu.results import latest_results, mma_summary
+    from .gpu.tensorcore.run import run_benchmarks
 
     out = _checks.check_output_dir(args.out, name="--out")
     if args.plot_only:

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import flashviz as fv
 from flashviz.gpu.results import (latest_results, recorded_label, mma_table, mma_sweep, check_summary,
                                   compulsory_bytes, ratio_span, METHOD_NAMES)
-from flashviz.gpu.mma_limits import check_mma_launch, mma_blocks, mma_threads, default_blocks
+from flashviz.gpu.tensorcore.limits import check_mma_launch, mma_blocks, mma_threads, default_blocks
 from flashviz.views.bench_plot import plot_mma_benchmark, plot_block_sweep, plot_dram
 from flashviz.views.code_pairs import side_by_side
 from flashviz.views import SRAM_BUDGETS

@@ -14,9 +14,9 @@ import re
 import numpy as np
 import pytest
 
-from flashviz.gpu import mma_limits as ml
 from flashviz.gpu import results as R
 from flashviz.gpu.common import package_dir
+from flashviz.gpu.tensorcore import limits as ml
 
 RESULTS = package_dir("flashviz.results")
 
@@ -106,7 +106,7 @@ def test_kernel_sources_are_header_free_and_instantiate_every_offered_size(name)
 
 
 def test_scale_is_checked_on_the_cpu():
-    from flashviz.gpu.mma import _check_scale
+    from flashviz.gpu.tensorcore.kernel import _check_scale
     assert _check_scale(None, 64) == pytest.approx(0.125)
     assert _check_scale(0.5, 64) == 0.5
     for bad in (0, -1.0, float("nan"), float("inf"), 1e-40, 1e39):
@@ -255,7 +255,7 @@ def test_dram_measurement_departs_from_the_model_as_explained():
 # ---------------------------------------------------------------- the kernels (GPU)
 
 def _variants():
-    from flashviz.gpu.mma import device_variant
+    from flashviz.gpu.tensorcore.kernel import device_variant
     v = device_variant()
     return ["wgmma", "mma.sync"] if v == "wgmma" else [v]
 
@@ -268,7 +268,7 @@ def _variants():
 def test_kernel_matches_float64_reference(dtype, d, causal, Nq, Nk):
     """Fresh unit-normal inputs, output poisoned with NaN, every variant and its default blocks,
     against float64 dense attention on the same rounded inputs (tolerances of the issue)."""
-    from flashviz.gpu.mma_bench import check_case
+    from flashviz.gpu.tensorcore.bench import check_case
     for variant in _variants():
         Br, Bc = ml.default_blocks(d, causal, variant)
         r = check_case(variant, dtype, d, causal, Nq, Nk, Br, Bc, seed=Nq * 7 + Nk + d)
@@ -280,7 +280,7 @@ def test_kernel_matches_float64_reference(dtype, d, causal, Nq, Nk):
 @pytest.mark.parametrize("causal", [False, True])
 def test_public_api_against_numpy_reference(causal):
     import cupy as cp
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     from flashviz.reference import attention
     rng = np.random.default_rng(5)
     Q, K, V = (rng.standard_normal((2, 3, n, 64)) for n in (150, 260, 260))
@@ -301,7 +301,7 @@ def test_public_api_against_numpy_reference(causal):
 @pytest.mark.gpu
 def test_torch_strided_bshd_input_gives_the_same_result():
     torch = pytest.importorskip("torch")
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(2, 333, 4, 3, 128, device="cuda", dtype=torch.bfloat16, generator=g)  # B, N, H, (q,k,v), d
     q, k, v = (x[:, :, :, i].transpose(1, 2) for i in range(3))                           # BHSD views
@@ -316,7 +316,7 @@ def test_torch_strided_bshd_input_gives_the_same_result():
 @pytest.mark.gpu
 def test_bad_inputs_are_one_line_errors():
     torch = pytest.importorskip("torch")
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.float16)
     with pytest.raises(TypeError, match="float16 or bfloat16"):
         flash_forward_mma(q.float(), q.float(), q.float())
@@ -346,7 +346,7 @@ def test_layouts_streams_scale_nan_and_ranks():
     """Odd strides of size-1 axes, expanded (stride-0) K/V, NumPy mixed with torch, a side
     stream, a non-default scale, NaN propagation and the output rank — each against float64."""
     torch = pytest.importorskip("torch")
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     g = torch.Generator(device="cuda").manual_seed(3)
     q = torch.randn(2, 4, 100, 64, device="cuda", dtype=torch.float16, generator=g)
     k1 = torch.randn(2, 1, 90, 64, device="cuda", dtype=torch.float16, generator=g)
@@ -386,7 +386,7 @@ def test_the_check_catches_a_single_wrong_row():
     """check_case's per-row bound: one row of O zeroed must fail even when the norm over all
     of O would still pass (the row_rel_err field)."""
     import cupy as cp
-    from flashviz.gpu import mma_bench
+    from flashviz.gpu.tensorcore import bench as mma_bench
     real = mma_bench.launch_mma
 
     def broken(mk, q, k, v, o, lse_ptr, scale, stream=None):

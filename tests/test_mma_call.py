@@ -37,7 +37,7 @@ def test_one_scale_rule_for_both_kernels():
 
 @pytest.mark.parametrize("bad", [[[0.0] * 64] * 4, (1.0, 2.0), "Q", None, 3.0])
 def test_lists_and_other_objects_are_one_line_type_errors(bad):
-    from flashviz.gpu.operands import as_operand
+    from flashviz.gpu.tensorcore.operands import as_operand
     with pytest.raises(TypeError, match="must be a torch tensor, CuPy or NumPy float array") as info:
         as_operand(bad, "Q", None)
     assert "\n" not in str(info.value)
@@ -76,8 +76,8 @@ def test_launch_is_ordered_after_a_slow_producer_on_torchs_stream():
     written Q. The same launch on another stream (the control) reads the unwritten buffer —
     so this test can fail, and would if the runner launched on the wrong stream."""
     torch = _torch()
-    from flashviz.gpu import mma
-    from flashviz.gpu.operands import as_operand
+    from flashviz.gpu.tensorcore import kernel as mma
+    from flashviz.gpu.tensorcore.operands import as_operand
     g = torch.Generator(device="cuda").manual_seed(5)
     src, k, v = (torch.randn(2, 4, 512, 64, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
     want = _ref(src, k, v)
@@ -113,7 +113,7 @@ def test_arrays_mixed_with_tensors_follow_torchs_stream():
     """NumPy Q with torch K and V produced late on a side stream: Q is copied and the kernel
     launched on torch's current stream there, after K and V are written; Q follows K's dtype."""
     torch = _torch()
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     g = torch.Generator(device="cuda").manual_seed(6)
     q, k_src, v_src = (torch.randn(1, 2, 300, 64, device="cuda", dtype=torch.bfloat16, generator=g)
                        for _ in range(3))
@@ -134,7 +134,7 @@ def test_arrays_mixed_with_tensors_follow_torchs_stream():
 @pytest.mark.gpu
 def test_the_public_call_works_inside_cuda_graph_capture():
     torch = _torch()
-    from flashviz.gpu.mma import flash_forward_mma
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     g = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = (torch.randn(2, 3, 700, 128, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
     flash_forward_mma(q, k, v, causal=True)        # warm: compile and load outside capture
@@ -154,7 +154,8 @@ def test_the_public_call_works_inside_cuda_graph_capture():
 @pytest.mark.gpu
 def test_a_repeated_call_reads_no_file_and_compiles_nothing(monkeypatch):
     torch = _torch()
-    from flashviz.gpu import common, mma, nvrtc
+    from flashviz.gpu import common, nvrtc
+    from flashviz.gpu.tensorcore import kernel as mma
     q = torch.randn(1, 1, 64, 64, device="cuda", dtype=torch.float16)
     mma.flash_forward_mma(q, q, q)
 
@@ -170,7 +171,7 @@ def test_a_repeated_call_reads_no_file_and_compiles_nothing(monkeypatch):
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_the_fast_path_gives_fresh_contiguous_outputs_equal_to_the_general_path(dt):
     torch = _torch()
-    from flashviz.gpu import mma
+    from flashviz.gpu.tensorcore import kernel as mma
     g = torch.Generator(device="cuda").manual_seed(3)
     tdt = getattr(torch, dt)
     # K and V as views of one BSHD buffer: strided operands on the fast path
@@ -197,7 +198,7 @@ def test_the_fast_path_gives_fresh_contiguous_outputs_equal_to_the_general_path(
 def test_teaching_kernel_uses_the_disk_cache_and_the_scale_rule(monkeypatch, tmp_path):
     import cupy as cp
 
-    from flashviz.gpu import runner
+    from flashviz.gpu.teaching import kernel as runner
     monkeypatch.setenv("FLASHVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(runner, "_CACHE", {})
     ck = runner.compile_kernel(32, 32, 32)

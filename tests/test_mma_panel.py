@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import flashviz.gpu as gpu
-import flashviz.gpu.mma as gpu_mma
-import flashviz.gpu.mma_bench as mma_bench
 import flashviz.gpu.common as gpu_common
-from flashviz.gpu.mma_limits import DTYPES, MMA_BC, MMA_BR, MMA_D, default_blocks, mma_blocks
+import flashviz.gpu.tensorcore.bench as mma_bench
+import flashviz.gpu.tensorcore.kernel as gpu_mma
+from flashviz.gpu.tensorcore.limits import DTYPES, MMA_BC, MMA_BR, MMA_D, default_blocks, impl_name, mma_blocks
 from flashviz.iomodel import flash_forward_io
 from flashviz.views.style import fmt_bytes
 from flashviz.widgets import mma_panel, registry
@@ -286,7 +286,7 @@ def test_recreating_with_the_same_key_replaces_the_old_panel(no_gpu):
 def fake_result(N, d, causal, *, dtype, variants, sdpa, blocks, **kw):
     """bench_shape's keys (mma_bench.bench_shape): <key>_call_ms, <key>_kernel_ms, <key>_host_us; no rates."""
     (v,) = variants
-    key = v.replace(".", "")
+    key = impl_name(v)
     Br, Bc = blocks[v]
     B, H = 16384 // N, 2048 // d
     res = {"N": N, "d": d, "B": B, "H": H, "causal": causal, "dtype": dtype,

@@ -1,20 +1,30 @@
 """The GPU runner: the CUDA teaching kernel (kernels/flash_fwd.cu) and the tensor-core kernels
 (kernels/flash_fwd_mma.cu for Hopper, kernels/flash_fwd_mma_sm80.cu for sm_80+) through CuPy.
 
+Two tracks with the same file names, and what they share beside them::
+
+    gpu/common.py    CuPy import, gpu_status, device facts and limits, kernel sources, checks
+    gpu/nvrtc.py     NVRTC compile for an exact target + the on-disk cubin cache
+    gpu/timing.py    the one timing method every implementation is measured by
+    gpu/results.py   the committed benchmark records (benchmarks/results/*.json)
+    gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
+    gpu/tensorcore/  limits.py, kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores)
+                     run.py (the benchmark suite)
+
 Importing this package never imports CuPy; every function that needs it imports it lazily,
 so CPU-only machines can import flashviz.gpu, call ``gpu_status()`` (→ (False, reason)),
 the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_blocks``) and
 ``latest_results()``.
 """
 
-from .bench import benchmark, peak_memory, relative_error
 from .common import device_smem_optin, environment, gpu_status, kernel_source
-from .limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
-                     supported_blocks)
-from .mma import MMAKernel, compile_mma, device_variant, flash_forward_mma
-from .mma_limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .results import latest_results
-from .runner import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
+from .teaching.bench import benchmark, peak_memory, relative_error
+from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
+from .teaching.limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
+                              supported_blocks)
+from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
+from .tensorcore.limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .timing import attention_flops
 
 __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "flash_forward_gpu",

@@ -6,6 +6,7 @@ import json
 import re
 
 from .common import package_dir
+from .tensorcore.limits import IMPL_NAMES
 
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
@@ -72,7 +73,7 @@ def recorded_rows(res: dict | None, *, Br=None, Bc=None, d=None) -> list[dict]:
     rows), all or those matching Br/Bc/d when given. Each row keeps the file's keys: call_ms
     (public call, the headline), kernel_ms (kernel-only), host_us, call_tflops /
     kernel_tflops and, where naive CuPy ran, naive_call_ms, naive_kernel_ms,
-    ratio_naive_over_call and ratio_naive_over_kernel (see ``flashviz.gpu.bench.benchmark``)."""
+    ratio_naive_over_call and ratio_naive_over_kernel (see ``flashviz.gpu.teaching.bench.benchmark``)."""
     if not res:
         return []
     rows = [r for r in list(res.get("timing", [])) + list(res.get("sweep", [])) if "kernel_ms" in r]
@@ -141,7 +142,8 @@ def recorded_summary(res: dict | None = None, *, Br=None, Bc=None) -> str:
     return "\n".join(lines)
 
 
-IMPLS = (("wgmma", "flashviz wgmma (tensor cores, sm_90a)"), ("mmasync", "flashviz mma.sync (sm_80+)"),
+IMPLS = ((IMPL_NAMES["wgmma"], "flashviz wgmma (tensor cores, sm_90a)"),
+         (IMPL_NAMES["mma.sync"], "flashviz mma.sync (sm_80+)"),
          ("sdpa_flash", "SDPA flash (FlashAttention-2)"), ("sdpa_cudnn", "SDPA cuDNN"),
          ("sdpa_efficient", "SDPA memory-efficient"), ("teaching", "teaching kernel (fp32)"),
          ("naive", "naive CuPy (fp32)"))
@@ -189,7 +191,7 @@ def mma_table(res: dict | None, *, d=None, causal=None) -> list[dict]:
             for m in ("call", "kernel"):
                 if f"{key}_{m}_ms" in r and "flops" in r:
                     row[f"{key}_{m}_tflops"] = r["flops"] / r[f"{key}_{m}_ms"] / 1e9
-        for key in ("wgmma", "mmasync"):
+        for key in IMPL_NAMES.values():
             for m in ("call", "kernel"):
                 if f"{key}_{m}_ms" not in r:
                     continue

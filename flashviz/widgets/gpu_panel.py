@@ -13,7 +13,7 @@ import threading
 import ipywidgets as W
 
 from .. import _checks, gpu
-from ..gpu.limits import check_sizes
+from ..gpu.teaching.limits import check_sizes
 from ..iomodel import flash_forward_io, standard_attention_io
 from ..gpu.results import recorded_label, recorded_rows, recorded_summary  # noqa: F401 (re-exported)
 from ..gpu.results import teaching_figures

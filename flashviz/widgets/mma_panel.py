@@ -23,10 +23,11 @@ import ipywidgets as W
 import numpy as np
 
 from .. import _checks, gpu
-from ..gpu.mma_limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, default_blocks, \
-    mma_blocks, mma_smem_bytes
 from ..gpu.results import IMPLS as RESULT_IMPLS
 from ..gpu.results import METHOD_NAMES, latest_results, mma_sweep, mma_table, recorded_label
+from ..gpu.tensorcore.limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, \
+    default_blocks, mma_blocks, mma_smem_bytes
+from ..gpu.tensorcore.limits import IMPL_NAMES as KEY   # variant -> prefix of its result keys
 from ..iomodel import flash_forward_io
 from ..views.style import fmt_bytes
 from . import registry
@@ -34,7 +35,6 @@ from .base import GPU_LOCK, check_bool, close_widget, error_line
 
 TOKENS, MODEL_DIM = 16384, 2048      # B·N tokens and H·d model width of every run
 REPEAT = 20                          # timed calls per measurement (median)
-KEY = {"wgmma": "wgmma", "mma.sync": "mmasync"}   # variant -> prefix of its result keys
 IMPLS = tuple(i for i in RESULT_IMPLS if i[0] in ("wgmma", "mmasync", "sdpa_flash", "sdpa_cudnn"))
 HIGHLIGHT = "background:#fff3b0;font-weight:bold"
 _TABLE = "<table style='border-collapse:collapse;font-size:12px' border='1' cellpadding='3'>"
@@ -177,7 +177,7 @@ class TensorCorePanel:
         self.variant, self._smem_limit = None, None       # the live GPU's kernel and shared memory (bytes)
         if self.ok:
             try:
-                from ..gpu import mma
+                from ..gpu.tensorcore import kernel as mma
                 from ..gpu.common import device_smem_optin
                 self.variant, self._smem_limit = mma.device_variant(), device_smem_optin()
             except Exception as exc:
@@ -353,7 +353,7 @@ class TensorCorePanel:
         return box.get("res")
 
     def _time(self, p, Br, Bc, sdpa: bool) -> dict:
-        from ..gpu import mma_bench
+        from ..gpu.tensorcore import bench as mma_bench
         v = self.variant
         return mma_bench.bench_shape(p["N"], p["d"], p["causal"], dtype=p["dtype"], variants=(v,), teaching=False,
                                      naive=False, sdpa=sdpa, blocks={v: (Br, Bc)}, repeat=REPEAT)

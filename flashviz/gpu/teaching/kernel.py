@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import check_flag, check_scale, cupy, device_facts, source
+from ..common import check_flag, check_scale, cupy, device_facts, source
 from .limits import check_launch, check_sizes
 
 _KERNEL_FILE = "flash_fwd.cu"
@@ -65,7 +65,7 @@ def compile_kernel(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledKernel:
     facts = device_facts(dev)
     smem = check_launch(Br, Bc, d, facts.smem_optin)
     name = f"flash_fwd<{Br},{Bc},{d}>"
-    from .nvrtc import compile_cubin
+    from ..nvrtc import compile_cubin
     t0 = time.perf_counter()
     kernel, _, _ = compile_cubin(source(_KERNEL_FILE), name, f"sm_{facts.cc}")
     kernel.max_dynamic_shared_size_bytes = smem  # > 48 KB needs the explicit opt-in

@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from .mma_limits import BENCH_N
+from .limits import BENCH_N, KERNEL_FILES
 
 ALL_PARTS = ("ceil", "check", "bench", "sweep")
 
@@ -28,9 +28,8 @@ def _source_hashes(variants) -> dict:
     """sha256 (first 16 hex digits) of each kernel file the run measures: which code was timed."""
     import hashlib
 
-    from .common import source
-    from .mma import _FILES
-    return {v: hashlib.sha256(source(_FILES[v][0]).encode()).hexdigest()[:16] for v in variants}
+    from ..common import source
+    return {v: hashlib.sha256(source(KERNEL_FILES[v][0]).encode()).hexdigest()[:16] for v in variants}
 
 
 def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "bench", "sweep"),
@@ -44,9 +43,9 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     source text to sweep as "wgmma-ab" beside the file's kernel (A/B of kernel versions).
     log: called with one line per finished item. Raises RuntimeError without CuPy / a GPU.
     """
-    from . import mma_bench as mb
-    from .common import environment
-    from .mma import device_variant
+    from ..common import environment
+    from . import bench as mb
+    from .kernel import device_variant
 
     env = environment()
     if "wgmma" in variants and device_variant() != "wgmma":
@@ -107,15 +106,15 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
             for job in jobs:
                 v, d, causal, src = job
                 if src is not None:
-                    from . import mma
-                    mma.SOURCE_OVERRIDE["wgmma"] = src
+                    from . import kernel
+                    kernel.SOURCE_OVERRIDE["wgmma"] = src
                 try:
                     rows = mb.block_sweep(4096, d, causal=causal, variant=v, phase=phase)
                 except Exception as exc:
                     rows = [{"variant": v, "d": d, "causal": causal, "error": f"{type(exc).__name__}: {exc}"[:300]}]
                 finally:
                     if src is not None:
-                        mma.SOURCE_OVERRIDE.clear()
+                        kernel.SOURCE_OVERRIDE.clear()
                 if src is not None:
                     for r in rows:
                         r["variant"] = "wgmma-ab"

@@ -9,7 +9,7 @@ multiples of 16 from the sets below. Its shared memory (float32, rows padded by 
 
 from __future__ import annotations
 
-from .common import H200_SMEM_OPTIN, check_member
+from ..common import H200_SMEM_OPTIN, check_member
 
 SUPPORTED_BR = (16, 32, 64, 128)
 SUPPORTED_BC = (16, 32, 64, 128)

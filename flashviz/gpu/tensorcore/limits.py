@@ -11,13 +11,24 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
 
     wgmma:    1024 + 2·(Br·d + 4·Bc·d) bytes   (1024: slack to align tiles to 1 KiB)
     mma.sync: 2·(Br·d + 4·Bc·d) bytes
+
+A kernel has two spellings: its variant, the argument every function takes ("wgmma" |
+"mma.sync", the instruction it is built on), and its implementation name, the prefix of its
+keys in benchmark records ("wgmma" | "mmasync": ``mmasync_call_ms``). ``impl_name(variant)``
+maps one to the other; ``IMPL_NAMES`` is the one place that defines it.
 """
 
 from __future__ import annotations
 
-from .common import H200_SMEM_OPTIN, check_member
+from ..common import H200_SMEM_OPTIN, check_member
 
 VARIANTS = ("wgmma", "mma.sync")
+#: variant -> (kernel file under kernels/, kernel template name)
+KERNEL_FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"),
+                "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
+#: variant -> implementation name: the prefix of its keys in benchmark records
+#: ("mmasync_call_ms"; the recorded JSON files and outside checks read these keys)
+IMPL_NAMES = {"wgmma": "wgmma", "mma.sync": "mmasync"}
 BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)   #: the benchmark's sequence lengths (B·N = 16k tokens)
 MMA_BR = (64, 128)
 MMA_BC = (32, 64, 128)
@@ -41,6 +52,12 @@ def check_variant(variant) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
     return variant
+
+
+def impl_name(variant) -> str:
+    """The implementation name of a variant in benchmark records: "wgmma" -> "wgmma",
+    "mma.sync" -> "mmasync" (keys such as ``mmasync_call_ms``). Raises like ``check_variant``."""
+    return IMPL_NAMES[check_variant(variant)]
 
 
 def check_mma_sizes(Br, Bc, d) -> tuple[int, int, int]:

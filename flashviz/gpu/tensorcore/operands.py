@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import check_member, cupy
-from .mma_limits import DTYPES, MMA_D
+from ..common import check_member, cupy
+from .limits import DTYPES, MMA_D
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@
 ``flash_forward_mma(Q, K, V)`` is the fast path: FlashAttention-2 forward on the tensor
 cores, fp32 accumulators and softmax statistics, O in the input dtype, lse in fp32. It picks
 the kernel for the device (``wgmma`` on Hopper, sm_90; ``mma.sync`` on other GPUs from
-Ampere on) and, unless told, the block sizes measured best (``mma_limits.DEFAULT_BLOCKS``).
+Ampere on) and, unless told, the block sizes measured best (``limits.DEFAULT_BLOCKS``).
 Compilation is NVRTC through ``flashviz.gpu.nvrtc`` (Hopper needs the sm_90a target),
 cached on disk; compile time is reported apart from run time.
 """
@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
-from .mma_limits import check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
+from ..common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
+from .limits import KERNEL_FILES, check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_fields, torch_operand
 
-_FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"), "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
 #: (variant, dtype, Br, Bc, d, causal, device, override source) -> MMAKernel, and the same key
 #: with the caller's (variant, Br, Bc) as given (None for "the default") -> the same MMAKernel
 _CACHE: dict = {}
@@ -115,7 +114,7 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
     if variant == "wgmma" and facts.cc != 90:
         raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{facts.cc}: "
                            f"use variant='mma.sync'")
-    fname, kname = _FILES[variant]
+    fname, kname = KERNEL_FILES[variant]
     src = SOURCE_OVERRIDE.get(variant) or source(fname)
     key = (variant, dtype, Br, Bc, d, causal, device, SOURCE_OVERRIDE.get(variant))
     mk = _CACHE.get(key)
@@ -124,7 +123,7 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
         dt = 0 if dtype == "float16" else 1
         name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
         arch = "sm_90a" if variant == "wgmma" else f"sm_{facts.cc}"
-        from .nvrtc import compile_cubin
+        from ..nvrtc import compile_cubin
         t0 = time.perf_counter()
         with cupy().cuda.Device(device):
             kernel, _, hit = compile_cubin(src, name, arch)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..iomodel import flash_forward_io, standard_attention_io
-from .common import cupy
-from .runner import compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
-from .timing import attention_flops, call_times_ms, cupy_peak_bytes, measure
+from ...iomodel import flash_forward_io, standard_attention_io
+from ..common import cupy
+from ..timing import attention_flops, call_times_ms, cupy_peak_bytes, measure
+from .kernel import compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
 
 
 def _random_qkv(cp, B, H, Nq, Nk, d, seed):
@@ -33,7 +33,7 @@ def relative_error(O_gpu, Q, K, V, *, causal: bool, scale=None, rows: int = 256,
     Returns {"rel_err": max over heads of ‖ΔO‖_F / ‖O_ref‖_F, "max_abs_err": max |ΔO|,
     "nan": any NaN in the checked rows, "rows": rows, "heads": [[b, h], …]}.
     """
-    from ..reference import attention
+    from ...reference import attention
     B, H, Nq, _ = O_gpu.shape
     heads = heads or sorted({(0, 0), (B - 1, H - 1)})
     r0 = max(0, Nq - rows)
@@ -56,7 +56,7 @@ def relative_error(O_gpu, Q, K, V, *, causal: bool, scale=None, rows: int = 256,
 
 def _ref_last_rows(q, k, v, Nq, causal, scale):
     """float64 attention for the last len(q) rows of an Nq-row problem (bottom-right mask)."""
-    from ..reference import attention
+    from ...reference import attention
     # attention() aligns the mask bottom-right for the sub-problem (len(q), Nk): row r' of the
     # slice is row Nq - len(q) + r' of the full problem, and c <= r' + Nk - len(q) is exactly
     # c <= r + Nk - Nq. So the sub-problem is the same computation.

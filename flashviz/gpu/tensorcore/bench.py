@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 
-from ..iomodel import flash_forward_io
-from .common import LOG2E, cupy, device_facts
-from .mma import compile_mma, flash_forward_mma, launch_mma, out_like
-from .mma_limits import mma_blocks
-from .operands import Operand, as_operand, bf16_bits_to_float32
-from .runner import flash_forward_gpu, naive_attention_gpu
-from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, call_times_ms, cupy_peak_bytes, \
+from ...iomodel import flash_forward_io
+from ..common import LOG2E, cupy, device_facts
+from ..teaching.kernel import flash_forward_gpu, naive_attention_gpu
+from ..timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, call_times_ms, cupy_peak_bytes, \
     host_times_us, input_sets, measure, profiled
+from .kernel import compile_mma, flash_forward_mma, launch_mma, out_like
+from .limits import impl_name, mma_blocks
+from .operands import Operand, as_operand, bf16_bits_to_float32
 
 
 def _values64(op: Operand):
@@ -285,7 +285,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                     res[f"{key}_peak_bytes"] = _peak(calls[0])
             torch.cuda.empty_cache()
     for variant in variants:
-        key = variant.replace(".", "")
+        key = impl_name(variant)
         Br, Bc = (blocks or {}).get(variant) or (None, None)
         try:
             mk = compile_mma(dtype, Br, Bc, d, causal, variant)
