@@ -65,6 +65,29 @@ def test_variants_and_blocks():
         assert Br in ml.MMA_BR and Bc in ml.MMA_BC
 
 
+def test_one_mapping_from_variant_to_record_key():
+    """The argument says "mma.sync", benchmark records say "mmasync" (mmasync_call_ms):
+    tensorcore.limits.impl_name is the one place that maps one to the other."""
+    assert ml.impl_name("wgmma") == "wgmma" and ml.impl_name("mma.sync") == "mmasync"
+    assert set(ml.IMPL_NAMES) == set(ml.VARIANTS) == set(ml.KERNEL_FILES)
+    with pytest.raises(ValueError, match="variant must be one of wgmma, mma.sync; got 'mmasync'"):
+        ml.impl_name("mmasync")                # a record's name is not a variant
+    with pytest.raises(TypeError, match="variant must be one of"):
+        ml.impl_name(None)
+    assert [key for key, _ in R.IMPLS[:2]] == ["wgmma", "mmasync"]
+
+
+@pytest.mark.recorded_data
+def test_recorded_data_keys_use_the_implementation_names():
+    """The committed record names variants as the argument does ("mma.sync": its "variants",
+    sweep and check rows) and keys bench rows by implementation name ("mmasync_call_ms")."""
+    res = _json("mma-")
+    assert set(res["variants"]) <= set(ml.VARIANTS)
+    for v in res["variants"]:
+        assert all(f"{ml.impl_name(v)}_call_ms" in r for r in res["bench"]), v
+        assert any(r["variant"] == v for r in res["sweep"]) and any(r["variant"] == v for r in res["check"])
+
+
 @pytest.mark.recorded_data
 def test_default_blocks_are_the_recorded_best_or_close():
     """A check of the committed record, not a speed test: the defaults come from the H200 sweep,
