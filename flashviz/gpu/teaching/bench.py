@@ -94,11 +94,11 @@ def _sdpa_times(B, H, N, d, causal, flops, repeat, warmup, parts) -> dict:
         try:
             g = torch.Generator(device="cuda").manual_seed(0)
             q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dt, generator=g) for _ in range(3))
-            _timed(out, f"sdpa_{dt_name}_", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), flops,
-                   parts, repeat=repeat, warmup=warmup)
+            call = lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+            _timed(out, f"sdpa_{dt_name}_", call, flops, parts, repeat=repeat, warmup=warmup)
             if f"sdpa_{dt_name}_kernel_name" in out:
                 out[f"sdpa_{dt_name}_kernel"] = out.pop(f"sdpa_{dt_name}_kernel_name")
-            del q, k, v
+            del q, k, v, call
         except Exception as exc:
             out[f"sdpa_{dt_name}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         torch.cuda.empty_cache()
