@@ -10,17 +10,26 @@ from flashviz.widgets.app import APP_FIGURE, CAPTIONS, CHAPTERS, PRESENTER_FIGUR
 matplotlib.use("Agg")
 
 
-def test_every_available_chapter_opens_and_the_previous_closes():
+def test_every_available_chapter_opens_and_a_revisit_finds_it_as_left():
     plt.close("all")
     app = ChapterApp()
     try:
         labels = available_chapters()
         assert labels[0].startswith("0") and set(labels) <= set(CHAPTERS)
+        figures = 0
         for label in labels:
             app.chapter.value = label
             assert app.status.value == "", app.status.value
             assert app.current and all(w.n_frames > 0 for w in app.current if hasattr(w, "n_frames"))
-            assert len(plt.get_fignums()) == sum(hasattr(w, "fig") for w in app.current)
+            assert app.caption.value == f"<i>{CAPTIONS[label]}</i>"
+            figures += sum(hasattr(w, "fig") for w in app.current)
+            assert len(plt.get_fignums()) == figures          # one figure per widget built, none twice
+        app.chapter.value = labels[0]
+        first = app.current[0]
+        first.show_frame(5)
+        app.chapter.value = labels[3]
+        app.chapter.value = labels[0]
+        assert app.current[0] is first and first.frame.value == 5 and len(plt.get_fignums()) == figures
     finally:
         app.close()
     assert plt.get_fignums() == []
@@ -114,3 +123,26 @@ def test_present_rejects_an_impossible_port(capsys):
     from flashviz.present import main
     assert main(["--port", "70000", "--no-browser"]) == 2
     assert "between 1 and 65535" in capsys.readouterr().err
+
+
+def test_a_chapter_that_fails_says_so_and_is_tried_again(monkeypatch):
+    from flashviz.widgets import app as app_module
+
+    label = "2 · Online softmax"
+    good = app_module.CHAPTERS[label]
+    monkeypatch.setitem(app_module.CHAPTERS, label, [("flashviz.widgets.online_softmax", "OnlineSoftmaxExplorer",
+                                                      {"N": -1})])
+    plt.close("all")
+    app = ChapterApp()
+    try:
+        app.chapter.value = label
+        assert "could not start" in app.status.value and "ValueError" in app.status.value
+        assert app.current == []
+        app.chapter.value = available_chapters()[0]               # the picker keeps working
+        assert app.status.value == "" and app.current
+        monkeypatch.setitem(app_module.CHAPTERS, label, good)
+        app.chapter.value = label                                  # not kept: built again, now fine
+        assert app.status.value == "" and app.current[0].n_frames > 0
+    finally:
+        app.close()
+    assert plt.get_fignums() == []

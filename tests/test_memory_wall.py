@@ -63,8 +63,9 @@ def test_widget_draws_the_measurement_and_measures_again():
 
 
 @pytest.mark.parametrize("kw,exc,words", [
-    (dict(figsize="big"), TypeError, "figsize must be (width, height)"), (dict(figsize=(0, 3)), ValueError, "figsize"),
-    (dict(dpi=5000), ValueError, "dpi"), (dict(dpi=90.0), TypeError, "dpi"), (dict(repeat=0), ValueError, "repeat"),
+    (dict(figsize="big"), ValueError, "figsize must be (width, height)"), (dict(figsize=(0, 3)), ValueError, "figsize"),
+    (dict(dpi=5000), ValueError, "dpi"), (dict(dpi="90"), ValueError, "dpi"), (dict(repeat=0), ValueError, "repeat"),
+    (dict(repeat=2.0), TypeError, "repeat"), (dict(figsize=(40, 40), dpi=600), ValueError, "million pixels"),
 ])
 def test_widget_bad_arguments_one_line(kw, exc, words):
     with pytest.raises(exc) as info:

@@ -1,6 +1,7 @@
 """ChapterApp: every lesson's widget behind one chapter picker — the page Voilà serves in class.
 
-Switching chapters closes the previous widgets (no figures pile up). The page fills the
+A chapter's widgets are made on its first visit and kept (a revisit finds them as they were
+left); ``close()`` closes them all. The page fills the
 window: one header row (title and chapter picker), a one-line caption, and the chapter's
 widgets, whose figure takes the height that is left and scales to the window's width and
 height (the browser scales the canvas bitmap, drawn at a resolution meant for 1080p, keeping
@@ -105,6 +106,13 @@ def _accepted(cls, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def _close_all(widgets, folds) -> None:
+    for w in widgets:
+        w.close()
+    for box in folds:
+        close_widget(box)
+
+
 def available_chapters() -> list[str]:
     """Chapter labels whose widget modules are importable in this installation."""
     out = []
@@ -142,6 +150,7 @@ class ChapterApp:
         self.body.add_class("flashviz-app-body")
         self.status = W.HTML()
         self.current, self._folds = [], []
+        self._chapters, self._failed = {}, None     #: label -> (widgets, folds, body children); a failed build
         self.header = W.HBox([self.title, self.chapter], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([self.header, self.caption, self.status, self.body])
         self.widget.add_class("flashviz-app")
@@ -149,25 +158,45 @@ class ChapterApp:
         self._open(self.chapter.value)
 
     def _open(self, label: str):
-        for w in self.current:
-            w.close()
-        for box in self._folds:
-            close_widget(box)
-        self.current, self._folds = [], []
+        """Show chapter ``label``: built on its first visit, kept afterwards (a teacher who goes
+        back finds it at the step they left; a revisit costs no drawing). A chapter that
+        failed to start is not kept: the next visit tries again."""
+        self._drop_failed()
+        built = self._chapters.get(label)
+        if built is None:
+            built = self._build(label)
+            if self.status.value:
+                self._failed = built
+            else:
+                self._chapters[label] = built
+        else:
+            self.status.value = ""
+        self.current, self._folds, children = built
+        self.body.children = children
+        self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"     # last: the page shows the chapter whole
+
+    def _build(self, label: str):
+        current, self._folds = [], []
         fig = PRESENTER_FIGURE if self.presenter else APP_FIGURE
         try:
             for module, cls, kwargs in CHAPTERS[label]:
                 Widget = getattr(importlib.import_module(module), cls)
-                kw = {k: (self.current[v] if k == "explorer" else v) for k, v in kwargs.items()}
-                extra = {"key": ("ChapterApp", id(self), cls), **({} if "explorer" in kw else fig)}
-                self.current.append(Widget(**kw, **_accepted(Widget, extra)))
+                kw = {k: (current[v] if k == "explorer" else v) for k, v in kwargs.items()}
+                extra = {"key": ("ChapterApp", id(self), label, cls), **({} if "explorer" in kw else fig)}
+                current.append(Widget(**kw, **_accepted(Widget, extra)))
             self.status.value = ""
         except Exception as exc:  # a chapter that fails says so; the picker keeps working
             self.status.value = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
-        for w in self.current:
+        for w in current:
             self._fit(w)
-        self.body.children = [self._placed(n, w) for n, w in enumerate(self.current)]
-        self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"     # last: the page shows the chapter whole
+        children = tuple(self._placed(n, w) for n, w in enumerate(current))
+        return current, self._folds, children
+
+    def _drop_failed(self) -> None:
+        if self._failed is not None:
+            widgets, folds, _ = self._failed
+            self._failed = None
+            _close_all(widgets, folds)
 
     def _placed(self, n: int, w):
         """The chapter's first widget as it is; a GPU panel after it folded under a header
@@ -209,11 +238,11 @@ class ChapterApp:
         w.widget.add_class("flashviz-side")
 
     def close(self):
-        """Close the shown chapter's widgets and the picker (idempotent)."""
-        for w in self.current:
-            w.close()
-        for box in self._folds:
-            close_widget(box)
+        """Close every chapter's widgets and the picker (idempotent)."""
+        self._drop_failed()
+        for widgets, folds, _ in self._chapters.values():
+            _close_all(widgets, folds)
+        self._chapters.clear()
         self.current, self._folds = [], []
         for w in (self.chapter, self.title, self.header, self.caption, self.status, self.body, self.widget):
             close_widget(w)

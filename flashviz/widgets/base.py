@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import io
 import numbers
-import threading
 import os
+import threading
 import weakref
 
 import ipywidgets as W
@@ -92,6 +92,26 @@ def send_full_frames(canvas) -> bool:
 GPU_LOCK = threading.Lock()
 
 
+def canvas_widget(fig, use_ipympl: bool):
+    """The widget that shows ``fig``: its ipympl canvas (bare: no toolbar, header, footer or
+    resize handle; full frames, see ``send_full_frames``) when ``use_ipympl`` and the figure's
+    canvas is ipympl's, else an ipywidgets Image that the caller fills with PNG bytes."""
+    if use_ipympl and is_widget_canvas(fig.canvas):
+        c = fig.canvas
+        c.header_visible = c.footer_visible = c.toolbar_visible = False
+        c.resizable = False
+        c.capture_scroll = False
+        # Shown inside our VBox, ipympl's _repr_mimebundle_ (which sets the size and a PNG data
+        # URL) never runs: give the canvas its size, and let the front end ask for frames once
+        # attached (ipympl 0.10 would otherwise sync each frame drawn before display as a bare
+        # base64 string, which the browser shows as a broken image).
+        c._size = (int(fig.bbox.width), int(fig.bbox.height))
+        c.syncing_data_url = False
+        send_full_frames(c)
+        return c
+    return W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
+
+
 def error_line(exc: BaseException) -> str:
     """'TypeName: first line of the message' — how a panel reports a failure in one line."""
     text = str(exc).strip().splitlines()
@@ -155,21 +175,7 @@ class FrameWidget:
             self.fig = plt.figure(figsize=figsize, dpi=dpi)
         # static PNG frames where the canvas is no widget but someone may look (a kernel), or when asked
         self._png_mode = canvas == "png" or (not is_widget_canvas(self.fig.canvas) and in_kernel())
-        if use_ipympl and is_widget_canvas(self.fig.canvas):
-            c = self.fig.canvas
-            c.header_visible = c.footer_visible = c.toolbar_visible = False
-            c.resizable = False
-            c.capture_scroll = False
-            # Shown inside our VBox, ipympl's _repr_mimebundle_ (which sets the size and a PNG data
-            # URL) never runs: give the canvas its size, and let the front end ask for frames once
-            # attached (ipympl 0.10 would otherwise sync each frame drawn before display as a bare
-            # base64 string, which the browser shows as a broken image).
-            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
-            c.syncing_data_url = False
-            send_full_frames(c)
-            self._canvas_widget = c
-        else:
-            self._canvas_widget = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
+        self._canvas_widget = canvas_widget(self.fig, use_ipympl)
 
         style = {"description_width": "initial"}
         self.play = W.Play(value=0, min=0, max=1, step=1, interval=interval, description="Play")

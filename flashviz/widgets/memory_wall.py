@@ -9,49 +9,31 @@ import io
 import ipywidgets as W
 import matplotlib.pyplot as plt
 
+from .. import _checks
 from ..roofline import ROOFLINE_N, measure_intensity
 from ..views.roofline_view import draw_memory_wall
-from .base import check_int, close_widget, ensure_ipympl, is_widget_canvas, send_full_frames
-
-
-def _figsize(figsize) -> tuple[float, float]:
-    try:
-        w, h = (float(v) for v in figsize)
-    except (TypeError, ValueError):
-        raise TypeError(f"figsize must be (width, height) in inches, got {figsize!r}") from None
-    if not (0 < w <= 40 and 0 < h <= 40):
-        raise ValueError(f"figsize must be between 0 and 40 inches each way, got {figsize!r}")
-    return w, h
+from .base import canvas_widget, check_int, close_widget, ensure_ipympl
 
 
 class MemoryWall:
     """Chapter 1 measured: roofline of this CPU and the N² bytes of standard attention.
 
-    figsize: (width, height) inches (default (11, 4.6)); dpi: 50–300 (default 90); repeat:
+    figsize: (width, height) inches (default (11, 4.6)); dpi (default 90), both as every widget
+    takes them (``_checks.check_figure``); repeat:
     timed runs per measurement, the fastest kept (1–100, default 7). The first measurement
     runs on construction (about 0.1 s per repeat: ``roofline.measure_intensity``).
     Public: ``rows`` (the measurement), ``info`` (draw_memory_wall's result), ``measure()``,
-    ``widget``, ``close()``. Raises TypeError / ValueError for bad figsize or dpi.
+    ``widget``, ``close()``. Raises a one-line ValueError for a bad figsize or dpi, TypeError /
+    ValueError for a bad repeat.
     """
 
     def __init__(self, *, figsize=(11.0, 4.6), dpi: int = 90, repeat: int = 7):
-        figsize = _figsize(figsize)
-        dpi = check_int(dpi, "dpi", 50, 300)
+        figsize, dpi = _checks.check_figure(figsize, dpi)
         self.repeat = check_int(repeat, "repeat", 1, 100)
         use_ipympl = ensure_ipympl()
         with plt.ioff():
             self.fig = plt.figure(figsize=figsize, dpi=dpi)
-        if use_ipympl and is_widget_canvas(self.fig.canvas):
-            c = self.fig.canvas
-            c.header_visible = c.footer_visible = c.toolbar_visible = False
-            c.resizable = False
-            c.capture_scroll = False
-            c._size = (int(self.fig.bbox.width), int(self.fig.bbox.height))
-            c.syncing_data_url = False
-            send_full_frames(c)
-            self._canvas = c
-        else:
-            self._canvas = W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
+        self._canvas = canvas_widget(self.fig, use_ipympl)
         self.button = W.Button(description="measure again", tooltip="time QKᵀ and exp(S) again on this machine")
         self.status = W.HTML()
         self.button.on_click(lambda _: self.measure())

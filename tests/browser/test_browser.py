@@ -10,24 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from .servers import CHROMIUM, FLAGS, ROOT, server
+from .conftest import ARTIFACTS
+from .servers import CHROMIUM, ROOT, server
 
 playwright = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
 
-ARTIFACTS = ROOT / "artifacts" / "browser"
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
