@@ -3,7 +3,7 @@ sizes they support, live on a GPU, or from the committed H200 recording without 
 
 Kernels: kernels/flash_fwd_mma.cu (Hopper, warpgroup MMA ``wgmma``) and
 kernels/flash_fwd_mma_sm80.cu (``mma.sync``, any GPU from Ampere on); a live run uses the one
-this GPU supports (``flashviz.gpu.mma.device_variant``). Shape of a run: B = 16,384 / N
+this GPU supports (``flashviz.gpu.device_variant``). Shape of a run: B = 16,384 / N
 sequences, H = 2,048 / d heads, inputs (B, H, N, d). Every time names its method
 (``flashviz.gpu.timing``, compilation excluded): the benchmark's headline is the public call
 (CUDA events, median), with kernel-only (the profiler's kernel time per call, median) and host
@@ -303,7 +303,7 @@ class TensorCorePanel:
         """Time the chosen N, d, causal, dtype, Br, Bc on this GPU's kernel and PyTorch SDPA
         (flash, cuDNN, memory-efficient) on the same inputs: a few seconds, more when a block
         size compiles for the first time (not timed). Needs torch. Returns the
-        ``mma_bench.bench_shape`` dict (<key>_call_ms: public call, <key>_kernel_ms:
+        ``gpu.tensorcore.bench.bench_shape`` dict (<key>_call_ms: public call, <key>_kernel_ms:
         kernel-only, <key>_host_us, for key "wgmma" or "mmasync" and sdpa_flash, sdpa_cudnn,
         sdpa_efficient) with ``mma_table``'s derived figures (<key>_call_tflops,
         <key>_kernel_tflops, <key>_call_vs_sdpa_flash, <key>_kernel_vs_sdpa_flash, ...) and
