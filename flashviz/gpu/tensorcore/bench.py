@@ -200,8 +200,16 @@ def _record_host(res: dict, host: dict, contexts: dict) -> None:
     if not host:
         return
     res["host_after_profiler"] = profiled()
-    us = host_times_us({k: c for k, (c, _) in host.items()}, repeat={k: n for k, (_, n) in host.items()},
-                       contexts=contexts)
+    try:
+        us = host_times_us({k: c for k, (c, _) in host.items()}, repeat={k: n for k, (_, n) in host.items()},
+                           contexts=contexts)
+    except Exception:                       # one failed: time each alone, and say which failed
+        us = {}
+        for key, (calls, n) in host.items():
+            try:
+                us.update(host_times_us({key: calls}, repeat=n, contexts=contexts))
+            except Exception as exc:
+                res[f"{key}_host_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     res.update({f"{key}_host_us": v for key, v in us.items()})
 
 
@@ -241,8 +249,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
               teaching=teaching, naive=naive, sdpa=sdpa, blocks=blocks)
     if phase == "all":
         res = bench_shape(N, d, causal, phase="timed", **kw)
-        res.update(bench_shape(N, d, causal, phase="kernel", **kw))
-        return res
+        return merge_kernel_pass(res, bench_shape(N, d, causal, phase="kernel", **kw))
     if phase not in ("timed", "kernel"):
         raise ValueError(f"phase must be 'timed', 'kernel' or 'all', got {phase!r}")
     timed = phase == "timed"
@@ -347,9 +354,7 @@ def block_sweep(N: int = 4096, d: int = 64, *, causal: bool = False, dtype: str 
                            repeat=repeat, phase="timed")
         kern = block_sweep(N, d, causal=causal, dtype=dtype, variant=variant, tokens=tokens, model_dim=model_dim,
                            repeat=repeat, phase="kernel")
-        for r, k in zip(rows, kern):
-            r.update(k)
-        return rows
+        return merge_sweep_passes(rows, kern)
     if phase not in ("timed", "kernel"):
         raise ValueError(f"phase must be 'timed', 'kernel' or 'all', got {phase!r}")
     import torch
@@ -359,22 +364,52 @@ def block_sweep(N: int = 4096, d: int = 64, *, causal: bool = False, dtype: str 
     q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=tdt, generator=g) for _ in range(3))
     flops = attention_flops(B, H, N, N, d, causal)
     out = []
-    for Br, Bc in mma_blocks(d, variant):
-        mk = compile_mma(dtype, Br, Bc, d, causal, variant)
-        row = {"variant": variant, "N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": causal,
-               "regs": mk.num_regs, "smem_bytes": mk.smem_bytes}
-        call = lambda Br=Br, Bc=Bc: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant)  # noqa: E731
-        if phase == "timed":
-            t = measure(call, repeat=repeat, parts=("call", "host"))
-            io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=2, causal=causal).scaled(B * H)
-            row.update(call_ms=t["call_ms"], host_us=t["host_us"], model_hbm_bytes=io.hbm_bytes)
-        else:
-            t = measure(call, repeat=repeat, parts=("kernel",))
-            row.update(kernel_ms=t["kernel_ms"], kernel_tflops=flops / t["kernel_ms"] / 1e9)
+    for Br, Bc in mma_blocks(d, variant, device_facts().smem_optin):
+        row = {"variant": variant, "N": N, "d": d, "B": B, "H": H, "Br": Br, "Bc": Bc, "causal": causal}
         out.append(row)
+        try:                                 # one block that fails is one row with its error
+            mk = compile_mma(dtype, Br, Bc, d, causal, variant)
+            row.update(regs=mk.num_regs, smem_bytes=mk.smem_bytes)
+            call = lambda Br=Br, Bc=Bc: flash_forward_mma(q, k, v, causal=causal, Br=Br, Bc=Bc, variant=variant)  # noqa: E731
+            if phase == "timed":
+                t = measure(call, repeat=repeat, parts=("call", "host"))
+                io = flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=2, causal=causal).scaled(B * H)
+                row.update(call_ms=t["call_ms"], host_us=t["host_us"], model_hbm_bytes=io.hbm_bytes,
+                           host_after_profiler=profiled())
+            else:
+                t = measure(call, repeat=repeat, parts=("kernel",))
+                row.update(kernel_ms=t["kernel_ms"], kernel_tflops=flops / t["kernel_ms"] / 1e9)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
+
+
+def merge_kernel_pass(timed: dict, kern: dict) -> dict:
+    """The kernel pass's figures into the timed pass's row: an "<x>_error" of the kernel pass
+    becomes "<x>_kernel_error" (the timed figures and errors stay as they were)."""
+    for k, v in kern.items():
+        if k.endswith("_error") or k == "error":
+            timed[k[:-len("error")] + "kernel_error"] = v
+        elif k not in timed or k.endswith(("_kernel_ms", "_kernel_name", "_launches", "_kernel_note")) \
+                or k in ("kernel_ms", "kernel_tflops"):
+            timed[k] = v
+    return timed
+
+
+def merge_sweep_passes(timed: list[dict], kern: list[dict]) -> list[dict]:
+    """Sweep rows of the two passes merged on (Br, Bc); a kernel-pass error without blocks goes
+    on every timed row as kernel_error."""
+    by_blocks = {(r.get("Br"), r.get("Bc")): r for r in kern}
+    for r in timed:
+        k = by_blocks.get((r.get("Br"), r.get("Bc")))
+        if k is None and len(kern) == 1 and "error" in kern[0]:
+            k = kern[0]
+        if k is not None:
+            merge_kernel_pass(r, k)
+    return timed
 
 
 METHODS = {"call_ms": CALL_METHOD, "kernel_ms": KERNEL_METHOD, "host_us": HOST_METHOD}
 
-__all__ = ["check_case", "check_grid", "ceilings", "bench_shape", "block_sweep", "reference64", "LOG2E", "METHODS"]
+__all__ = ["check_case", "check_grid", "ceilings", "bench_shape", "block_sweep", "merge_kernel_pass", "merge_sweep_passes",
+           "reference64", "LOG2E", "METHODS"]

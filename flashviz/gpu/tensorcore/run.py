@@ -79,58 +79,65 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
             for r in bad[:12]:
                 log(f"  FAIL {r}")
         save()
-    # Two passes over the shapes: every public-call and host time first, then every
-    # kernel-only time (torch.profiler), because a profiler session leaves the process's
-    # later host times high (timing.measure). The rows are merged.
+    # Two passes: every public-call and host time (bench and sweep) first, then every kernel-only
+    # time (torch.profiler), because a profiler session leaves the process's later host times
+    # high (timing.measure). Rows are merged on what identifies them; an error of the kernel
+    # pass is kept as "kernel_error" beside the timed figures, never over them.
+    shapes = [(N, d, causal) for d in (64, 128) for causal in (False, True) for N in Ns] if "bench" in parts else []
+    jobs = [(v, d, causal, None) for v in variants for d, causal in ((64, False), (64, True), (128, False), (128, True))]
+    if ab_source:
+        jobs += [("wgmma", d, causal, ab_source) for d, causal in ((64, False), (64, True), (128, False), (128, True))]
+    jobs = jobs if "sweep" in parts else []
     if "bench" in parts:
         data["bench"] = []
-        shapes = [(N, d, causal) for d in (64, 128) for causal in (False, True) for N in Ns]
-        for N, d, causal in shapes:
-            data["bench"].append(mb.bench_shape(N, d, causal, variants=variants, phase="timed"))
+    done = {}
+    for phase in ("timed", "kernel"):
+        for i, (N, d, causal) in enumerate(shapes):
+            r = mb.bench_shape(N, d, causal, variants=variants, phase=phase)
+            if phase == "timed":
+                data["bench"].append(r)
+            else:
+                mb.merge_kernel_pass(data["bench"][i], r)
+                r = data["bench"][i]
+                log(f"N={N:6d} d={d:3d} causal={causal!s:5}: " + " ".join(
+                    f"{k[:-8]}={r[k]:.3f}/{r.get(k[:-8] + '_kernel_ms', float('nan')):.3f}/"
+                    f"{r.get(k[:-8] + '_host_us', float('nan')):.0f}"
+                    for k in r if k.endswith("_call_ms")) + " (call ms/kernel ms/host us) " + " ".join(
+                    f"{k}={r[k]}" for k in r if k.endswith("_error")))
             save()
-        for r, (N, d, causal) in zip(data["bench"], shapes):
-            r.update(mb.bench_shape(N, d, causal, variants=variants, phase="kernel"))
-            log(f"N={N:6d} d={d:3d} causal={causal!s:5}: " + " ".join(
-                f"{k[:-8]}={r[k]:.3f}/{r.get(k[:-8] + '_kernel_ms', float('nan')):.3f}/"
-                f"{r.get(k[:-8] + '_host_us', float('nan')):.0f}"
-                for k in r if k.endswith("_call_ms")) + " (call ms/kernel ms/host us) " + " ".join(
-                f"{k}={r[k]}" for k in r if k.endswith("_error")))
+        for job in jobs:
+            rows = _sweep(mb, job, phase)
+            if phase == "timed":
+                done[job] = rows
+            else:
+                done[job] = mb.merge_sweep_passes(done[job], rows)
+        if jobs:
+            data["sweep"] = [r for job in jobs for r in done[job]]
             save()
-    if "sweep" in parts:
-        data["sweep"] = []
-        jobs = [(v, d, causal, None) for v in variants for d, causal in ((64, False), (64, True), (128, False), (128, True))]
-        if ab_source:
-            jobs += [("wgmma", d, causal, ab_source) for d, causal in ((64, False), (64, True), (128, False), (128, True))]
-        done = {}
-        for phase in ("timed", "kernel"):
-            for job in jobs:
-                v, d, causal, src = job
-                if src is not None:
-                    from . import kernel
-                    kernel.SOURCE_OVERRIDE["wgmma"] = src
-                try:
-                    rows = mb.block_sweep(4096, d, causal=causal, variant=v, phase=phase)
-                except Exception as exc:
-                    rows = [{"variant": v, "d": d, "causal": causal, "error": f"{type(exc).__name__}: {exc}"[:300]}]
-                finally:
-                    if src is not None:
-                        kernel.SOURCE_OVERRIDE.clear()
-                if src is not None:
-                    for r in rows:
-                        r["variant"] = "wgmma-ab"
-                if phase == "timed":
-                    done[job] = rows
-                elif len(rows) == len(done[job]):
-                    for r, k in zip(done[job], rows):
-                        r.update(k)
-                else:
-                    done[job] = rows
-        data["sweep"] = [r for job in jobs for r in done[job]]
-        for r in data["sweep"]:
-            log("sweep " + " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error")
-                                    if k in r) + (f" kernel {r['kernel_ms']:.3f} ms, call {r['call_ms']:.3f} ms, "
-                                                  f"{r['kernel_tflops']:.1f} TFLOP/s kernel-only"
-                                                  if "kernel_ms" in r and "call_ms" in r else ""))
-        save()
+    for r in data.get("sweep", []):
+        log("sweep " + " ".join(f"{k}={r[k]}" for k in ("variant", "d", "causal", "Br", "Bc", "regs", "error",
+                                                         "kernel_error") if k in r)
+            + (f" kernel {r['kernel_ms']:.3f} ms, call {r['call_ms']:.3f} ms, {r['kernel_tflops']:.1f} TFLOP/s "
+               f"kernel-only" if "kernel_ms" in r and "call_ms" in r else ""))
     save()
     return path
+
+
+def _sweep(mb, job, phase: str) -> list[dict]:
+    """One block sweep (variant, d, causal, A/B source or None) in one phase; an error is one row."""
+    v, d, causal, src = job
+    from . import kernel
+    if src is not None:
+        kernel.SOURCE_OVERRIDE["wgmma"] = src
+    try:
+        rows = mb.block_sweep(4096, d, causal=causal, variant=v, phase=phase)
+    except Exception as exc:
+        rows = [{"variant": v, "d": d, "causal": causal, "error": f"{type(exc).__name__}: {exc}"[:300]}]
+    finally:
+        if src is not None:
+            kernel.SOURCE_OVERRIDE.clear()
+    if src is not None:
+        for r in rows:
+            r["variant"] = "wgmma-ab"
+    return rows
+
