@@ -146,3 +146,27 @@ def test_a_chapter_that_fails_says_so_and_is_tried_again(monkeypatch):
     finally:
         app.close()
     assert plt.get_fignums() == []
+
+
+def test_closing_the_app_closes_every_widget_it_made():
+    """Every comm the app opened (its chapters' widgets, the boxes it rearranged them into, the
+    folds) is closed by close(); re-running the app's cell closes the old app."""
+
+    plt.close("all")
+    from ipywidgets.widgets.widget import _instances   # ipywidgets 8: every live widget (comm) by id
+
+    before = set(_instances)
+    app = ChapterApp(key="test-close")
+    try:
+        for label in available_chapters()[:3]:
+            app.chapter.value = label
+    finally:
+        app.close()
+    assert set(_instances) - before == set()
+    first = ChapterApp(key="test-rerun")
+    second = ChapterApp(key="test-rerun")                     # the same cell run again
+    try:
+        assert first.widget.comm is None and first.current == []
+    finally:
+        second.close()
+    assert set(_instances) - before == set() and plt.get_fignums() == []

@@ -18,6 +18,8 @@ import inspect
 
 import ipywidgets as W
 
+from .. import _checks
+from . import registry
 from .base import close_widget
 
 # chapter label → [(module, class, kwargs), ...]; a chapter's widgets are made when it is picked
@@ -134,13 +136,16 @@ class ChapterApp:
     Raises ValueError for an unknown chapter label.
     """
 
-    def __init__(self, chapter: str | None = None, *, presenter: bool = False):
+    def __init__(self, chapter: str | None = None, *, presenter: bool = False, key=None):
         labels = available_chapters()
         if chapter is not None and chapter not in labels:
             raise ValueError(f"chapter must be one of {labels}, got {chapter!r}")
         if not isinstance(presenter, bool):
             raise TypeError(f"presenter must be True or False, got {presenter!r}")
         self.presenter = presenter
+        _checks.check_key(key)
+        self._key = registry.caller_key() if key is None else key
+        registry.register("ChapterApp", self._key, self)      # a re-run cell closes the old app
         self.chapter = W.Dropdown(options=labels, value=chapter or labels[0], description="chapter",
                                   layout=W.Layout(width="560px" if presenter else "460px"))
         self.title = W.HTML("<b style='font-size:1.25em'>FlashAttention, seen and checked</b>" + APP_CSS
@@ -220,10 +225,10 @@ class ChapterApp:
                 part = getattr(w, name, None)
                 if isinstance(part, W.Widget):
                     part.layout.display = "none"
-        self._side_by_side(w)
+        self._folds.extend(self._side_by_side(w))     # the boxes made here close with the chapter
 
     @staticmethod
-    def _side_by_side(w) -> None:
+    def _side_by_side(w):
         """The controls in a column left of the figure. A 16:9 window is wider than the figure
         (aspect 1.6) needs once the controls sit above it, so beside them the figure gets the
         window's height: its text is about 1.3x larger on screen at 1280×720 than stacked."""
@@ -231,11 +236,13 @@ class ChapterApp:
         canvas = next((c for c in kids if c is getattr(w.fig, "canvas", None)), None) or \
             next((c for c in kids if isinstance(c, W.Image)), None)
         if canvas is None:
-            return
+            return ()
         controls = W.VBox([c for c in kids if c is not canvas])
         controls.add_class("flashviz-side-controls")
-        w.widget.children = [W.HBox([controls, canvas])]
+        row = W.HBox([controls, canvas])
+        w.widget.children = [row]
         w.widget.add_class("flashviz-side")
+        return (controls, row, *controls.children)    # the widget's close() no longer sees its old rows
 
     def close(self):
         """Close every chapter's widgets and the picker (idempotent)."""
@@ -246,6 +253,7 @@ class ChapterApp:
         self.current, self._folds = [], []
         for w in (self.chapter, self.title, self.header, self.caption, self.status, self.body, self.widget):
             close_widget(w)
+        registry.unregister("ChapterApp", self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

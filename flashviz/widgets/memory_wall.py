@@ -37,7 +37,8 @@ class MemoryWall:
         self.button = W.Button(description="measure again", tooltip="time QKᵀ and exp(S) again on this machine")
         self.status = W.HTML()
         self.button.on_click(lambda _: self.measure())
-        self.widget = W.VBox([W.HBox([self.button, self.status]), self._canvas])
+        self._row = W.HBox([self.button, self.status])
+        self.widget = W.VBox([self._row, self._canvas])
         self.rows, self.info = [], {}
         self.measure()
 
@@ -63,9 +64,12 @@ class MemoryWall:
 
     def close(self):
         """Close the figure and the widgets (idempotent)."""
+        toolbar = getattr(self.fig.canvas, "toolbar", None)
         plt.close(self.fig)
-        for w in (self.button, self.status, self._canvas, self.widget):
+        for w in (self.button, self.status, self._row, self._canvas, self.widget):
             close_widget(w)
+        if isinstance(toolbar, W.Widget):
+            close_widget(toolbar)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
