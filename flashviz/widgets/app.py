@@ -65,7 +65,8 @@ PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140}
 #: scaled by the browser into that box, keeping its aspect (object-fit: contain)
 APP_CSS = """<style>
 .flashviz-app { height: calc(100vh - 24px); overflow: hidden !important; }
-.flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
+.flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow-y: auto !important; }
+.flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 190px); object-fit: contain; }
 .flashviz-app-body > * { flex: 0 0 auto; }
 .flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
 .flashviz-fit > * { flex: 0 0 auto; }
@@ -76,7 +77,7 @@ APP_CSS = """<style>
 .flashviz-app .jupyter-matplotlib-canvas-div { width: 100% !important; height: 100% !important; flex: 1 1 0; }
 .flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
   object-fit: contain; object-position: left top; }
-.flashviz-app .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.flashviz-app-caption .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .flashviz-side > .widget-hbox { flex: 1 1 0; min-height: 0; align-items: stretch; }
 .flashviz-side-controls { flex: 0 0 330px; width: 330px; overflow-x: hidden !important; }
 .flashviz-side-controls .widget-hbox { flex-wrap: wrap; }
@@ -151,6 +152,7 @@ class ChapterApp:
         self.title = W.HTML("<b style='font-size:1.25em'>FlashAttention, seen and checked</b>" + APP_CSS
                             + (PRESENTER_CSS if presenter else ""), layout=W.Layout(margin="0 24px 0 0"))
         self.caption = W.HTML()
+        self.caption.add_class("flashviz-app-caption")
         self.body = W.VBox([])
         self.body.add_class("flashviz-app-body")
         self.status = W.HTML()
