@@ -52,7 +52,7 @@ def measure_intensity(Ns=ROOFLINE_N, d: int = 64, *, repeat: int = 7, seed: int 
         S = Q @ K.T
         P = np.empty_like(S)
         rows.append(dict(N=N, d=d, mm_flops=2 * N * N * d, mm_bytes=(2 * N * d + N * N) * 4,
-                         mm_s=best_seconds(lambda: Q @ K.T, repeat),
+                         mm_s=best_seconds(lambda: np.matmul(Q, K.T, out=S), repeat),
                          ew_flops=N * N, ew_bytes=2 * N * N * 4,
                          ew_s=best_seconds(lambda: np.exp(S, out=P), repeat)))
     return rows
@@ -65,6 +65,17 @@ def _capped(value, name: str) -> int:
     return value
 
 
-def bandwidth_roof(rows) -> float:
-    """The highest bandwidth the exp over S reached (bytes per second): the measured roof."""
-    return max(r["ew_bytes"] / r["ew_s"] for r in rows)
+#: the copy that measures the memory roof: 4096² float32 = 64 MiB, larger than a CPU's last-level cache
+ROOF_N = 4096
+
+
+def copy_bandwidth(N: int = ROOF_N, *, repeat: int = 3) -> float:
+    """Memory bandwidth of this machine (bytes per second): an (N, N) float32 array copied into
+    another (read + write = 2·N²·4 bytes), best of ``repeat``. A copy does no arithmetic, so its
+    speed is the memory roof (the exp over S is not: on a CPU the exp itself costs more time than
+    moving its bytes). Raises ValueError / TypeError for N outside 1..MAX_N or repeat < 1."""
+    N = _capped(N, "N")
+    repeat = check_size(repeat, "repeat")
+    S = np.ones((N, N), dtype=np.float32)
+    P = np.empty_like(S)
+    return 2 * S.nbytes / best_seconds(lambda: np.copyto(P, S), repeat)

@@ -12,15 +12,17 @@ from .style import STANDARD, TILED, fmt_bytes
 BYTES_N = (1024, 4096, 16384, 65536)
 
 
-def draw_memory_wall(fig, rows, *, d: int = 64, itemsize: int = 2) -> dict:
+def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int = 2) -> dict:
     """Draw into ``fig`` (cleared): left, achieved GFLOP/s against FLOPs per byte for each row of
-    ``roofline.measure_intensity`` (● QKᵀ, ■ exp over S) under the measured bandwidth roof;
+    ``roofline.measure_intensity`` (● QKᵀ, ■ exp over S) under the memory roof ``roof_Bps``
+    (bytes per second, ``roofline.copy_bandwidth``): no kernel of intensity x FLOP/byte runs
+    faster than x·roof;
     right, standard attention's HBM bytes per head split into Q, K, V, O and the N² terms S, P
     (``iomodel.standard_attention_io`` at d, itemsize). Returns {"axes": (left, right),
     "roof_GBps": the roof, "sp_share": [share of S and P in the bytes, per N in BYTES_N]}."""
     fig.clear()
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
-    roof = max(r["ew_bytes"] / r["ew_s"] for r in rows) / 1e9
+    roof = roof_Bps / 1e9
     for n, r in enumerate(rows):
         x_mm, y_mm = r["mm_flops"] / r["mm_bytes"], r["mm_flops"] / r["mm_s"] / 1e9
         left.loglog(x_mm, y_mm, "o", color=TILED)
@@ -29,7 +31,7 @@ def draw_memory_wall(fig, rows, *, d: int = 64, itemsize: int = 2) -> dict:
         left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points", xytext=(6 if n % 2 else -6, -3),
                       ha="left" if n % 2 else "right", fontsize=7)
     x = np.logspace(-2, 2.5, 50)
-    left.loglog(x, roof * x, "--", color="0.5", label=f"bandwidth roof ≈ {roof:.0f} GB/s (measured)")
+    left.loglog(x, roof * x, "--", color="0.5", label=f"memory roof: a copy moves {roof:.0f} GB/s (measured)")
     left.set_xlabel("arithmetic intensity (FLOP per byte)")
     left.set_ylabel("achieved GFLOP/s")
     left.set_title("measured here: ● QKᵀ   ■ exp over S", fontsize=10)

@@ -41,8 +41,8 @@ CHAPTERS = {
 CAPTIONS = {
     "0 · Start here: tiles on real inputs": "Step through FlashAttention's tiles on real inputs: what sits "
                                             "in SRAM, what goes to HBM, the running softmax.",
-    "1 · The memory wall": "Measured on this machine: the exp over S moves bytes, QKᵀ does arithmetic; "
-                           "S grows as N².",
+    "1 · The memory wall": "Measured here: QKᵀ does ~30 FLOPs per byte, the exp over S 1/8; "
+                           "S and P grow as N².",
     "2 · Online softmax": "The running max m and sum l: one pass over the keys, rescaled as the max grows.",
     "3 · Tiling": "Q, K, V in tiles that fit in SRAM; S and P never leave the chip.",
     "4 · Block size": "Bigger tiles, fewer re-reads of K and V, until the tiles no longer fit in SRAM.",
