@@ -192,8 +192,9 @@ def measure(calls, *, repeat: int = 30, warmup: int = 3, kernel_repeat: int = 10
     time for several implementations together).
 
     Order matters for the host figures: a torch.profiler session leaves every later torch
-    call in the process slower on the host (measured on the H200: SDPA-flash 15.6 -> 25.7 µs
-    per call, ours 15.7 -> 18.5 µs, still so 10 s later; benchmarks/probe_call.py). So a
+    call in the process slower on the host (measured on the H200, the recorded probe
+    benchmarks/results/probe-call-h200-2026-12-01.txt: SDPA-flash 18.6 -> 30-51 µs per call,
+    ours 17.7 -> 20-36 µs, still so 10 s later). So a
     benchmark measures "call" and "host" for everything first and "kernel" last, and this
     function times the kernel after the other two."""
     bad = set(parts) - set(PARTS)

@@ -1,14 +1,13 @@
 """ChapterApp: every lesson's widget behind one chapter picker — the page Voilà serves in class.
 
 A chapter's widgets are made on its first visit and kept (a revisit finds them as they were
-left); ``close()`` closes them all. The page fills the
-window: one header row (title and chapter picker), a one-line caption, and the chapter's
-widgets, whose figure takes the height that is left and scales to the window's width and
-height (the browser scales the canvas bitmap, drawn at a resolution meant for 1080p, keeping
-its aspect). ``presenter=True`` is for a projector: the controls in a column beside the
-figure, so that the figure gets the window's full height (its text about 1.3x larger on
-screen than in the stacked layout at 1280×720), controls in a 20 px font, and the export row
-and speed controls hidden.
+left); ``close()`` closes them all. The page fills the window: one header row (title and
+chapter picker), a one-line caption, and the chapter's widgets, the controls in a column
+beside the figure (a 16:9 window is wider than the figure needs, so beside the controls it
+gets the window's height: its text about 1.3x larger on screen at 1280×720 than with the
+controls above it), the figure's canvas scaled by the browser to the box left, keeping its
+aspect (the bitmap drawn at about its 1080p size). ``presenter=True`` for a projector:
+controls in a 20 px font, the export row and speed controls hidden; the figures are the same.
 """
 
 from __future__ import annotations

@@ -292,7 +292,8 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     Notes
     -----
     Host cost: a repeated call is a few dict lookups, two allocations and one cuLaunchKernel
-    (about 20–30 µs of Python on the H200's host; ``benchmarks/probe_call.py`` measures it).
+    (about 16 µs on the H200's host, median over the recorded shapes, SDPA-flash's 17.5;
+    ``benchmarks/probe_call.py`` times each piece).
     Forward only: no autograd (torch outputs carry no gradient). The first call for a
     (dtype, Br, Bc, d, causal) compiles with NVRTC (about a second) and caches the cubin in
     ``~/.cache/flashviz/cubin`` ($FLASHVIZ_CACHE); later processes load it. Needs CuPy
