@@ -65,7 +65,7 @@ PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140}
 APP_CSS = """<style>
 .flashviz-app { height: calc(100vh - 24px); overflow: hidden !important; }
 .flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow-y: auto !important; }
-.flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 190px); object-fit: contain; }
+.flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 250px); object-fit: contain; }
 .flashviz-app-body > * { flex: 0 0 auto; }
 .flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
 .flashviz-fit > * { flex: 0 0 auto; }
