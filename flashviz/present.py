@@ -50,7 +50,7 @@ def port_problem(ip: str, port: int) -> str | None:
             s.bind((ip, port))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            return f"port {port} on {ip} is already in use (another server, e.g. make lab?)"
+            return f"port {port} on {ip} is already in use (another server: a second make present, or another program)"
         return f"cannot listen on {ip}:{port} ({exc.strerror or exc})"
     return None
 

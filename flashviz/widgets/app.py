@@ -93,6 +93,8 @@ PRESENTER_CSS = """<style>
 .flashviz-app .widget-dropdown, .flashviz-app .widget-dropdown select, .flashviz-app .jupyter-button {
   width: auto !important; max-width: none !important; }
 .flashviz-app .widget-html-content { line-height: 1.4 !important; }
+.flashviz-app .flashviz-side-controls { flex: 0 0 410px; width: 410px; }
+.flashviz-app .widget-checkbox label, .flashviz-app .widget-checkbox input { font-size: 20px !important; }
 </style>"""
 
 
