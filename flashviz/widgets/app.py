@@ -95,6 +95,8 @@ PRESENTER_CSS = """<style>
 .flashviz-app .widget-html-content { line-height: 1.4 !important; }
 .flashviz-app .flashviz-side-controls { flex: 0 0 410px; width: 410px; }
 .flashviz-app .widget-checkbox label, .flashviz-app .widget-checkbox input { font-size: 20px !important; }
+.flashviz-app .widget-checkbox, .flashviz-app .widget-label-basic, .flashviz-app .widget-label-basic span {
+  width: auto !important; max-width: none !important; overflow: visible !important; }
 </style>"""
 
 

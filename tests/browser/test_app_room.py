@@ -32,7 +32,7 @@ LAYOUT_JS = """() => {
       .filter(c => c.getBoundingClientRect().width > 0);
   const ctx = document.createElement('canvas').getContext('2d');
   const cut = [];
-  for (const e of app.querySelectorAll('.widget-label, .jupyter-button, .widget-readout')) {
+  for (const e of app.querySelectorAll('.widget-label, .jupyter-button, .widget-readout, .widget-label-basic span')) {
     if (e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1) cut.push(e.textContent.trim());
   }
   for (const s of app.querySelectorAll('select')) {
