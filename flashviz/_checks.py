@@ -224,6 +224,14 @@ def check_real(value, name: str, lo: float, hi: float, *, unit: str = "") -> flo
     return x
 
 
+MAX_TEXT_SCALE = 2.5
+
+
+def check_text_scale(scale) -> float:
+    """The factor a widget's figure texts are drawn at (presenter mode): 0.5 to MAX_TEXT_SCALE."""
+    return check_real(scale, "text_scale", 0.5, MAX_TEXT_SCALE, unit="(1 = the notebook's text size)")
+
+
 def check_key(key):
     """A registry key: anything hashable (a string, a number, a tuple of those), or None."""
     try:

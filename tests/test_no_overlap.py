@@ -27,14 +27,20 @@ matplotlib.use("Agg")
 
 TOL = 1.0          # pixels two extents may share (anti-aliased edges touch)
 
-# Overlap depends on the figure's size in inches only (dpi scales text and figure alike). The
-# app (ChapterApp, presenter or not) draws every widget at its default inches, so "default"
-# covers the app too (the test below pins that); the browser scales the bitmap to the window.
-SIZES = {"default": {}}
+# Overlap depends on the figure's size in inches and the text scale only (dpi scales text and
+# figure alike). The app (ChapterApp) draws every widget at its default inches, at text scale 1
+# ("default") or, in presenter mode, at PRESENTER_FIGURE's text scale ("presenter"); the test
+# below pins that. The browser scales the bitmap to the window.
+SIZES = {"default": {}, "presenter": {"text_scale": PRESENTER_FIGURE["text_scale"]}}
+
+#: presenter mode: no figure text below this many points (at 1920×1080 the app shows the figure
+#: at about 130 px an inch: 9 pt ≈ 16 px)
+PRESENTER_MIN_PT = 9.0
 
 
 def test_the_app_draws_at_the_default_inches():
     assert APP_FIGURE["figsize"] == PRESENTER_FIGURE["figsize"] == (11.0, 6.8)
+    assert APP_FIGURE.get("text_scale", 1.0) == 1.0 and PRESENTER_FIGURE["text_scale"] >= 1.4
 
 
 def _widget(name, kwargs):
@@ -187,12 +193,14 @@ def scan(i: int, size: str):
     name, kw = CASES[i]
     w = _widget(name, {**kw, **SIZES[size], "canvas": "auto", "key": ("test_no_overlap", name)})
     try:
-        overlaps, raw = [], []
+        overlaps, raw, sizes = [], [], {}
         for k in sample_frames(w.n_frames):
             w.show_frame(k)
             overlaps += [f"frame {k}: {p}" for p in text_problems(w.fig)]
             raw += [f"frame {k}: {p}" for p in raw_exponents(w.fig)]
-        return list(dict.fromkeys(overlaps)), list(dict.fromkeys(raw))
+            for t, _ in visible_texts(w.fig, w.fig.canvas.get_renderer()):
+                sizes.setdefault(_name(t), t.get_fontsize())
+        return list(dict.fromkeys(overlaps)), list(dict.fromkeys(raw)), sizes
     finally:
         w.close()
 
@@ -209,6 +217,20 @@ def test_no_text_overlaps(i, size):
 def test_exponents_are_mathtext(i, size):
     found = scan(i, size)[1]
     assert not found, f"{_case_id(CASES[i])} at {size} size: raw exponents in\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_presenter_mode_enlarges_every_text(i):
+    """Presenter mode: every visible text at least PRESENTER_MIN_PT, and each text that is drawn in
+    both modes (same words) at the text scale times its notebook size."""
+    scale = SIZES["presenter"]["text_scale"]
+    small = {n: s for n, s in scan(i, "presenter")[2].items() if s < PRESENTER_MIN_PT - 1e-6}
+    assert not small, f"{_case_id(CASES[i])}: texts under {PRESENTER_MIN_PT} pt in presenter mode: {small}"
+    default, presenter = scan(i, "default")[2], scan(i, "presenter")[2]
+    both = default.keys() & presenter.keys()
+    assert len(both) >= 5, sorted(both)
+    unscaled = {n: (default[n], presenter[n]) for n in both if abs(presenter[n] - scale * default[n]) > 0.05}
+    assert not unscaled, f"{_case_id(CASES[i])}: (notebook pt, presenter pt) not scaled by {scale}: {unscaled}"
 
 
 def test_the_checks_catch_what_they_should():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 
 import matplotlib as mpl
@@ -73,3 +75,33 @@ def sci_html(text: str) -> str:
         return power if mant in ("1", "1.0") else f"{mant}×{power}"
 
     return _SCI.sub(one, text)
+
+
+# --- text scale (presenter mode) -------------------------------------------------------------
+#: matplotlib's default text sizes, in points, that a text scale multiplies
+_RC_SIZES = ("font.size",)
+_SCALE = contextvars.ContextVar("flashviz_text_scale", default=1.0)
+
+
+def text_scale() -> float:
+    """The factor every view multiplies its text sizes by while it is built (1.0 in a
+    notebook; the app's presenter mode builds its views at a larger one)."""
+    return _SCALE.get()
+
+
+def pt(size: float) -> float:
+    """A text size in points for the view being built: ``size`` (points at the notebook's
+    scale) times :func:`text_scale`. Every fontsize and labelsize in ``views/`` goes through it."""
+    return size * _SCALE.get()
+
+
+@contextlib.contextmanager
+def scaled_text(scale: float = 1.0):
+    """Build views inside this block with every text ``scale`` times its notebook size:
+    :func:`pt` and matplotlib's default font size (texts given no size) both follow it."""
+    token = _SCALE.set(float(scale))
+    try:
+        with mpl.rc_context({k: mpl.rcParamsDefault[k] * scale for k in _RC_SIZES}):
+            yield
+    finally:
+        _SCALE.reset(token)

@@ -49,7 +49,7 @@ class BackwardExplorer(FrameWidget):
     dtype : "float32" | "float16" | "float64" (or the dropdown's label, or a NumPy dtype) — the
         element type; bytes are counted in its size.
     seed : int >= 0 — seeds the random inputs and dO (dO uses seed + 1000).
-    canvas : "auto" | "ipympl" | "png"; figsize, dpi; key — as for TileExplorer.
+    canvas : "auto" | "ipympl" | "png"; figsize, dpi; key; text_scale — as for TileExplorer.
 
     Public: ``n_frames``, ``show_frame(k)``, ``close()``, ``widget``, ``save_png``, ``save_gif``;
     after each run: ``result`` (BackwardResult, with ``.trace``), ``forward`` (the FlashResult
@@ -66,14 +66,14 @@ class BackwardExplorer(FrameWidget):
 
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, dtype: str = "float32 (4 B)", seed: int = 0, canvas: str = "auto",
-                 figsize=(11, 6.8), dpi: int = 90, key=None):
+                 figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")
         dtype = match_option(dtype, DTYPES, "dtype")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         seed = int(seed)
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:
             self._build(N, d, Br, Bc, causal, source, dtype, seed)
         except BaseException:

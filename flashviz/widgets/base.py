@@ -7,6 +7,8 @@ that frees the figure and every control, and replacement on re-run (the registry
 A subclass supplies its configuration controls and ``_make_view()``, returning a view with
 ``n_frames``, ``draw_frame(k)`` (update artists, return the frame's state) and optionally
 ``render(k)`` (draw + blit) — see flashviz.views. Frames are drawn by widget events only.
+The view is built inside ``views.style.scaled_text(text_scale)``: the widget's ``text_scale``
+keyword (0.5–2.5, default 1) multiplies every text size of its figure.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import _checks
+from ..views.style import scaled_text
 from . import registry
 
 
@@ -158,12 +161,14 @@ class FrameWidget:
     export_stem = "flashviz"
     max_N = 2048
 
-    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150):
+    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150,
+                 text_scale: float = 1.0):
         if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
         if not isinstance(canvas, str) or canvas not in ("auto", "ipympl", "png"):
             raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
         figsize, dpi = _checks.check_figure(figsize, dpi)
+        self._text_scale = _checks.check_text_scale(text_scale)
         _checks.check_key(key)
         self._key = registry.caller_key(depth=3) if key is None else key
         registry.register(self.kind, self._key, self)
@@ -363,7 +368,8 @@ class FrameWidget:
         old = getattr(self._view, "blitter", None)
         if old is not None:
             old.disconnect()
-        self._view = self._make_view()
+        with scaled_text(self._text_scale):
+            self._view = self._make_view()
         self.play.playing = False
         n = self._view.n_frames
         with self.frame.hold_trait_notifications():

@@ -70,7 +70,7 @@ class BlockSizeExplorer(FrameWidget):
     order : "fa2" (query blocks outer, FlashAttention-2) | "fa1" (key blocks outer, Algorithm 1).
     blocks : the sizes tried for Br and for Bc (distinct integers >= 1, at most 7).
     recorded : "latest" (flashviz.gpu.latest_results()), a results dict, or None (no measurements).
-    canvas, figsize, dpi, key : as for every FrameWidget (see flashviz.widgets.base).
+    canvas, figsize, dpi, key, text_scale : as for every FrameWidget (see flashviz.widgets.base).
 
     Public: ``n_frames`` (configurations + 1), ``show_frame(k)`` → BlockSizeState, ``rows`` (the
     sweep), ``best`` (the optimum row or None), ``close()``, ``widget``.
@@ -82,7 +82,7 @@ class BlockSizeExplorer(FrameWidget):
 
     def __init__(self, N: int = 4096, d: int = 64, dtype="float32 (4 B)", sram_budget="H100/H200",
                  causal: bool = False, order: str = "fa2", *, blocks=iomodel.SWEEP_BLOCKS, recorded="latest",
-                 canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
+                 canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
         N = check_int(N, "N", 1, MAX_N)
         d = check_choice(d, "d", HEAD_DIMS)
         dtype = match_option(dtype, DTYPES, "dtype")
@@ -109,7 +109,7 @@ class BlockSizeExplorer(FrameWidget):
         if problem:
             raise ValueError(problem)
         self._res = res
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:
             self._build(N, d, dtype, sram_budget, causal, order, blocks, recorded)
         except BaseException:

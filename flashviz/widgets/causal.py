@@ -44,7 +44,7 @@ class CausalExplorer(FrameWidget):
     Br, Bc : int — block rows / block cols, powers of two 1..256; at most 4096 tiles.
     d : int — head dimension, one of 16, 32, 64 (bytes and FLOPs scale with it).
     seed : int >= 0 — seed of the random inputs.
-    canvas, figsize, dpi, key : as for every FrameWidget (see flashviz.widgets.base).
+    canvas, figsize, dpi, key, text_scale : as for every FrameWidget (see flashviz.widgets.base).
 
     Public: ``n_frames`` (Tr, one per query block), ``show_frame(k)`` → CausalState, ``result``
     (the causal FlashResult drawn), ``counts`` (tiles, FLOPs, bytes: causal and non-causal, tile
@@ -56,7 +56,7 @@ class CausalExplorer(FrameWidget):
     export_stem = "flashviz-causal"
 
     def __init__(self, Nq: int = 256, Nk: int = 384, Br: int = 32, Bc: int = 32, d: int = 32, *, seed: int = 0,
-                 canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
+                 canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
         Nq, Nk = check_int(Nq, "Nq", 1, MAX_N), check_int(Nk, "Nk", 1, MAX_N)
         Br, Bc = check_blocks(Br, Bc)
         d = check_choice(d, "d", HEAD_DIMS)
@@ -64,7 +64,7 @@ class CausalExplorer(FrameWidget):
         if problem:
             raise ValueError(problem.replace(" — too many to animate", ", more than an animation can show"))
         seed = check_int(seed, "seed", 0)
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, interval=400)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale, interval=400)
         try:
             self._build(Nq, Nk, Br, Bc, d, seed)
         except BaseException:

@@ -51,6 +51,8 @@ class TileExplorer(FrameWidget):
     canvas : "auto" | "ipympl" | "png" — "png" draws static frames into an Image widget
         (for front ends that cannot show ipympl); "auto" uses ipympl in Jupyter.
     figsize, dpi : figure size in inches and dots per inch (11 × 6.8 at 90 dpi ≈ 990 × 612 px).
+    text_scale : every text of the figure at this multiple of its notebook size (0.5–2.5;
+        the app's presenter mode uses 1.4); the layout makes room for it.
     key : anything hashable — widgets with the same key replace each other; by default the
         notebook cell and line that created it.
 
@@ -69,13 +71,13 @@ class TileExplorer(FrameWidget):
     def __init__(self, N: int = 256, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, rescale: bool = True, dtype: str = "float32 (4 B)",
                  sram_budget: str = next(iter(SRAM_BUDGETS)), canvas: str = "auto", seed: int = 0,
-                 figsize=(11, 6.8), dpi: int = 90, key=None):
+                 figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         dtype = match_option(dtype, DTYPES, "dtype")
         sram_budget = match_option(sram_budget, SRAM_BUDGETS, "sram_budget")
         causal, rescale = check_bool(causal, "causal"), check_bool(rescale, "rescale")
         seed = check_int(seed, "seed", 0)
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:
             self._build(N, d, Br, Bc, causal, source, rescale, dtype, sram_budget, seed)
         except BaseException:

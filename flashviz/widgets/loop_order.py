@@ -37,7 +37,7 @@ class LoopOrderExplorer(FrameWidget):
     causal : bool — bottom-right aligned causal mask (both runs skip the same tiles).
     source : "real" | "random" | "adversarial" — where Q, K, V come from (flashviz.data.get_qkv).
     seed : int >= 0 — seed of the random and adversarial inputs.
-    canvas, figsize, dpi, key : as for every FrameWidget (see flashviz.widgets.base).
+    canvas, figsize, dpi, key, text_scale : as for every FrameWidget (see flashviz.widgets.base).
 
     Public: ``n_frames`` (computed tiles), ``show_frame(k)`` → LoopOrderState, ``results``
     ({"fa1": FlashResult, "fa2": FlashResult}), ``io_model`` (both orders' flash_forward_io),
@@ -51,11 +51,11 @@ class LoopOrderExplorer(FrameWidget):
 
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90,
-                 key=None):
+                 key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")
         seed = check_int(seed, "seed", 0)
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:
             self._build(N, d, Br, Bc, causal, source, seed)
         except BaseException:

@@ -81,7 +81,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
         exact online result.
     dtype : "float32" | "float64" (or a NumPy dtype) — the element type of the scores and results.
     seed : int — for "random", "rising" and "scores near 800".
-    canvas, figsize, dpi, key : as for every FrameWidget (see flashviz.widgets.base).
+    canvas, figsize, dpi, key, text_scale : as for every FrameWidget (see flashviz.widgets.base).
 
     Public: ``n_frames``, ``show_frame(k)`` (returns the OnlineFrame drawn), ``close()``,
     ``save_png(path)``, ``save_gif(path)``, ``widget``, ``x`` (the scores drawn, rounded to dtype),
@@ -92,7 +92,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
     export_stem = "flashviz-online"
 
     def __init__(self, N: int = 32, block: int = 8, source: str = "real", *, row=None, break_it: str = "none",
-                 dtype="float32", seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None):
+                 dtype="float32", seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
         check_choice(source, "source", SOURCES)
         N = check_int(N, "N", 1, MAX_N)
         block = check_int(block, "block", 1, MAX_BLOCK)
@@ -100,7 +100,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
         check_choice(break_it, "break_it", tuple(BREAK_MODES))
         dtype = _dtype_name(dtype)
         seed = check_int(seed, "seed", 0)
-        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key)
+        super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:
             self._build(N, block, source, row, break_it, dtype, seed)
         except BaseException:
