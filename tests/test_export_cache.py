@@ -12,7 +12,7 @@ from matplotlib.patches import Rectangle
 from PIL import Image
 
 import flashviz as fv
-from flashviz.views import export
+from flashviz.views import compositor, gif
 from flashviz.views.export import AnimationExport, output_path, save_animation, save_frame_png
 
 
@@ -30,7 +30,7 @@ def _full_redraw(view, k):
 def test_incremental_frames_equal_full_redraws():
     a, b = _make("cache-incremental"), _make("cache-reference")
     try:
-        comp = export._Compositor(a._view)
+        comp = compositor.Compositor(a._view)
         ks = list(range(a.n_frames)) + [a.n_frames // 2, 3, 3, a.n_frames - 1, 0]   # in order, then jumps
         for i, k in enumerate(ks):
             got = comp.frame(k)
@@ -52,7 +52,7 @@ def test_incremental_frame_matches_save_png(tmp_path):
     """An independent reference: savefig draws every artist by zorder, not by blitting layers."""
     a, b = _make("cache-png-a"), _make("cache-png-b")
     try:
-        comp = export._Compositor(a._view)
+        comp = compositor.Compositor(a._view)
         for k in range(a.n_frames):
             got = comp.frame(k)
         k = a.n_frames - 1
@@ -100,7 +100,7 @@ class _ToyView:
 
 def test_overlapping_slow_artists_equal_full_redraws():
     toy, ref = _ToyView(), _ToyView()
-    comp = export._Compositor(toy)
+    comp = compositor.Compositor(toy)
     for k in list(range(toy.n_frames)) + [3, 3, 11, 0]:
         got = comp.frame(k)
         ref.blitter.static_bg = None
@@ -113,9 +113,9 @@ def test_overlapping_slow_artists_equal_full_redraws():
 def test_overlap_groups():
     r = [(slice(0, 10), slice(0, 10)), (slice(20, 30), slice(0, 10)), (slice(5, 25), slice(5, 8)),
          (slice(40, 50), slice(40, 50))]
-    assert export._overlap_groups(r) == [[0, 1, 2], [3]]
-    assert export._overlap_groups(r[:2]) == [[0], [1]]
-    assert export._overlap_groups([]) == []
+    assert compositor.overlap_groups(r) == [[0, 1, 2], [3]]
+    assert compositor.overlap_groups(r[:2]) == [[0], [1]]
+    assert compositor.overlap_groups([]) == []
 
 
 def _scene():
@@ -143,7 +143,7 @@ _STEPS = [("first", 0, "k", "left", 0), ("first", 0, "k", "left", 0), ("first", 
 def _play(cached: bool, margin=None):
     fig, canvas, text, rect = _scene()
     bg = canvas.copy_from_bbox(fig.bbox)
-    cache = export._TextCache(fig, canvas)
+    cache = compositor.TextCache(fig, canvas)
     if margin is not None:
         cache.margin[id(text)] = margin
         cache.MAX_MARGIN = margin
@@ -181,7 +181,7 @@ def test_text_cache_refuses_a_footprint_smaller_than_the_ink():
 
 def test_text_cache_gives_up_on_a_counter():
     fig, canvas, text, rect = _scene()
-    cache = export._TextCache(fig, canvas)
+    cache = compositor.TextCache(fig, canvas)
     for i in range(cache.GIVE_UP + 4):
         text.set_text(f"step {i}")
         cache.draw(text)
@@ -190,15 +190,15 @@ def test_text_cache_gives_up_on_a_counter():
 
 def test_slow_content_comparison():
     a = np.array([[1.0, np.nan], [0.0, 2.0]])
-    kept = export._kept(["img", a, (0.0, 1.0)])
-    assert export._same(kept, ["img", a.copy(), (0.0, 1.0)])          # NaN equals NaN
+    kept = compositor.kept(["img", a, (0.0, 1.0)])
+    assert compositor.same(kept, ["img", a.copy(), (0.0, 1.0)])          # NaN equals NaN
     b = a.copy()
     b[1, 0] = -0.0
-    assert not export._same(kept, ["img", b, (0.0, 1.0)])             # any bit that changed counts
+    assert not compositor.same(kept, ["img", b, (0.0, 1.0)])             # any bit that changed counts
     a[0, 0] = 5.0                                                     # the kept copy is not a view
-    assert not export._same(kept, ["img", a, (0.0, 1.0)])
-    assert not export._same(kept, ["img", a.astype(np.float32), (0.0, 1.0)])
-    assert not export._same(None, ["img"]) and not export._same(kept, None)
+    assert not compositor.same(kept, ["img", a, (0.0, 1.0)])
+    assert not compositor.same(kept, ["img", a.astype(np.float32), (0.0, 1.0)])
+    assert not compositor.same(None, ["img"]) and not compositor.same(kept, None)
 
 
 # --- paths that cannot be written: one line, before any rendering -------------------------------
@@ -282,20 +282,20 @@ def test_streamed_gif_decodes_like_pillows(tmp_path):
     ours = tmp_path / "ours.gif"
     blocks, prev = [], None
     for f in frames:
-        box = export._changed_box(prev, f)
-        blocks.append(None if box is None else export._gif_image_block(f, box))
+        box = gif.changed_box(prev, f)
+        blocks.append(None if box is None else gif.image_block(f, box))
         prev = f
     with open(ours, "wb") as fh:
-        fh.write(export._gif_header((64, 40), pal))
+        fh.write(gif.header((64, 40), pal))
         pending, shown = None, 0
         for b in blocks:
             if b is None:
                 shown += 125
                 continue
             if pending is not None:
-                fh.write(export._gif_delay(shown) + pending)
+                fh.write(gif.delay(shown) + pending)
             pending, shown = b, 125
-        fh.write(export._gif_delay(shown) + pending + b";")
+        fh.write(gif.delay(shown) + pending + b";")
 
     theirs = tmp_path / "theirs.gif"
     ims = []
@@ -317,7 +317,7 @@ def test_streamed_gif_decodes_like_pillows(tmp_path):
 def test_changed_box():
     a = np.zeros((5, 7), np.uint8)
     b = a.copy()
-    assert export._changed_box(None, a) == (0, 0, 7, 5)
-    assert export._changed_box(a, b) is None
+    assert gif.changed_box(None, a) == (0, 0, 7, 5)
+    assert gif.changed_box(a, b) is None
     b[1, 2] = b[3, 5] = 9
-    assert export._changed_box(a, b) == (2, 1, 6, 4)
+    assert gif.changed_box(a, b) == (2, 1, 6, 4)
