@@ -216,10 +216,10 @@ def counted():
 
 @pytest.mark.parametrize("name, exc, words", [
     ("no-such-dir/run.gif", FileNotFoundError, "does not exist"),
-    ("a-dir.gif", IsADirectoryError, "is a directory"),
-    ("run.jpg", ValueError, "ending in .gif or .mp4"),
-    ("a-file.txt/run.gif", NotADirectoryError, "expected a directory"),
-    ("run", ValueError, "ending in .gif or .mp4"),
+    ("a-dir.gif", IsADirectoryError, "is a folder"),
+    ("run.jpg", ValueError, "must end in .gif or .mp4"),
+    ("a-file.txt/run.gif", NotADirectoryError, "is a file, not a folder"),
+    ("run", ValueError, "must end in .gif or .mp4"),
 ])
 @pytest.mark.parametrize("call", ["save_animation", "AnimationExport"])
 def test_unwritable_export_paths_fail_before_rendering(tmp_path, counted, name, exc, words, call):
@@ -236,12 +236,13 @@ def test_unwritable_export_paths_fail_before_rendering(tmp_path, counted, name, 
     assert not (tmp_path / "no-such-dir").exists()
 
 
-@pytest.mark.parametrize("name, exc", [("x.gif", ValueError), ("nope/x.png", FileNotFoundError),
-                                       ("a-dir.png", IsADirectoryError)])
-def test_unwritable_png_paths_fail_before_drawing(tmp_path, counted, name, exc):
+@pytest.mark.parametrize("name, exc, words", [("x.gif", ValueError, "must end in .png"),
+                                              ("nope/x.png", FileNotFoundError, "does not exist"),
+                                              ("a-dir.png", IsADirectoryError, "give a file name inside it")])
+def test_unwritable_png_paths_fail_before_drawing(tmp_path, counted, name, exc, words):
     w, drawn = counted
     (tmp_path / "a-dir.png").mkdir()
-    with pytest.raises(exc, match="expected"):
+    with pytest.raises(exc, match=words):
         save_frame_png(w._view, 3, tmp_path / name)
     assert drawn == []
 

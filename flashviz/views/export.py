@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _checks
 from . import compositor, gif
 
 __all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancelled", "output_path"]
@@ -58,31 +59,15 @@ def _frames(n_frames: int, frames):
 
 def output_path(path, suffixes) -> Path:
     """``path`` (str or os.PathLike, ``~`` expanded) as a Path, checked before anything is drawn:
-    it ends in one of ``suffixes`` (e.g. (".gif", ".mp4")), is not a directory, and its directory
-    exists and can be written (as can the file, if it exists already).
+    it ends in one of ``suffixes`` (e.g. (".gif", ".mp4")), is not a folder, and its folder
+    exists and can be written (as can the file, if it exists already). The one check every
+    writer of files uses (``flashviz._checks.check_output_path``).
 
     Raises one line naming the path and what was expected: TypeError (not a path), ValueError
-    (suffix), FileNotFoundError (no such directory), NotADirectoryError (the directory part is a
-    file), IsADirectoryError (the path is a directory), PermissionError (not writable).
+    (suffix), FileNotFoundError (no such folder), NotADirectoryError (the folder part is a
+    file), IsADirectoryError (the path is a folder), PermissionError (not writable).
     """
-    ends = " or ".join(suffixes)
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a file name (str or pathlib.Path) ending in {ends}, got {path!r}")
-    p = Path(os.fspath(path)).expanduser()
-    if p.suffix.lower() not in suffixes:
-        raise ValueError(f"cannot write {str(p)!r}: expected a file name ending in {ends}")
-    if p.is_dir():
-        raise IsADirectoryError(f"cannot write {str(p)!r}: it is a directory; expected a file name ending in {ends}")
-    parent = p.parent
-    if not parent.exists():
-        raise FileNotFoundError(f"cannot write {str(p)!r}: directory {str(parent)!r} does not exist "
-                                f"(expected an existing directory)")
-    if not parent.is_dir():
-        raise NotADirectoryError(f"cannot write {str(p)!r}: {str(parent)!r} is a file, expected a directory")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise PermissionError(f"cannot write {str(p)!r}: no permission to write "
-                              f"{'the file' if p.exists() else f'in {str(parent)!r}'}")
-    return p
+    return _checks.check_output_path(path, suffixes)
 
 
 def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
