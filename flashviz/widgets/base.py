@@ -91,9 +91,6 @@ def send_full_frames(canvas) -> bool:
     return True
 
 
-#: One GPU measurement at a time, across every panel: two at once would time each other.
-GPU_LOCK = threading.Lock()
-
 
 def canvas_widget(fig, use_ipympl: bool):
     """The widget that shows ``fig``: its ipympl canvas (bare: no toolbar, header, footer or

@@ -8,7 +8,6 @@ not fit in shared memory) shows its one-line error in the panel; nothing else br
 from __future__ import annotations
 
 import html
-import threading
 
 import ipywidgets as W
 
@@ -19,7 +18,8 @@ from ..gpu.results import recorded_label, recorded_rows, recorded_summary  # noq
 from ..gpu.results import teaching_figures
 from ..views.style import fmt_bytes
 from . import registry
-from .base import GPU_LOCK, check_bool, close_widget, error_line
+from .base import check_bool, close_widget
+from .gpu_job import GPUJob, red
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
 
@@ -87,7 +87,7 @@ def _tensor_core_note() -> str:
             f"d = 64 (recorded) — chapter 7, <code>flashviz.TensorCorePanel()</code>.</span>")
 
 
-class GPUPanel:
+class GPUPanel(GPUJob):
     """Times kernels/flash_fwd.cu with the explainer's Br, Bc, d and causal flag.
 
     explorer: a TileExplorer whose Br, Bc, d and causal the panel follows (or None: use
@@ -126,13 +126,8 @@ class GPUPanel:
         self.status = W.HTML()
         self.result_html = W.HTML()
         self.recorded_html = W.HTML()
-        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True,
-                                    tooltip="stop after the current stage")
-        self.progress = W.IntProgress(value=0, min=0, max=2, description="",
-                                      layout=W.Layout(width="160px", visibility="hidden"))
-        self._stop, self._thread = threading.Event(), None
+        self._init_job()
         self.run_button.on_click(lambda _: self.run(wait=False))
-        self.stop_button.on_click(lambda _: self.stop())
         self._fixed = dict(Br=Br, Bc=Bc, d=d, causal=causal)
         if explorer is not None:
             for name in ("Br", "Bc", "d", "causal"):
@@ -166,10 +161,10 @@ class GPUPanel:
         except ValueError as exc:
             problem = str(exc)
         if not self.ok:
-            self.status.value = (f"<span style='color:#d62728'>No GPU here: {html.escape(self.reason)}. "
-                                 f"Showing recorded results; the explainer above works unchanged.</span>")
+            self.status.value = red(f"No GPU here: {self.reason}. Showing recorded results; the explainer above "
+                                    f"works unchanged.")
         elif problem:
-            self.status.value = f"<span style='color:#d62728'>This configuration cannot run: {html.escape(problem)}</span>"
+            self.status.value = red(f"This configuration cannot run: {problem}")
         else:
             self.status.value = "Ready: press <i>Run on GPU</i>."
         self.run_button.disabled = not self.ok or problem is not None
@@ -198,59 +193,32 @@ class GPUPanel:
         or None with the reason shown in the panel; the button uses wait=False.
         """
         p, N = self.params, self.N.value
-        if not self.ok:
-            self.status.value = f"<span style='color:#d62728'>No GPU here: {html.escape(self.reason)}.</span>"
-            return None
-        if self._thread is not None and self._thread.is_alive():
-            self.status.value = "A run is already going: wait for it or press Stop."
-            return None
-        if not GPU_LOCK.acquire(blocking=False):
-            self.status.value = "Another panel is measuring on the GPU: wait for it (two at once would time each other)."
-            return None
-        self._stop.clear()
-        self.run_button.disabled, self.stop_button.disabled = True, False
-        self.progress.value, self.progress.layout.visibility = 0, "visible"
-        self.status.value = f"Running Br = {p['Br']}, Bc = {p['Bc']}, d = {p['d']}, N = {N} …"
-        box = {}
-        self._thread = threading.Thread(target=self._work, args=(p, N, box), daemon=True)
-        self._thread.start()
-        if not wait:
-            return None
-        self._thread.join()
-        return box.get("res")
+        return self._start_job(lambda: self._work(p, N), buttons=(self.run_button,), steps=2, wait=wait,
+                               running=f"Running Br = {p['Br']}, Bc = {p['Bc']}, d = {p['d']}, N = {N} …",
+                               failed="GPU run failed")
 
-    def stop(self):
-        """Ask a running measurement to stop after its current stage."""
-        self._stop.set()
-
-    def _work(self, p, N, box):
+    def _work(self, p, N) -> dict:
         kw = dict(Br=p["Br"], Bc=p["Bc"], causal=p["causal"], sdpa=False, repeat=10)
-        try:
-            self.progress.description = "kernel"
-            res = gpu.benchmark(N, p["d"], naive=False, **kw)          # compile, check, time the kernel
-            self.progress.value = 1
-            if self._stop.is_set():
-                self.status.value = "Stopped after timing the kernel (naive attention not timed)."
-            else:
-                self.progress.description = "naive"
-                naive = gpu.benchmark(N, p["d"], naive=True, check=False, **kw)
-                res.update({k: v for k, v in naive.items() if k.startswith(("naive", "ratio"))})
-                # the ratios against the kernel times shown (the first run's), same method on both sides
-                if "naive_kernel_ms" in res:
-                    res["ratio_naive_over_kernel"] = res["naive_kernel_ms"] / res["kernel_ms"]
-                if "naive_call_ms" in res:
-                    res["ratio_naive_over_call"] = res["naive_call_ms"] / res["call_ms"]
-                self.progress.value = 2
-                self.status.value = (f"<span style='color:#2ca02c'>Measured now (compile {res['compile_ms']:.0f} ms, "
-                                     f"not included).</span>")
-            self.last = box["res"] = res
-            self.result_html.value = _table_html([res])
-        except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
-            self.status.value = f"<span style='color:#d62728'>GPU run failed: {html.escape(error_line(exc))}</span>"
-        finally:
-            GPU_LOCK.release()
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self.progress.layout.visibility = "hidden"
+        self.progress.description = "kernel"
+        res = gpu.benchmark(N, p["d"], naive=False, **kw)          # compile, check, time the kernel
+        self.progress.value = 1
+        if self._stop.is_set():
+            self.status.value = "Stopped after timing the kernel (naive attention not timed)."
+        else:
+            self.progress.description = "naive"
+            naive = gpu.benchmark(N, p["d"], naive=True, check=False, **kw)
+            res.update({k: v for k, v in naive.items() if k.startswith(("naive", "ratio"))})
+            # the ratios against the kernel times shown (the first run's), same method on both sides
+            if "naive_kernel_ms" in res:
+                res["ratio_naive_over_kernel"] = res["naive_kernel_ms"] / res["kernel_ms"]
+            if "naive_call_ms" in res:
+                res["ratio_naive_over_call"] = res["naive_call_ms"] / res["call_ms"]
+            self.progress.value = 2
+            self.status.value = (f"<span style='color:#2ca02c'>Measured now (compile {res['compile_ms']:.0f} ms, "
+                                 f"not included).</span>")
+        self.last = res
+        self.result_html.value = _table_html([res])
+        return res
 
     def close(self):
         """Stop following the explorer and close every control of the panel (idempotent)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import numbers
-import threading
 
 import ipywidgets as W
 import numpy as np
@@ -31,7 +30,8 @@ from ..gpu.tensorcore.limits import IMPL_NAMES as KEY   # variant -> prefix of i
 from ..iomodel import flash_forward_io
 from ..views.style import fmt_bytes
 from . import registry
-from .base import GPU_LOCK, check_bool, close_widget, error_line
+from .base import check_bool, close_widget, error_line
+from .gpu_job import GPUJob, red
 
 TOKENS, MODEL_DIM = 16384, 2048      # B·N tokens and H·d model width of every run
 REPEAT = 20                          # timed calls per measurement (median)
@@ -42,10 +42,6 @@ _TABLE = "<table style='border-collapse:collapse;font-size:12px' border='1' cell
 
 class _KernelFailed(RuntimeError):
     """A kernel error that bench_shape recorded as text ("ValueError: ..."), shown as it is."""
-
-
-def _red(text: str) -> str:
-    return f"<span style='color:#d62728'>{html.escape(text)}</span>"
 
 
 def _member(value, name: str, allowed):
@@ -89,7 +85,7 @@ def sweep_table_html(rows: list[dict], *, selected=None, defaults=None) -> str:
             if "kernel_ms" in r:
                 cells.append(f"<td>{r['kernel_ms']:.3f}{star}</td><td>{r['kernel_tflops']:.1f}</td>")
             else:
-                cells.append(f"<td colspan='2'>{_red(r.get('error', 'not measured'))}</td>")
+                cells.append(f"<td colspan='2'>{red(r.get('error', 'not measured'))}</td>")
         sel = (Br, Bc) == selected
         attrs = f" style='{HIGHLIGHT}' data-selected='true'" if sel else ""
         body.append(f"<tr{attrs}>{''.join(cells)}</tr>")
@@ -120,7 +116,7 @@ def bench_table_html(row: dict) -> str:
     for key, name in IMPLS:
         if key + "_call_ms" not in row:
             if key + "_error" in row:
-                body.append(f"<tr><td>{name}</td><td colspan='7'>{_red(row[key + '_error'])}</td></tr>")
+                body.append(f"<tr><td>{name}</td><td colspan='7'>{red(row[key + '_error'])}</td></tr>")
             continue
         call, kern, host = row[key + "_call_ms"], row.get(key + "_kernel_ms"), row.get(key + "_host_us")
         blocks = f"{row[key + '_Br']}×{row[key + '_Bc']}" if key + "_Br" in row else "—"
@@ -150,7 +146,7 @@ def _shape(p: dict) -> str:
             f"B·H = {(TOKENS // p['N']) * (MODEL_DIM // p['d'])}")
 
 
-class TensorCorePanel:
+class TensorCorePanel(GPUJob):
     """Times the tensor-core kernels at exactly the block sizes they support.
 
     N: sequence length (B = 16,384 / N); d: head dimension (H = 2,048 / d); causal; dtype:
@@ -191,7 +187,7 @@ class TensorCorePanel:
         except Exception:              # a corrupt recording must not break the panel
             self._res = None
         self.last, self._recorded = None, []
-        self._stop, self._thread = threading.Event(), None
+        self._init_job("stop after the current block size")
 
         style = {"description_width": "initial"}
         dd = lambda name, opts, v, w, tip: W.Dropdown(options=list(opts), value=v, description=name,  # noqa: E731
@@ -206,16 +202,12 @@ class TensorCorePanel:
                                    tooltip="time this configuration against PyTorch SDPA")
         self.sweep_button = W.Button(description="Sweep Br×Bc", icon="table",
                                      tooltip="time every supported block size at this N, d, causal")
-        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True,
-                                    tooltip="stop after the current block size")
-        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="160px", visibility="hidden"))
         self.config, self.status, self.result_html, self.recorded_html = W.HTML(), W.HTML(), W.HTML(), W.HTML()
         self._controls = (self.N, self.d, self.causal, self.dtype, self.Br, self.Bc)
         for c in self._controls:
             c.observe(self._refresh, names="value")
         self.run_button.on_click(lambda _: self.run(wait=False))
         self.sweep_button.on_click(lambda _: self.sweep(wait=False))
-        self.stop_button.on_click(lambda _: self.stop())
         self._boxes = [W.HTML("<b>Tensor cores: kernels/flash_fwd_mma.cu (fp16 / bf16)</b>"),
                        W.HBox([*self._controls, self.run_button, self.sweep_button, self.stop_button,
                                self.progress], layout=W.Layout(flex_flow="row wrap"))]
@@ -233,9 +225,6 @@ class TensorCorePanel:
         """The recorded block-sweep rows shown now (copies of the JSON's "sweep" rows for this d
         and causal: wgmma, then mma.sync, each by (Br, Bc)); [] without a recording."""
         return [dict(r) for r in self._recorded]
-
-    def _busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def _launch_problem(self, p) -> str | None:
         """Why this GPU cannot run the configuration (too much shared memory), or None."""
@@ -256,9 +245,9 @@ class TensorCorePanel:
             problem = self._launch_problem(p) if self.ok else None
             if not self.ok:
                 where = (self._res or {}).get("env", {}).get("device", "").replace("NVIDIA ", "") or "GPU"
-                self.status.value = _red(f"No GPU here: {self.reason}. Showing the recorded {where} measurements.")
+                self.status.value = red(f"No GPU here: {self.reason}. Showing the recorded {where} measurements.")
             elif problem:
-                self.status.value = _red(f"This configuration cannot run on this GPU: {problem}")
+                self.status.value = red(f"This configuration cannot run on this GPU: {problem}")
             else:
                 self.status.value = (f"Ready on {html.escape(self.reason)} ({self.variant} kernel): "
                                      f"press <i>Run</i> or <i>Sweep</i>.")
@@ -320,37 +309,22 @@ class TensorCorePanel:
         reason shown."""
         return self._start("sweep", wait)
 
-    def stop(self):
-        """Ask a running measurement to stop after its current block size."""
-        self._stop.set()
-
     def _start(self, job: str, wait: bool):
         p = self.params
-        if not self.ok:
-            self.status.value = _red(f"No GPU here: {self.reason}.")
-            return None
-        if self._busy():
-            self.status.value = "A measurement is already going: wait for it or press Stop."
-            return None
-        problem = self._launch_problem(p) if job == "run" else None
+        problem = self._launch_problem(p) if job == "run" and self.ok else None
         if problem:
-            self.status.value = _red(f"This configuration cannot run on this GPU: {problem}")
+            self.status.value = red(f"This configuration cannot run on this GPU: {problem}")
             return None
-        if not GPU_LOCK.acquire(blocking=False):
-            self.status.value = "Another panel is measuring on the GPU: wait for it (two at once would time each other)."
-            return None
-        self._stop.clear()
-        self.run_button.disabled = self.sweep_button.disabled = True
-        self.stop_button.disabled = False
-        blocks = mma_blocks(p["d"], self.variant, self._smem_limit) if job == "sweep" else [(p["Br"], p["Bc"])]
-        self.progress.max, self.progress.value, self.progress.layout.visibility = len(blocks), 0, "visible"
-        self.status.value = f"Timing {self.variant} at {_shape(p)}, {p['dtype']} …"
-        box = {}
-        self._thread = threading.Thread(target=self._work, args=(job, p, blocks, box), daemon=True)
-        self._thread.start()
-        if wait:
-            self._thread.join()
-        return box.get("res")
+        sweep = job == "sweep" and self.ok          # (without a GPU _start_job says so)
+        blocks = mma_blocks(p["d"], self.variant, self._smem_limit) if sweep else [(p["Br"], p["Bc"])]
+
+        def work():
+            self.last = self._run_one(p) if job == "run" else self._sweep_all(p, blocks)
+            return self.last
+
+        return self._start_job(work, buttons=(self.run_button, self.sweep_button), steps=len(blocks), wait=wait,
+                               running=f"Timing {self.variant} at {_shape(p)}, {p['dtype']} …",
+                               failed=f"GPU {job} failed")
 
     def _time(self, p, Br, Bc, sdpa: bool) -> dict:
         from ..gpu.tensorcore import bench as mma_bench
@@ -358,22 +332,15 @@ class TensorCorePanel:
         return mma_bench.bench_shape(p["N"], p["d"], p["causal"], dtype=p["dtype"], variants=(v,), teaching=False,
                                      naive=False, sdpa=sdpa, blocks={v: (Br, Bc)}, repeat=REPEAT)
 
-    def _work(self, job, p, blocks, box):
-        """The background thread: measure, show, and leave the panel ready for the next one."""
-        try:
-            self.last = box["res"] = self._run_one(p) if job == "run" else self._sweep_all(p, blocks)
-        except Exception as exc:  # any GPU failure is a message in the panel, never a traceback
-            msg = (str(exc).strip().splitlines() or [""])[0] if isinstance(exc, _KernelFailed) else error_line(exc)
-            if isinstance(exc, ImportError) and "torch" in str(exc):
-                msg += " (the benchmark needs PyTorch: pip install torch)"
-            self.status.value = _red(f"GPU {job} failed: {msg}")
-        finally:
-            GPU_LOCK.release()
-            self.run_button.disabled = self.sweep_button.disabled = False
-            self.stop_button.disabled = True
-            self.progress.layout.visibility = "hidden"
-            if self.ok and self._launch_problem(self.params):
-                self.run_button.disabled = True
+    def _job_failure(self, exc) -> str:
+        msg = (str(exc).strip().splitlines() or [""])[0] if isinstance(exc, _KernelFailed) else error_line(exc)
+        if isinstance(exc, ImportError) and "torch" in str(exc):
+            msg += " (the benchmark needs PyTorch: pip install torch)"
+        return msg
+
+    def _job_finished(self) -> None:
+        if self.ok and self._launch_problem(self.params):
+            self.run_button.disabled = True
 
     def _caption(self, p) -> str:
         return (f"<div style='font-size:12px'>Measured now on {html.escape(self.reason)}: {_shape(p)}, "
