@@ -2,7 +2,8 @@
 
 The forward keeps only O and the row log-sum-exp lse (Nq numbers), not P (Nq×Nk). The
 backward recomputes S_ij = scale·Q_i K_jᵀ and P_ij = exp(S_ij − lse_i) tile by tile on chip
-(Dao et al. 2022, Section 3.1 and Algorithm 4; FlashAttention-2, Algorithm 2):
+(Dao et al. 2022, Section 3.1 and Algorithm 4; FlashAttention-2, Algorithm 2; each block of
+``_backward_fa2`` opens with a tag naming its step and the Algorithm 2 line(s), see flashviz.steps):
 
     preprocessing:  D = rowsum(dO ∘ O)                       (and dQ = 0 in HBM)
     for j (key blocks, outer):   load K_j, V_j; dK_j = dV_j = 0 on chip
@@ -172,6 +173,7 @@ def attention_backward(Q, K, V, dO, *, causal: bool = False, scale=None):
 
 def _recompute_P(S_ij, lse_i):
     """P_ij = exp(S_ij − lse_i): 0 where masked (S = −inf) and on rows with lse = −inf."""
+    # [recompute_P] Alg. 2 line 11: P_ij = exp(S_ij − L_i), from the forward's row log-sum-exp L_i
     return np.where(np.isneginf(lse_i)[:, None], 0.0, safe_exp_diff(S_ij, lse_i[:, None])).astype(S_ij.dtype)
 
 
@@ -183,20 +185,25 @@ def _backward_fa2(Q, K, V, O, dO, lse, Br, Bc, scale, causal, rec: Recorder, acc
     dK = np.zeros((Nk, d), acc)
     dV = np.zeros((Nk, dv), acc)
     D = np.zeros(Nq, acc)
+    # [compute_D] Alg. 2 lines 3-4: preprocessing, dQ = 0 in HBM and D = rowsum(dO ∘ O) written to HBM
     for i in range(Tr):                                    # preprocessing: D = rowsum(dO ∘ O), dQ = 0
         r0, r1 = i * Br, min((i + 1) * Br, Nq)
         br = r1 - r0
         D[r0:r1] = (dO[r0:r1] * O[r0:r1]).sum(axis=1)
         rec.emit("compute_D", i, -1, r0, r1, 0, 0, reads={"O": br * dv * b, "dO": br * dv * b},
                  writes={"D": br * b, "dQ": br * d * b}, D=D[r0:r1])
+    # [load_KV] Alg. 2 line 6: for each key block j (outer loop), K_j, V_j from HBM to SRAM (below)
     for j, c0 in enumerate(range(0, Nk, Bc)):
         c1 = min(c0 + Bc, Nk)
         bc = c1 - c0
         rows_i = [i for i in range(Tr) if tile_kind(i * Br, min((i + 1) * Br, Nq), c0, c1, Nq, Nk, causal) != "skipped"]
+        # [init_dKdV] Alg. 2 line 7: dK_j = 0, dV_j = 0 on chip
         dK_j, dV_j = np.zeros((bc, d), acc), np.zeros((bc, dv), acc)
+        # [load_KV] Alg. 2 line 6: K_j, V_j from HBM to SRAM, once (none if no query block sees them)
         if rows_i:
             K_j, V_j = K[c0:c1], V[c0:c1]
             rec.emit("load_KV", -1, j, 0, 0, c0, c1, reads={"K": bc * d * b, "V": bc * dv * b})
+        # [load_Qi] Alg. 2 line 9: for each query block i that sees K_j, Q_i, dO_i, L_i, D_i from HBM to SRAM
         for i in rows_i:
             r0, r1 = i * Br, min((i + 1) * Br, Nq)
             br = r1 - r0
@@ -204,19 +211,25 @@ def _backward_fa2(Q, K, V, O, dO, lse, Br, Bc, scale, causal, rec: Recorder, acc
             at = (i, j, r0, r1, c0, c1)
             Q_i, dO_i, lse_i, D_i = Q[r0:r1], dO[r0:r1], lse[r0:r1], D[r0:r1]
             rec.emit("load_Qi", *at, tile=kind, reads={"Q": br * d * b, "dO": br * dv * b, "lse": br * b, "D": br * b})
+            # [recompute_P] Alg. 2 lines 10-11: S_ij = scale · Q_i K_jᵀ (masked); P_ij = exp(S_ij − L_i)
             S_ij = _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             P_ij = _recompute_P(S_ij, lse_i)
             rec.emit("recompute_P", *at, tile=kind, flops=2 * br * bc * d, S=S_ij, P=P_ij)
+            # [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i
             dV_j += P_ij.T @ dO_i
             rec.emit("accumulate_dV", *at, tile=kind, flops=2 * br * bc * dv, dV=dV_j)
+            # [compute_dS] Alg. 2 lines 13-14: dP_ij = dO_i V_jᵀ; dS_ij = P_ij ∘ (dP_ij − D_i)
             dP_ij = dO_i @ V_j.T
             dS_ij = P_ij * (dP_ij - D_i[:, None])
             rec.emit("compute_dS", *at, tile=kind, flops=2 * br * bc * dv, D=D_i, dP=dP_ij, dS=dS_ij)
+            # [accumulate_dK] Alg. 2 line 16: dK_j ← dK_j + scale · dS_ijᵀ Q_i
             dK_j += scale * (dS_ij.T @ Q_i)
             rec.emit("accumulate_dK", *at, tile=kind, flops=2 * br * bc * d, dK=dK_j)
+            # [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j, read from and written back to HBM
             dQ[r0:r1] += scale * (dS_ij @ K_j)
             rec.emit("update_dQ", *at, tile=kind, flops=2 * br * bc * d, reads={"dQ": br * d * b},
                      writes={"dQ": br * d * b}, dQ=dQ[r0:r1])
+        # [write_dKdV] Alg. 2 line 18: dK_j, dV_j to HBM
         dK[c0:c1], dV[c0:c1] = dK_j, dV_j
         rec.emit("write_dKdV", -1, j, 0, 0, c0, c1, writes={"dK": bc * d * b, "dV": bc * dv * b}, dK=dK_j, dV=dV_j)
     return dQ, dK, dV

@@ -6,7 +6,10 @@ the unnormalised output O_i on chip; normalise O_i once at the end.
 FA1 order (Dao et al. 2022, Algorithm 1): key blocks outer, query blocks inner; O_i,
 l_i, m_i go back to HBM after every step.
 
-The CUDA teaching kernel ``kernels/flash_fwd.cu`` uses the same names line for line.
+The CUDA teaching kernel ``kernels/flash_fwd.cu`` uses the same names line for line. Each block
+of the FA2 path opens with a tag, ``# [step] Alg. 1 line k: …``: the step's name in
+``flashviz.steps`` (the event kind it emits) and the line of FlashAttention-2's Algorithm 1 it
+implements; the kernels carry the same tags, and chapter 7 cuts its code pairs between them.
 """
 
 from __future__ import annotations
@@ -42,13 +45,16 @@ class FlashResult:
 
 def _finish_row_stats(m, l):
     """lse = m + log(l); rows that saw no key (l = 0) get lse = -inf."""
+    # [write_O] Alg. 1 line 13: L_i = m_i + log(l_i), the row log-sum-exp kept for the backward pass
     with np.errstate(divide="ignore"):
         return np.where(l > 0, m + np.log(np.where(l > 0, l, 1)), -np.inf).astype(m.dtype)
 
 
 def _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
     """S_ij = scale · Q_i K_jᵀ with masked entries set to a true -inf."""
+    # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, on chip
     S_ij = scale * (Q_i @ K_j.T)
+    # [mask_S] Alg. 1 line 8: only a tile the causal boundary crosses ("partial") is masked, to a true -inf
     if causal and kind == "partial":
         S_ij = np.where(visible(np.arange(r0, r1), np.arange(c0, c1), Nq, Nk), S_ij, -np.inf)
     return S_ij
@@ -56,12 +62,15 @@ def _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
 
 def _online_update(S_ij, m_i, l_i, O_i, V_j, rescale):
     """One online-softmax step on a tile; returns m_new, l_new, O_new, P_ij, alpha."""
+    # [update_ml] Alg. 1 line 9: m_new = max(m_i, rowmax S_ij); P_ij = exp(S_ij − m_new);
+    # l_new = alpha · l_i + rowsum P_ij with alpha = exp(m_i − m_new)
     m_new = np.maximum(m_i, S_ij.max(axis=1))
     P_ij = safe_exp_diff(S_ij, m_new[:, None])          # exp(S_ij - m_new); 0 where masked
     alpha = safe_exp_diff(m_i, m_new)                    # exp(m_old - m_new): the rescale factor
     if not rescale:                                      # "break it": forget to correct the old sums
         alpha = np.where(np.isneginf(m_i), 0.0, 1.0).astype(m_i.dtype)
     l_new = alpha * l_i + P_ij.sum(axis=1)
+    # [accumulate_O] Alg. 1 line 10: O_new = diag(alpha) O_i + P_ij V_j (unnormalised)
     O_new = alpha[:, None] * O_i + P_ij @ V_j
     return m_new, l_new, O_new, P_ij, alpha
 
@@ -76,24 +85,32 @@ def _forward_fa2(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
         r1 = min(r0 + Br, Nq)
         br = r1 - r0
         n_j = n_key_blocks_visible(r1, Nk, Bc, Nq, causal)
+        # [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf on chip (copies of the fresh rows of O, l, m)
         m_i, l_i, O_i = m[r0:r1].copy(), l[r0:r1].copy(), O[r0:r1].copy()
+        # [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM, once per query block (none if it sees no key)
         if n_j:
             Q_i = Q[r0:r1]
             rec.emit("load_Q", i, -1, r0, r1, 0, 0, reads={"Q": br * d * b})
+        # [load_KV] Alg. 1 line 7: for each key block j it sees, K_j, V_j from HBM to SRAM
         for j in range(n_j):
             c0, c1 = j * Bc, min((j + 1) * Bc, Nk)
             bc = c1 - c0
             kind = tile_kind(r0, r1, c0, c1, Nq, Nk, causal)
             K_j, V_j = K[c0:c1], V[c0:c1]
             rec.emit("load_KV", i, j, r0, r1, c0, c1, reads={"K": bc * d * b, "V": bc * dv * b}, tile=kind)
+            # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, masked (see _scores)
             S_ij = _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             rec.emit("compute_S", i, j, r0, r1, c0, c1, flops=2 * br * bc * d, tile=kind, S=S_ij)
+            # [update_ml] Alg. 1 line 9: the online softmax (and line 10's O_i update: see _online_update)
             m_old = m_i
             m_i, l_i, O_i, P_ij, alpha = _online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
             rec.emit("update_ml", i, j, r0, r1, c0, c1, tile=kind, m=m_i, l=l_i, m_old=m_old,
                      rescale=safe_exp_diff(m_old, m_i), P=P_ij)
+            # [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i + P_ij V_j, computed above
             rec.emit("accumulate_O", i, j, r0, r1, c0, c1, flops=2 * br * bc * dv, tile=kind,
                      m=m_i, l=l_i, O=O_i)
+        # [write_O] Alg. 1 lines 12-15: O_i = diag(l_i)^-1 O_i; L_i = m_i + log(l_i); write O_i, L_i to HBM
+        # (a row that saw no key: O = 0, lse = -inf)
         O[r0:r1] = np.where(l_i[:, None] > 0, O_i / np.where(l_i > 0, l_i, 1)[:, None], 0)
         m[r0:r1], l[r0:r1] = m_i, l_i
         lse_i = _finish_row_stats(m_i, l_i)

@@ -10,7 +10,8 @@ Event kinds, in FA2 order for query block i:
 exp(m_old − m_new)), ``accumulate_O`` (O_i ← rescale·O_i + P_ij V_j); finally
 ``write_O`` (O_i = O_i / l_i and lse_i → HBM). FA1 order loads Q_i, O_i, l_i, m_i in
 ``load_Q`` and writes them back in ``write_O`` for every (j, i) step, after an
-``init`` event that writes O = 0, l = 0, m = −inf to HBM.
+``init`` event that writes O = 0, l = 0, m = −inf to HBM. The kinds are step names of
+``flashviz.steps`` (which cites the algorithm lines of each); ``EVENT_KINDS`` lists them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import steps as _steps
 from .iomodel import IOCount
 
-EVENT_KINDS = ("init", "load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O",
-               # backward (flashviz.backward): preprocessing, then key blocks j outer, query blocks i inner
-               "compute_D", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
-               "update_dQ", "write_dKdV")
+# The event kinds are the traced steps of flashviz.steps, in its order: the forward's, then the
+# backward's (flashviz.backward: preprocessing, then key blocks j outer, query blocks i inner).
+EVENT_KINDS = _steps.EVENT_KINDS
 
 
 @dataclass

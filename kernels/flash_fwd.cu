@@ -8,7 +8,9 @@
 //   alpha           exp(m_old - m_new), the rescale factor of the online softmax
 //   Br, Bc, Tr, Tc  block sizes and block counts; i = query block, j = key block
 //   r0/r1, c0/c1    first/one-past-last row of the query block, column of the key block
-// "Alg. 1 line k" refers to FlashAttention-2 (Dao 2023), Algorithm 1.
+// Each block of the kernel opens with a tag, "// [step] Alg. 1 line k: ...": the step's name in
+// flashviz/steps.py (the Trace's event kinds, the tags of tiled.py) and the line of
+// FlashAttention-2 (Dao 2023), Algorithm 1, that it implements.
 //
 // Layout: Q (B,H,Nq,D), K and V (B,H,Nk,D), C-contiguous float32; O (B,H,Nq,D) and
 // lse (B,H,Nq) float32. Grid (Tr, B*H): one thread block per (query block i, head bh).
@@ -82,7 +84,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         n_j = last_visible < 0 ? 0 : min(Tc, last_visible / Bc + 1);
     }
 
-    // Alg. 1 line 4: load Q_i from HBM to SRAM (rows past Nq are zero).
+    // [load_Q] Alg. 1 line 4: load Q_i from HBM to SRAM (rows past Nq are zero).
     for (int e = tid; e < Br * (D / 4); e += 256) {
         const int rr = e / (D / 4), k4 = e % (D / 4);
         float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -90,7 +92,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         *reinterpret_cast<float4*>(&Q_i[rr * LDQ + 4 * k4]) = q4;
     }
 
-    // Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (on chip, in registers).
+    // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (on chip, in registers).
     float m_i[A], l_i[A], O_i[A][X];
 #pragma unroll
     for (int a = 0; a < A; ++a) {
@@ -100,13 +102,13 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         for (int q = 0; q < X; ++q) O_i[a][q] = 0.f;
     }
 
-    // Alg. 1 line 6: for j = 1 .. Tc
+    // [load_KV] Alg. 1 line 7: for j = 1 .. Tc (line 6), load K_j, V_j from HBM to SRAM.
     for (int j = 0; j < n_j; ++j) {
         const int c0 = j * Bc;
 
         __syncthreads();  // the previous step is done reading K_j, Vt_j, P_ij (and Q_i is written)
 
-        // Alg. 1 line 7: load K_j, V_j from HBM to SRAM (columns past Nk are zero).
+        // K_j, then V_j (columns past Nk are zero).
         for (int e = tid; e < Bc * (D / 4); e += 256) {
             const int cc = e / (D / 4), k4 = e % (D / 4);
             float4 k4v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -127,7 +129,8 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         }
         __syncthreads();
 
-        // Alg. 1 line 8: S_ij = Q_i K_j^T (times scale), each thread an A x NB sub-tile.
+        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_j^T (times scale), each thread an A x NB sub-tile.
+        // The scale and the mask are applied in the next loop, on the way to the row max.
         float S_ij[A][NB];
 #pragma unroll
         for (int a = 0; a < A; ++a)
@@ -151,8 +154,8 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                 }
         }
 
-        // Alg. 1 lines 9-10: m_new = max(m_i, rowmax(S_ij)); P_ij = exp(S_ij - m_new);
-        // l_i = alpha * l_i + rowsum(P_ij) with alpha = exp(m_i - m_new).
+        // [update_ml] Alg. 1 line 9: S_ij scaled and masked; m_new = max(m_i, rowmax(S_ij));
+        // P_ij = exp(S_ij - m_new); l_i = alpha * l_i + rowsum(P_ij) with alpha = exp(m_i - m_new).
 #pragma unroll
         for (int a = 0; a < A; ++a) {
             const int r = r0 + ty + 16 * a;
@@ -185,13 +188,13 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                 row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
             l_i[a] = alpha * l_i[a] + row_sum;
             m_i[a] = m_new;
-            // Alg. 1 line 10 (first half): O_i = diag(alpha) O_i
+            // [accumulate_O] Alg. 1 line 10 (first half): O_i = diag(alpha) O_i
 #pragma unroll
             for (int q = 0; q < X; ++q) O_i[a][q] *= alpha;
         }
         __syncthreads();  // P_ij is complete in SRAM
 
-        // Alg. 1 line 10 (second half): O_i += P_ij V_j
+        // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j
 #pragma unroll UNROLL
         for (int c = 0; c < Bc; c += 4) {
             float4 p4[A], v4[X];
@@ -211,7 +214,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         }
     }
 
-    // Alg. 1 lines 12-15: O_i = diag(l_i)^-1 O_i; lse_i = m_i + log(l_i); write both to HBM.
+    // [write_O] Alg. 1 lines 12-15: O_i = diag(l_i)^-1 O_i; lse_i = m_i + log(l_i); write both to HBM.
     // A row that saw no key (l_i = 0) writes O = 0 and lse = -inf.
 #pragma unroll
     for (int a = 0; a < A; ++a) {

@@ -21,13 +21,17 @@
 // [64w, 64w+64) of the block and computes its own S and O with m64nNk16 wgmma; every
 // warpgroup reads the same K_j and V_j tiles from shared memory.
 //
-// Per key tile j:
-//   wait K_j; barrier; prefetch K_{j+1} (cp.async)     Alg. 1 line 6 (load K_j, V_j)
-//   S_ij = Q_i K_jᵀ        wgmma SS: A = Q_i, B = K_j, both from shared memory  line 8
-//   mask, m_i, P_ij, l_i   registers, 4 lanes per row reduce with shfl          lines 9-10
-//   wait V_j; barrier; prefetch V_{j+1}
-//   O_i = alpha·O_i + P_ij V_j  wgmma RS: A = P_ij from registers, B = V_j      line 10
-// then O_i / l_i and lse_i are written (lines 12-14).
+// Per key tile j (step names of flashviz/steps.py, lines of FlashAttention-2 Algorithm 1):
+//   wait K_j; barrier; prefetch K_{j+1} (cp.async)                    load_KV       line 7
+//   S_ij = Q_i K_jᵀ   wgmma SS: A = Q_i, B = K_j, both from SRAM        compute_S     line 8
+//   mask S_ij (edge tiles only)                                       mask_S        line 8
+//   m_i, P_ij, l_i   registers, 4 lanes per row reduce with shfl      update_ml     line 9
+//   O_i = diag(alpha) O_i                                             accumulate_O  line 10
+//   P_ij to fp16/bf16 in registers: the A operand of the next product convert_P     line 10
+//   wait V_j; barrier; prefetch V_{j+1}                               load_KV       line 7
+//   O_i += P_ij V_j   wgmma RS: A = P_ij from registers, B = V_j       accumulate_O  line 10
+// then O_i / l_i and lse_i are written (write_O, lines 12-15). Each of these blocks opens with a
+// tag, "// [step] Alg. 1 line k: ...", which chapter 7 cuts the code at.
 //
 // Shared-memory layout. Each tile is stored as d/64 column blocks of [rows][64] elements:
 // 128-byte rows, in the "128-byte swizzle" wgmma reads: the 16-byte chunk c of row r sits at
@@ -268,21 +272,26 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     if (CAUSAL) n_end = min(Nk, r0 + Br + Nk - Nq);
     const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
 
+    // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM, once (cp.async; rows past Nq are zero-filled).
     load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
+    // [load_KV] Alg. 1 line 7: the first stage, K_0 and V_0, starts before the loop.
     if (Tc > 0) load_tile<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
     cp_async_commit();                                   // group: Q_i, K_0
     if (Tc > 0) load_tile<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
     cp_async_commit();                                   // group: V_0
 
+    // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (on chip, in registers).
     float o[NO];                                         // O_i (unnormalised), fp32
 #pragma unroll
     for (int x = 0; x < NO; ++x) o[x] = 0.f;
-    float m0 = neg_inf(), m1 = neg_inf();               // m_i of rows g, g+8 (raw scores)
-    float l0 = 0.f, l1 = 0.f;                            // l_i, this thread's partial sums
+    float m_i0 = neg_inf(), m_i1 = neg_inf();           // m_i of rows g, g+8 (raw scores)
+    float l_i0 = 0.f, l_i1 = 0.f;                        // l_i, this thread's partial sums
     const int row0 = r0 + wg * 64 + warp * 16 + g;       // global query rows of this thread
     const int row1 = row0 + 8;
     const int shift = Nk - Nq;                           // bottom-right causal alignment
 
+    // [load_KV] Alg. 1 line 7: for j = 1 .. Tc (line 6): wait until K_j (and Q_i) landed, then
+    // prefetch K_{j+1} into the other stage while this step computes.
     for (int j = 0; j < Tc; ++j) {
         const int st = j & 1;
         const u32 sKj = sK + st * TILE_KV, sVj = sV + st * TILE_KV;
@@ -292,7 +301,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         if (j + 1 < Tc) load_tile<Bc, D, NT>(sK + (st ^ 1) * TILE_KV, Kp, sKs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
 
-        // S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16 k-slices.
+        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16
+        // k-slices.
         float s[NS];
         fence_regs<NS>(s);
         wgmma_fence();
@@ -306,7 +316,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         wgmma_wait0();
         fence_regs<NS>(s);
 
-        // Mask: key columns past Nk, and (causal) columns past the row's last visible key.
+        // [mask_S] Alg. 1 line 8: key columns past Nk, and (causal) columns past the row's last
+        // visible key, are -inf; only an edge tile pays for the comparisons.
         const int c0 = j * Bc;
         const bool edge = (c0 + Bc > Nk) || (CAUSAL && c0 + Bc - 1 > r0 + shift);
         if (edge) {
@@ -321,36 +332,38 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             }
         }
 
-        // Online softmax (exp2 domain): m_new = max(m_old, rowmax S_ij); alpha = exp(m_old - m_new).
-        float mx0 = m0, mx1 = m1;
+        // [update_ml] Alg. 1 line 9, the online softmax (exp2 domain): m_new = max(m_i, rowmax S_ij);
+        // alpha = exp(m_i - m_new); P_ij = exp(S_ij - m_new); l_i = alpha·l_i + rowsum P_ij.
+        float m_new0 = m_i0, m_new1 = m_i1;
 #pragma unroll
         for (int n8 = 0; n8 < Bc / 8; ++n8) {
-            mx0 = fmaxf(mx0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
-            mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+            m_new0 = fmaxf(m_new0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
+            m_new1 = fmaxf(m_new1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+        m_new0 = fmaxf(m_new0, __shfl_xor_sync(0xffffffff, m_new0, 1));
+        m_new0 = fmaxf(m_new0, __shfl_xor_sync(0xffffffff, m_new0, 2));
+        m_new1 = fmaxf(m_new1, __shfl_xor_sync(0xffffffff, m_new1, 1));
+        m_new1 = fmaxf(m_new1, __shfl_xor_sync(0xffffffff, m_new1, 2));
         // A row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN.
-        const float ms0 = (mx0 == neg_inf()) ? 0.f : mx0 * scale_log2;
-        const float ms1 = (mx1 == neg_inf()) ? 0.f : mx1 * scale_log2;
-        const float alpha0 = ex2(m0 * scale_log2 - ms0);
-        const float alpha1 = ex2(m1 * scale_log2 - ms1);
-        m0 = mx0;
-        m1 = mx1;
-        float rs0 = 0.f, rs1 = 0.f;
+        const float m_use0 = (m_new0 == neg_inf()) ? 0.f : m_new0 * scale_log2;
+        const float m_use1 = (m_new1 == neg_inf()) ? 0.f : m_new1 * scale_log2;
+        const float alpha0 = ex2(m_i0 * scale_log2 - m_use0);
+        const float alpha1 = ex2(m_i1 * scale_log2 - m_use1);
+        m_i0 = m_new0;
+        m_i1 = m_new1;
+        float row_sum0 = 0.f, row_sum1 = 0.f;
 #pragma unroll
         for (int n8 = 0; n8 < Bc / 8; ++n8) {
-            s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -ms0));
-            s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -ms0));
-            s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -ms1));
-            s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -ms1));
-            rs0 += s[4 * n8] + s[4 * n8 + 1];
-            rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
+            s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -m_use0));
+            s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -m_use0));
+            s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -m_use1));
+            s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -m_use1));
+            row_sum0 += s[4 * n8] + s[4 * n8 + 1];
+            row_sum1 += s[4 * n8 + 2] + s[4 * n8 + 3];
         }
-        l0 = l0 * alpha0 + rs0;
-        l1 = l1 * alpha1 + rs1;
+        l_i0 = l_i0 * alpha0 + row_sum0;
+        l_i1 = l_i1 * alpha1 + row_sum1;
+        // [accumulate_O] Alg. 1 line 10 (first half): O_i = diag(alpha) O_i.
 #pragma unroll
         for (int n8 = 0; n8 < D / 8; ++n8) {
             o[4 * n8 + 0] *= alpha0;
@@ -358,8 +371,9 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             o[4 * n8 + 2] *= alpha1;
             o[4 * n8 + 3] *= alpha1;
         }
-        // P_ij as the A operand of the next product: the accumulator layout of two adjacent
-        // n8 column groups is exactly the register layout of one 64 x 16 A slice.
+        // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers, the A operand of the next
+        // product: the accumulator layout of two adjacent n8 column groups is exactly the register
+        // layout of one 64 x 16 A slice.
         u32 p[Bc / 16][4];
 #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
@@ -369,13 +383,15 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
         }
 
+        // [load_KV] Alg. 1 line 7: wait until V_j landed, then prefetch V_{j+1} into the other stage.
         cp_async_wait<1>();                              // V_j landed
         fence_proxy_async();
         __syncthreads();
         if (j + 1 < Tc) load_tile<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
 
-        // O_i += P_ij V_j: one n64 wgmma per 64 columns of d, Bc/16 k-slices.
+        // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j, one n64 wgmma per 64 columns of d,
+        // Bc/16 k-slices.
         fence_regs<NO>(o);
         wgmma_fence();
 #pragma unroll
@@ -392,14 +408,15 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     }
     cp_async_wait<0>();
 
-    // O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log). l_i: sum the 4 lanes of a row.
-    l0 += __shfl_xor_sync(0xffffffff, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffff, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffff, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-    // l == 0: the row saw no key (O = 0, lse = -inf). A NaN l (NaN in the inputs) stays NaN.
-    const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
-    const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
+    // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log), written
+    // to HBM once. l_i: sum the 4 lanes of a row.
+    l_i0 += __shfl_xor_sync(0xffffffff, l_i0, 1);
+    l_i0 += __shfl_xor_sync(0xffffffff, l_i0, 2);
+    l_i1 += __shfl_xor_sync(0xffffffff, l_i1, 1);
+    l_i1 += __shfl_xor_sync(0xffffffff, l_i1, 2);
+    // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
+    const float inv0 = l_i0 == 0.f ? 0.f : 1.f / l_i0;
+    const float inv1 = l_i1 == 0.f ? 0.f : 1.f / l_i1;
     u16* Op = O + b * sOb + h * sOh;
     if (row0 < Nq) {
         u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t);
@@ -414,8 +431,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     if (t == 0) {
         const float LN2 = 0.6931471805599453f;
         float* L = lse + ((long long)b * H + h) * Nq;
-        if (row0 < Nq) L[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
-        if (row1 < Nq) L[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
+        if (row0 < Nq) L[row0] = l_i0 == 0.f ? neg_inf() : (m_i0 * scale_log2 + __log2f(l_i0)) * LN2;
+        if (row1 < Nq) L[row1] = l_i1 == 0.f ? neg_inf() : (m_i1 * scale_log2 + __log2f(l_i1)) * LN2;
     }
 #else
     __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)

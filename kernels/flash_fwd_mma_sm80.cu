@@ -2,7 +2,8 @@
 // fp16 or bf16 in, fp32 accumulation, fp16/bf16 out. The companion of flash_fwd.cu: same
 // algorithm, same names (Q_i, K_j, V_j, S_ij, P_ij, m_i, l_i, O_i, Br, Bc), but the two
 // products S_ij = Q_i K_j^T and O_i += P_ij V_j run on the tensor cores.
-// "Alg. 1 line k" refers to FlashAttention-2 (Dao 2023), Algorithm 1.
+// Each block of the kernel opens with a tag, "// [step] Alg. 1 line k: ...": the step's name in
+// flashviz/steps.py and the line of FlashAttention-2 (Dao 2023), Algorithm 1, that it implements.
 //
 // Partitioning (FA2). Grid (ceil(Nq/Br), H, B): one thread block per (query block i, head h,
 // batch b). Block = Br/16 warps (2*Br threads). Warp w owns the 16 query rows
@@ -224,17 +225,19 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
     const u32 v_row = (u32)(lane & 15) * ROWB;
     const int v_chunk = lane >> 4;
 
-    // Alg. 1 line 4 (and the first of line 7): Q_i, K_0, V_0 HBM -> SRAM, three groups.
+    // [load_Q] Alg. 1 line 4: Q_i HBM -> SRAM; with K_0 and V_0 (line 7) just below, three groups.
     if (n_j > 0) {
         load_tile<Br, D, NT>(sQ, Qh, sQs, r0, Nq, tid);
         cp_async_commit();
+        // [load_KV] Alg. 1 line 7: the first stage, K_0 and V_0, before the loop.
         load_tile<Bc, D, NT>(sK, Kh, sKs, 0, Nk, tid);
         cp_async_commit();
         load_tile<Bc, D, NT>(sV, Vh, sVs, 0, Nk, tid);
         cp_async_commit();
     }
 
-    // Q_i as A fragments of this warp's 16 rows, kept in registers for the whole loop.
+    // [load_Q] Alg. 1 line 4: Q_i as A fragments of this warp's 16 rows, kept in registers
+    // for the whole loop.
     u32 qf[Q_IN_REGS ? KQ : 1][4];
     if constexpr (Q_IN_REGS) {
         if (n_j > 0) {
@@ -246,7 +249,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
         }
     }
 
-    // Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf, for rows g (index 0) and g+8 (index 1).
+    // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf, for rows g (index 0) and g+8 (index 1).
     // l_i is a per-thread partial sum (its 2*NS columns of the row); reduced at the end.
     float o[NO][4];
 #pragma unroll
@@ -254,7 +257,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
     float m_i[2] = {neg_inf(), neg_inf()};
     float l_i[2] = {0.f, 0.f};
 
-    // Alg. 1 line 6: for j = 1 .. Tc
+    // [load_KV] Alg. 1 line 7: for j = 1 .. Tc (line 6), K_j and V_j stream through two stages.
 #pragma unroll 1
     for (int j = 0; j < n_j; ++j) {
         const int c0 = j * Bc;                         // first key column of K_j
@@ -262,14 +265,14 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
         const u32 sKj = sK + st * KV_BYTES;
         const u32 sVj = sV + st * KV_BYTES;
 
-        // Alg. 1 line 7 (K half): K_j is in SRAM. The barrier also means every warp has
+        // [load_KV] Alg. 1 line 7 (K half): K_j is in SRAM. The barrier also means every warp has
         // finished step j-1, so stage nx (K_{j-1}) may be overwritten by K_{j+1}.
         cp_async_wait<1>();
         __syncthreads();
         if (j + 1 < n_j) load_tile<Bc, D, NT>(sK + nx * KV_BYTES, Kh, sKs, c0 + Bc, Nk, tid);
         cp_async_commit();
 
-        // Alg. 1 line 8: S_ij = Q_i K_j^T (raw scores, 16 x Bc per warp, fp32 accumulators).
+        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_j^T (raw scores, 16 x Bc per warp, fp32 accumulators).
         float s[NS][4];
 #pragma unroll
         for (int n = 0; n < NS; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -291,8 +294,8 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
             }
         }
 
-        // Mask: columns past Nk, and (causal) columns right of the diagonal. Only a tile that
-        // crosses either boundary for some row of this warp pays for it.
+        // [mask_S] Alg. 1 line 8: columns past Nk, and (causal) columns right of the diagonal.
+        // Only a tile that crosses either boundary for some row of this warp pays for it.
         // s[n][e] is row rw + g + 8*(e>>1), column c0 + 8n + 2t + (e&1).
         if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > rw + offset)) {
 #pragma unroll
@@ -306,7 +309,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
             }
         }
 
-        // Alg. 1 lines 9-10 (online softmax), per row g / g+8, in base 2:
+        // [update_ml] Alg. 1 line 9 (online softmax), per row g / g+8, in base 2:
         //   m_new = max(m_i, rowmax(S_ij))                 (raw scores)
         //   P_ij  = exp2(S_ij*scale_log2 - m_new*scale_log2)
         //   alpha = exp2((m_i - m_new)*scale_log2),  l_i = alpha*l_i + rowsum(P_ij)
@@ -334,14 +337,15 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
                 }
             l_i[hf] = alpha[hf] * l_i[hf] + sum;                   // partial: this lane's columns
         }
-        // Alg. 1 line 10 (first half): O_i = diag(alpha) O_i.
+        // [accumulate_O] Alg. 1 line 10 (first half): O_i = diag(alpha) O_i.
 #pragma unroll
         for (int n = 0; n < NO; ++n) {
             o[n][0] *= alpha[0]; o[n][1] *= alpha[0];
             o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
         }
 
-        // P_ij as A fragments: C tiles 2kk, 2kk+1 (fp32) -> A of k-step kk (fp16/bf16), no SRAM.
+        // [convert_P] Alg. 1 line 10: P_ij as A fragments, the A operand of P_ij V_j:
+        // C tiles 2kk, 2kk+1 (fp32) -> A of k-step kk (fp16/bf16), no SRAM.
         u32 pf[KP][4];
 #pragma unroll
         for (int kk = 0; kk < KP; ++kk) {
@@ -351,14 +355,14 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
             pf[kk][3] = pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3]);  // row g+8, keys 2t+8, 2t+9
         }
 
-        // Alg. 1 line 7 (V half): V_j is in SRAM (the one newer group is K_{j+1}); after the
+        // [load_KV] Alg. 1 line 7 (V half): V_j is in SRAM (the one newer group is K_{j+1}); after the
         // barrier every warp is past step j-1's P V, so stage nx (V_{j-1}) may take V_{j+1}.
         cp_async_wait<1>();
         __syncthreads();
         if (j + 1 < n_j) load_tile<Bc, D, NT>(sV + nx * KV_BYTES, Vh, sVs, c0 + Bc, Nk, tid);
         cp_async_commit();
 
-        // Alg. 1 line 10 (second half): O_i += P_ij V_j.
+        // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j.
 #pragma unroll
         for (int kk = 0; kk < KP; ++kk) {
 #pragma unroll
@@ -371,7 +375,7 @@ __global__ void __launch_bounds__(Br * 2) flash_fwd_mma_sm80(
         }
     }
 
-    // Alg. 1 lines 12-15: l_i summed over the 4 lanes of each row; O_i = diag(l_i)^-1 O_i;
+    // [write_O] Alg. 1 lines 12-15: l_i summed over the 4 lanes of each row; O_i = diag(l_i)^-1 O_i;
     // lse_i = m_i + log l_i (natural log, of scale*s). A row that saw no key: O = 0, lse = -inf.
     float inv_l[2];
 #pragma unroll

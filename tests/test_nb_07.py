@@ -2,7 +2,7 @@
 printed numbers equal values computed here independently from the raw keys of the JSON (FLOPs over
 milliseconds, ratios of raw times, one method on both sides); every ratio it quotes names its method
 (public call or kernel-only); numbers stated in its prose match the records; its kernel/NumPy
-snippets are all found in the current sources; its exercise stubs say "✗ Not yet" and the right
+snippets, cut between step tags, are all found in the current sources; its exercise stubs say "✗ Not yet" and the right
 answers (worked out below) say "✓ Right"; the TensorCorePanel is driven in the same kernel.
 
 Tests that read the recorded JSON carry the ``recorded_data`` marker and are named
@@ -355,53 +355,77 @@ def test_side_by_side_cells_show_both_files(executed):
 
 # --- the snippets, without running the notebook -------------------------------------------------
 
-from flashviz.views.code_pairs import STEPS, Cut, side_by_side, snippet, step_snippets  # noqa: E402
+from flashviz.steps import NAMES  # noqa: E402
+from flashviz.views.code_pairs import side_by_side, step_snippets, tag_blocks, title  # noqa: E402
 
-EXPECT = {  # step → (text the kernel side must contain, text the NumPy side must contain)
-    "load": ("cp_async16(d, s, ok ? 16 : 0);", "K_j, V_j = K[c0:c1], V[c0:c1]"),
-    "S": ("wgmma_ss<DT, Bc>(s, da, db, kk > 0);", "S_ij = scale * (Q_i @ K_j.T)"),
-    "mask": ("= neg_inf();", "-np.inf"),
-    "softmax": ("l0 = l0 * alpha0 + rs0;", "l_new = alpha * l_i + P_ij.sum(axis=1)"),
-    "P": ("pack2<DT>(s[8 * kk + 0], s[8 * kk + 1])", "P_ij = safe_exp_diff(S_ij, m_new[:, None])"),
-    "PV": ("wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);", "O_new = alpha[:, None] * O_i + P_ij @ V_j"),
-    "epilogue": ("__log2f(l0)", "m + np.log("),
+EXPECT = {  # the steps of each side_by_side cell, in the lesson's order → (text the kernel side must
+    #         contain, text the NumPy side must contain; None: the step has no NumPy block)
+    ("load_Q", "load_KV"): ("cp_async_wait<1>();                              // V_j landed",
+                            "K_j, V_j = K[c0:c1], V[c0:c1]"),
+    ("compute_S",): ("wgmma_ss<DT, Bc>(s, da, db, kk > 0);", "S_ij = scale * (Q_i @ K_j.T)"),
+    ("mask_S",): ("= neg_inf();", "-np.inf"),
+    ("update_ml",): ("l_i0 = l_i0 * alpha0 + row_sum0;", "l_new = alpha * l_i + P_ij.sum(axis=1)"),
+    ("convert_P",): ("pack2<DT>(s[8 * kk + 0], s[8 * kk + 1])", None),
+    ("accumulate_O",): ("wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);", "O_new = alpha[:, None] * O_i + P_ij @ V_j"),
+    ("write_O",): ("__log2f(l_i0)", "m + np.log("),
 }
 
 
-def test_every_step_has_an_expectation():
-    assert set(EXPECT) == set(STEPS)
+def test_the_lesson_shows_these_steps_in_this_order():
+    text = (ROOT / "notebooks" / "07_gpu_kernel.md").read_text(encoding="utf-8")
+    calls = [tuple(re.findall(r'"(\w+)"', args)) for args in re.findall(r"^side_by_side\(([^)]*)\)", text, re.MULTILINE)]
+    assert calls == list(EXPECT)
 
 
-@pytest.mark.parametrize("key", list(STEPS))
-def test_every_snippet_is_found_in_the_current_sources(key):
-    kernel, numpy = step_snippets(key)
-    assert len(kernel) == len(STEPS[key].kernel) and len(numpy) == len(STEPS[key].numpy)
-    for snip, cut in zip(kernel + numpy, STEPS[key].kernel + STEPS[key].numpy):
-        assert cut.start in snip.text and 1 <= snip.first <= snip.last
-        assert snip.text.strip() and snip.text == snip.text.rstrip("\n")
-    want_k, want_n = EXPECT[key]
-    assert any(want_k in s.text for s in kernel), (key, want_k)
-    assert any(want_n in s.text for s in numpy), (key, want_n)
-    view = side_by_side(key)
-    assert STEPS[key].title.split(":")[0].replace("&", "&amp;") in view.html and want_k.split("(")[0] in repr(view)
+@pytest.mark.parametrize("names", list(EXPECT), ids="+".join)
+def test_every_snippet_is_found_in_the_current_sources(names):
+    kernel, numpy = step_snippets(*names)
+    want_k, want_n = EXPECT[names]
+    assert kernel and (numpy if want_n else not numpy)
+    for side in (kernel, numpy):
+        assert [s.first for s in side] == sorted(s.first for s in side)          # file order
+    for snip in kernel + numpy:
+        assert snip.step in names and 1 <= snip.first <= snip.last
+        assert re.match(rf"(//|#) \[{snip.step}\] Alg\. 1 lines? ", snip.text)     # it opens with its tag
+        assert snip.text.strip() and snip.text == snip.text.rstrip("\n") and snip.text.splitlines()[-1].strip()
+    assert {s.step for s in kernel} == set(names)
+    assert any(want_k in s.text for s in kernel), (names, want_k)
+    assert want_n is None or any(want_n in s.text for s in numpy), (names, want_n)
+    view = side_by_side(*names)
+    assert title(*names).replace("&", "&amp;") in view.html and want_k.split("(")[0] in repr(view)
+    assert "kernels/flash_fwd_mma.cu" in view.html and "flashviz/tiled.py" in view.html
+    assert ("No NumPy block" in view.html) == (want_n is None)
+
+
+def test_load_kv_has_the_prologue_and_both_waits():
+    kernel, _ = step_snippets("load_KV")
+    assert len(kernel) == 3
+    assert "sK, Kp, sKs, 0, Nk" in kernel[0].text and "sV, Vp, sVs, 0, Nk" in kernel[0].text   # K_0, V_0
+    assert "// K_j (and Q_i) landed" in kernel[1].text and "for (int j = 0; j < Tc; ++j) {" in kernel[1].text
+    assert "// V_j landed" in kernel[2].text and "wgmma" not in kernel[2].text
 
 
 def test_snippet_line_numbers_are_the_files_lines():
     from flashviz.gpu import kernel_source
 
     lines = kernel_source("flash_fwd_mma.cu").splitlines()
-    (s,), _ = step_snippets("S")
+    (s,), _ = step_snippets("compute_S")
     assert lines[s.first - 1].strip() == s.text.splitlines()[0].strip()
-    assert lines[s.last - 1].strip() == s.text.splitlines()[-1].strip()
+    assert lines[s.first - 1].strip().startswith("// [compute_S] Alg. 1 line 8:")
+    assert lines[s.last - 1].strip() == s.text.splitlines()[-1].strip() == "fence_regs<NS>(s);"
+    assert lines[s.last].strip() == "" and "[mask_S]" in lines[s.last + 1]         # the next tag follows
 
 
-def test_a_missing_marker_is_named():
-    with pytest.raises(LookupError, match="no such line"):
-        snippet("a\nb\n", Cut("no such line"), "x.cu")
-    with pytest.raises(LookupError, match="'zzz' not found in x.cu"):
-        snippet("a\nb\n", Cut("a", "zzz"), "x.cu")
-    with pytest.raises(KeyError):
+def test_a_missing_tag_or_unknown_step_is_named():
+    with pytest.raises(LookupError, match=r"tag \[compute_S\] not found in x.cu"):
+        tag_blocks("a\nb\n", "compute_S", "x.cu")
+    with pytest.raises(KeyError, match="no step 'nope'; the steps are init, load_Q"):
         step_snippets("nope")
+    with pytest.raises(KeyError, match="compute_S"):
+        step_snippets()
+    with pytest.raises(KeyError, match="'S'"):
+        side_by_side("S")                                # the old keys are gone
+    assert {n for names in EXPECT for n in names} <= set(NAMES)
 
 
 # --- the checks never raise ---------------------------------------------------------------------

@@ -1,14 +1,20 @@
-"""The tensor-core kernel beside the NumPy algorithm: matching snippets cut from the sources.
+"""The tensor-core kernel beside the NumPy algorithm: matching snippets cut between step tags.
 
 Chapter 7 shows each step of the FlashAttention-2 forward twice: in ``kernels/flash_fwd_mma.cu``
 (Hopper, wgmma) and in ``flashviz/tiled.py`` (NumPy, the same names). The snippets are not
-copied into the lesson: each is found by marker text in the current files, so what the lesson
-shows is the code that runs. If a marker disappears (the code changed), ``snippet`` raises a
-LookupError naming the marker and the file, and the chapter's test fails.
+copied into the lesson, and not found by matching code text: every block of code that implements
+a step opens with a *tag*, a comment line such as ``// [compute_S] Alg. 1 line 8: …`` (CUDA) or
+``# [compute_S] Alg. 1 line 8: …`` (Python), whose name is one of ``flashviz.steps.NAMES``. A
+block runs from its tag line to the line before the next tag, or to the end of the enclosing
+block (the first line indented less than the tag; in CUDA also a preprocessor line other than
+``#pragma``), whichever comes first; trailing blank lines are dropped. So what the lesson shows is
+the code that runs, under the name the trace and the replays use. If a step's tag disappears
+from a file, ``step_snippets`` raises a LookupError naming the tag and the file, and the
+chapter's test fails.
 
-``STEPS``: the steps in the order of the algorithm (key → Step). ``snippet(text, cut)`` cuts
-one; ``step_snippets(key)`` cuts both sides of a step; ``side_by_side(key)`` returns an object
-that Jupyter shows as two columns of highlighted code (``.html`` holds the HTML).
+``tag_blocks(text, name)`` cuts the blocks of one step from a text; ``step_snippets(*names)``
+cuts both files for one or several steps; ``side_by_side(*names)`` returns an object that Jupyter
+shows as two columns of highlighted code (``.html`` holds the HTML).
 """
 
 from __future__ import annotations
@@ -17,64 +23,64 @@ import html
 import inspect
 from dataclasses import dataclass
 
+from .. import steps as _steps
+
 KERNEL_FILE = "flash_fwd_mma.cu"
 NUMPY_FILE = "flashviz/tiled.py"
 
 
 @dataclass(frozen=True)
-class Cut:
-    """Where a snippet is: from the first line containing ``start`` (searched from the first
-    line containing ``after``, if given) to the first later line containing ``end`` (the line
-    itself when ``inclusive``, else the line before it). ``end=None``: the start line only."""
-
-    start: str
-    end: str | None = None
-    inclusive: bool = True
-    after: str | None = None
-
-
-@dataclass(frozen=True)
 class Snippet:
-    """A cut of one file: its text (dedented) and 1-based first and last line numbers."""
+    """A cut of one file: its text (dedented), 1-based first and last line numbers, and the step
+    whose tag opens it."""
 
     source: str
     text: str
     first: int
     last: int
+    step: str = ""
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of the algorithm: a title, the kernel's cuts and the NumPy code's cuts."""
-
-    key: str
-    title: str
-    kernel: tuple[Cut, ...]
-    numpy: tuple[Cut, ...]
+def _indent(line: str) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
 
 
-def _find(lines: list[str], marker: str, start: int, source: str) -> int:
-    for k in range(start, len(lines)):
-        if marker in lines[k]:
-            return k
-    raise LookupError(f"marker {marker!r} not found in {source} (after line {start + 1}): "
-                      f"the code changed; update flashviz/views/code_pairs.py")
+def _block_end(lines: list[str], tag: _steps.Tag, tag_lines: set[int]) -> int:
+    """0-based index of the last line of the block that ``tag`` opens (see the module doc)."""
+    end = tag.index
+    for k in range(tag.index + 1, len(lines)):
+        if k in tag_lines:
+            break
+        stripped = lines[k].strip()
+        if not stripped:
+            continue
+        if tag.mark == "//" and stripped.startswith("#"):
+            if stripped.startswith("#pragma"):     # written at column 0 inside a block: part of it
+                end = k
+                continue
+            break                                  # #else, #endif, …: the block is over
+        if _indent(lines[k]) < tag.indent:
+            break
+        end = k
+    return end
 
 
-def snippet(text: str, cut: Cut, source: str = "source") -> Snippet:
-    """Cut ``text`` (a whole file) at ``cut``. Raises LookupError when a marker is missing."""
+def tag_blocks(text: str, name: str | None = None, source: str = "source") -> list[Snippet]:
+    """The blocks of ``text`` (a whole file) opened by a tag ``[name]`` (every tag's block when
+    ``name`` is None), in file order. Raises LookupError naming the tag and ``source`` when
+    ``name`` has no tag in the text."""
     lines = text.splitlines()
-    k0 = _find(lines, cut.after, 0, source) if cut.after else 0
-    a = _find(lines, cut.start, k0, source)
-    if cut.end is None:
-        b = a
-    else:
-        b = _find(lines, cut.end, a + 1, source)
-        if not cut.inclusive:
-            b -= 1
-    while b > a and not lines[b].strip():           # no trailing blank lines
-        b -= 1
-    return Snippet(source, _dedent(lines[a:b + 1]), a + 1, b + 1)
+    tags = _steps.find_tags(text)
+    tag_lines = {t.index for t in tags}
+    out = []
+    for t in tags:
+        if name is None or t.name == name:
+            b = _block_end(lines, t, tag_lines)
+            out.append(Snippet(source, _dedent(lines[t.index:b + 1]), t.index + 1, b + 1, t.name))
+    if name is not None and not out:
+        raise LookupError(f"tag [{name}] not found in {source}: the code changed; tag the block that "
+                          f"implements {name!r} (see flashviz/steps.py)")
+    return out
 
 
 def _dedent(lines: list[str]) -> str:
@@ -98,47 +104,27 @@ def numpy_text() -> str:
     return inspect.getsource(tiled)
 
 
-STEPS: dict[str, Step] = {s.key: s for s in (
-    Step("load", "Load the tiles: Q_i once, then K_j and V_j, two stages deep",
-         kernel=(Cut("// Copy rows [row0, row0 + ROWS)", "}  // namespace fvmma", inclusive=False),
-                 Cut("load_tile<Br, D, NT>(sQ, Qp", "// group: V_0"),
-                 Cut("for (int j = 0; j < Tc; ++j) {", "cp_async_commit();", after="float o[NO];")),
-         numpy=(Cut("for i, r0 in enumerate(range(0, Nq, Br)):", "r1 = min(r0 + Br, Nq)", after="def _forward_fa2"),
-                Cut("Q_i = Q[r0:r1]", after="def _forward_fa2"),
-                Cut("for j in range(n_j):", "K_j, V_j = K[c0:c1], V[c0:c1]", after="def _forward_fa2"))),
-    Step("S", "S_ij = Q_i K_jᵀ on the tensor cores",
-         kernel=(Cut("// S_ij = Q_i K_jᵀ on the tensor cores", "wgmma_wait0();"),),
-         numpy=(Cut("S_ij = scale * (Q_i @ K_j.T)"),)),
-    Step("mask", "Mask: keys past the end, and (causal) keys after the query",
-         kernel=(Cut("// Mask: key columns past Nk", "// Online softmax (exp2 domain)", inclusive=False),),
-         numpy=(Cut("if causal and kind == \"partial\":", "S_ij = np.where(visible(", after="def _scores"),)),
-    Step("softmax", "Online softmax in registers: m_i, the rescale factor, P_ij, l_i, O_i rescaled",
-         kernel=(Cut("// Online softmax (exp2 domain)", "// P_ij as the A operand", inclusive=False),),
-         numpy=(Cut("m_new = np.maximum(m_i, S_ij.max(axis=1))", "l_new = alpha * l_i + P_ij.sum(axis=1)",
-                    after="def _online_update"),)),
-    Step("P", "P_ij stays in registers, converted to fp16 / bf16: the A operand of the next product",
-         kernel=(Cut("// P_ij as the A operand", "// V_j landed", inclusive=False),),
-         numpy=(Cut("P_ij = safe_exp_diff(S_ij, m_new[:, None])", after="def _online_update"),)),
-    Step("PV", "O_i = alpha · O_i + P_ij V_j on the tensor cores",
-         kernel=(Cut("// V_j landed", "wgmma_wait0();"),),
-         numpy=(Cut("O_new = alpha[:, None] * O_i + P_ij @ V_j", after="def _online_update"),)),
-    Step("epilogue", "Epilogue: O = O_i / l_i and lse_i = m_i + log l_i, written once",
-         kernel=(Cut("// O = O_i / l_i; lse_i", "if (row1 < Nq) L[row1]"),),
-         numpy=(Cut("O[r0:r1] = np.where(l_i[:, None] > 0", "lse_i = _finish_row_stats(m_i, l_i)",
-                    after="def _forward_fa2"),
-                Cut("def _finish_row_stats(m, l):", "return np.where(l > 0, m + np.log("))),
-)}
+def _check_names(names) -> tuple[str, ...]:
+    if not names:
+        raise KeyError(f"name at least one step: {', '.join(_steps.NAMES)}")
+    for n in names:
+        _steps.step(n)                             # KeyError listing the valid names
+    return tuple(dict.fromkeys(names))
 
 
-def step_snippets(key: str) -> tuple[list[Snippet], list[Snippet]]:
-    """(kernel snippets, NumPy snippets) of the step ``key`` (one of STEPS), cut from the
-    current files. Raises KeyError for an unknown step, LookupError for a missing marker."""
-    if key not in STEPS:
-        raise KeyError(f"step must be one of {', '.join(STEPS)}; got {key!r}")
-    step = STEPS[key]
-    k, n = kernel_text(), numpy_text()
-    return ([snippet(k, c, "kernels/" + KERNEL_FILE) for c in step.kernel],
-            [snippet(n, c, NUMPY_FILE) for c in step.numpy])
+def _cut(text: str, names, source: str) -> list[Snippet]:
+    return sorted((s for n in names for s in tag_blocks(text, n, source)), key=lambda s: s.first)
+
+
+def step_snippets(*names: str) -> tuple[list[Snippet], list[Snippet]]:
+    """(kernel snippets, NumPy snippets) of the steps ``names`` (flashviz.steps names), each side
+    in file order, cut from the current files. A step that only the tensor-core kernels have
+    (``in_numpy=False``, e.g. convert_P) has no NumPy snippets. Raises KeyError for an unknown
+    name (listing the valid ones), LookupError when a step's tag is missing from a file."""
+    names = _check_names(names)
+    kernel = _cut(kernel_text(), names, "kernels/" + KERNEL_FILE)
+    in_numpy = [n for n in names if _steps.step(n).in_numpy]
+    return kernel, (_cut(numpy_text(), in_numpy, NUMPY_FILE) if in_numpy else [])
 
 
 def _highlight(code: str, language: str) -> str:
@@ -154,7 +140,12 @@ def _highlight(code: str, language: str) -> str:
     return highlight(code, lexer, HtmlFormatter(noclasses=True, nobackground=True, prestyles=pre))
 
 
-def _column(snips: list[Snippet], language: str, grow: int = 1) -> str:
+def _column(snips: list[Snippet], language: str, grow: int = 1, source: str = "", empty: str = "") -> str:
+    if not snips:
+        head = f"<div style='font:600 12px sans-serif;margin:2px 0 4px'>{html.escape(source)}</div>"
+        body = f"<div style='padding:6px 8px;font:12px sans-serif;color:#666'>{html.escape(empty)}</div>"
+        return (f"<div style='flex:{grow} 1 0;min-width:0'>{head}"
+                f"<div style='border:1px solid #ddd;border-radius:4px'>{body}</div></div>")
     where = ", ".join(f"{s.first}–{s.last}" if s.last > s.first else f"{s.first}" for s in snips)
     plural = "s" if len(snips) > 1 or snips[0].last > snips[0].first else ""
     head = (f"<div style='font:600 12px sans-serif;margin:2px 0 4px'>{html.escape(snips[0].source)} "
@@ -165,27 +156,42 @@ def _column(snips: list[Snippet], language: str, grow: int = 1) -> str:
             f"<div style='overflow-x:auto;border:1px solid #ddd;border-radius:4px'>{body}</div></div>")
 
 
-class SideBySide:
-    """One step as two columns (kernel left, NumPy right); Jupyter shows ``html``."""
+def title(*names: str) -> str:
+    """The heading of a pair: each step's title and its Algorithm 1 line(s), e.g.
+    "S_ij = Q_i K_jᵀ (compute_S, Alg. 1 line 8)"."""
+    parts = []
+    for n in _check_names(names):
+        s = _steps.step(n)
+        cite = s.cite("Alg. 1") if "Alg. 1" in s.lines else s.cite(next(iter(s.lines)))
+        parts.append(f"{s.title} ({n}, {cite})")
+    return " · ".join(parts)
 
-    def __init__(self, key: str):
-        self.key = key
-        self.kernel, self.numpy = step_snippets(key)
-        title = html.escape(STEPS[key].title)
+
+class SideBySide:
+    """One or several steps as two columns (kernel left, NumPy right); Jupyter shows ``html``."""
+
+    def __init__(self, *names: str):
+        self.names = _check_names(names)
+        self.kernel, self.numpy = step_snippets(*self.names)
+        self.title = title(*self.names)
+        only = ", ".join(n for n in self.names if not _steps.step(n).in_numpy)
+        numpy_col = _column(self.numpy, "python", 2, NUMPY_FILE,
+                            f"No NumPy block: {only} exists only in the tensor-core kernels.")
         self.html = (f"<div style='margin:4px 0 10px'><div style='font:600 13px sans-serif;margin-bottom:4px'>"
-                     f"{title}</div><div style='display:flex;gap:10px;align-items:flex-start'>"
-                     f"{_column(self.kernel, 'cuda', 3)}{_column(self.numpy, 'python', 2)}</div></div>")  # CUDA lines are longer
+                     f"{html.escape(self.title)}</div><div style='display:flex;gap:10px;align-items:flex-start'>"
+                     f"{_column(self.kernel, 'cuda', 3)}{numpy_col}</div></div>")  # CUDA lines are longer
 
     def _repr_html_(self):
         return self.html
 
     def __repr__(self):
-        parts = [f"{STEPS[self.key].title}"]
+        parts = [self.title]
         for s in self.kernel + self.numpy:
-            parts.append(f"--- {s.source}, lines {s.first}-{s.last}\n{s.text}")
+            parts.append(f"--- {s.source}, lines {s.first}-{s.last} [{s.step}]\n{s.text}")
         return "\n".join(parts)
 
 
-def side_by_side(key: str) -> SideBySide:
-    """The step ``key`` of STEPS as two columns of code: the kernel's lines beside NumPy's."""
-    return SideBySide(key)
+def side_by_side(*names: str) -> SideBySide:
+    """The steps ``names`` (flashviz.steps names, e.g. "compute_S", or "load_Q", "load_KV"
+    together) as two columns of code: the kernel's tagged blocks beside NumPy's."""
+    return SideBySide(*names)
