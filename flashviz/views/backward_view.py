@@ -12,6 +12,11 @@ D = rowsum(dO ∘ O) per query block; then key blocks j outer, query blocks i in
 * meters — HBM bytes so far vs the standard backward, bytes kept between the passes (P vs lse),
   matmul FLOPs so far with the recomputation's extra share.
 
+At a text scale above 1 (``style.scaled_text``, the app's presenter mode) the figure keeps its
+inches and lays itself out for the larger texts: wider margins and gaps, two-line axis labels on
+the grid, a wrapped caption, and shorter wordings of the titles and step sentences that would not
+fit; at scale 1 it is the notebook's figure, unchanged.
+
 Nothing here recomputes attention: every number and picture is read from the trace. Frames are
 rendered by ``RegionBlitter``, which redraws only the areas of the figure that changed (about
 13 ms a frame at N = 256 on a 2-core CPU; a full redraw costs ~0.35 s).
@@ -48,6 +53,12 @@ STEP_TEXT = {
     "accumulate_dK": "dKⱼ += scale · dSᵢⱼᵀ Qᵢ   (on chip)",
     "update_dQ": "dQᵢ += scale · dSᵢⱼ Kⱼ:  read dQᵢ from HBM, add, write it back",
     "write_dKdV": "write dKⱼ, dVⱼ to HBM, once: key block j is finished",
+}
+# Shorter wordings for a larger text scale (presenter mode), used where the full one does not fit.
+STEP_TEXT_SHORT = {
+    "recompute_P": "recompute Pᵢⱼ = exp(scale·QᵢKⱼᵀ − lseᵢ): P was never stored",
+    "update_dQ": "dQᵢ += scale · dSᵢⱼ Kⱼ:  read dQᵢ, add, write it back",
+    "compute_D": "preprocess: Dᵢ = rowsum(dOᵢ ∘ Oᵢ), dQᵢ = 0 in HBM",
 }
 _AFTER_P = ("recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
 _BIG = np.iinfo(np.int64).max
@@ -219,14 +230,55 @@ def _fmt_flops(n: float) -> str:
     return f"{int(n)} FLOP"
 
 
+def _presenter() -> bool:
+    """Lay the figure out for a text scale above 1 (the app's presenter mode): same inches,
+    larger texts, so more room around panels and shorter wordings where the long ones do not fit."""
+    return style.text_scale() > 1.0
+
+
+def _text_width(fig, text, **props) -> float:
+    """Width in pixels of ``text`` drawn with ``props`` on ``fig``."""
+    t = fig.text(0, 0, text, **props)
+    try:
+        return t.get_window_extent(fig.canvas.get_renderer()).width
+    finally:
+        t.remove()
+
+
+def _fit_lines(fig, text, width, **props) -> str:
+    """``text`` (lines of plain text; e-notation becomes mathtext) with every line wider than
+    ``width`` pixels broken in two or more: after ": ", "  ·  " or ", " where one of these leaves a
+    first part that fits and is not short, else after the last space that fits."""
+
+    def fits(part):
+        return _text_width(fig, style.sci_math(part.rstrip()), **props) <= width
+
+    out = []
+    for line in text.split("\n"):
+        while not fits(line):
+            cut = None
+            for sep in (": ", "  ·  ", ", ", " "):
+                cuts = [k + len(sep) for k in range(len(line)) if line.startswith(sep, k)]
+                cuts = [c for c in cuts if fits(line[:c]) and (sep == " " or c > 0.4 * len(line))]
+                if cuts:
+                    cut = max(cuts)
+                    break
+            if cut is None:
+                break
+            out.append(line[:cut].rstrip())
+            line = line[cut:].lstrip()
+        out.append(line)
+    return style.sci_math("\n".join(out))
+
+
 def _small_axes(ax, xlabel="", ylabel=""):
-    ax.tick_params(labelsize=7, length=2, pad=1)
+    ax.tick_params(labelsize=style.pt(7), length=2, pad=1)
     ax.xaxis.set_major_locator(MaxNLocator(4, integer=True, min_n_ticks=1))
     ax.yaxis.set_major_locator(MaxNLocator(4, integer=True, min_n_ticks=1))
     if xlabel:
-        ax.set_xlabel(xlabel, fontsize=7, labelpad=1)
+        ax.set_xlabel(xlabel, fontsize=style.pt(7), labelpad=1)
     if ylabel:
-        ax.set_ylabel(ylabel, fontsize=7, labelpad=1)
+        ax.set_ylabel(ylabel, fontsize=style.pt(7), labelpad=1)
 
 
 class _GridPanel:
@@ -266,14 +318,22 @@ class _GridPanel:
         for z, p in enumerate((self.flash, self.band, self.tile, self.q_strip, self.k_strip)):
             ax.add_patch(p)
             p.set_zorder(3 + 0.1 * z)          # over the tile borders, in the order blitting draws them
+        big = _presenter()
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
         ax.yaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=style.pt(8))
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
-        ax.set_xlabel(f"key index  (Kⱼ, Vⱼ: blocks of Bc = {tr.Bc};  j: outer loop)", fontsize=8)
-        ax.set_ylabel(f"query index  (Qᵢ: blocks of Br = {tr.Br};  i: inner loop)", fontsize=8)
-        self.title = ax.set_title("", fontsize=9, pad=16)
+        if big:       # two lines: the one-line labels are longer than the panel at a larger text scale
+            ax.set_xlabel(f"key index,  j: outer loop\n(Kⱼ, Vⱼ: blocks of Bc = {tr.Bc})", fontsize=style.pt(8))
+            ax.set_ylabel(f"query index,  i: inner loop\n(Qᵢ: blocks of Br = {tr.Br})", fontsize=style.pt(8))
+        else:
+            ax.set_xlabel(f"key index  (Kⱼ, Vⱼ: blocks of Bc = {tr.Bc};  j: outer loop)", fontsize=style.pt(8))
+            ax.set_ylabel(f"query index  (Qᵢ: blocks of Br = {tr.Br};  i: inner loop)", fontsize=style.pt(8))
+        self.title = ax.set_title("", fontsize=style.pt(9), pad=16)
+        self.titles = (("Pᵢⱼ recomputed — never stored", "tiles of S and P (shade: visit order)") if big else
+                       ("Pᵢⱼ recomputed from Qᵢ, Kⱼ and lseᵢ — never stored",
+                        "tiles of S and P, column by column (shade: visit order)"))
 
     def update(self, s: BackwardState, grid=None):
         tr, e = self.tr, s.event
@@ -295,9 +355,9 @@ class _GridPanel:
             self.tile.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
             self.flash.set_bounds(e.c0, e.r0, e.c1 - e.c0, e.r1 - e.r0)
         if e.kind == "recompute_P":
-            self.title.set(text="Pᵢⱼ recomputed from Qᵢ, Kⱼ and lseᵢ — never stored", color=RECOMPUTE, weight="bold")
+            self.title.set(text=self.titles[0], color=RECOMPUTE, weight="bold")
         else:
-            self.title.set(text="tiles of S and P, column by column (shade: visit order)", color="k", weight="normal")
+            self.title.set(text=self.titles[1], color="k", weight="normal")
 
 
 class _Image:
@@ -308,7 +368,7 @@ class _Image:
         self.ax = ax
         self.image = ax.imshow(self.buf, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto",
                                extent=extent)
-        self.title = ax.set_title(title, fontsize=8.5, pad=5)
+        self.title = ax.set_title(title, fontsize=style.pt(8.5), pad=style.pt(5))
         _small_axes(ax, xlabel, ylabel)
 
     def show(self, a):
@@ -323,18 +383,20 @@ class _Meters:
 
     def __init__(self, ax_hbm, ax_keep, ax_flops, rp: BackwardReplay):
         tr = rp.trace
+        big = _presenter()
         # HBM traffic so far vs the standard backward
         std, tot = rp.standard.hbm_bytes, rp.total.hbm_bytes
         uname, self.u = _unit(max(std, tot))
         ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
         ax_hbm.barh([0], [tot / self.u], color=style.TILED, alpha=0.2, height=0.6)
         (self.hbm_bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
-        self.hbm_label = ax_hbm.text(0, 0, "", va="center", fontsize=7.5)
+        self.hbm_label = ax_hbm.text(0, 0, "", va="center", fontsize=style.pt(7.5))
         self.axes = (ax_hbm, ax_keep, ax_flops)
         self.tot = tot
         self._bar_axes(ax_hbm, ["tiled", "standard"], max(std, tot) / self.u, uname)
         self._end_label(ax_hbm, 1, std / self.u, fmt_bytes(std))
-        ax_hbm.set_title(f"HBM traffic of the backward ({tr.itemsize}-byte elements)", fontsize=8.5)
+        ax_hbm.set_title(f"HBM traffic{'' if big else ' of the backward'} ({tr.itemsize}-byte elements)",
+                         fontsize=style.pt(8.5))
         # bytes kept in HBM from the forward to the backward
         P, lse = rp.stored["standard (P)"], rp.stored["flash (lse)"]
         kname, ku = _unit(P)
@@ -343,7 +405,7 @@ class _Meters:
         self._bar_axes(ax_keep, [f"lse ({tr.Nq})", f"P ({tr.Nq}×{tr.Nk})"], P / ku, kname)
         self._end_label(ax_keep, 1, P / ku, fmt_bytes(P))
         self._end_label(ax_keep, 0, lse / ku, f"{fmt_bytes(lse)}" + (f"  ({P // lse:,}× less)" if P > lse else ""))
-        ax_keep.set_title("kept in HBM from forward to backward", fontsize=8.5)
+        ax_keep.set_title(f"kept {'' if big else 'in HBM '}from forward to backward", fontsize=style.pt(8.5))
         # FLOPs so far, the recomputation's share in its own colour
         fstd, ftot = rp.standard.flops, rp.total.flops
         self.fu = float(max(fstd, ftot))
@@ -351,25 +413,28 @@ class _Meters:
         ax_flops.barh([0], [ftot / self.fu], color=style.TILED, alpha=0.2, height=0.6)
         (self.flop_bar,) = ax_flops.barh([0], [0], color=style.TILED, height=0.6)
         (self.extra_bar,) = ax_flops.barh([0], [0], color=RECOMPUTE, height=0.6)
-        self.flop_label = ax_flops.text(0, 0, "", va="center", fontsize=7.5)
+        self.flop_label = ax_flops.text(0, 0, "", va="center", fontsize=style.pt(7.5))
         self._bar_axes(ax_flops, ["tiled", "standard"], 1.0, "")
         ax_flops.set_xticks([])
         self._end_label(ax_flops, 1, fstd / self.fu, _fmt_flops(fstd))
         self.ftot = ftot
         pct = 100 * rp.extra_flops / fstd
-        ax_flops.set_title(f"matmul FLOPs (orange: recompute S, +{pct:.0f}%)", fontsize=8.5)
+        ax_flops.set_title(f"{'' if big else 'matmul '}FLOPs (orange: recompute S, +{pct:.0f}%)",
+                           fontsize=style.pt(8.5))
         fig = ax_hbm.figure
-        self.char_frac = {ax: 0.62 * 7.5 / 72 * fig.dpi / ax.get_window_extent().width for ax in (ax_hbm, ax_flops)}
+        self.char_frac = {ax: 0.62 * style.pt(7.5) / 72 * fig.dpi / ax.get_window_extent().width
+                          for ax in (ax_hbm, ax_flops)}
 
     @staticmethod
     def _bar_axes(ax, labels, top, uname):
-        ax.set_yticks([0, 1], labels, fontsize=7.5)
+        ax.set_yticks([0, 1], labels)
+        ax.tick_params(axis="y", labelsize=style.pt(7.5))
         ax.set_ylim(-0.5, 1.5)
         ax.set_xlim(0, 1.06 * top)
-        ax.tick_params(axis="x", labelsize=7, length=2, pad=1)
+        ax.tick_params(axis="x", labelsize=style.pt(7), length=2, pad=1)
         ax.xaxis.set_major_locator(MaxNLocator(5, steps=[1, 2, 4, 5, 10]))
         if uname:
-            ax.set_xlabel(uname, fontsize=7, labelpad=0)
+            ax.set_xlabel(uname, fontsize=style.pt(7), labelpad=0)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
 
@@ -377,7 +442,7 @@ class _Meters:
     def _end_label(ax, y, x, text):
         top = ax.get_xlim()[1]
         inside = x > 0.55 * top
-        ax.text(x, y, f" {text} ", va="center", ha="right" if inside else "left", fontsize=7.5,
+        ax.text(x, y, f" {text} ", va="center", ha="right" if inside else "left", fontsize=style.pt(7.5),
                 color="w" if inside else "k")
 
     def _place(self, label, x, texts):
@@ -510,8 +575,16 @@ class BackwardFigure:
         self.fig = fig
         self.replay = rp = BackwardReplay(trace)
         tr = trace
-        gs = GridSpec(3, 4, figure=fig, width_ratios=[1.55, 0.8, 0.8, 0.8], height_ratios=[1, 1, 0.5],
-                      left=0.07, right=0.975, top=0.775, bottom=0.065, wspace=0.42, hspace=0.66)
+        self.scale = style.text_scale()       # texts are this many times their notebook size
+        self.big = big = _presenter()
+        if big:       # larger texts: wider margins and gaps, the meters on a grid of their own
+            gs = GridSpec(2, 4, figure=fig, width_ratios=[1.3, 0.8, 0.8, 0.8], left=0.08, right=0.955, top=0.715,
+                          bottom=0.315, wspace=0.55, hspace=0.6)
+            mgs = GridSpec(1, 3, figure=fig, left=0.08, right=0.955, top=0.16, bottom=0.065, wspace=0.55)
+        else:
+            gs = GridSpec(3, 4, figure=fig, width_ratios=[1.55, 0.8, 0.8, 0.8], height_ratios=[1, 1, 0.5],
+                          left=0.07, right=0.975, top=0.775, bottom=0.065, wspace=0.42, hspace=0.66)
+            mgs = gs[2, :].subgridspec(1, 3, wspace=0.55)
         self.grid = _GridPanel(fig.add_subplot(gs[0:2, 0]), rp)
         ev = tr.events
         pmax = _vmax([e.P for e in ev if e.kind == "recompute_P"], 99.5)
@@ -539,30 +612,52 @@ class BackwardFigure:
         self.divider = self.dKV.ax.axvline(tr.d, color="k", lw=0.8)
         self.rmw = Rectangle((0, 0), tr.d, 0, fill=False, edgecolor=style.CURRENT, linewidth=2, clip_on=False)
         self.dQ.ax.add_patch(self.rmw)
-        mgs = gs[2, :].subgridspec(1, 3, wspace=0.55)
         self.meters = _Meters(fig.add_subplot(mgs[0]), fig.add_subplot(mgs[1]), fig.add_subplot(mgs[2]), rp)
         self._group(fig, [self.P.ax, self.dS.ax, self.dK.ax, self.dV.ax], "on chip (SRAM)", style.CURRENT)
         self._group(fig, [self.dQ.ax, self.dKV.ax], "in HBM", "0.35")
         # the step line lives in an axes: savefig draws an axes' animated artists, not a figure's
-        head = fig.add_axes((0, 0.952, 1, 0.048))
+        self.head_y = head_y = 0.945 if big else 0.952
+        head = fig.add_axes((0, head_y, 1, 1 - head_y))
         head.set_axis_off()
-        self.step = head.text(0.01, 0.69, "", fontsize=11, weight="bold", va="center", transform=head.transAxes)
-        self.where = head.text(0.99, 0.69, "", fontsize=10, va="center", ha="right", transform=head.transAxes)
-        self.caption = fig.text(0.01, 0.945, style.sci_math(caption), fontsize=8.5, va="top", color="0.25", linespacing=1.45)
+        step_font, where_font = {"fontsize": style.pt(11), "weight": "bold"}, {"fontsize": style.pt(10)}
+        self.step = head.text(0.01, 0.69, "", **step_font, va="center", transform=head.transAxes)
+        self.where = head.text(0.99, 0.69, "", **where_font, va="center", ha="right", transform=head.transAxes)
+        # the step line's area ends where the widest "step k/n · i, j" begins; a step sentence too
+        # wide for it takes its shorter wording
+        W = fig.bbox.width
+        n = self.n_frames
+        widest = _text_width(fig, f"step {n}/{n}  ·  i = {tr.Tr - 1}, j = {tr.Tc - 1}", **where_font)
+        self.split = min(0.78, 0.99 - widest / W - 0.01)
+        room = (self.split - 0.01) * W - 6
+        self._step_text = {kind: text if _text_width(fig, text, **step_font) <= room
+                           else STEP_TEXT_SHORT.get(kind, text) for kind, text in STEP_TEXT.items()}
+        cap_font = {"fontsize": style.pt(8.5), "linespacing": 1.45}
+        if big:
+            caption = _fit_lines(fig, caption, 0.98 * W, **cap_font)
+        else:
+            caption = style.sci_math(caption)
+        self.caption = fig.text(0.01, head_y - 0.007, caption, **cap_font, va="top", color="0.25")
+        self._titles = {
+            "P": ("Pᵢⱼ recomputed" if big else "Pᵢⱼ recomputed, never stored", "Pᵢⱼ: no tile on chip"),
+            "dS": ("dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)", "dSᵢⱼ: next", "dSᵢⱼ: no tile on chip"),
+            "dK": ("dKⱼ accumulator", "dKⱼ: no key block" if big else "dKⱼ: no key block on chip"),
+            "dV": ("dVⱼ accumulator", "dVⱼ: no key block" if big else "dVⱼ: no key block on chip"),
+            "dQ": ("dQᵢ: read, add, write back", "dQᵢ = 0", "dQ"),
+        }
         self.k = None
         self.blitter = None
         self._big_key = None
 
-    @staticmethod
-    def _group(fig, axes, label, colour):
+    def _group(self, fig, axes, label, colour):
         """A faint box behind a group of panels, labelled with where the data lives."""
         boxes = [ax.get_position() for ax in axes]
-        x0, x1 = min(b.x0 for b in boxes) - 0.048, max(b.x1 for b in boxes) + 0.008
-        y0, y1 = min(b.y0 for b in boxes) - 0.07, max(b.y1 for b in boxes) + 0.07
+        left, below, above = (0.055, 0.065, 0.075) if self.big else (0.048, 0.07, 0.07)
+        x0, x1 = min(b.x0 for b in boxes) - left, max(b.x1 for b in boxes) + 0.008
+        y0, y1 = min(b.y0 for b in boxes) - below, max(b.y1 for b in boxes) + above
         fig.patches.append(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.008",
                                           transform=fig.transFigure, facecolor=colour, alpha=0.06,
                                           edgecolor=colour, linewidth=0.8, zorder=-10))
-        fig.text(x0 + 0.006, y1 - 0.004, label, fontsize=8.5, weight="bold", color=colour, va="top")
+        fig.text(x0 + 0.006, y1 - 0.004, label, fontsize=style.pt(8.5), weight="bold", color=colour, va="top")
 
     @property
     def n_frames(self) -> int:
@@ -582,13 +677,14 @@ class BackwardFigure:
         c3 = (pos["dK"].x1 + pos["dQ"].x0) / 2
         top_t, bot_t = pos["P"].y1, pos["dS"].y1         # tops of the two panel rows
         m_top = max(ax.get_position().y1 for ax in m.axes)
-        head = 0.952
-        strip = 20 * py                                  # a title strip above an axes
-        grid_top = gp.y1 + 14 * py                       # the K_j strip sits just above the grid
+        head, split = self.head_y, self.split
+        pt = self.fig.dpi / 72 * py                      # one point, in figure fractions
+        strip = max(20 * py, (5 + 1.3 * 8.5) * self.scale * pt + 2 * py)   # a title strip above an axes (pad 5 pt)
+        grid_top = gp.y1 + max(14 * py, 0.04 * gp.height + 2 * py)     # the K_j strip sits just above the grid
         cols = {"P": (c1, c2), "dS": (c1, c2), "dK": (c2, c3), "dV": (c2, c3), "dQ": (c3, 1), "dKV": (c3, 1)}
         regions = {
-            "step": ((0, head, 0.78, 1), [], [self.step], True),
-            "where": ((0.78, head, 1, 1), [], [self.where], False),
+            "step": ((0, head, split, 1), [], [self.step], True),
+            "where": ((split, head, 1, 1), [], [self.where], False),
             "grid": ((0, gp.y0 - 3 * py, c1, grid_top), [g.image, g.grid, *g.path, *g.ax.spines.values()],
                      [g.flash, g.band, g.tile, g.q_strip, g.k_strip], False),
             "grid title": ((0, grid_top, c1, head), [], [g.title], True),
@@ -657,27 +753,27 @@ class BackwardFigure:
             self.grid.update(s)
         flash = e.kind == "recompute_P"
         self.P.show(s.P)
-        self.P.title.set(text="Pᵢⱼ recomputed, never stored" if s.P is not None else "Pᵢⱼ: no tile on chip",
+        T = self._titles
+        self.P.title.set(text=T["P"][0] if s.P is not None else T["P"][1],
                          color=RECOMPUTE if flash else "k", weight="bold" if flash else "normal")
         self.dS.show(s.dS)
-        self.dS.title.set(text="dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)" if s.dS is not None else
-                          ("dSᵢⱼ: next" if s.P is not None else "dSᵢⱼ: no tile on chip"),
+        self.dS.title.set(text=T["dS"][0] if s.dS is not None else (T["dS"][1] if s.P is not None else T["dS"][2]),
                           color=style.CURRENT if e.kind == "compute_dS" else "k")
         self.dK.show(s.dK_j)
         self.dV.show(s.dV_j)
         for panel, kind, name in ((self.dK, "accumulate_dK", "dK"), (self.dV, "accumulate_dV", "dV")):
             live = s.dK_j is not None
-            panel.title.set(text=f"{name}ⱼ accumulator" if live else f"{name}ⱼ: no key block on chip",
+            panel.title.set(text=T[name][0] if live else T[name][1],
                             color=style.CURRENT if e.kind in (kind, "write_dKdV") else "k")
         rmw = e.kind in ("update_dQ", "compute_D")
         self.rmw.set_visible(rmw)
         if rmw:
             self.rmw.set_y(e.r0)
             self.rmw.set_height(e.r1 - e.r0)
-        self.dQ.title.set(text={"update_dQ": "dQᵢ: read, add, write back", "compute_D": "dQᵢ = 0"}.get(e.kind, "dQ"),
+        self.dQ.title.set(text={"update_dQ": T["dQ"][0], "compute_D": T["dQ"][1]}.get(e.kind, T["dQ"][2]),
                           color=style.CURRENT if rmw else "k")
         self.meters.update(s)
-        self.step.set(text=s.text, color=RECOMPUTE if flash else "k")
+        self.step.set(text=self._step_text[e.kind], color=RECOMPUTE if flash else "k")
         self.where.set_text(f"step {k + 1}/{self.n_frames}" + (f"  ·  {s.where}" if s.where else ""))
         self.k = k
         return s
