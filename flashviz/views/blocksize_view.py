@@ -38,6 +38,12 @@ CURVE_N = tuple(2 ** k for k in range(7, 16))
 SPILL = "#a00000"         # text on configurations that do not fit
 PARTS = (("Q_i", "#1f77b4"), ("K_j", "#2ca02c"), ("V_j", "#98df8a"), ("S_ij/P_ij", "#9467bd"),
          ("O_i", "#17becf"), ("m_i, l_i", "#7f7f7f"))
+#: above this text scale (style.text_scale(): presenter mode) the figure is laid out for large
+#: text: shorter titles, captions and step lines, fewer labels, wider margins (same inches)
+COMPACT_SCALE = 1.15
+#: (notebook, large text): the GridSpec of the panels
+LAYOUT = ({"left": 0.065, "right": 0.985, "top": 0.815, "bottom": 0.07, "wspace": 0.42, "hspace": 0.5},
+          {"left": 0.075, "right": 0.985, "top": 0.765, "bottom": 0.085, "wspace": 0.36, "hspace": 0.5})
 
 
 @dataclass
@@ -146,6 +152,9 @@ class BlockSizeFigure(BlittedView):
     recorded: a GPU results dict, None (no measurements) or "latest" (flashviz.gpu.latest_results,
     imported lazily; no CuPy needed). Public: ``rows`` (the sweep), ``best`` (the optimum or None),
     ``measured`` ({(Br, Bc): row}), ``n_frames``, ``draw_frame(k)`` → BlockSizeState.
+    Text sizes go through ``style.pt``; built at a text scale above COMPACT_SCALE (presenter mode,
+    ``style.scaled_text``) the figure keeps its inches and lays itself out for large text
+    (``compact``): wider margins, shorter titles, caption, step line and numbers.
     """
 
     def __init__(self, fig, *, N: int, d: int, itemsize: int = 4, sram_budget: int, budget_name: str = "",
@@ -161,26 +170,34 @@ class BlockSizeFigure(BlittedView):
         self._res = _latest() if isinstance(recorded, str) and recorded == "latest" else recorded
         self.measured = recorded_sweep(self._res, N=N, d=d, itemsize=itemsize, causal=causal, order=order)
         self._curves = {}
-        gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], left=0.065, right=0.985,
-                      top=0.815, bottom=0.07, wspace=0.42, hspace=0.5)
+        # presenter mode (large text) on the same inches: a layout of its own, decided now
+        self.compact = style.text_scale() > COMPACT_SCALE
+        gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], **LAYOUT[self.compact])
         self._heatmap(fig.add_subplot(gs[0, 0]))
         self._measured_panel(fig.add_subplot(gs[0, 1]))
         self._curve_panel(fig.add_subplot(gs[0, 2]))
         self._sram_panel(fig.add_subplot(gs[1, 0:2]))
         self.ax_text = fig.add_subplot(gs[1, 2])
         self.ax_text.axis("off")
-        self.numbers = self.ax_text.text(0, 1.12, "", fontsize=8, va="top", family="monospace", linespacing=1.45,
-                                         transform=self.ax_text.transAxes)
-        self.step = fig.text(0.01, 0.975, "", fontsize=11.5, weight="bold", va="top")
+        self.numbers = self.ax_text.text(0, 1.12, "", fontsize=style.pt(8), va="top", family="monospace",
+                                         linespacing=1.3 if self.compact else 1.45, transform=self.ax_text.transAxes)
+        self.step = fig.text(0.01, 0.975, "", fontsize=style.pt(11.5), weight="bold", va="top")
         Br_p, Bc_p = iomodel.paper_block_sizes(sram_budget, d, itemsize=itemsize)
         fit = sum(r["fits"] for r in self.rows)
-        caption = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
-                   f"{', causal' if causal else ''} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
-                   f"{fit} of {len(self.rows)} configurations fit · "
-                   f"standard attention moves {fmt_size(self.standard)}\n"
-                   f"The paper's choice for this M (Algorithm 1): Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}  "
-                   f"(M counted in elements: {sram_budget // itemsize:,})")
-        self.caption = fig.text(0.01, 0.93, style.sci_math(caption), fontsize=8.5, va="top", color="0.25", linespacing=1.5)
+        config = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
+                  f"{', causal' if causal else ''}")
+        paper = f"Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}"
+        if self.compact:
+            caption = (f"{config} · M = {self.budget_name} · {fit} of {len(self.rows)} configurations fit\n"
+                       f"standard attention moves {fmt_size(self.standard)} · the paper's choice (Algorithm 1): {paper}")
+        else:
+            caption = (f"{config} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
+                       f"{fit} of {len(self.rows)} configurations fit · "
+                       f"standard attention moves {fmt_size(self.standard)}\n"
+                       f"The paper's choice for this M (Algorithm 1): {paper}  "
+                       f"(M counted in elements: {sram_budget // itemsize:,})")
+        self.caption = fig.text(0.01, 0.915 if self.compact else 0.93, style.sci_math(caption), fontsize=style.pt(8.5),
+                                va="top", color="0.25", linespacing=1.35 if self.compact else 1.5)
         self.k = None
         self.blitter = None
 
@@ -190,18 +207,23 @@ class BlockSizeFigure(BlittedView):
 
     def _grid_axes(self, ax, title):
         n = len(self.blocks)
-        ax.set_xticks(range(n), [str(b) for b in self.blocks], fontsize=7.5)
-        ax.set_yticks(range(n), [str(b) for b in self.blocks], fontsize=7.5)
+        ax.set_xticks(range(n), [str(b) for b in self.blocks], fontsize=style.pt(7.5))
+        ax.set_yticks(range(n), [str(b) for b in self.blocks], fontsize=style.pt(7.5))
         ax.set_xlim(-0.5, n - 0.5)
         ax.set_ylim(n - 0.5, -0.5)
-        ax.set_xlabel("Bc (key block columns)", fontsize=8)
-        ax.set_ylabel("Br (query block rows)", fontsize=8)
-        ax.set_title(title, fontsize=8.5)
-        ax.tick_params(length=2)
+        ax.set_xlabel("Bc (key block columns)", fontsize=style.pt(8))
+        ax.set_ylabel("Br (query block rows)", fontsize=style.pt(8))
+        ax.set_title(title, fontsize=style.pt(8.5))
+        ax.tick_params(length=2, labelsize=style.pt(7.5))
 
     def _heatmap(self, ax):
         n = len(self.blocks)
-        uname, u = _unit(max(r["hbm_bytes"] for r in self.rows))
+        # the unit of the smallest cell (no '0.0352' in a narrow cell), unless the largest would then
+        # need five digits; at most four characters a number ('2048', '514', '29.1')
+        lo_b, hi_b = min(r["hbm_bytes"] for r in self.rows), max(r["hbm_bytes"] for r in self.rows)
+        uname, u = _unit(lo_b)
+        if hi_b / u >= 9999.5:
+            uname, u = _unit(hi_b)
         grid = np.zeros((n, n))
         for r in self.rows:
             x, y = self._cell(r)
@@ -215,11 +237,15 @@ class BlockSizeFigure(BlittedView):
             if not r["fits"]:
                 ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="#fde0e0", edgecolor="#f08080",
                                        hatch="///", linewidth=0.5))
-            ax.text(x, y, f"{r['hbm_bytes'] / u:.3g}" + ("" if r["fits"] else "\nspills"), ha="center", va="center",
-                    fontsize=7, color=SPILL if not r["fits"] else ("w" if dark else "k"), linespacing=1.1,
+            # large text on a grid wider than 5 cells: no room for the word, the red hatching says it
+            spills = "" if r["fits"] or (self.compact and n > 5) else "\nspills"
+            v = r["hbm_bytes"] / u
+            ax.text(x, y, (f"{v:.0f}" if v >= 999.5 else f"{v:.3g}") + spills, ha="center", va="center",
+                    fontsize=style.pt(7), color=SPILL if not r["fits"] else ("w" if dark else "k"), linespacing=1.1,
                     weight="normal" if r["fits"] else "bold",
                     bbox=None if r["fits"] else dict(boxstyle="round,pad=0.15", facecolor="#fde0e0", edgecolor="none"))
-        self._grid_axes(ax, f"model HBM traffic ({uname}) per Br × Bc\nhatched red: does not fit in SRAM")
+        self._grid_axes(ax, f"model HBM traffic ({uname})\nhatched red: does not fit" if self.compact else
+                        f"model HBM traffic ({uname}) per Br × Bc\nhatched red: does not fit in SRAM")
         self.ax_heat = ax
         self.cur_heat = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
         ax.add_patch(self.cur_heat)
@@ -241,7 +267,7 @@ class BlockSizeFigure(BlittedView):
                        "kernel time per block size.")
             else:
                 msg = "No recorded GPU results\nin this installation."
-            ax.text(0.5, 0.5, msg, ha="center", va="center", fontsize=8, color="0.3", transform=ax.transAxes,
+            ax.text(0.5, 0.5, msg, ha="center", va="center", fontsize=style.pt(8), color="0.3", transform=ax.transAxes,
                     bbox=dict(boxstyle="round", facecolor="0.96", edgecolor="0.8"))
             return
         n = len(self.blocks)
@@ -255,12 +281,17 @@ class BlockSizeFigure(BlittedView):
         for y in range(n):
             for x in range(n):
                 v = grid[y, x]
-                ax.text(x, y, "—" if not np.isfinite(v) else f"{v:.1f}", ha="center", va="center", fontsize=7,
+                ax.text(x, y, "—" if not np.isfinite(v) else f"{v:.1f}", ha="center", va="center", fontsize=style.pt(7),
                         color="0.55" if not np.isfinite(v) else ("w" if norm(v) > 0.55 else "k"))
         env = self._res.get("env", {})
         r0 = next(iter(self.measured.values()))
-        self._grid_axes(ax, f"measured kernel-only ms ({env.get('device', '?')}, {env.get('date', '?')})\n"
-                            f"B·H = {r0['B'] * r0['H']} heads, kernels/flash_fwd.cu")
+        if self.compact:
+            self._grid_axes(ax, f"measured kernel-only ms, B·H = {r0['B'] * r0['H']}\n"
+                                f"{env.get('device', '?')}, {env.get('date', '?')}")
+            ax.set_ylabel("")                      # the same Br rows as the heatmap beside it
+        else:
+            self._grid_axes(ax, f"measured kernel-only ms ({env.get('device', '?')}, {env.get('date', '?')})\n"
+                                f"B·H = {r0['B'] * r0['H']} heads, kernels/flash_fwd.cu")
         self.cur_meas = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
         ax.add_patch(self.cur_meas)
 
@@ -286,16 +317,17 @@ class BlockSizeFigure(BlittedView):
         (self.cur_curve,) = ax.loglog(self.Ns, std, color=style.CURRENT, lw=1.2, alpha=0.9,
                                       label="this frame's Br × Bc")
         ax.axvline(self.N, color="0.5", lw=0.8, ls=":")
-        ax.set_xlabel("N (sequence length)", fontsize=8)
-        ax.set_title(f"HBM traffic vs N (log-log), d = {d}, M = {fmt_size(self.M)}", fontsize=8.5)
+        ax.set_xlabel("N (sequence length)", fontsize=style.pt(8))
+        ax.set_title("HBM traffic vs N (log-log)" + ("\n" if self.compact else ", ") +
+                     f"d = {d}, M = {fmt_size(self.M)}", fontsize=style.pt(8.5))
         ax.yaxis.set_major_locator(LogLocator(base=4.0 ** 2, numticks=12))
         ax.yaxis.set_major_formatter(FuncFormatter(fmt_size))
         ax.minorticks_off()
         xt = [n for n in CURVE_N if n.bit_length() % 2 == 0]       # 128, 512, 2k, 8k, 32k
         ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=style.pt(7))
         ax.grid(True, which="major", lw=0.3, alpha=0.5)
-        ax.legend(fontsize=6.5, loc="upper left", frameon=False, handlelength=1.6)
+        ax.legend(fontsize=style.pt(6.5), loc="upper left", frameon=False, handlelength=1.6)
         self.ax_curve = ax
 
     def _sram_panel(self, ax):
@@ -308,16 +340,16 @@ class BlockSizeFigure(BlittedView):
             self.parts.append(bar)
         lo, hi = -0.62, 1.15
         ax.axvline(self.M / self.su, ymin=0, ymax=(0.45 - lo) / (hi - lo), color="k", lw=1.4)
-        ax.text(self.M / self.su, -0.6, f" budget M = {self.budget_name} ", fontsize=7, va="bottom",
+        ax.text(self.M / self.su, -0.6, f" budget M = {self.budget_name} ", fontsize=style.pt(7), va="bottom",
                 ha="right" if self.M > 0.6 * top else "left")
         ax.set_xlim(0, 1.04 * top / self.su)
         ax.set_ylim(lo, hi)
         ax.set_yticks([])
-        ax.set_xlabel(uname, fontsize=7, labelpad=1)
-        ax.tick_params(labelsize=7)
-        ax.legend(fontsize=6.5, ncol=6, loc="upper left", frameon=False, handlelength=1.0, columnspacing=1.2,
+        ax.set_xlabel(uname, fontsize=style.pt(7), labelpad=1)
+        ax.tick_params(labelsize=style.pt(7))
+        ax.legend(fontsize=style.pt(6.5), ncol=6, loc="upper left", frameon=False, handlelength=1.0, columnspacing=1.2,
                   borderaxespad=0.3)
-        self.sram_title = ax.set_title("", fontsize=8.5, loc="left")
+        self.sram_title = ax.set_title("", fontsize=style.pt(8.5), loc="left")
 
     # --- frames ----------------------------------------------------------------------------------
     @property
@@ -373,26 +405,48 @@ class BlockSizeFigure(BlittedView):
             bar.set_width(nbytes / self.su)
             left += nbytes / self.su
         over = r["sram_bytes"] / self.M
-        verdict = "fits" if r["fits"] else f"over the budget by {over:.2g}× — spills"
-        self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_size(r['sram_bytes'])} "
-                                 f"of M = {fmt_size(self.M)} ({100 * over:.0f}%): {verdict}")
+        if self.compact:
+            self.sram_title.set_text(f"SRAM working set: {fmt_size(r['sram_bytes'])} of M = {fmt_size(self.M)} "
+                                     f"({100 * over:.0f}%) — {'fits' if r['fits'] else 'spills'}")
+        else:
+            verdict = "fits" if r["fits"] else f"over the budget by {over:.2g}× — spills"
+            self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_size(r['sram_bytes'])} "
+                                     f"of M = {fmt_size(self.M)} ({100 * over:.0f}%): {verdict}")
         self.sram_title.set_color("k" if r["fits"] else style.BAD)
         self.numbers.set_text(self._numbers(r, s.measured_ms))
-        self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}")
+        self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}" if not self.compact else
+                           f"step {k + 1}/{self.n_frames}: {self._short_text(s)}")
         self.k = k
         return s
+
+    def _short_text(self, s: BlockSizeState) -> str:
+        """The step line for large text (presenter mode): what ``s.text`` says, in fewer words."""
+        row, best = s.row, s.best
+        if s.final and best is None:
+            return f"nothing fits in {self.budget_name} — use a larger M or a smaller d"
+        if s.final:
+            return (f"the optimum: Br × Bc = {row['Br']}×{row['Bc']} — {fmt_size(row['hbm_bytes'])} HBM, "
+                    f"{fmt_size(row['sram_bytes'])} SRAM")
+        so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
+        return (f"{row['Br']}×{row['Bc']}: {fmt_size(row['hbm_bytes'])} HBM, {fmt_size(row['sram_bytes'])} SRAM, "
+                f"{'fits' if row['fits'] else 'spills'} · {so_far}")
 
     def _numbers(self, r, ms) -> str:
         io = iomodel.flash_forward_io(self.N, self.N, self.d, Br=r["Br"], Bc=r["Bc"], itemsize=self.b,
                                       order=self.order, causal=self.causal)
-        big = sorted(((v, k) for k, v in {**io.reads}.items()), reverse=True)[:3]
-        lines = [f"Br = {r['Br']}, Bc = {r['Bc']}: Tr = {r['Tr']}, Tc = {r['Tc']}",
-                 f"HBM  {fmt_size(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
-                 "read " + ", ".join(f"{k} {fmt_size(v)}" for v, k in big),
-                 f"{fmt_flops(r['flops'])} (matmul)"]
+        big = sorted(((v, k) for k, v in {**io.reads}.items()), reverse=True)[:2 if self.compact else 3]
+        if self.compact:                # large text: lines of at most ~30 characters
+            lines = [f"Br×Bc = {r['Br']}×{r['Bc']}, Tr×Tc = {r['Tr']}×{r['Tc']}"]
+        else:
+            lines = [f"Br = {r['Br']}, Bc = {r['Bc']}: Tr = {r['Tr']}, Tc = {r['Tc']}"]
+        lines += [f"HBM  {fmt_size(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
+                  "read " + ", ".join(f"{k} {fmt_size(v)}" for v, k in big),
+                  f"{fmt_flops(r['flops'])} (matmul)"]
         if max(r["Br"], r["Bc"]) > self.N:
             lines.append(f"(tiles clipped to N = {self.N})")
-        if self.measured:
+        if self.measured and self.compact:
+            lines.append(f"GPU  {ms:.2f} ms (kernel-only)" if ms is not None else "GPU  not measured (≤ 128)")
+        elif self.measured:
             lines.append(f"GPU  {ms:.2f} ms measured, kernel-only" if ms is not None
                          else "GPU  not measured (kernel: ≤ 128)")
         return "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..iomodel import standard_attention_io
+from . import style
 from .style import STANDARD, TILED, fmt_bytes
 
 #: the sequence lengths of the bytes panel
@@ -19,7 +20,8 @@ def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int =
     faster than x·roof;
     right, standard attention's HBM bytes per head split into Q, K, V, O and the N² terms S, P
     (``iomodel.standard_attention_io`` at d, itemsize). Returns {"axes": (left, right),
-    "roof_GBps": the roof, "sp_share": [share of S and P in the bytes, per N in BYTES_N]}."""
+    "roof_GBps": the roof, "sp_share": [share of S and P in the bytes, per N in BYTES_N]}.
+    Text sizes follow ``style.pt`` (build inside ``style.scaled_text(scale)`` for larger text)."""
     fig.clear()
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
     roof = roof_Bps / 1e9
@@ -29,13 +31,13 @@ def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int =
         left.loglog(r["ew_flops"] / r["ew_bytes"], r["ew_flops"] / r["ew_s"] / 1e9, "s", color=STANDARD)
         # labels alternately right and left of their points: nearby points keep apart
         left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points", xytext=(6 if n % 2 else -6, -3),
-                      ha="left" if n % 2 else "right", fontsize=7)
+                      ha="left" if n % 2 else "right", fontsize=style.pt(7))
     x = np.logspace(-2, 2.5, 50)
     left.loglog(x, roof * x, "--", color="0.5", label=f"memory roof: a copy moves {roof:.0f} GB/s (measured)")
-    left.set_xlabel("arithmetic intensity (FLOP per byte)")
-    left.set_ylabel("achieved GFLOP/s")
-    left.set_title("measured here: ● QKᵀ   ■ exp over S", fontsize=10)
-    left.legend(fontsize=8, loc="upper left")
+    left.set_xlabel("arithmetic intensity (FLOP per byte)", fontsize=style.pt(10))
+    left.set_ylabel("achieved GFLOP/s", fontsize=style.pt(10))
+    left.set_title("measured here: ● QKᵀ   ■ exp over S", fontsize=style.pt(10))
+    left.legend(fontsize=style.pt(8), loc="upper left")
     qkvo, sp, shares = [], [], []
     for N in BYTES_N:
         io = standard_attention_io(N, N, d, itemsize=itemsize)
@@ -48,12 +50,14 @@ def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int =
     right.bar(pos, sp, bottom=qkvo, color=STANDARD, label="S and P (N² terms)")
     right.set_yscale("log")
     right.set_xticks(pos, [f"{N // 1024}k" for N in BYTES_N])
-    right.set_xlabel("sequence length N")
-    right.set_ylabel("HBM bytes per head")
-    right.set_title(f"standard attention: d = {d}, {itemsize} B elements", fontsize=10)
+    right.set_xlabel("sequence length N", fontsize=style.pt(10))
+    right.set_ylabel("HBM bytes per head", fontsize=style.pt(10))
+    right.set_title(f"standard attention: d = {d}, {itemsize} B elements", fontsize=style.pt(10))
     right.annotate(fmt_bytes(qkvo[-1] + sp[-1]), (pos[-1], qkvo[-1] + sp[-1]), ha="center", va="bottom",
-                   fontsize=8)
-    right.legend(fontsize=8, loc="upper left")
+                   fontsize=style.pt(8))
+    right.legend(fontsize=style.pt(8), loc="upper left")
+    for ax in (left, right):             # tick labels are made at draw time, outside scaled_text: sized here
+        ax.tick_params(which="both", labelsize=style.pt(10))
     right.set_ylim(min(qkvo) / 4, (qkvo[-1] + sp[-1]) * 20)
     fig.tight_layout()
     return {"axes": (left, right), "roof_GBps": roof, "sp_share": shares}

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 from .. import _checks
 from ..roofline import ROOFLINE_N, copy_bandwidth, measure_intensity
 from ..views.roofline_view import draw_memory_wall
+from ..views.style import scaled_text
 from .base import canvas_widget, check_int, close_widget, ensure_ipympl
 
 
@@ -20,16 +21,19 @@ class MemoryWall:
 
     figsize: (width, height) inches (default (11, 4.6)); dpi (default 90), both as every widget
     takes them (``_checks.check_figure``); repeat:
-    timed runs per measurement, the fastest kept (1–100, default 7). The first measurement
+    timed runs per measurement, the fastest kept (1–100, default 7); text_scale: every text of
+    the figure at this many times its notebook size (0.5–2.5, default 1; the app's presenter
+    mode uses 1.4), as every widget takes it. The first measurement
     runs on construction (about 0.1 s per repeat: ``roofline.measure_intensity``).
     Public: ``rows`` (the measurement), ``info`` (draw_memory_wall's result), ``measure()``,
     ``widget``, ``close()``. Raises a one-line ValueError for a bad figsize or dpi, TypeError /
-    ValueError for a bad repeat.
+    ValueError for a bad repeat or text_scale.
     """
 
-    def __init__(self, *, figsize=(11.0, 4.6), dpi: int = 90, repeat: int = 7):
+    def __init__(self, *, figsize=(11.0, 4.6), dpi: int = 90, repeat: int = 7, text_scale: float = 1.0):
         figsize, dpi = _checks.check_figure(figsize, dpi)
         self.repeat = check_int(repeat, "repeat", 1, 100)
+        self.text_scale = _checks.check_text_scale(text_scale)
         use_ipympl = ensure_ipympl()
         with plt.ioff():
             self.fig = plt.figure(figsize=figsize, dpi=dpi)
@@ -48,7 +52,8 @@ class MemoryWall:
         try:
             self.rows = measure_intensity(ROOFLINE_N, 64, repeat=self.repeat)
             self.roof_Bps = copy_bandwidth(repeat=self.repeat)
-            self.info = draw_memory_wall(self.fig, self.rows, self.roof_Bps)
+            with scaled_text(self.text_scale):
+                self.info = draw_memory_wall(self.fig, self.rows, self.roof_Bps)
             mm = max(r["mm_flops"] / r["mm_s"] for r in self.rows) / 1e9
             ew = max(r["ew_flops"] / r["ew_s"] for r in self.rows) / 1e9
             self.status.value = (f"measured on this machine, best of {self.repeat}: QKᵀ up to {mm:.0f} GFLOP/s, exp over S "

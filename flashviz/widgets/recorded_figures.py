@@ -5,7 +5,8 @@ FlashAttention-2 and cuDNN (``views.bench_plot.plot_mma_benchmark``), the block 
 d = 64 (``plot_block_sweep``) and the DRAM bytes measured with Nsight Compute beside the IO
 model (``plot_dram``), each with a one-line caption whose numbers are computed from the same
 JSON. Figures are rendered once to PNG (ipywidgets.Image), so they show in Voilà and on a
-projector without an interactive canvas.
+projector without an interactive canvas; ``text_scale`` draws their texts larger (the app's
+presenter mode), built inside ``views.style.scaled_text``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import ipywidgets as W
 
 from .. import _checks
 from ..gpu.results import compulsory_bytes, latest_results, mma_sweep, mma_table, ratio_span, recorded_label
+from ..views.style import scaled_text
 from . import registry
 from .base import close_widget
 
 
-#: (figure name, recording labels, scale, dpi) -> PNG bytes, kept per process
+#: (figure name, recording labels, size scale, dpi, text scale) -> PNG bytes, kept per process
 _PNGS: dict = {}
 
 
@@ -68,15 +70,20 @@ class RecordedFigures:
 
     figsize: (width, height) in inches of each figure (default (10, 6.5) for the benchmark,
     (10, 3.8) for the others, scaled together); dpi: resolution of the PNGs (default 90);
-    key: registry key (re-running a cell replaces the widget). Without recorded results the
-    widget says so. Raises a one-line ValueError for a figsize or dpi out of range (see
-    flashviz._checks: sides of 1–50 inches, 20–600 dpi, at most 8 million pixels a figure).
+    key: registry key (re-running a cell replaces the widget); text_scale: every text of the
+    figures at this many times its notebook size (0.5–2.5, default 1; the app's presenter mode
+    uses 1.4; the figures lay themselves out for it on the same inches). Without recorded
+    results the widget says so. ``figure(name)`` returns a tab's figure as a new matplotlib
+    Figure. Raises a one-line ValueError for a figsize or dpi out of range (see
+    flashviz._checks: sides of 1–50 inches, 20–600 dpi, at most 8 million pixels a figure),
+    TypeError / ValueError for a bad text_scale.
     """
 
-    def __init__(self, *, figsize=None, dpi: int | None = None, key=None):
+    def __init__(self, *, figsize=None, dpi: int | None = None, key=None, text_scale: float = 1.0):
         from ..views import bench_plot as bp
 
         dpi = _checks.check_dpi(90 if dpi is None else dpi)
+        self.text_scale = _checks.check_text_scale(text_scale)
         scale = 1.0
         if figsize is not None:
             scale = _checks.check_figsize(figsize)[0] / 10.0
@@ -94,7 +101,8 @@ class RecordedFigures:
             "benchmark": lambda: bp.plot_mma_benchmark(mma, figsize=(10 * scale, 6.5 * scale)),
             "sweep": lambda: bp.plot_block_sweep(mma, d=64, figsize=(10 * scale, 3.8 * scale)),
             "dram": lambda: bp.plot_dram(dram, figsize=(10 * scale, 3.8 * scale))}
-        self._png_key = (recorded_label(mma) if mma else None, recorded_label(dram) if dram else None, scale, int(dpi))
+        self._png_key = (recorded_label(mma) if mma else None, recorded_label(dram) if dram else None, scale, int(dpi),
+                         self.text_scale)
         pages, titles = [], []
         for name, title in (("benchmark", "vs FlashAttention-2"), ("sweep", "block sizes"), ("dram", "DRAM bytes (ncu)")):
             pages.append(W.VBox([W.HTML(f"<div style='font-size:13px'>{self.captions[name]}</div>"),
@@ -110,6 +118,15 @@ class RecordedFigures:
 
     NAMES = ("benchmark", "sweep", "dram")
 
+    def figure(self, name: str):
+        """A new matplotlib Figure of tab ``name`` ("benchmark", "sweep", "dram") at this widget's
+        size and text scale (the caller closes it). Raises ValueError for another name, or when
+        the installation holds no recording of that kind."""
+        if name not in self.NAMES:
+            raise ValueError(f"name must be one of {self.NAMES}, got {name!r}")
+        with scaled_text(self.text_scale):
+            return self._draws[name]()
+
     def _show(self, index) -> None:
         if index is None:
             return
@@ -121,7 +138,7 @@ class RecordedFigures:
         png = _PNGS.get(key)
         if png is None:
             try:
-                png = _png(self._draws[name](), self._png_key[3])
+                png = _png(self.figure(name), self._png_key[3])
             except (ValueError, TypeError):          # no recording of this kind in the installation
                 png = b""
             if len(_PNGS) > 32:
