@@ -20,9 +20,9 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Rectangle
 from matplotlib.path import Path
-from matplotlib.textpath import TextPath
+from matplotlib.textpath import TextPath, text_to_path
 from matplotlib.ticker import MaxNLocator
-from matplotlib.transforms import Affine2D
+from matplotlib.transforms import Affine2D, ScaledTranslation
 
 from .. import iomodel
 from ..masking import n_key_blocks_visible, tile_kind
@@ -30,7 +30,7 @@ from ..replay import sub
 from . import style
 from .blit import BlittedView
 from .meters import _unit
-from .style import fmt_bytes
+from .style import fmt_bytes as _style_fmt_bytes
 
 #: the tensors a forward pass moves, in the order the meters stack them
 TENSORS = ("Q", "K", "V", "O", "l", "m", "lse")
@@ -42,8 +42,82 @@ ORDER_TITLES = {
     "fa2": ("FA2 (FlashAttention-2): query blocks i outer",
             "Q_i, O_i, m_i, l_i stay on chip; K_j, V_j stream past; O_i written once"),
 }
+#: presenter mode (text scale > 1): the same titles, shorter where a line would not fit
+SHORT_HEADING = "same tiles, different order: both runs after the same number of tiles"
+SHORT_NOTE = ("orange box: the tile just computed · orange band: stays on chip · "
+              "darker: computed later")
+SHORT_METER_TITLE = "HBM traffic so far, by tensor (dashed: the run's total). FA1 moves {} {} ({:.2f}x FA2)"
 _LOADS = ("init", "load_Q", "load_KV")
 MAX_NUMBERED = 12        # visit numbers are written in the tiles when Tr, Tc <= this
+
+
+def fmt_bytes(n: float) -> str:
+    """style.fmt_bytes, without its '1.01e+03 KiB' for 1000 to 1023 of a unit ('1010 KiB')."""
+    s = _style_fmt_bytes(n)
+    num, _, unit = s.partition(" ")
+    return f"{float(num):.0f} {unit}" if "e" in num else s
+
+
+def large_text() -> bool:
+    """True while a view is built at a text scale above the notebook's (presenter mode): the
+    views then use their roomier layout; at scale 1 they keep the notebook's."""
+    return style.text_scale() > 1.0 + 1e-9
+
+
+def text_width(text: str, size: float, **font) -> float:
+    """Width in points of the widest line of ``text`` at ``size`` points (mathtext aware; a
+    slight overestimate of what Agg draws)."""
+    prop = FontProperties(size=size, **font)
+    return max((text_to_path.get_text_width_height_descent(line, prop, ismath="$" in line)[0]
+                for line in text.split("\n")), default=0.0)
+
+
+#: where wrap_text breaks a line, best first, and what each break leaves at the line's end
+_BREAKS = ((" · ", ""), ("; ", ";"), (" ", ""))
+
+
+def wrap_text(text: str, size: float, width: float, **font) -> str:
+    """``text`` with every line wider than ``width`` points at ``size`` broken in two or more,
+    at " · " separators first, then at "; ", then at spaces; the lines of a broken one about
+    equally long (as few lines as fit, each as short as that number allows)."""
+    def fill(parts, sep, keep, w):
+        lines, cur = [], parts[0]
+        for part in parts[1:]:
+            if text_width(cur + sep + part, size, **font) <= w:
+                cur += sep + part
+            else:
+                lines.append(cur + keep)
+                cur = part
+        return lines + [cur]
+
+    def wrap(line, breaks):
+        if text_width(line, size, **font) <= width or not breaks:
+            return [line]
+        (sep, keep), rest = breaks[0], breaks[1:]
+        parts = line.split(sep)
+        if len(parts) == 1:
+            return wrap(line, rest)
+        lines = fill(parts, sep, keep, width)
+        lo, hi = max(text_width(p + keep, size, **font) for p in parts), width
+        if lo <= hi:                # balance: the narrowest width that gives as few lines
+            for _ in range(10):
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if len(fill(parts, sep, keep, mid)) <= len(lines) else (mid, hi)
+            lines = fill(parts, sep, keep, hi)
+        return [w for ln in lines for w in wrap(ln, rest)]
+
+    return "\n".join(w for line in text.split("\n") for w in wrap(line, _BREAKS))
+
+
+def line_height(size: float, n: int = 1, spacing: float = 1.2) -> float:
+    """Points n lines of ``size``-point text take (matplotlib's line spacing ``spacing``)."""
+    return size * (1.2 + spacing * (n - 1)) if n else 0.0
+
+
+def tick_row(labelsize: float) -> float:
+    """Points from an axes' edge to the far side of its tick labels (``labelsize`` at the
+    notebook's scale): tick length, pad and the labels' line."""
+    return 3.5 + 3.5 + line_height(style.pt(labelsize))
 
 
 class TileSteps:
@@ -145,7 +219,7 @@ class _GridPanel:
     grid is small), the current tile outlined, the block that stays on chip banded (and marked
     by a strip outside the axes), skipped tiles hatched."""
 
-    def __init__(self, ax, steps: TileSteps, kinds):
+    def __init__(self, ax, steps: TileSteps, kinds, title: str | None = None):
         tr = steps.trace
         self.ax, self.steps, self.tr = ax, steps, tr
         n = steps.n_steps
@@ -182,7 +256,7 @@ class _GridPanel:
         self._band_rows = [(min(r) * tr.Br if r else 0, tr.Nq if r else 0) for r in rows_of]
         self.numbers = None
         if tr.Tr <= MAX_NUMBERED and tr.Tc <= MAX_NUMBERED:
-            size = 9.0 if max(tr.Tr, tr.Tc) <= 6 else 7.0
+            size = style.pt(9.0 if max(tr.Tr, tr.Tc) <= 6 else 7.0)
             centres = np.column_stack([(xs[steps.tiles[:, 1]] + xs[steps.tiles[:, 1] + 1]) / 2,
                                        (ys[steps.tiles[:, 0]] + ys[steps.tiles[:, 0] + 1]) / 2])
             self._paths = number_paths(range(1, n + 1), size)
@@ -196,12 +270,21 @@ class _GridPanel:
         ax.set_ylim(tr.Nq, 0)
         ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(5, integer=True))
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=8)
-        ax.set_ylabel(f"query index (blocks Q_i of Br = {tr.Br})", fontsize=8)
+        ax.tick_params(labelsize=style.pt(7))
+        ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=style.pt(8))
+        ylabel = f"query index (blocks Q_i of Br = {tr.Br})"
+        fig = ax.figure
+        if large_text() and text_width(ylabel, style.pt(8)) > ax.get_position().height * fig.get_figheight() * 72:
+            ylabel = ylabel.replace(" (", "\n(")          # taller than the grid: two lines
+        ax.set_ylabel(ylabel, fontsize=style.pt(8))
         head, sub_ = ORDER_TITLES[steps.order]
-        ax.set_title(f"{head}\n{sub_}", fontsize=8.5, pad=16 if steps.order == "fa1" else 6)
-        self.label = ax.text(0.5, -0.2, "", transform=ax.transAxes, ha="center", va="top", fontsize=9)
+        ax.set_title(f"{head}\n{sub_}" if title is None else title, fontsize=style.pt(8.5),
+                     pad=16 if steps.order == "fa1" else 6)
+        if large_text():          # under the axis label, wherever its size puts it
+            self.label = ax.annotate("", xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -style.pt(4)),
+                                     textcoords="offset points", ha="center", va="top", fontsize=style.pt(9))
+        else:
+            self.label = ax.text(0.5, -0.2, "", transform=ax.transAxes, ha="center", va="top", fontsize=style.pt(9))
 
     def artists(self):
         numbers = [] if self.numbers is None else [self.numbers]
@@ -238,32 +321,49 @@ class _TrafficMeters:
 
     def __init__(self, ax, steps: dict, io_model: dict):
         self.ax, self.steps = ax, steps
+        big = large_text()
         totals = {o: io_model[o].hbm_bytes for o in steps}
         uname, self.u = _unit(max(totals.values()))
         top = max(totals.values()) / self.u
+        fig = ax.figure
+        width = ax.get_position().width * fig.get_figwidth() * 72          # the axes' width in points
         self.rows = {"fa1": 1, "fa2": 0}
         self.segments, self.labels = {}, {}
         for o, y in self.rows.items():
             ax.barh([y], [totals[o] / self.u], height=0.62, facecolor="none", edgecolor="0.4", lw=0.8, ls="--")
             self.segments[o] = [ax.barh([y], [0], height=0.62, color=TENSOR_COLOURS[t], label=t)[0]
                                 for t in TENSORS]
-            self.labels[o] = ax.text(0, y, "", va="center", fontsize=8)
+            self.labels[o] = ax.text(0, y, "", va="center", fontsize=style.pt(8))
             ax.text(1.005, y, f"run total\n{fmt_bytes(totals[o])}", transform=ax.get_yaxis_transform(),
-                    va="center", ha="left", fontsize=7.5, color="0.25")
-        ax.set_yticks([1, 0], ["FA1", "FA2"], fontsize=9)
+                    va="center", ha="left", fontsize=style.pt(7.5), color="0.25")
+        ax.set_yticks([1, 0], ["FA1", "FA2"], fontsize=style.pt(9))
         ax.set_ylim(-0.55, 1.55)
-        ax.set_xlim(0, 1.28 * top)
-        ax.set_xlabel(uname, fontsize=7, labelpad=1)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.xaxis.set_major_locator(MaxNLocator(8, steps=[1, 2, 4, 5, 10]))
+        if big:       # room right of the longer run's bar for its label (" 174 KiB · O written 16×")
+            widest = max(text_width(f" {fmt_bytes(totals[o])} · O written {int(steps[o].o_writes[-1])}×",
+                                    style.pt(8)) for o in steps)
+            ax.set_xlim(0, top * max(1.28, width / max(width - widest - style.pt(4), 0.3 * width)))
+        else:
+            ax.set_xlim(0, 1.28 * top)
+        ax.set_xlabel(uname, fontsize=style.pt(7), labelpad=1)
+        ax.tick_params(axis="x", labelsize=style.pt(7))
+        ax.xaxis.set_major_locator(MaxNLocator(6 if big else 8, steps=[1, 2, 4, 5, 10]))
         extra = totals["fa1"] - totals["fa2"]
-        ax.set_title(f"HBM traffic so far (bytes read + written, by tensor; dashed: the run's total from "
-                     f"flash_forward_io). "
-                     f"FA1 moves {fmt_bytes(abs(extra))} {'more' if extra >= 0 else 'less'} "
-                     f"({totals['fa1'] / totals['fa2']:.2f}x FA2)", fontsize=9)
+        more = ("more" if extra >= 0 else "less", totals["fa1"] / totals["fa2"])
+        title = (f"HBM traffic so far (bytes read + written, by tensor; dashed: the run's total from "
+                 f"flash_forward_io). "
+                 f"FA1 moves {fmt_bytes(abs(extra))} {more[0]} ({more[1]:.2f}x FA2)")
+        if big and text_width(title, style.pt(9)) > width:
+            title = wrap_text(SHORT_METER_TITLE.format(fmt_bytes(abs(extra)), *more), style.pt(9), width)
+        ax.set_title(title, fontsize=style.pt(9))
         handles = [self.segments["fa2"][c] for c in range(len(TENSORS))]
-        ax.legend(handles, TENSORS, ncol=len(TENSORS), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.42),
-                  frameon=False, handlelength=1.2, columnspacing=1.2)
+        if big:       # on the axis label's line, at the right: no line of its own
+            ax.legend(handles, TENSORS, ncol=len(TENSORS), fontsize=style.pt(7), loc="upper right",
+                      bbox_to_anchor=(1.0, 0), frameon=False, handlelength=1.2, columnspacing=1.2,
+                      borderaxespad=0, borderpad=0,
+                      bbox_transform=ax.transAxes + ScaledTranslation(0, -tick_row(7) / 72, fig.dpi_scale_trans))
+        else:
+            ax.legend(handles, TENSORS, ncol=len(TENSORS), fontsize=style.pt(7), loc="upper center",
+                      bbox_to_anchor=(0.5, -0.42), frameon=False, handlelength=1.2, columnspacing=1.2)
 
     def artists(self):
         return [s for o in self.segments for s in self.segments[o]] + list(self.labels.values())
@@ -310,21 +410,61 @@ class LoopOrderFigure(BlittedView):
                          for o in ("fa1", "fa2")}
         kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk),
                                      tr.Nq, tr.Nk, tr.causal) for j in range(tr.Tc)] for i in range(tr.Tr)])
-        gs = GridSpec(2, 2, figure=fig, height_ratios=[3.2, 1], left=0.085, right=0.89, top=0.775, bottom=0.12,
-                      wspace=0.28, hspace=0.62)
-        self.grids = {"fa1": _GridPanel(fig.add_subplot(gs[0, 0]), self.steps["fa1"], kinds),
-                      "fa2": _GridPanel(fig.add_subplot(gs[0, 1]), self.steps["fa2"], kinds)}
-        self.meters = _TrafficMeters(fig.add_subplot(gs[1, :]), self.steps, self.io_model)
-        self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
-        fig.text(0.235, 0.975, "both runs after the same number of computed tiles: same tiles, different order",
-                 fontsize=10, va="top")
+        heading = "both runs after the same number of computed tiles: same tiles, different order"
         note = ("orange box: the tile just computed · orange band: the block that stays on chip · "
                 "tiles darken in the order they were computed" + (" · hatched: skipped by the causal mask"
                                                                   if tr.causal else ""))
-        self.caption = fig.text(0.01, 0.935, style.sci_math(f"{caption}\n{note}" if caption else note), fontsize=8.5, va="top",
-                                color="0.25", linespacing=1.5)
+        text = style.sci_math(f"{caption}\n{note}" if caption else note)
+        heading_x, caption_y, spacing, titles = 0.235, 0.935, 1.5, {}
+        if large_text():
+            gs_kw, heading_x, heading, text, caption_y, spacing, titles = self._large_layout(fig, caption, heading)
+        else:
+            gs_kw = {"height_ratios": [3.2, 1], "top": 0.775, "bottom": 0.12, "hspace": 0.62}
+        gs = GridSpec(2, 2, figure=fig, left=0.085, right=0.89, wspace=0.28, **gs_kw)
+        self.grids = {o: _GridPanel(fig.add_subplot(gs[0, c]), self.steps[o], kinds, titles.get(o))
+                      for c, o in enumerate(("fa1", "fa2"))}
+        self.meters = _TrafficMeters(fig.add_subplot(gs[1, :]), self.steps, self.io_model)
+        self.step = fig.text(0.01, 0.975, "", fontsize=style.pt(12), weight="bold", va="top")
+        fig.text(heading_x, 0.975, heading, fontsize=style.pt(10), va="top")
+        self.caption = fig.text(0.01, caption_y, text, fontsize=style.pt(8.5), va="top", color="0.25",
+                                linespacing=spacing)
         self.k = None
         self.blitter = None
+
+    def _large_layout(self, fig, caption: str, heading: str):
+        """Presenter mode (text scale > 1): the heading right of the widest step text (shorter
+        if need be), the caption and the legend of colours wrapped to the figure's width, the
+        grids' titles to theirs, and the grids' top and the meters' place computed in points
+        from those sizes. Returns (GridSpec keywords, heading x, heading, caption text,
+        caption y, caption line spacing, {order: grid title})."""
+        W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72
+        left, right, wspace = 0.085, 0.89, 0.28
+        n = self.n_frames
+        step_w = text_width(f"tile step {n}/{n}", style.pt(12), weight="bold")
+        heading_x = max(0.235, 0.01 + (step_w + style.pt(14)) / W)
+        if heading_x * W + text_width(heading, style.pt(10)) > 0.99 * W:
+            heading = SHORT_HEADING
+        note = SHORT_NOTE + (" · hatched: skipped (causal mask)" if self.steps["fa1"].trace.causal else "")
+        parts = [" · ".join(line for line in caption.split("\n") if line)] if caption else []
+        text = "\n".join(wrap_text(style.sci_math(t), style.pt(8.5), 0.98 * W) for t in [*parts, note])
+        spacing = 1.35
+        caption_y = 0.975 - (line_height(style.pt(12)) + style.pt(2)) / H
+        caption_bottom = caption_y * H - line_height(style.pt(8.5), text.count("\n") + 1, spacing)
+        grid_w = (right - left) * W / (2 + wspace)
+        # a title may overhang its grid by 40% of the gap between the grids on each side
+        titles = {o: wrap_text("\n".join(ORDER_TITLES[o]), style.pt(8.5), grid_w * (1 + 0.8 * wspace))
+                  for o in ORDER_TITLES}
+        n_title = max(t.count("\n") + 1 for t in titles.values())
+        top = caption_bottom - style.pt(6) - line_height(style.pt(8.5), n_title) - 16      # 16: FA1's title pad
+        # below the grids: ticks, axis label, the step label, the meters' title
+        gap = tick_row(7) + 4 + line_height(style.pt(8)) + style.pt(4) + line_height(style.pt(9)) + style.pt(5) \
+            + line_height(style.pt(9)) + 6
+        meters = 2.1 * (line_height(style.pt(7.5), 2) + 4)         # two rows of two-line totals
+        bottom = tick_row(7) + 1 + line_height(style.pt(7)) + 4
+        grid = top - bottom - meters - gap
+        gs_kw = {"height_ratios": [grid, meters], "top": top / H, "bottom": bottom / H,
+                 "hspace": 2 * gap / (grid + meters)}
+        return gs_kw, heading_x, heading, text, caption_y, spacing, titles
 
     @property
     def n_frames(self) -> int:
