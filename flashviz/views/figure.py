@@ -13,6 +13,49 @@ from .rowstats import RowStatsPanel
 from .tiles import TilesPanel
 
 
+def _presenter_layout(fig, caption_lines: int, digits: int = 3):
+    """({panel: SubplotSpec}, caption y) for texts larger than a notebook's (presenter mode): the
+    margins and gaps are sized in points from the text sizes, so the larger titles, tick labels
+    and wrapped lines fit the figure. Made for a text scale of about 1.4 on 11 × 6.8 inches.
+    digits: of the longest query index (the tiles' and the output's y tick labels)."""
+    W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72     # figure size in points
+    pt = style.pt
+
+    def lines(n, size, spacing=1.2):
+        """Height in points of n lines of text at font size ``size`` (DejaVu Sans)."""
+        return size * (1.02 + spacing * 1.02 * (n - 1))
+
+    # from the top: the step text, the caption, the tiles' two-line title and its pad (14 pt)
+    caption_top = 0.025 * H + lines(1, pt(12)) + 0.3 * pt(12)
+    top = caption_top + lines(caption_lines, pt(9), 1.35) + 0.4 * pt(10) + lines(2, pt(10)) + 14
+    # from the bottom: the meters' tick labels and unit, the meters, their titles, the tiles' x labels
+    tick = 7                                                   # tick length + pad, points
+    meters_bottom = lines(1, pt(7)) + tick + lines(1, pt(7)) + 1 + 3
+    meters_top = meters_bottom + 3.6 * pt(7)
+    bottom = meters_top + lines(1, pt(9)) + 6 + lines(1, pt(10)) + tick + lines(1, pt(9)) + 4 + 0.5 * pt(9)
+    # columns: tiles (with their colour bar), gap, row statistics, gap, output
+    left = lines(2, pt(10)) + 4 + 0.64 * digits * pt(10) + tick + 3      # the tiles' y label and tick labels
+    right = 6
+    cb_gap = 2.5 * pt(7) + tick + lines(1, pt(7)) + 1 + 2.5 * pt(7) + tick + 0.3 * pt(9)  # colour bar, rows' y ticks
+    out_gap = lines(1, pt(8)) + 4 + 0.64 * digits * pt(7) + tick + 2 * pt(9)   # output's y label, ticks; wide titles
+    axes_w = W - left - right - cb_gap - out_gap
+    kw = {"width_ratios": [0.42 * axes_w, cb_gap, 0.33 * axes_w, out_gap, 0.25 * axes_w],
+          "left": left / W, "right": 1 - right / W, "wspace": 0, "hspace": 0}
+    span = H - top - bottom
+    # row statistics: three axes; above the second a one-line title, above the third the two-line
+    # rescale title (with a power of e)
+    g1, g2 = lines(1, pt(9)) + 6 + 0.4 * pt(9), lines(2, pt(9)) + 0.3 * pt(9) + 6 + 0.8 * pt(9)
+    h = (span - g1 - g2) / 3
+    rows = GridSpec(5, 5, figure=fig, top=1 - top / H, bottom=bottom / H, height_ratios=[h, g1, h, g2, h], **kw)
+    # output: the accumulator (as high as a row-statistics axes), its tick labels and the next title, O
+    go = lines(1, pt(7)) + tick + lines(1, pt(9)) + 6 + 0.4 * pt(9)
+    out = GridSpec(3, 5, figure=fig, top=1 - top / H, bottom=bottom / H, height_ratios=[h, go, span - h - go], **kw)
+    meters = GridSpec(1, 5, figure=fig, top=meters_top / H, bottom=meters_bottom / H, **kw)
+    cells = {"tiles": rows[:, 0], "m": rows[0, 2], "l": rows[2, 2], "r": rows[4, 2], "acc": out[0, 4],
+             "O": out[2, 4], "hbm": meters[0, 0:3], "sram": meters[0, 4]}
+    return cells, 1 - caption_top / H
+
+
 class ExplorerFigure:
     """Builds all panels on ``fig`` (cleared first) for one Replay.
 
@@ -23,19 +66,31 @@ class ExplorerFigure:
     def __init__(self, fig, replay, *, caption: str = "", sram_budget: int = 232_448, budget_name: str = ""):
         fig.clear()
         self.fig, self.replay = fig, replay
-        gs = GridSpec(4, 3, figure=fig, width_ratios=[1.5, 1, 1], height_ratios=[1, 1, 1, 0.75],
-                      left=0.075, right=0.98, top=0.83, bottom=0.065, wspace=0.3, hspace=0.8)
-        self.tiles = TilesPanel(fig.add_subplot(gs[0:3, 0]), replay)
-        self.rows = RowStatsPanel(fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1]),
-                                  fig.add_subplot(gs[2, 1]), replay)
-        self.out = OutputPanel(fig.add_subplot(gs[0, 2]), fig.add_subplot(gs[1:3, 2]), replay)
-        self.meters = MetersPanel(fig.add_subplot(gs[3, 0:2]), fig.add_subplot(gs[3, 2]), replay,
-                                  sram_budget, budget_name)
-        self.step = fig.text(0.01, 0.975, "", fontsize=12, weight="bold", va="top")
+        # presenter mode (texts larger than in a notebook): wrapped texts and a layout with room for them
+        self.big = big = style.text_scale() > 1.0
         if replay.trace.causal:
             first, _, rest = caption.partition("\n")
             caption = f"{first}  (grey: masked −inf, hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
-        self.caption = fig.text(0.01, 0.94, style.sci_math(caption), fontsize=9, va="top", color="0.25", linespacing=1.5)
+        if big:            # "inputs: …  ·  N = …" on two lines
+            caption = caption.replace("  ·  ", "\n", 1)
+        if not big:         # the notebook's layout
+            gs = GridSpec(4, 3, figure=fig, width_ratios=[1.5, 1, 1], height_ratios=[1, 1, 1, 0.75],
+                          left=0.075, right=0.98, top=0.83, bottom=0.065, wspace=0.3, hspace=0.8)
+            cells = {"tiles": gs[0:3, 0], "m": gs[0, 1], "l": gs[1, 1], "r": gs[2, 1], "acc": gs[0, 2],
+                     "O": gs[1:3, 2], "hbm": gs[3, 0:2], "sram": gs[3, 2]}
+            caption_y = 0.94
+        else:
+            cells, caption_y = _presenter_layout(fig, caption.count("\n") + 1 if caption else 0,
+                                                 len(str(replay.trace.Nq)))
+        self.tiles = TilesPanel(fig.add_subplot(cells["tiles"]), replay)
+        self.rows = RowStatsPanel(fig.add_subplot(cells["m"]), fig.add_subplot(cells["l"]),
+                                  fig.add_subplot(cells["r"]), replay)
+        self.out = OutputPanel(fig.add_subplot(cells["acc"]), fig.add_subplot(cells["O"]), replay)
+        self.meters = MetersPanel(fig.add_subplot(cells["hbm"]), fig.add_subplot(cells["sram"]), replay,
+                                  sram_budget, budget_name)
+        self.step = fig.text(0.01, 0.975, "", fontsize=style.pt(12), weight="bold", va="top")
+        self.caption = fig.text(0.01, caption_y, style.sci_math(caption), fontsize=style.pt(9), va="top",
+                                color="0.25", linespacing=1.35 if big else 1.5)
         self.k = None
         self.blitter = None
 

@@ -27,15 +27,16 @@ class MetersPanel:
         ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
         ax_hbm.barh([0], [total / self.u], color=style.TILED, alpha=0.2, height=0.6)
         (self.bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
-        ax_hbm.set_yticks([0, 1], ["tiled", "standard"], fontsize=8)
+        ax_hbm.set_yticks([0, 1], ["tiled", "standard"], fontsize=style.pt(8))
         ax_hbm.set_xlim(0, top)
         inside = std / self.u > 0.7 * top
         ax_hbm.text(std / self.u, 1, f" {fmt_bytes(std)} ", va="center", ha="right" if inside else "left",
-                    fontsize=8, color="w" if inside else "k")
-        self.label = ax_hbm.text(0, 0, "", va="center", fontsize=8)
-        ax_hbm.set_title(f"HBM traffic (bytes read + written, {replay.trace.itemsize}-byte elements)", fontsize=9)
-        ax_hbm.set_xlabel(uname, fontsize=7, labelpad=1)
-        ax_hbm.tick_params(axis="x", labelsize=7)
+                    fontsize=style.pt(8), color="w" if inside else "k")
+        self.label = ax_hbm.text(0, 0, "", va="center", fontsize=style.pt(8))
+        ax_hbm.set_title(f"HBM traffic (bytes read + written, {replay.trace.itemsize}-byte elements)",
+                         fontsize=style.pt(9))
+        ax_hbm.set_xlabel(uname, fontsize=style.pt(7), labelpad=1)
+        ax_hbm.tick_params(axis="x", labelsize=style.pt(7))
         ax_hbm.xaxis.set_major_locator(MaxNLocator(8, steps=[1, 2, 4, 5, 10]))
         self.total = total
         sram = replay.trace.sram_bytes
@@ -46,15 +47,35 @@ class MetersPanel:
         ax_sram.axvline(sram_budget / su, color="k", lw=1.2)
         ax_sram.set_xlim(0, 1.15 * max(sram, sram_budget) / su)
         ax_sram.set_yticks([])
-        ax_sram.set_xlabel(sname, fontsize=7, labelpad=1)
+        ax_sram.set_xlabel(sname, fontsize=style.pt(7), labelpad=1)
         ax_sram.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 4, 5, 10]))
-        ax_sram.tick_params(labelsize=7)
+        ax_sram.tick_params(labelsize=style.pt(7))
         verdict = "fits" if fits else "does NOT fit"
-        ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)}: {verdict}", fontsize=9, color="k" if fits else style.BAD)
-        ax_sram.text(sram_budget / su, -0.38, f" {budget_name or 'budget'} ", fontsize=7, va="bottom",
+        # larger texts (presenter mode): the title ends at the axes' right edge, not past the figure's
+        ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)}: {verdict}", fontsize=style.pt(9),
+                          color="k" if fits else style.BAD, loc="right" if style.text_scale() > 1.0 else "center")
+        ax_sram.text(sram_budget / su, -0.38, f" {budget_name or 'budget'} ", fontsize=style.pt(7), va="bottom",
                      ha="right" if sram_budget / su > 0.6 * ax_sram.get_xlim()[1] else "left")
 
     def update(self, s):
-        self.bar.set_width(s.hbm_bytes / self.u)
-        self.label.set_x(s.hbm_bytes / self.u)
-        self.label.set_text(f" {fmt_bytes(s.hbm_bytes)} of {fmt_bytes(self.total)}")
+        x = s.hbm_bytes / self.u
+        self.bar.set_width(x)
+        self.label.set_x(x)
+        text = f"{fmt_bytes(s.hbm_bytes)} of {fmt_bytes(self.total)}"
+        # right of the bar; inside its end (white) where it would run past the axes
+        # (when the tiled run moves almost as many bytes as standard attention)
+        inside = self._runs_past(self.label, x, f" {text}")
+        self.label.set_text(f"{text} " if inside else f" {text}")
+        self.label.set_horizontalalignment("right" if inside else "left")
+        self.label.set_color("w" if inside else "k")
+
+    @staticmethod
+    def _runs_past(label, x: float, text: str) -> bool:
+        """Whether ``text``, left-aligned at data x on ``label``'s axes, ends past the axes' right edge."""
+        ax = label.axes
+        get_renderer = getattr(ax.figure.canvas, "get_renderer", None)
+        if get_renderer is None:
+            return False
+        label.set_text(text)
+        width = label.get_window_extent(get_renderer()).width
+        return ax.transData.transform((x, 0))[0] + width > ax.bbox.x1

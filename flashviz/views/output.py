@@ -23,15 +23,16 @@ class OutputPanel:
         self.acc = ax_acc.imshow(self._acc, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest", aspect="auto")
         self.O = ax_O.imshow(replay.O_full * np.nan, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest",
                              aspect="auto", extent=(0, tr.dv, tr.Nq, 0))
-        ax_acc.set_title("O_i accumulator ÷ l_i (on chip)", fontsize=9)
-        ax_acc.set_ylabel("row in block", fontsize=8)
-        ax_O.set_title("O: rows written to HBM", fontsize=9)
-        ax_O.set_ylabel("query index", fontsize=8)
-        ax_O.set_xlabel("feature (d)", fontsize=8)
+        big = style.text_scale() > 1.0      # larger texts (presenter mode): a two-line title, fewer ticks
+        ax_acc.set_title("O_i accumulator ÷ l_i" + ("\n" if big else " ") + "(on chip)", fontsize=style.pt(9))
+        ax_acc.set_ylabel("row in block", fontsize=style.pt(8))
+        ax_O.set_title("O: rows written to HBM", fontsize=style.pt(9))
+        ax_O.set_ylabel("query index", fontsize=style.pt(8))
+        ax_O.set_xlabel("feature (d)", fontsize=style.pt(8))
         for ax in (ax_acc, ax_O):
-            ax.tick_params(labelsize=7)
-            ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
-            ax.yaxis.set_major_locator(MaxNLocator(5, integer=True))
+            ax.tick_params(labelsize=style.pt(7))
+            ax.xaxis.set_major_locator(MaxNLocator(5 if big else 6, integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(3 if big and ax is ax_acc else 5, integer=True))
 
     def update(self, s):
         """Draw the accumulator and the written rows of frame state ``s``."""

@@ -43,13 +43,16 @@ class RowStatsPanel:
         ax_r.set_ylim(0, 1.12)
         for ax in self.axes:
             ax.set_xlim(-0.5, self.Br - 0.5)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=style.pt(7))
             ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
             ax.ticklabel_format(axis="y", useOffset=False, style="plain")
-        ax_m.set_title("running max m  (● after this block, ○ before)", fontsize=9)
-        ax_l.set_title("running sum l", fontsize=9)
-        self.fired = ax_r.set_title("rescale factor exp(m_old − m_new)", fontsize=9)
-        ax_r.set_xlabel("row within the query block", fontsize=8)
+        # larger texts (presenter mode): titles that would run over the neighbouring panels wrap
+        self.big = big = style.text_scale() > 1.0
+        ax_m.set_title("running max m" + ("\n" if big else "  ") + "(● after this block, ○ before)",
+                       fontsize=style.pt(9))
+        ax_l.set_title("running sum l", fontsize=style.pt(9))
+        self.fired = ax_r.set_title("rescale factor exp(m_old − m_new)", fontsize=style.pt(9))
+        ax_r.set_xlabel("row within the query block", fontsize=style.pt(8))
         ax_m.tick_params(labelbottom=False)
         ax_l.tick_params(labelbottom=False)
 
@@ -70,14 +73,15 @@ class RowStatsPanel:
         fired_colour = style.CURRENT if self.applied else style.BAD
         self.bars.set_color([fired_colour if h < 1 else "0.8" for h in r])  # orange: the factor fired
         where = f" after K{sub(s.rescale_j)}" if s.rescale_j >= 0 else ""
+        sep = "\n" if self.big else " "       # presenter mode: the longer one-line texts wrap
         if s.rescale is None:
             text = "rescale factor exp(m_old − m_new)"
         elif not np.isfinite(s.m_old).any():
-            text = f"rescale{where}: first key block, m was −inf"
+            text = f"rescale{where}:{sep}first key block, m was −inf"
         else:
             fired = (s.rescale < 1) & np.isfinite(s.m_old)
             if not fired.any():
-                text = f"rescale{where}: max did not grow, factor 1"
+                text = f"rescale{where}:{sep}max did not grow, factor 1"
             else:
                 smallest = float(np.min(s.m_old[fired] - s.m[fired]))   # log of the smallest factor
                 power = f"${style.exp_math(smallest)}$" if smallest < -5 else ""

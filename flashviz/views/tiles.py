@@ -11,7 +11,6 @@ from matplotlib.ticker import MaxNLocator
 from . import style
 
 
-
 def place_strips(q_strip, k_strip, e, q_on: bool, k_on: bool) -> None:
     """Show the SRAM strips beside the score grid: q_strip over the rows [e.r0, e.r1) of the
     query block in SRAM, k_strip over the columns [e.c0, e.c1) of the key block; each hidden
@@ -67,15 +66,20 @@ class TilesPanel:
         for patch in (self.band, self.q_strip, self.k_strip, self.tile):
             ax.add_patch(patch)
         cb = ax.figure.colorbar(self.image, ax=ax, fraction=0.035, pad=0.09, extend="min" if tr.causal else "neither")
-        cb.set_label("score S", fontsize=7, labelpad=1)
-        cb.ax.tick_params(labelsize=7)
+        cb.set_label("score S", fontsize=style.pt(7), labelpad=1)
+        cb.ax.tick_params(labelsize=style.pt(7))
+        # larger texts (presenter mode): fewer colour bar ticks, the y label and the title on two lines
+        self.big = big = style.text_scale() > 1.0
+        if big:
+            cb.ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
+        ax.tick_params(labelsize=style.pt(10))
         ax.set_xlim(0, tr.Nk)
         ax.set_ylim(tr.Nq, 0)
-        ax.set_xlabel(f"key index  (K_j, V_j: blocks of Bc = {tr.Bc})", fontsize=9)
-        ax.set_ylabel(f"query index  (Q_i: blocks of Br = {tr.Br})")
-        self.title = ax.set_title("", fontsize=10, pad=14)
+        ax.set_xlabel(f"key index  (K_j, V_j: blocks of Bc = {tr.Bc})", fontsize=style.pt(9))
+        ax.set_ylabel("query index" + ("\n" if big else "  ") + f"(Q_i: blocks of Br = {tr.Br})", fontsize=style.pt(10))
+        self.title = ax.set_title("", fontsize=style.pt(10), pad=14)
         self.n_tiles = int((replay.tile_kinds != "skipped").sum())
 
     def update(self, s):
@@ -100,4 +104,5 @@ class TilesPanel:
             self.tile.set_visible(True)
         else:
             self.tile.set_visible(False)
-        self.title.set_text(f"S = scale·QKᵀ: {s.tiles_done} of {self.n_tiles} tiles · orange strips: in SRAM")
+        sep = "\n" if self.big else " · "
+        self.title.set_text(f"S = scale·QKᵀ: {s.tiles_done} of {self.n_tiles} tiles{sep}orange strips: in SRAM")
