@@ -26,7 +26,9 @@
 //
 // Header-free on purpose: NVRTC from the pip CUDA wheels has no <mma.h> and no INFINITY.
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+#include "fv_ptx.cuh"   // neg_inf (and the PTX wrappers the tensor-core kernels use)
+
+using fvptx::neg_inf;
 
 // Padding of 4 floats per shared-memory row: rows stay 16-byte aligned (float4 loads) and
 // eight consecutive rows start in eight different 4-bank groups, so the float4 reads along

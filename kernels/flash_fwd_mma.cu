@@ -58,48 +58,15 @@
 // nvcc -gencode=arch=compute_90a,code=sm_90a. On other targets the kernel body compiles
 // to a trap.
 
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
 
 namespace fvmma {
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16-byte global -> shared copy; src_bytes = 0 writes zeros (rows past the end).
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+using namespace fvptx;
 
 // Make the copies visible to the tensor cores' (async proxy's) reads of shared memory.
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// Two floats -> one 32-bit register of two fp16 (DT 0) or bf16 (DT 1); lo in the low half.
-template <int DT>
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-    if (DT == 0)
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
 }
 
 // Shared-memory matrix descriptor, 128-byte swizzle (PTX ISA, "Matrix Descriptor Format").

@@ -60,30 +60,11 @@
 // Output: O_i = diag(l_i)^-1 O_i in the input dtype, and lse = ln(sum_c exp(scale * s_rc))
 // = (m_i*scale_log2 + log2 l_i) * ln 2 in fp32, where m_i is the max of the raw scores.
 
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
 
 namespace fv80 {
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-// 32-bit shared-memory address (the form ldmatrix / cp.async / ld.shared take) of a generic pointer.
-__device__ __forceinline__ u32 smem_addr(const void* p)
-{
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16-byte asynchronous copy global -> shared; src_bytes = 0 writes 16 zero bytes instead.
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+using namespace fvptx;
 
 // Four 8x8 b16 matrices. Lanes 8q..8q+7 give the 8 row addresses of matrix q; every lane gets
 // register q = (row g, columns 2t, 2t+1) of matrix q (with .trans: (rows 2t, 2t+1, column g)).
@@ -113,23 +94,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
     }
 }
 
-// Two fp32 -> one fp16x2 / bf16x2 register, lo in the lower half (the lower column index).
-template <int DT>
-__device__ __forceinline__ u32 pack2(float lo, float hi)
-{
-    u32 r;
-    if constexpr (DT == 0) asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    else                   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // Byte offset of 16-byte chunk c of row r in a swizzled [rows][D] b16 tile.
 template <int D>
 __device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * (D * 2) + ((c ^ (r & 7)) << 4)); }
@@ -148,7 +112,7 @@ __device__ __forceinline__ void load_tile(u32 s_tile, const u16* __restrict__ g,
         const int r = e / CH, c = e % CH;
         const bool ok = row0 + r < N;
         const u16* src = ok ? g + (long long)(row0 + r) * stride + c * 8 : g;  // g: any valid address
-        cp_async_16(s_tile + swz<D>(r, c), src, ok ? 16 : 0);
+        cp_async16(s_tile + swz<D>(r, c), src, ok ? 16 : 0);
     }
 }
 

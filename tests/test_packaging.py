@@ -17,7 +17,7 @@ def test_wheel_contains_kernels_data_and_results(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("flashviz-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for cu in (ROOT / "kernels").glob("*.cu"):
+    for cu in [*(ROOT / "kernels").glob("*.cu"), *(ROOT / "kernels").glob("*.cuh")]:
         assert f"flashviz/kernels/{cu.name}" in names
     assert "flashviz/data/real_qkv.npz" in names
     for js in (ROOT / "benchmarks" / "results").glob("*.json"):
@@ -31,6 +31,7 @@ def test_wheel_contains_kernels_data_and_results(tmp_path):
     code = ("import flashviz, flashviz.gpu as g, flashviz.data as D; "
             "assert 'site' in flashviz.__file__, flashviz.__file__; "
             "src = g.kernel_source(); assert 'flash_fwd' in src; "
+            "from flashviz.gpu.common import source; assert 'namespace fvptx' in source('flash_fwd_mma.cu'); "
             "Q, K, V, p = D.load_real_qkv(N=8); assert Q.shape == (8, 32); print('installed-ok')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})

@@ -25,6 +25,7 @@ import importlib.resources
 import math
 import numbers
 import os
+import re
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,12 +188,39 @@ def kernel_source(name: str = "flash_fwd.cu") -> str:
 _SOURCES: dict = {}
 
 
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*$", re.M)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([\w.-]+)"[^\n]*$', re.M)
+
+
+def expand_includes(text: str, name: str, _seen: set | None = None) -> str:
+    """``text`` (the kernel file ``name``) with every ``#include "x.cuh"`` of a file in kernels/
+    replaced by that file's text (recursively, each file once), framed by ``#line`` directives
+    so compiler messages still name the right file and line. NVRTC then needs no include path,
+    and the pasted headers are part of the compile-cache key. FileNotFoundError for a missing
+    header."""
+    seen = {name} if _seen is None else _seen
+    out, last, line = [], 0, 1
+    for m in _INCLUDE.finditer(text):
+        header = m.group(1)
+        out.append(text[last:m.start()])
+        line += text.count("\n", last, m.end())
+        if header not in seen:
+            seen.add(header)
+            body = expand_includes(kernel_source(header), header, seen)
+            body = _PRAGMA_ONCE.sub("", body)          # pasted once; the pragma would warn in one text
+            out.append(f'#line 1 "{header}"\n{body.rstrip()}\n#line {line + 1} "{name}"')
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
 def source(name: str) -> str:
-    """The text of ``kernels/<name>``, read from disk once per process (later calls are a
-    dict lookup). Raises FileNotFoundError if there is no such kernel file."""
+    """The text NVRTC compiles for ``kernels/<name>``: the file with its kernels/ headers pasted
+    in (``expand_includes``), read from disk once per process (later calls are a dict lookup).
+    Raises FileNotFoundError if there is no such kernel file."""
     text = _SOURCES.get(name)
     if text is None:
-        text = _SOURCES[name] = kernel_source(name)
+        text = _SOURCES[name] = expand_includes(kernel_source(name), name)
     return text
 
 
