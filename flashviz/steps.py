@@ -100,6 +100,14 @@ STEPS: tuple[Step, ...] = (
     Step("load_KV", "Load K_j, V_j",
          "K_j, V_j from HBM to SRAM: once per (i, j) in FA2's forward, once per j in FA1 and the backward",
          {"Alg. 1": (7,), "Alg. 2": (6,), "FA1 Alg. 1": (6,)}),
+    Step("load_K", "Load K_j",
+         "K_j alone, in the tensor-core kernels' pipeline: its copy is issued a step ahead and waited "
+         "for just before S_ij (a GPU timeline names its issue and landing)",
+         {"Alg. 1": (7,)}, traced=False, parent="load_KV", in_numpy=False),
+    Step("load_V", "Load V_j",
+         "V_j alone, in the tensor-core kernels' pipeline: issued a step ahead, waited for just before "
+         "P_ij V_j",
+         {"Alg. 1": (7,)}, traced=False, parent="load_KV", in_numpy=False),
     Step("compute_S", "S_ij = Q_i K_jᵀ",
          "S_ij = scale · Q_i K_jᵀ on chip, never written to HBM",
          {"Alg. 1": (8,), "FA1 Alg. 1": (9,)}),

@@ -27,6 +27,7 @@
 // Header-free on purpose: NVRTC from the pip CUDA wheels has no <mma.h> and no INFINITY.
 
 #include "fv_ptx.cuh"   // neg_inf (and the PTX wrappers the tensor-core kernels use)
+#include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 using fvptx::neg_inf;
 
@@ -40,7 +41,7 @@ template <int Br, int Bc, int D>
 __global__ void __launch_bounds__(256)
 flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
           float* __restrict__ O, float* __restrict__ lse,
-          int Nq, int Nk, float scale, int causal)
+          int Nq, int Nk, float scale, int causal FV_TRACE_PARAMS)
 {
     static_assert(Br % 16 == 0 && Bc % 16 == 0 && D % 16 == 0, "Br, Bc, D must be multiples of 16");
     constexpr int A = Br / 16;       // rows of S_ij / O_i per thread
@@ -72,6 +73,11 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
     const int r0 = i * Br;
     const int r1 = min(r0 + Br, Nq);
     const int offset = Nk - Nq;                      // causal: row r sees columns c <= r + offset
+    // timeline (traced builds only): lane 0 of each of the 8 warps writes its warp's steps
+    FV_TRACE_BEGIN(8, tid >> 5, (tid & 31) == 0, tid == 0);
+    FV_DECL(t_a);
+    FV_DECL(t_b);
+    FV_NOW(t_a);
 
     const float* Qh = Q + (size_t)bh * Nq * D;
     const float* Kh = K + (size_t)bh * Nk * D;
@@ -94,6 +100,9 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         *reinterpret_cast<float4*>(&Q_i[rr * LDQ + 4 * k4]) = q4;
     }
 
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_LOAD_Q, t_a, t_b);
+
     // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (on chip, in registers).
     float m_i[A], l_i[A], O_i[A][X];
 #pragma unroll
@@ -109,6 +118,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
         const int c0 = j * Bc;
 
         __syncthreads();  // the previous step is done reading K_j, Vt_j, P_ij (and Q_i is written)
+        FV_NOW(t_a);
 
         // K_j, then V_j (columns past Nk are zero).
         for (int e = tid; e < Bc * (D / 4); e += 256) {
@@ -130,6 +140,8 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
             Vt_j[(4 * x4 + 3) * LDV + cc] = v4.w;
         }
         __syncthreads();
+        FV_NOW(t_b);
+        FV_EVENT(j, FV_STAGE_LOAD_KV, t_a, t_b);
 
         // [compute_S] Alg. 1 line 8: S_ij = Q_i K_j^T (times scale), each thread an A x NB sub-tile.
         // The scale and the mask are applied in the next loop, on the way to the row max.
@@ -155,6 +167,9 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                     S_ij[a][b] = fmaf(q4[a].w, k4[b].w, S_ij[a][b]);
                 }
         }
+
+        FV_NOW(t_a);
+        FV_EVENT(j, FV_STAGE_COMPUTE_S, t_b, t_a);
 
         // [update_ml] Alg. 1 line 9: S_ij scaled and masked; m_new = max(m_i, rowmax(S_ij));
         // P_ij = exp(S_ij - m_new); l_i = alpha * l_i + rowsum(P_ij) with alpha = exp(m_i - m_new).
@@ -194,6 +209,8 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 #pragma unroll
             for (int q = 0; q < X; ++q) O_i[a][q] *= alpha;
         }
+        FV_NOW(t_b);
+        FV_EVENT(j, FV_STAGE_UPDATE_ML, t_a, t_b);
         __syncthreads();  // P_ij is complete in SRAM
 
         // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j
@@ -214,7 +231,10 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                     O_i[a][q] = fmaf(p4[a].w, v4[q].w, O_i[a][q]);
                 }
         }
+        FV_NOW(t_a);
+        FV_EVENT(j, FV_STAGE_ACCUMULATE_O, t_b, t_a);    // waits for P_ij, then O_i += P_ij V_j
     }
+    FV_NOW(t_a);
 
     // [write_O] Alg. 1 lines 12-15: O_i = diag(l_i)^-1 O_i; lse_i = m_i + log(l_i); write both to HBM.
     // A row that saw no key (l_i = 0) writes O = 0 and lse = -inf.
@@ -230,6 +250,9 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
             if (tx == 0) lse[(size_t)bh * Nq + r] = seen ? m_i[a] + logf(l_i[a]) : neg_inf();
         }
     }
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_WRITE_O, t_a, t_b);
+    FV_TRACE_END(i, n_j);
 }
 
 #ifdef FLASHVIZ_PTX_CHECK
@@ -237,7 +260,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 // template for every supported (Br, Bc, d) so the compiler really compiles its body. The
 // runner compiles the instantiation it needs through NVRTC and never defines this macro.
 #define FLASHVIZ_INSTANTIATE(Br, Bc, D) \
-    template __global__ void flash_fwd<Br, Bc, D>(const float*, const float*, const float*, float*, float*, int, int, float, int);
+    template __global__ void flash_fwd<Br, Bc, D>(const float*, const float*, const float*, float*, float*, int, int, float, int FV_TRACE_TYPES);
 #define FLASHVIZ_INSTANTIATE_D(Br, Bc) FLASHVIZ_INSTANTIATE(Br, Bc, 32) FLASHVIZ_INSTANTIATE(Br, Bc, 64) FLASHVIZ_INSTANTIATE(Br, Bc, 128)
 FLASHVIZ_INSTANTIATE_D(16, 16) FLASHVIZ_INSTANTIATE_D(16, 32) FLASHVIZ_INSTANTIATE_D(16, 64) FLASHVIZ_INSTANTIATE_D(16, 128)
 FLASHVIZ_INSTANTIATE_D(32, 16) FLASHVIZ_INSTANTIATE_D(32, 32) FLASHVIZ_INSTANTIATE_D(32, 64) FLASHVIZ_INSTANTIATE_D(32, 128)

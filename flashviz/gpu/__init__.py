@@ -7,6 +7,8 @@ Two tracks with the same file names, and what they share beside them::
     gpu/nvrtc.py     NVRTC compile for an exact target + the on-disk cubin cache
     gpu/timing.py    the one timing method every implementation is measured by
     gpu/results.py   the committed benchmark records (benchmarks/results/*.json)
+    gpu/timeline.py  Timeline: what a traced kernel run did, per block, tile and step (no GPU needed)
+    gpu/tracing.py   trace_kernel: run a kernel built with its timeline switch on (kernels/fv_trace.cuh)
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
     gpu/tensorcore/  limits.py, kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores)
                      run.py (the benchmark suite)
@@ -25,11 +27,14 @@ from .teaching.limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_lau
                               supported_blocks)
 from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
 from .tensorcore.limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
+from .timeline import Timeline, latest_timeline, recorded_timelines
 from .timing import attention_flops
+from .tracing import trace_kernel
 
 __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "flash_forward_gpu",
            "naive_attention_gpu", "launch", "device_smem_optin", "benchmark", "peak_memory",
            "relative_error", "attention_flops", "environment", "latest_results", "smem_bytes",
            "check_launch", "check_sizes", "supported_blocks", "SUPPORTED_BR", "SUPPORTED_BC",
            "SUPPORTED_D", "flash_forward_mma", "compile_mma", "MMAKernel", "device_variant",
-           "mma_smem_bytes", "check_mma_launch", "mma_blocks", "default_blocks"]
+           "mma_smem_bytes", "check_mma_launch", "mma_blocks", "default_blocks", "Timeline", "latest_timeline",
+           "recorded_timelines", "trace_kernel"]

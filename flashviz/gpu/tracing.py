@@ -1,0 +1,235 @@
+"""trace_kernel: run a kernel built with its timeline switch on (``-DFLASHVIZ_TRACE=1``, see
+kernels/fv_trace.cuh) and return what the GPU did as a ``Timeline`` (issue 12).
+
+One call, one process, same inputs for both builds:
+
+1. the normal kernel (the one the public API launches) and the traced build run on the same
+   Q, K, V; their O and lse must be bit-identical (``RuntimeError`` otherwise);
+2. both are timed the same way, kernel-only: CUDA events around ``repeat`` back-to-back
+   launches, in alternating rounds, median per launch — ``kernel_ms`` (normal) and
+   ``traced_ms`` (instrumented), so the instrumentation's cost is stated;
+3. a last traced launch on a zeroed buffer is decoded: per block its SM, start and end on
+   ``%globaltimer`` (ns), per group (warpgroup or warp), key tile and step the ``%clock64``
+   cycles of its start and end, placed on the one time axis with the SM's measured ns per cycle.
+
+Shapes: Q (B, H, Nq, d), K and V (B, H, Nk, d) NumPy or CuPy arrays, C-contiguous after
+conversion (float16 for "wgmma", float32 for "teaching"). The trace buffer needs
+``blocks · (8 + 2·9·groups·(jmax + 1))`` 8-byte words; a run whose buffer would exceed
+``MAX_TRACE_BYTES`` or a quarter of the free device memory is refused with a ValueError
+naming both numbers.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+
+from .timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, STAGES, TILE_DTYPE, Timeline
+
+FV_HEAD, FV_NSTAGE = 8, len(STAGES)
+FV_MAGIC = 0xF1A5400000000001
+MAX_TRACE_BYTES = 1 << 30
+
+
+def trace_words(n_blocks: int, groups: int, jmax: int) -> int:
+    """8-byte words of the trace buffer: FV_HEAD + 2·FV_NSTAGE·groups·(jmax + 1) per block."""
+    return n_blocks * (FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1))
+
+
+def _check_kernel(kernel) -> str:
+    if not isinstance(kernel, str) or kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}; got {kernel!r}")
+    return kernel
+
+
+def _bhsd(x, name: str, dtype):
+    from .common import cupy
+
+    cp = cupy()
+    if not isinstance(x, (np.ndarray, cp.ndarray)):
+        raise TypeError(f"{name} must be a NumPy or CuPy array of shape (B, H, N, d), got {type(x).__name__}")
+    if x.ndim != 4 or min(x.shape) < 1:
+        raise ValueError(f"{name} must have shape (B, H, N, d) with every size >= 1, got {x.shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name} must be a float array, got {x.dtype}")
+    return cp.ascontiguousarray(cp.asarray(x, dtype=dtype))
+
+
+def _median_launch_ms(launches: dict, repeat: int, rounds: int) -> dict:
+    """Kernel-only time per launch of each callable (ms): CUDA events around ``repeat``
+    back-to-back launches, rounds alternating between the callables, median over rounds."""
+    from .common import cupy
+
+    cp = cupy()
+    for f in launches.values():            # warm up (and load) each once
+        f()
+    cp.cuda.Device().synchronize()
+    times = {k: [] for k in launches}
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(rounds):
+        for k, f in launches.items():
+            start.record()
+            for _ in range(repeat):
+                f()
+            stop.record()
+            stop.synchronize()
+            times[k].append(cp.cuda.get_elapsed_time(start, stop) / repeat)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: int | None = None,
+                 Bc: int | None = None, repeat: int = 10, rounds: int = 5) -> Timeline:
+    """Run ``kernel`` ("wgmma": kernels/flash_fwd_mma.cu on Hopper; "teaching":
+    kernels/flash_fwd.cu) on Q, K, V (B, H, N, d) with its timeline switch on; return the
+    Timeline (see flashviz.gpu.timeline) with ``kernel_ms`` / ``traced_ms`` (kernel-only, ms,
+    same run). Br, Bc: block sizes (None: the kernel's default; the teaching kernel 64×64).
+
+    Raises ValueError for a bad kernel name, shapes or a trace buffer too large, TypeError for
+    non-arrays, RuntimeError without a GPU, when the traced outputs differ from the normal
+    kernel's, or when a block did not finish its record."""
+    from .common import check_flag, cupy, device_facts, environment, source
+    from .nvrtc import compile_cubin
+
+    kernel = _check_kernel(kernel)
+    causal = check_flag(causal, "causal")
+    cp = cupy()
+    dtype = np.float16 if kernel == "wgmma" else np.float32
+    Qd, Kd, Vd = _bhsd(Q, "Q", dtype), _bhsd(K, "K", dtype), _bhsd(V, "V", dtype)
+    B, H, Nq, d = Qd.shape
+    Nk = Kd.shape[2]
+    if Kd.shape[:2] != (B, H) or Vd.shape != Kd.shape or Kd.shape[3] != d:
+        raise ValueError(f"K and V must be (B, H, Nk, d) = (B, H, ?, {d}) like Q {Qd.shape}; got {Kd.shape}, {Vd.shape}")
+    dev = cp.cuda.runtime.getDevice()
+    facts = device_facts(dev)
+    scale = 1.0 / np.sqrt(d)
+
+    if kernel == "wgmma":
+        from .common import LOG2E
+        from .tensorcore.kernel import compile_mma
+        from .tensorcore.limits import KERNEL_FILES
+
+        mk = compile_mma("float16", Br, Bc, d, causal, variant="wgmma")
+        Br, Bc, threads, smem, normal = mk.Br, mk.Bc, mk.threads, mk.smem_bytes, mk.kernel
+        fname, kname = KERNEL_FILES["wgmma"]
+        name = f"{kname}<0,{Br},{Bc},{d},{'true' if causal else 'false'}>"
+        arch, groups = "sm_90a", Br // 64
+        grid, block = (-(-Nq // Br), H, B), (threads, 1, 1)
+        st = lambda x: tuple(np.int64(s // x.itemsize) for s in x.strides[:3])  # noqa: E731 (b, h, s)
+        O, O_tr = cp.empty_like(Qd), cp.empty_like(Qd)
+        lse, lse_tr = (cp.empty((B * H, Nq), cp.float32) for _ in range(2))
+
+        def args(o, lse_):
+            return (Qd, Kd, Vd, o, lse_, np.int32(Nq), np.int32(Nk), np.int32(H), *st(Qd), *st(Kd), *st(Vd),
+                    *st(o), np.float32(scale * LOG2E))
+    else:
+        from .teaching.kernel import compile_kernel
+
+        Br, Bc = Br or 64, Bc or 64
+        ck = compile_kernel(Br, Bc, d)
+        smem, normal, fname, name = ck.smem_bytes, ck.kernel, "flash_fwd.cu", ck.name
+        arch, groups = f"sm_{facts.cc}", 8
+        grid, block = (-(-Nq // Br), B * H, 1), (16, 16, 1)
+        Qd, Kd, Vd = (x.reshape(B * H, -1, d) for x in (Qd, Kd, Vd))
+        O, O_tr = cp.empty_like(Qd), cp.empty_like(Qd)
+        lse, lse_tr = (cp.empty((B * H, Nq), cp.float32) for _ in range(2))
+
+        def args(o, lse_):
+            return (Qd, Kd, Vd, o, lse_, np.int32(Nq), np.int32(Nk), np.float32(scale), np.int32(1 if causal else 0))
+
+    traced, _, _ = compile_cubin(source(fname), name, arch, options=("-DFLASHVIZ_TRACE=1",))
+    traced.max_dynamic_shared_size_bytes = smem
+    jmax = -(-Nk // Bc)
+    n_blocks = int(np.prod(grid))
+    words = trace_words(n_blocks, groups, jmax)
+    free = cp.cuda.runtime.memGetInfo()[0]
+    limit = min(MAX_TRACE_BYTES, free // 4)
+    if 8 * words > limit:
+        raise ValueError(f"the timeline of {n_blocks:,} blocks × {jmax} key tiles needs {8 * words / 2**20:.0f} MiB of "
+                         f"trace buffer; at most {limit / 2**20:.0f} MiB: trace a smaller B·H or N")
+    buf = cp.zeros(words, cp.uint64)
+    tr_args = lambda: (*args(O_tr, lse_tr), buf, np.int32(jmax))  # noqa: E731
+
+    def run_normal():
+        normal(grid, block, args(O, lse), shared_mem=smem)
+
+    def run_traced():
+        traced(grid, block, tr_args(), shared_mem=smem)
+
+    for x in (O, O_tr, lse, lse_tr):
+        x.fill(np.nan)
+    times = _median_launch_ms({"normal": run_normal, "traced": run_traced}, repeat, rounds)
+    buf.fill(0)
+    O_tr.fill(np.nan)
+    lse_tr.fill(np.nan)
+    run_traced()
+    cp.cuda.Device().synchronize()
+    same = all(bool(cp.array_equal(a.view(cp.uint16 if a.dtype == cp.float16 else cp.uint32),
+                                   b.view(cp.uint16 if b.dtype == cp.float16 else cp.uint32)))
+               for a, b in ((O, O_tr), (lse, lse_tr)))
+    if not same:
+        raise RuntimeError(f"the traced {kernel} kernel's O or lse differ from the normal kernel's (bit for bit)")
+    env = environment()
+    tl = decode(cp.asnumpy(buf), grid=grid if kernel == "wgmma" else (grid[0], H, B), groups=groups, jmax=jmax,
+                kernel=kernel, N=Nq, d=d, Br=Br, Bc=Bc, causal=causal,
+                dtype="float16" if kernel == "wgmma" else "float32", sm_count=facts.sm_count,
+                device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
+                kernel_ms=times["normal"], traced_ms=times["traced"])
+    tl.notes.update(Nk=Nk, B=B, H=H, repeat=repeat, rounds=rounds, method="kernel-only: CUDA events around "
+                    f"{repeat} back-to-back launches, {rounds} alternating rounds, median")
+    return tl
+
+
+def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline:
+    """The trace buffer ``raw`` (uint64 words, layout of kernels/fv_trace.cuh) of a run with
+    ``grid`` (Tr, H, B) blocks, ``groups`` writers per block and ``jmax`` key-tile rows, as a
+    Timeline. Clock cycles become ns with the median ns/cycle of the blocks (globaltimer span
+    over clock64 span, blocks longer than 2 µs), each block placed at its globaltimer start.
+    RuntimeError when a block's record is incomplete (no FV_MAGIC)."""
+    Tr, H, B = (int(g) for g in grid)
+    n = Tr * H * B
+    stride = FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1)
+    rec = np.asarray(raw, np.uint64)[: n * stride].reshape(n, stride)
+    head = rec[:, :FV_HEAD]
+    bad = np.flatnonzero(head[:, 7] != np.uint64(FV_MAGIC))
+    if bad.size:
+        raise RuntimeError(f"{bad.size} of {n} blocks did not finish their timeline record (first: block {bad[0]})")
+    gt0, gt1 = head[:, 0].astype(np.int64), head[:, 1].astype(np.int64)
+    c0, c1 = head[:, 2].astype(np.int64), head[:, 3].astype(np.int64)
+    ok = (gt1 - gt0 > 2000) & (c1 > c0)
+    ratio = float(np.median((gt1 - gt0)[ok] / (c1 - c0)[ok])) if ok.any() else 1 / 1.98
+    origin = gt0.min()
+    ev = rec[:, FV_HEAD:].reshape(n, groups, jmax + 1, FV_NSTAGE, 2).astype(np.int64)
+    present = (ev[..., 0] != 0) | (ev[..., 1] != 0)
+    cta, g, r, s = np.nonzero(present)
+    base = (gt0 - origin).astype(float)
+    t0 = base[cta] + (ev[cta, g, r, s, 0] - c0[cta]) * ratio
+    t1 = base[cta] + (ev[cta, g, r, s, 1] - c0[cta]) * ratio
+    sm = head[:, 4].astype(np.int16)
+    events = np.zeros(cta.size, EVENT_DTYPE)
+    events["cta"], events["sm"], events["group"], events["j"] = cta, sm[cta], g, r - 1
+    events["stage"], events["t0_ns"], events["t1_ns"] = s, t0, np.maximum(t1, t0)
+    ctas = np.arange(n)
+    last = np.full(n, -np.inf)
+    np.maximum.at(last, cta, events["t1_ns"])
+    blocks = np.zeros(n, BLOCK_DTYPE)
+    blocks["cta"], blocks["sm"], blocks["i"] = ctas, sm, head[:, 5].astype(np.int64)
+    blocks["h"], blocks["b"] = (ctas // Tr) % H, ctas // (Tr * H)
+    blocks["n_j"] = head[:, 6].astype(np.int64)
+    blocks["t0_ns"] = base
+    blocks["t1_ns"] = np.maximum(base + (c1 - c0) * ratio, np.maximum(last, base))
+    tiles_mask = events["j"] >= 0
+    te = events[tiles_mask]
+    key = te["cta"].astype(np.int64) * (jmax + 1) + te["j"]
+    uk, inv = np.unique(key, return_inverse=True)
+    t_start = np.full(uk.size, np.inf)
+    t_end = np.full(uk.size, -np.inf)
+    np.minimum.at(t_start, inv, te["t0_ns"])
+    np.maximum.at(t_end, inv, te["t1_ns"])
+    tiles = np.zeros(uk.size, TILE_DTYPE)
+    tiles["cta"], tiles["j"] = uk // (jmax + 1), uk % (jmax + 1)
+    tiles["i"] = blocks["i"][tiles["cta"]]
+    tiles["t0_ns"], tiles["t1_ns"] = t_start, t_end
+    tl = Timeline(grid=(Tr, H, B), blocks=blocks, tiles=tiles, events=events, stages=STAGES, **meta)
+    tl.notes.update(ns_per_cycle=ratio)
+    return tl

@@ -1,0 +1,104 @@
+// fv_trace.cuh: the GPU timeline switch (issue 12). Compiled in only with -DFLASHVIZ_TRACE=1;
+// without it every macro below expands to nothing, so the normal build's code is unchanged.
+//
+// A traced kernel takes two more parameters (FV_TRACE_PARAMS): a device buffer of u64 words and
+// jmax, the most key tiles any block visits. Thread block `cta` (blockIdx.x + gridDim.x·(blockIdx.y
+// + gridDim.y·blockIdx.z)) owns the record rec = buf + cta·stride, stride = FV_HEAD + 2·FV_NSTAGE·
+// groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching):
+//   rec[0] %globaltimer at the start (ns; one clock for all SMs, 32 ns steps on the H200)
+//   rec[1] %globaltimer at the end       rec[2], rec[3] %clock64 at the start / end (this SM's cycles)
+//   rec[4] %smid   rec[5] i (the query block this block computed)   rec[6] key tiles visited
+//   rec[7] FV_MAGIC once the block finished
+// then, for group g, tile row r = j + 1 (r = 0: block-level steps, j = -1) and stage s, two words
+// at FV_HEAD + 2·((g·(jmax + 1) + r)·FV_NSTAGE + s): the %clock64 at the step's start and end
+// (0, 0: the step did not happen). One thread per group writes; stages are the project's step names.
+#pragma once
+
+#define FV_STAGE_LOAD_Q 0
+#define FV_STAGE_LOAD_KV 1
+#define FV_STAGE_LOAD_K 2
+#define FV_STAGE_LOAD_V 3
+#define FV_STAGE_COMPUTE_S 4
+#define FV_STAGE_UPDATE_ML 5
+#define FV_STAGE_CONVERT_P 6
+#define FV_STAGE_ACCUMULATE_O 7
+#define FV_STAGE_WRITE_O 8
+#define FV_NSTAGE 9
+#define FV_HEAD 8
+#define FV_MAGIC 0xF1A5400000000001ull
+
+#if defined(FLASHVIZ_TRACE) && FLASHVIZ_TRACE
+
+namespace fvtrace {
+
+__device__ __forceinline__ unsigned long long clock() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ unsigned smid() {
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+
+struct Rec {
+    unsigned long long* rec;   // this block's record
+    int jmax, group;
+    bool writer, head;         // writes its group's events / the block's header
+    __device__ __forceinline__ void event(int j, int stage, unsigned long long t0, unsigned long long t1) const {
+        if (writer) {
+            unsigned long long* e = rec + FV_HEAD + 2 * ((group * (jmax + 1) + j + 1) * FV_NSTAGE + stage);
+            e[0] = t0;
+            e[1] = t1;
+        }
+    }
+    __device__ __forceinline__ void end(int i, int tiles) const {
+        if (head) {
+            rec[3] = clock();
+            rec[1] = gtimer();
+            rec[5] = (unsigned long long)i;
+            rec[6] = (unsigned long long)tiles;
+            rec[7] = FV_MAGIC;
+        }
+    }
+};
+
+__device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int groups, int group, bool writer, bool head) {
+    const unsigned long long cta = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    Rec r{buf + cta * (FV_HEAD + 2ull * FV_NSTAGE * groups * (jmax + 1)), jmax, group, writer, head};
+    if (head) {
+        r.rec[0] = gtimer();
+        r.rec[2] = clock();
+        r.rec[4] = smid();
+    }
+    return r;
+}
+
+}  // namespace fvtrace
+
+#define FV_TRACE_PARAMS , unsigned long long* __restrict__ fv_trace, int fv_jmax
+#define FV_TRACE_TYPES , unsigned long long*, int
+#define FV_TRACE_BEGIN(groups, group, writer, head) \
+    const fvtrace::Rec fv_rec = fvtrace::begin(fv_trace, fv_jmax, groups, group, writer, head)
+#define FV_DECL(var) unsigned long long var = 0
+#define FV_NOW(var) var = fvtrace::clock()
+#define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
+#define FV_TRACE_END(i, tiles) fv_rec.end(i, tiles)
+
+#else
+
+#define FV_TRACE_PARAMS
+#define FV_TRACE_TYPES
+#define FV_TRACE_BEGIN(groups, group, writer, head)
+#define FV_DECL(var)
+#define FV_NOW(var)
+#define FV_EVENT(j, stage, t0, t1)
+#define FV_TRACE_END(i, tiles)
+
+#endif

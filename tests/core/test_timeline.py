@@ -1,0 +1,126 @@
+"""The GPU timeline's data side, without a GPU (issue 12): the stage table matches the kernels'
+header, the decoder reads a trace buffer laid out as kernels/fv_trace.cuh documents (built here
+by hand from known times), and a Timeline survives save / load (JSON and .json.gz, sampled)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flashviz import steps
+from flashviz.gpu.timeline import STAGES, Timeline
+from flashviz.gpu.tracing import FV_HEAD, FV_MAGIC, FV_NSTAGE, decode, trace_words
+
+ROOT = Path(__file__).resolve().parents[2]
+META = dict(kernel="wgmma", N=256, d=64, Br=128, Bc=64, causal=False, dtype="float16", sm_count=132,
+            device="test GPU", date="2026-12-01", kernel_ms=1.0, traced_ms=1.03)
+
+
+def test_stage_numbers_match_the_kernel_header_and_the_vocabulary():
+    header = (ROOT / "kernels" / "fv_trace.cuh").read_text()
+    defined = {int(v): n.lower() for n, v in re.findall(r"#define FV_STAGE_(\w+) (\d+)", header)}
+    assert [defined[k] for k in sorted(defined)] == [s.lower() for s in STAGES]
+    assert int(re.search(r"#define FV_NSTAGE (\d+)", header).group(1)) == FV_NSTAGE == len(STAGES)
+    assert int(re.search(r"#define FV_HEAD (\d+)", header).group(1)) == FV_HEAD
+    assert int(re.search(r"#define FV_MAGIC (0x[0-9A-Fa-f]+)ull", header).group(1), 16) == FV_MAGIC
+    for name in STAGES:                        # every stage is a step of the one vocabulary
+        assert steps.step(name).name == name
+
+
+def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_origin=5_000_000):
+    """A trace buffer as the kernel writes it. plan: {cta: (sm, i, start_ns, [(group, j, stage,
+    t0_ns, t1_ns) from the block's start], end_ns)}."""
+    Tr, H, B = grid
+    stride = FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1)
+    buf = np.zeros(trace_words(Tr * H * B, groups, jmax), np.uint64)
+    for cta, (sm, i, start, evs, end) in plan.items():
+        rec = buf[cta * stride:(cta + 1) * stride]
+        c0 = c_origin + 1000 * cta                   # each SM's clock has its own origin
+        rec[0], rec[1] = gt_origin + start, gt_origin + start + end
+        rec[2], rec[3] = c0, c0 + round(end / ns_per_cycle)
+        rec[4], rec[5], rec[6], rec[7] = sm, i, len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
+        for g, j, stage, t0, t1 in evs:
+            k = FV_HEAD + 2 * ((g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage))
+            rec[k], rec[k + 1] = c0 + round(t0 / ns_per_cycle), c0 + round(t1 / ns_per_cycle)
+    return buf
+
+
+def _plan():
+    evs = [(0, -1, "load_Q", 0, 400), (0, 0, "load_K", 0, 400), (0, 0, "compute_S", 420, 900),
+           (1, 0, "compute_S", 430, 910), (0, 1, "compute_S", 1200, 1700), (1, 1, "accumulate_O", 1800, 2300),
+           (0, -1, "write_O", 2400, 2600)]
+    return {0: (3, 1, 0, evs, 2700), 1: (7, 0, 3200, evs[:4] + [(0, -1, "write_O", 1000, 1100)], 1200)}
+
+
+def test_decode_places_every_event_on_one_time_axis():
+    tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
+    assert tl.notes["ns_per_cycle"] == pytest.approx(0.5, rel=1e-3)
+    assert list(tl.blocks["sm"]) == [3, 7] and list(tl.blocks["i"]) == [1, 0] and list(tl.blocks["n_j"]) == [2, 1]
+    np.testing.assert_allclose(tl.blocks["t0_ns"], [0, 3200])
+    np.testing.assert_allclose(tl.blocks["t1_ns"], [2700, 4400], atol=2)
+    assert len(tl.events) == 7 + 5
+    e = tl.events[(tl.events["cta"] == 1) & (tl.events["group"] == 1)]
+    assert [STAGES[s] for s in e["stage"]] == ["compute_S"] and e["j"][0] == 0
+    np.testing.assert_allclose([e["t0_ns"][0], e["t1_ns"][0]], [3200 + 430, 3200 + 910], atol=1)
+    w = tl.events[(tl.events["cta"] == 0) & (tl.events["j"] == -1)]
+    assert sorted(STAGES[s] for s in w["stage"]) == ["load_Q", "write_O"]
+    # tiles: block 0 visited j = 0 (0..910) and j = 1 (1200..2300); block 1 only j = 0
+    t = tl.tiles
+    assert [(int(c), int(j)) for c, j in zip(t["cta"], t["j"])] == [(0, 0), (0, 1), (1, 0)]
+    np.testing.assert_allclose(t["t0_ns"], [0, 1200, 3200], atol=1)
+    np.testing.assert_allclose(t["t1_ns"], [910, 2300, 3200 + 910], atol=1)
+    assert list(t["i"]) == [1, 1, 0]
+    assert tl.busy_sms([100, 3000, 3300]).tolist() == [1, 0, 1]
+
+
+def test_decode_refuses_an_unfinished_block():
+    buf = _buffer((2, 1, 1), 2, 2, _plan())
+    buf[7] = 0                                   # block 0 never wrote FV_MAGIC
+    with pytest.raises(RuntimeError, match="1 of 2 blocks did not finish"):
+        decode(buf, grid=(2, 1, 1), groups=2, jmax=2, **META)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_save_load_round_trip(tmp_path, suffix):
+    tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
+    back = Timeline.load(tl.save(tmp_path / f"t{suffix}"))
+    for name in ("blocks", "tiles", "events"):
+        a, b = getattr(tl, name), getattr(back, name)
+        assert a.dtype.names == b.dtype.names and len(a) == len(b)
+        for col in a.dtype.names:                # times are stored as float32: exact to < 1 ns here
+            np.testing.assert_allclose(a[col], b[col], atol=1e-3 if "ns" in col else 0)
+    assert (back.kernel, back.grid, back.kernel_ms, back.traced_ms, back.stages) == \
+        (tl.kernel, tl.grid, tl.kernel_ms, tl.traced_ms, tl.stages)
+
+
+def test_sampled_keeps_blocks_and_tiles_and_the_chosen_events(tmp_path):
+    rng = np.random.default_rng(0)
+    plan = {c: (c % 5, c, int(rng.integers(0, 5000)), [(0, 0, "compute_S", 10, 50 + c)], 100 + 10 * c)
+            for c in range(20)}
+    tl = decode(_buffer((20, 1, 1), 1, 1, plan), grid=(20, 1, 1), groups=1, jmax=1, **META)
+    s = tl.sampled(4)
+    assert len(s.detail_ctas) == 4 and int(np.argmax(tl.blocks["t1_ns"] - tl.blocks["t0_ns"])) in s.detail_ctas
+    assert len(s.blocks) == 20 and len(s.tiles) == 20 and sorted(set(s.events["cta"])) == list(s.detail_ctas)
+    back = Timeline.load(tl.save(tmp_path / "s.json", detail=4))
+    assert back.detail_ctas == s.detail_ctas and len(back.events) == 4
+
+
+def test_bad_files_and_values_are_one_line_errors(tmp_path):
+    (tmp_path / "x.json").write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="not a flashviz timeline"):
+        Timeline.load(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text("not json")
+    with pytest.raises(ValueError, match="is not a timeline file"):
+        Timeline.load(tmp_path / "y.json")
+    with pytest.raises(FileNotFoundError, match="no timeline file"):
+        Timeline.load(tmp_path / "missing.json")
+    tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
+    with pytest.raises(ValueError, match="must end in .json or .gz"):
+        tl.save(tmp_path / "t.txt")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        Timeline(**{**META, "kernel": "fa9"}, grid=(2, 1, 1), blocks=tl.blocks, tiles=tl.tiles, events=tl.events)
+    with pytest.raises(ValueError, match="has 2 blocks; the timeline has 1"):
+        Timeline(**META, grid=(2, 1, 1), blocks=tl.blocks[:1], tiles=tl.tiles, events=tl.events)

@@ -1,0 +1,108 @@
+"""Traced kernels on a GPU (issue 12): the traced build's O and lse are bit-identical to the normal
+kernel's (trace_kernel raises otherwise), every block, every visited tile and every step of every
+group is recorded and nothing else, the steps are in the kernel's order, and the cost of the
+instrumentation is measured. Skipped without a GPU (the wgmma cases without Hopper)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+TILE_STAGES = {"wgmma": ("load_K", "compute_S", "update_ml", "convert_P", "load_V", "accumulate_O"),
+               "teaching": ("load_KV", "compute_S", "update_ml", "accumulate_O")}
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    import flashviz.gpu as g
+
+    ok, reason = g.gpu_status()
+    if not ok:
+        pytest.skip(reason)
+    return g
+
+
+def _inputs(B, H, Nq, Nk, d, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((B, H, Nq, d)).astype(np.float32), rng.standard_normal((B, H, Nk, d)).astype(np.float32),
+            rng.standard_normal((B, H, Nk, d)).astype(np.float32))
+
+
+def _visible_tiles(i, Br, Bc, Nq, Nk, causal):
+    end = Nk if not causal else min(Nk, (i + 1) * Br + Nk - Nq)
+    return max(0, -(-end // Bc)) if end > 0 else 0
+
+
+def _check(tl, kernel, Nq, Nk, causal):
+    Tr, H, B = tl.grid
+    assert len(tl.blocks) == Tr * H * B and sorted(tl.blocks["cta"]) == list(range(Tr * H * B))
+    groups = 8 if kernel == "teaching" else tl.Br // 64
+    st = tl.stages
+    names = np.array(st)[tl.events["stage"]]
+    for blk in tl.blocks:
+        want = _visible_tiles(int(blk["i"]), tl.Br, tl.Bc, Nq, Nk, causal)
+        assert blk["n_j"] == want, (blk, want)
+        mine = tl.events[tl.events["cta"] == blk["cta"]]
+        mnames = names[tl.events["cta"] == blk["cta"]]
+        assert set(mine["sm"]) == {blk["sm"]}
+        assert mine["t0_ns"].min() >= blk["t0_ns"] - 64 and mine["t1_ns"].max() <= blk["t1_ns"] + 64
+        for g in range(groups):
+            sel = mine["group"] == g
+            got = {(int(j), s) for j, s in zip(mine["j"][sel], mnames[sel])}
+            expect = {(j, s) for j in range(want) for s in TILE_STAGES[kernel]}
+            expect |= {(-1, "write_O")} | ({(-1, "load_Q")} if (want or kernel == "teaching") else set())
+            assert got == expect, (int(blk["cta"]), g, sorted(got ^ expect)[:6])
+            # order inside a tile, and tiles one after the other
+            for j in range(want):
+                t = {s: (e["t0_ns"], e["t1_ns"]) for e, s in zip(mine[sel], mnames[sel]) if e["j"] == j}
+                seq = [s for s in TILE_STAGES[kernel] if not s.startswith("load_")] if kernel == "wgmma" \
+                    else list(TILE_STAGES[kernel])
+                for a, b in zip(seq, seq[1:]):
+                    assert t[a][1] <= t[b][0] + 1, (j, a, t[a], b, t[b])
+                if kernel == "wgmma":
+                    assert t["load_K"][1] <= t["compute_S"][0] + 1 and t["load_V"][1] <= t["accumulate_O"][0] + 1
+                    assert t["load_K"][0] <= t["load_K"][1]
+    assert np.all(tl.tiles["t1_ns"] >= tl.tiles["t0_ns"])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Nq,Nk", [(512, 512), (300, 520), (520, 300)])
+def test_wgmma_timeline_is_complete_ordered_and_exact(gpu, causal, Nq, Nk):
+    from flashviz.gpu.tensorcore.kernel import device_variant
+
+    if device_variant() != "wgmma":
+        pytest.skip("the wgmma kernel needs a Hopper GPU")
+    Q, K, V = _inputs(1, 3, Nq, Nk, 64)
+    tl = gpu.trace_kernel(Q, K, V, kernel="wgmma", causal=causal, repeat=3, rounds=2)
+    _check(tl, "wgmma", Nq, Nk, causal)
+    assert tl.kernel_ms > 0 and tl.traced_ms > 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_teaching_timeline_is_complete_ordered_and_exact(gpu, causal):
+    Q, K, V = _inputs(1, 2, 300, 260, 64)
+    tl = gpu.trace_kernel(Q, K, V, kernel="teaching", causal=causal, Br=64, Bc=32, repeat=3, rounds=2)
+    _check(tl, "teaching", 300, 260, causal)
+
+
+def test_instrumentation_cost_is_small(gpu):
+    """At a benchmark-sized run the traced wgmma kernel costs at most 15 % more (the goal, 5 %, is
+    reported by benchmarks/record_timelines.py; this bound keeps the test from flaking)."""
+    from flashviz.gpu.tensorcore.kernel import device_variant
+
+    if device_variant() != "wgmma":
+        pytest.skip("the wgmma kernel needs a Hopper GPU")
+    Q, K, V = _inputs(1, 32, 4096, 4096, 64)
+    tl = gpu.trace_kernel(Q, K, V, kernel="wgmma", repeat=10, rounds=5)
+    assert tl.traced_ms <= 1.15 * tl.kernel_ms, (tl.kernel_ms, tl.traced_ms)
+
+
+def test_an_oversized_trace_is_refused(gpu, monkeypatch):
+    from flashviz.gpu import tracing
+
+    monkeypatch.setattr(tracing, "MAX_TRACE_BYTES", 1 << 16)
+    Q, K, V = _inputs(1, 2, 512, 512, 64)
+    with pytest.raises(ValueError, match="needs .* MiB of trace buffer; at most"):
+        gpu.trace_kernel(Q, K, V, kernel="teaching")
