@@ -3,15 +3,17 @@
 //
 // A traced kernel takes two more parameters (FV_TRACE_PARAMS): a device buffer of u64 words and
 // jmax, the most key tiles any block visits. Thread block `cta` (blockIdx.x + gridDim.x·(blockIdx.y
-// + gridDim.y·blockIdx.z)) owns the record rec = buf + cta·stride, stride = FV_HEAD + 2·FV_NSTAGE·
-// groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching):
+// + gridDim.y·blockIdx.z)) owns the record rec = buf + cta·stride, stride = FV_HEAD + groups +
+// FV_NSTAGE·groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching):
 //   rec[0] %globaltimer at the start (ns; one clock for all SMs, 32 ns steps on the H200)
 //   rec[1] %globaltimer at the end       rec[2], rec[3] %clock64 at the start / end (this SM's cycles)
 //   rec[4] %smid   rec[5] i (the query block this block computed)   rec[6] key tiles visited
 //   rec[7] FV_MAGIC once the block finished
-// then, for group g, tile row r = j + 1 (r = 0: block-level steps, j = -1) and stage s, two words
-// at FV_HEAD + 2·((g·(jmax + 1) + r)·FV_NSTAGE + s): the %clock64 at the step's start and end
-// (0, 0: the step did not happen). One thread per group writes; stages are the project's step names.
+//   rec[FV_HEAD + g] the %clock64 of group g's writer when it started (its base)
+// then, for group g, tile row r = j + 1 (r = 0: block-level steps, j = -1) and stage s, one word at
+// FV_HEAD + groups + (g·(jmax + 1) + r)·FV_NSTAGE + s: the step's start and end in cycles after the
+// group's base, (end << 32) | start (0: the step did not happen). One store per step, from one thread
+// per group (v1 wrote two absolute words per step and cost up to 15 %: benchmarks/NOTES.md).
 #pragma once
 
 #define FV_STAGE_LOAD_Q 0
@@ -31,9 +33,11 @@
 
 namespace fvtrace {
 
+// volatile keeps the reads in program order with the kernel's other volatile asm (wgmma, cp.async);
+// no "memory" clobber, so the compiler need not reload anything around them.
 __device__ __forceinline__ unsigned long long clock() {
     unsigned long long t;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
     return t;
 }
 __device__ __forceinline__ unsigned long long gtimer() {
@@ -48,15 +52,12 @@ __device__ __forceinline__ unsigned smid() {
 }
 
 struct Rec {
+    unsigned long long* ev;    // this group's event words (row 0 = block-level)
     unsigned long long* rec;   // this block's record
-    int jmax, group;
+    unsigned long long base;   // this writer's clock at the start
     bool writer, head;         // writes its group's events / the block's header
     __device__ __forceinline__ void event(int j, int stage, unsigned long long t0, unsigned long long t1) const {
-        if (writer) {
-            unsigned long long* e = rec + FV_HEAD + 2 * ((group * (jmax + 1) + j + 1) * FV_NSTAGE + stage);
-            e[0] = t0;
-            e[1] = t1;
-        }
+        if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((t1 - base) << 32) | ((t0 - base) & 0xffffffffull);
     }
     __device__ __forceinline__ void end(int i, int tiles) const {
         if (head) {
@@ -71,12 +72,14 @@ struct Rec {
 
 __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int groups, int group, bool writer, bool head) {
     const unsigned long long cta = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
-    Rec r{buf + cta * (FV_HEAD + 2ull * FV_NSTAGE * groups * (jmax + 1)), jmax, group, writer, head};
+    unsigned long long* rec = buf + cta * (FV_HEAD + groups + (unsigned long long)FV_NSTAGE * groups * (jmax + 1));
+    Rec r{rec + FV_HEAD + groups + (unsigned long long)group * FV_NSTAGE * (jmax + 1), rec, clock(), writer, head};
     if (head) {
-        r.rec[0] = gtimer();
-        r.rec[2] = clock();
-        r.rec[4] = smid();
+        rec[0] = gtimer();
+        rec[2] = clock();
+        rec[4] = smid();
     }
+    if (writer) rec[FV_HEAD + group] = r.base;
     return r;
 }
 

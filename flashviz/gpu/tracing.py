@@ -14,7 +14,7 @@ One call, one process, same inputs for both builds:
 
 Shapes: Q (B, H, Nq, d), K and V (B, H, Nk, d) NumPy or CuPy arrays, C-contiguous after
 conversion (float16 for "wgmma", float32 for "teaching"). The trace buffer needs
-``blocks · (8 + 2·9·groups·(jmax + 1))`` 8-byte words; a run whose buffer would exceed
+``blocks · (8 + groups + 9·groups·(jmax + 1))`` 8-byte words; a run whose buffer would exceed
 ``MAX_TRACE_BYTES`` or a quarter of the free device memory is refused with a ValueError
 naming both numbers.
 """
@@ -33,8 +33,8 @@ MAX_TRACE_BYTES = 1 << 30
 
 
 def trace_words(n_blocks: int, groups: int, jmax: int) -> int:
-    """8-byte words of the trace buffer: FV_HEAD + 2·FV_NSTAGE·groups·(jmax + 1) per block."""
-    return n_blocks * (FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1))
+    """8-byte words of the trace buffer: FV_HEAD + groups + FV_NSTAGE·groups·(jmax + 1) per block."""
+    return n_blocks * (FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1))
 
 
 def _check_kernel(kernel) -> str:
@@ -188,7 +188,7 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     RuntimeError when a block's record is incomplete (no FV_MAGIC)."""
     Tr, H, B = (int(g) for g in grid)
     n = Tr * H * B
-    stride = FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1)
+    stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
     rec = np.asarray(raw, np.uint64)[: n * stride].reshape(n, stride)
     head = rec[:, :FV_HEAD]
     bad = np.flatnonzero(head[:, 7] != np.uint64(FV_MAGIC))
@@ -199,12 +199,15 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     ok = (gt1 - gt0 > 2000) & (c1 > c0)
     ratio = float(np.median((gt1 - gt0)[ok] / (c1 - c0)[ok])) if ok.any() else 1 / 1.98
     origin = gt0.min()
-    ev = rec[:, FV_HEAD:].reshape(n, groups, jmax + 1, FV_NSTAGE, 2).astype(np.int64)
-    present = (ev[..., 0] != 0) | (ev[..., 1] != 0)
-    cta, g, r, s = np.nonzero(present)
+    gbase = rec[:, FV_HEAD:FV_HEAD + groups].astype(np.int64)          # each writer's start clock
+    words = rec[:, FV_HEAD + groups:].reshape(n, groups, jmax + 1, FV_NSTAGE)
+    cta, g, r, s = np.nonzero(words)
+    w = words[cta, g, r, s]
+    lo = (w & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    hi = (w >> np.uint64(32)).astype(np.int64)
     base = (gt0 - origin).astype(float)
-    t0 = base[cta] + (ev[cta, g, r, s, 0] - c0[cta]) * ratio
-    t1 = base[cta] + (ev[cta, g, r, s, 1] - c0[cta]) * ratio
+    t0 = base[cta] + (gbase[cta, g] + lo - c0[cta]) * ratio
+    t1 = base[cta] + (gbase[cta, g] + hi - c0[cta]) * ratio
     sm = head[:, 4].astype(np.int16)
     events = np.zeros(cta.size, EVENT_DTYPE)
     events["cta"], events["sm"], events["group"], events["j"] = cta, sm[cta], g, r - 1
@@ -216,7 +219,9 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     blocks["cta"], blocks["sm"], blocks["i"] = ctas, sm, head[:, 5].astype(np.int64)
     blocks["h"], blocks["b"] = (ctas // Tr) % H, ctas // (Tr * H)
     blocks["n_j"] = head[:, 6].astype(np.int64)
-    blocks["t0_ns"] = base
+    first = np.full(n, np.inf)
+    np.minimum.at(first, cta, events["t0_ns"])
+    blocks["t0_ns"] = np.minimum(base, first)            # a group's writer may start before thread 0
     blocks["t1_ns"] = np.maximum(base + (c1 - c0) * ratio, np.maximum(last, base))
     tiles_mask = events["j"] >= 0
     te = events[tiles_mask]

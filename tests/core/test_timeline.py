@@ -34,7 +34,7 @@ def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_
     """A trace buffer as the kernel writes it. plan: {cta: (sm, i, start_ns, [(group, j, stage,
     t0_ns, t1_ns) from the block's start], end_ns)}."""
     Tr, H, B = grid
-    stride = FV_HEAD + 2 * FV_NSTAGE * groups * (jmax + 1)
+    stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
     buf = np.zeros(trace_words(Tr * H * B, groups, jmax), np.uint64)
     for cta, (sm, i, start, evs, end) in plan.items():
         rec = buf[cta * stride:(cta + 1) * stride]
@@ -42,9 +42,12 @@ def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_
         rec[0], rec[1] = gt_origin + start, gt_origin + start + end
         rec[2], rec[3] = c0, c0 + round(end / ns_per_cycle)
         rec[4], rec[5], rec[6], rec[7] = sm, i, len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
+        gbase = [c0 + 3 * g for g in range(groups)]  # each writer's own start clock
+        rec[FV_HEAD:FV_HEAD + groups] = gbase
         for g, j, stage, t0, t1 in evs:
-            k = FV_HEAD + 2 * ((g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage))
-            rec[k], rec[k + 1] = c0 + round(t0 / ns_per_cycle), c0 + round(t1 / ns_per_cycle)
+            k = FV_HEAD + groups + (g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage)
+            a, b = (c0 + round(t / ns_per_cycle) - gbase[g] for t in (t0, t1))
+            rec[k] = (b << 32) | a
     return buf
 
 
