@@ -59,6 +59,11 @@ struct Rec {
     __device__ __forceinline__ void event(int j, int stage, unsigned long long t0, unsigned long long t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((t1 - base) << 32) | ((t0 - base) & 0xffffffffull);
     }
+    // cycles since this writer's start, as 32 bits (enough for 2 s)
+    __device__ __forceinline__ unsigned since() const { return (unsigned)(clock() - base); }
+    __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
+        if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
+    }
     __device__ __forceinline__ void end(int i, int tiles) const {
         if (head) {
             rec[3] = clock();
@@ -93,6 +98,11 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW(var) var = fvtrace::clock()
 #define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
 #define FV_TRACE_END(i, tiles) fv_rec.end(i, tiles)
+// deferred form: 32-bit cycle offsets kept in registers, stored later where the warp waits anyway
+#define FV_DECL32(var) unsigned var = 0
+#define FV_NOW32(var) var = fv_rec.since()
+#define FV_SET(dst, src) dst = src
+#define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
 
 #else
 
@@ -103,5 +113,9 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW(var)
 #define FV_EVENT(j, stage, t0, t1)
 #define FV_TRACE_END(i, tiles)
+#define FV_DECL32(var)
+#define FV_NOW32(var)
+#define FV_SET(dst, src)
+#define FV_EVENT32(j, stage, t0, t1)
 
 #endif
