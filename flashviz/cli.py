@@ -40,7 +40,7 @@ def sweep_table(N: int = 4096, d: int = 64, sram: str = "H100/H200", itemsize: i
                 order: str = "fa2", blocks=SWEEP_BLOCKS) -> str:
     """The block-size sweep (iomodel.block_size_sweep) at N, d against an SRAM preset (or bytes), as text:
     Br, Bc, Tr, Tc, HBM MiB, SRAM KiB, whether it fits, the optimum marked with *."""
-    from .views.blocksize_view import sram_budget_bytes
+    from .replay.blocksize import sram_budget_bytes
 
     N = _checks.check_int(N, "N", 1)
     try:

@@ -304,6 +304,14 @@ def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br:
 
 #: block sizes the sweep tries by default (Br and Bc each)
 SWEEP_BLOCKS = (16, 32, 64, 128, 256)
+#: SRAM budgets M (bytes): on-chip shared memory a thread block may opt in to. Sources: NVIDIA
+#: A100 and H100 tuning guides (164 KB and 228 KB per SM; 163 KB and 227 KB per block); the H200
+#: value was read from the device attribute on 2026-11-29 (232,448 bytes per block).
+SRAM_BUDGETS = {
+    "H100/H200: 227 KiB": 232_448,
+    "A100: 163 KiB": 166_912,
+    "toy: 16 KiB": 16 * 1024,
+}
 #: leading constant c of the Θ(N²d²/M) curve, per loop order: fa1 (Algorithm 1, Theorem 2) 3·N·d per
 #: pass over Q, O times Tc = 4Nd/M passes; fa2 2·N·d (K, V) times Tr = 4Nd/M (see ``asymptotic_flash_io``)
 ASYMPTOTIC_CONSTANT = {"fa2": 8, "fa1": 12}

@@ -14,7 +14,7 @@ from . import CheckResult, direction, first_line, never_raises, right, say, wron
 
 
 def _budget_bytes(sram_budget) -> int:
-    from ..views.blocksize_view import sram_budget_bytes
+    from ..replay.blocksize import sram_budget_bytes
 
     return sram_budget_bytes(sram_budget)[1]
 

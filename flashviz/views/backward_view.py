@@ -1,5 +1,6 @@
-"""The backward pass, replayed: ``BackwardReplay`` (the state of frame k, read from a
-``flash_backward(..., record=True)`` trace) and ``BackwardFigure`` (the picture of it).
+"""The backward pass, replayed: ``BackwardFigure``, the picture of the state of frame k that
+``BackwardReplay`` (flashviz.replay.backward) reads from a ``flash_backward(..., record=True)``
+trace.
 
 One frame per trace event, in the backward's loop order (FlashAttention-2, Algorithm 2):
 D = rowsum(dO ∘ O) per query block; then key blocks j outer, query blocks i inner. The figure:
@@ -24,8 +25,6 @@ rendered by ``RegionBlitter``, which redraws only the areas of the figure that c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import matplotlib as mpl
 import numpy as np
 from matplotlib.collections import LineCollection, PatchCollection
@@ -35,185 +34,20 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Bbox, TransformedBbox
 
-from ..iomodel import recompute_extra_flops, standard_backward_io, stored_between_passes
-from ..masking import tile_kind
+from ..replay.backward import NEVER, STEP_TEXT, BackwardReplay, BackwardState  # (BackwardReplay: re-exported)
 from . import style
 from .meters import _unit
 from .style import fmt_bytes
 from .tiles import place_strips
 
-# What each step does, in the paper's names (i: query block, j: key block; the frame names them).
-STEP_TEXT = {
-    "compute_D": "preprocess: Dᵢ = rowsum(dOᵢ ∘ Oᵢ), and dQᵢ = 0 in HBM",
-    "load_KV": "load Kⱼ, Vⱼ into SRAM;  dKⱼ = dVⱼ = 0 on chip",
-    "load_Qi": "load Qᵢ, dOᵢ, lseᵢ, Dᵢ into SRAM",
-    "recompute_P": "recompute Sᵢⱼ = scale·QᵢKⱼᵀ, Pᵢⱼ = exp(Sᵢⱼ − lseᵢ): P was never stored",
-    "accumulate_dV": "dVⱼ += Pᵢⱼᵀ dOᵢ   (on chip)",
-    "compute_dS": "dPᵢⱼ = dOᵢ Vⱼᵀ;   dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)   (on chip)",
-    "accumulate_dK": "dKⱼ += scale · dSᵢⱼᵀ Qᵢ   (on chip)",
-    "update_dQ": "dQᵢ += scale · dSᵢⱼ Kⱼ:  read dQᵢ from HBM, add, write it back",
-    "write_dKdV": "write dKⱼ, dVⱼ to HBM, once: key block j is finished",
-}
 # Shorter wordings for a larger text scale (presenter mode), used where the full one does not fit.
 STEP_TEXT_SHORT = {
     "recompute_P": "recompute Pᵢⱼ = exp(scale·QᵢKⱼᵀ − lseᵢ): P was never stored",
     "update_dQ": "dQᵢ += scale · dSᵢⱼ Kⱼ:  read dQᵢ, add, write it back",
     "compute_D": "preprocess: Dᵢ = rowsum(dOᵢ ∘ Oᵢ), dQᵢ = 0 in HBM",
 }
-_AFTER_P = ("recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
-_BIG = np.iinfo(np.int64).max
 RECOMPUTE = "#e6550d"     # the recomputation: the flash, the extra FLOPs
 FLASH = "#fdd835"
-
-
-@dataclass
-class BackwardState:
-    """What frame k shows. Arrays are views into the replay's buffers: do not modify.
-
-    event: the event just done; text: a sentence for it (STEP_TEXT); where: "i = …, j = …", the
-    blocks it works on; i, j: its query / key block (-1 if none); P, dS: the current tile on chip
-    (None when no tile is live); dK_j, dV_j: the accumulators on chip (None outside a key block);
-    dQ: (Nq, d) dQ in HBM (NaN before the
-    preprocessing zeroes a row); dKV: (Nk, d + dv) finished [dK | dV] rows (NaN not yet
-    written); hbm_bytes, flops, recompute_flops: sums over events[0..k]; tiles_done: tiles whose
-    P has been recomputed; dQ_updates, blocks_written, D_blocks: counts so far.
-    """
-
-    k: int
-    event: object
-    text: str
-    where: str
-    i: int
-    j: int
-    P: np.ndarray | None
-    dS: np.ndarray | None
-    dK_j: np.ndarray | None
-    dV_j: np.ndarray | None
-    dQ: np.ndarray
-    dKV: np.ndarray
-    hbm_bytes: int
-    flops: int
-    recompute_flops: int
-    tiles_done: int
-    dQ_updates: int
-    blocks_written: int
-    D_blocks: int
-
-
-def _where(e) -> str:
-    parts = [f"{n} = {v}" for n, v in (("i", e.i), ("j", e.j)) if v >= 0]
-    return ", ".join(parts)
-
-
-def _latest(ev, kinds):
-    """For each k, the index of the latest event <= k whose kind is in ``kinds`` (-1 if none)."""
-    out = np.full(len(ev), -1, dtype=np.int64)
-    last = -1
-    for idx, e in enumerate(ev):
-        if e.kind in kinds:
-            last = idx
-        out[idx] = last
-    return out
-
-
-class BackwardReplay:
-    """Index a backward Trace (order "fa2_bwd") for random access to frames."""
-
-    def __init__(self, trace):
-        if not trace.events or trace.order != "fa2_bwd":
-            raise ValueError("need the trace of flash_backward(..., record=True)")
-        self.trace = tr = trace
-        ev = tr.events
-        self.n_frames = n = len(ev)
-        Tr, Tc = tr.Tr, tr.Tc
-        self.visit_at = np.full((Tr, Tc), _BIG, dtype=np.int64)        # index of the tile's recompute_P
-        self.D_at = np.full(Tr, _BIG, dtype=np.int64)
-        self.dQ_updates = [[] for _ in range(Tr)]                        # update_dQ indices per query block
-        self.dKV_full = np.full((tr.Nk, tr.d + tr.dv), np.nan)
-        self.written_at = np.full(tr.Nk, _BIG, dtype=np.int64)
-        for idx, e in enumerate(ev):
-            if e.kind == "recompute_P":
-                self.visit_at[e.i, e.j] = idx
-            elif e.kind == "compute_D":
-                self.D_at[e.i] = idx
-            elif e.kind == "update_dQ":
-                self.dQ_updates[e.i].append(idx)
-            elif e.kind == "write_dKdV":
-                self.dKV_full[e.c0:e.c1] = np.hstack([e.dK, e.dV])
-                self.written_at[e.c0:e.c1] = idx
-        self.dQ_updates = [np.array(u, dtype=np.int64) for u in self.dQ_updates]
-        self.all_dQ_updates = np.sort(np.concatenate(self.dQ_updates)) if n else np.zeros(0, np.int64)
-        self._P_at, self._dS_at = _latest(ev, ("recompute_P",)), _latest(ev, ("compute_dS",))
-        self._dK_at, self._dV_at = _latest(ev, ("accumulate_dK",)), _latest(ev, ("accumulate_dV",))
-        self._kv_at = _latest(ev, ("load_KV", "write_dKdV"))
-        self.cum_bytes = tr.cumulative_hbm_bytes()
-        self.cum_flops = np.cumsum([e.flops for e in ev], dtype=np.int64)
-        self.cum_recompute = np.cumsum([e.flops if e.kind == "recompute_P" else 0 for e in ev], dtype=np.int64)
-        self.order = np.full((Tr, Tc), np.nan)                           # visit number of each tile
-        visited = np.argsort(self.visit_at, axis=None, kind="stable")[: int((self.visit_at < _BIG).sum())]
-        self.order.flat[visited] = np.arange(len(visited))
-        self.n_tiles = len(visited)
-        self.tile_kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc,
-                                               min((j + 1) * tr.Bc, tr.Nk), tr.Nq, tr.Nk, tr.causal)
-                                     for j in range(Tc)] for i in range(Tr)])
-        self.row_tile = np.repeat(np.arange(Tr), tr.Br)[: tr.Nq]
-        self.col_tile = np.repeat(np.arange(Tc), tr.Bc)[: tr.Nk]
-        # totals, the standard backward and the bytes kept between the passes (closed forms)
-        self.total = tr.io()
-        self.standard = standard_backward_io(tr.Nq, tr.Nk, tr.d, dv=tr.dv, itemsize=tr.itemsize)
-        self.stored = stored_between_passes(tr.Nq, tr.Nk, itemsize=tr.itemsize)
-        self.extra_flops = recompute_extra_flops(tr.Nq, tr.Nk, tr.d, tr.causal, Br=tr.Br, Bc=tr.Bc)
-        self._dQ = np.full((tr.Nq, tr.d), np.nan)
-        self._dKV = np.empty_like(self.dKV_full)
-        self._order_buf = np.full((tr.Nq, tr.Nk), np.nan)
-        self._zero_cache = {}
-
-    def _zeros(self, *shape):
-        """A cached zero array (the accumulators just after load_KV)."""
-        return self._zero_cache.setdefault(shape, np.zeros(shape))
-
-    def visited_grid(self, k: int) -> np.ndarray:
-        """(Nq, Nk) visit number of each tile visited by frame k (NaN elsewhere)."""
-        o = np.where(self.visit_at <= k, self.order, np.nan)
-        np.copyto(self._order_buf, o[self.row_tile][:, self.col_tile])
-        return self._order_buf
-
-    def state(self, k: int) -> BackwardState:
-        """The state after event k (0 <= k < n_frames). Raises IndexError otherwise."""
-        if not 0 <= k < self.n_frames:
-            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
-        ev = self.trace.events
-        e = ev[k]
-        live = e.kind in _AFTER_P
-        P = ev[self._P_at[k]].P if live else None
-        dS = ev[self._dS_at[k]].dS if live and self._dS_at[k] > self._P_at[k] else None
-        dK_j = dV_j = None
-        kv = self._kv_at[k]
-        if kv >= 0 and e.kind != "compute_D" and (ev[kv].kind == "load_KV" or kv == k):
-            start = kv
-            if e.kind == "write_dKdV":
-                dK_j, dV_j = e.dK, e.dV
-            else:
-                bc, d, dv = ev[kv].c1 - ev[kv].c0, self.trace.d, self.trace.dv
-                dK_j = ev[self._dK_at[k]].dK if self._dK_at[k] > start else self._zeros(bc, d)
-                dV_j = ev[self._dV_at[k]].dV if self._dV_at[k] > start else self._zeros(bc, dv)
-        self._dQ[:] = np.nan
-        Br = self.trace.Br
-        for i, ups in enumerate(self.dQ_updates):
-            if self.D_at[i] > k:
-                continue
-            r0, r1 = i * Br, min((i + 1) * Br, self.trace.Nq)
-            n = int(np.searchsorted(ups, k, side="right"))
-            self._dQ[r0:r1] = ev[ups[n - 1]].dQ if n else 0.0
-        np.copyto(self._dKV, self.dKV_full)
-        self._dKV[self.written_at > k] = np.nan
-        return BackwardState(
-            k=k, event=e, text=STEP_TEXT[e.kind], where=_where(e), i=e.i, j=e.j, P=P, dS=dS,
-            dK_j=dK_j, dV_j=dV_j, dQ=self._dQ, dKV=self._dKV, hbm_bytes=int(self.cum_bytes[k]),
-            flops=int(self.cum_flops[k]), recompute_flops=int(self.cum_recompute[k]),
-            tiles_done=int((self.visit_at <= k).sum()),
-            dQ_updates=int(np.searchsorted(self.all_dQ_updates, k, side="right")),
-            blocks_written=int((self.written_at <= k).sum()), D_blocks=int((self.D_at <= k).sum()))
 
 
 def _vmax(arrays, q=99.0):
@@ -306,7 +140,7 @@ class _GridPanel:
             self.path += ax.plot([max(0, off), tr.Nk], [max(0, -off), tr.Nk - off], color="k", lw=0.8, ls="--")
         # the loop order: a faint path through the tile centres, column after column
         if rp.n_tiles <= 256:
-            ij = sorted(zip(*np.nonzero(rp.visit_at < _BIG)), key=lambda t: rp.visit_at[t])
+            ij = sorted(zip(*np.nonzero(rp.visit_at < NEVER)), key=lambda t: rp.visit_at[t])
             cx = [min((j + 0.5) * tr.Bc, (j * tr.Bc + tr.Nk) / 2) for _, j in ij]
             cy = [min((i + 0.5) * tr.Br, (i * tr.Br + tr.Nq) / 2) for i, _ in ij]
             self.path += ax.plot(cx, cy, color="0.45", lw=0.7, ls=":", zorder=1.5)

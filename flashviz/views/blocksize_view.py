@@ -11,15 +11,12 @@
   Θ(N²d²/M) curve, standard attention, and the configuration of the current frame;
 * the SRAM working set of the current configuration, part by part, against the budget.
 
-One frame per configuration (the search, Br outer, Bc inner) plus a last frame for the optimum.
-Every number comes from ``flashviz.iomodel``; none is counted here.
+One frame per configuration (the search, Br outer, Bc inner) plus a last frame for the optimum,
+replayed by ``BlockSizeSweep`` (flashviz.replay.blocksize). Every number comes from
+``flashviz.iomodel``; none is counted here.
 """
 
 from __future__ import annotations
-
-import functools
-import numbers
-from dataclasses import dataclass
 
 import matplotlib as mpl
 import numpy as np
@@ -29,12 +26,19 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .. import iomodel
+from ..replay.blocksize import (  # noqa: F401 (re-exported)
+    CURVE_N,
+    BlockSizeState,
+    BlockSizeSweep,
+    fmt_size,
+    recorded_sweep,
+    sram_budget_bytes,
+    working_set_parts,
+)
 from . import style
 from .blit import BlittedView
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
-#: the sequence lengths of the traffic-vs-N panel (the chosen N is added)
-CURVE_N = tuple(2 ** k for k in range(7, 16))
 SPILL = "#a00000"         # text on configurations that do not fit
 PARTS = (("Q_i", "#1f77b4"), ("K_j", "#2ca02c"), ("V_j", "#98df8a"), ("S_ij/P_ij", "#9467bd"),
          ("O_i", "#17becf"), ("m_i, l_i", "#7f7f7f"))
@@ -44,46 +48,6 @@ COMPACT_SCALE = 1.15
 #: (notebook, large text): the GridSpec of the panels
 LAYOUT = ({"left": 0.065, "right": 0.985, "top": 0.815, "bottom": 0.07, "wspace": 0.42, "hspace": 0.5},
           {"left": 0.075, "right": 0.985, "top": 0.765, "bottom": 0.085, "wspace": 0.36, "hspace": 0.5})
-
-
-@dataclass
-class BlockSizeState:
-    """What frame k shows: the configuration ``row`` (a block_size_sweep dict), the best fitting
-    configuration so far ``best`` (None while nothing fitted), whether this is the final frame
-    (the optimum), the measured kernel ms of ``row`` (None when not recorded) and the step text."""
-
-    k: int
-    row: dict
-    best: dict | None
-    final: bool
-    measured_ms: float | None
-    text: str
-
-
-def sram_budget_bytes(value) -> tuple[str, int]:
-    """(label, bytes) of an SRAM budget: a preset of SRAM_BUDGETS by its label or first word
-    ('H100/H200', 'H100', 'H200', 'A100', 'toy'), or an integer number of bytes ('custom').
-    Raises one-line ValueError/TypeError otherwise."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"an SRAM budget must be >= 1 byte, got {value}")
-        return f"custom: {fmt_size(int(value))}", int(value)
-    if not isinstance(value, str):
-        raise TypeError(f"an SRAM budget is a preset name or a number of bytes, got {value!r}")
-    for label, nbytes in style.SRAM_BUDGETS.items():
-        head = label.split()[0].rstrip(":").lower()
-        if value.lower() in (label.lower(), head, *head.split("/")):
-            return label, nbytes
-    names = ", ".join(label.split()[0].rstrip(":") for label in style.SRAM_BUDGETS)
-    raise ValueError(f"unknown SRAM budget {value!r}; presets: {names} (or a number of bytes)")
-
-
-def fmt_size(v: float, _=None) -> str:
-    """Bytes with three significant digits, B … TiB: '64 KiB', '4 GiB', '1.02 TiB' (also a tick formatter)."""
-    for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= size:
-            return f"{v / size:.3g} {name}"
-    return f"{v:.0f} B"
 
 
 def fmt_flops(f: float) -> str:
@@ -98,41 +62,6 @@ def _unit(n: float):
         if n >= size:
             return name, size
     return "B", 1
-
-
-def working_set_parts(Br: int, Bc: int, d: int, N: int, itemsize: int) -> list[int]:
-    """Bytes of Q_i, K_j, V_j, S_ij/P_ij, O_i and m_i + l_i for one tile (clipped to N); they sum
-    to ``iomodel.sram_working_set``."""
-    br, bc = min(Br, N), min(Bc, N)
-    return [x * itemsize for x in (br * d, bc * d, bc * d, br * bc, br * d, 2 * br)]
-
-
-def recorded_sweep(res: dict | None, *, N: int, d: int, itemsize: int, causal: bool, order: str) -> dict:
-    """{(Br, Bc): recorded sweep row} for rows of ``res["sweep"]`` (flashviz.gpu.latest_results())
-    measured at this N, d and mask whose ``model_hbm_bytes`` equals ``flash_forward_io(...)`` for
-    this itemsize times the recorded B·H heads (so the element size matches too). The GPU kernel
-    runs the FA2 loop order; for order "fa1" nothing matches."""
-    if not res or order != "fa2":
-        return {}
-    out = {}
-    for r in res.get("sweep", []):
-        try:
-            if (r["N"], r["d"], bool(r.get("causal", False))) != (N, d, causal) or "kernel_ms" not in r:
-                continue
-            model = iomodel.flash_forward_io(N, N, d, Br=r["Br"], Bc=r["Bc"], itemsize=itemsize, causal=causal)
-            if model.scaled(r["B"] * r["H"]).hbm_bytes == r["model_hbm_bytes"]:
-                out[(r["Br"], r["Bc"])] = r
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _best_bytes(n, d, blocks, itemsize, M, order, causal) -> float:
-    """HBM bytes of the best fitting blocks at sequence length n (NaN when none fits); cached, as
-    re-running a cell or moving a control back asks for the same curve again."""
-    r = iomodel.best_fitting_blocks(n, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order, causal=causal)
-    return np.nan if r is None else r["hbm_bytes"]
 
 
 def _latest():
@@ -150,8 +79,9 @@ class BlockSizeFigure(BlittedView):
     N, d: sizes (Nq = Nk = N); itemsize: bytes per element; sram_budget: M in bytes; budget_name:
     the preset's label; order: "fa2" | "fa1"; causal: mask; blocks: sizes tried for Br and Bc;
     recorded: a GPU results dict, None (no measurements) or "latest" (flashviz.gpu.latest_results,
-    imported lazily; no CuPy needed). Public: ``rows`` (the sweep), ``best`` (the optimum or None),
-    ``measured`` ({(Br, Bc): row}), ``n_frames``, ``draw_frame(k)`` → BlockSizeState.
+    imported lazily; no CuPy needed). Public: ``sweep`` (the BlockSizeSweep), ``rows`` (the sweep's
+    rows), ``best`` (the optimum or None), ``measured`` ({(Br, Bc): row}), ``n_frames``,
+    ``state(k)`` and ``draw_frame(k)`` → BlockSizeState.
     Text sizes go through ``style.pt``; built at a text scale above COMPACT_SCALE (presenter mode,
     ``style.scaled_text``) the figure keeps its inches and lays itself out for large text
     (``compact``): wider margins, shorter titles, caption, step line and numbers.
@@ -159,17 +89,15 @@ class BlockSizeFigure(BlittedView):
 
     def __init__(self, fig, *, N: int, d: int, itemsize: int = 4, sram_budget: int, budget_name: str = "",
                  order: str = "fa2", causal: bool = False, blocks=iomodel.SWEEP_BLOCKS, recorded="latest"):
-        self.rows = iomodel.block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=sram_budget,
-                                             order=order, causal=causal)
+        self._res = _latest() if isinstance(recorded, str) and recorded == "latest" else recorded
+        self.sweep = sw = BlockSizeSweep(N=N, d=d, itemsize=itemsize, sram_budget=sram_budget,
+                                         budget_name=budget_name, order=order, causal=causal, blocks=blocks,
+                                         recorded=self._res)
         fig.clear()
         self.fig, self.N, self.d, self.b, self.M = fig, N, d, itemsize, sram_budget
-        self.order, self.causal, self.blocks = order, causal, tuple(blocks)
-        self.budget_name = budget_name or "budget"
-        self.best = iomodel.best_of_sweep(self.rows)
-        self.standard = iomodel.standard_attention_io(N, N, d, itemsize=itemsize).hbm_bytes
-        self._res = _latest() if isinstance(recorded, str) and recorded == "latest" else recorded
-        self.measured = recorded_sweep(self._res, N=N, d=d, itemsize=itemsize, causal=causal, order=order)
-        self._curves = {}
+        self.order, self.causal, self.blocks = order, causal, sw.blocks
+        self.budget_name = sw.budget_name
+        self.rows, self.best, self.standard, self.measured = sw.rows, sw.best, sw.standard, sw.measured
         # presenter mode (large text) on the same inches: a layout of its own, decided now
         self.compact = style.text_scale() > COMPACT_SCALE
         gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], **LAYOUT[self.compact])
@@ -295,20 +223,11 @@ class BlockSizeFigure(BlittedView):
         self.cur_meas = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=style.CURRENT, linewidth=2.6)
         ax.add_patch(self.cur_meas)
 
-    def _exact_over_N(self, Br, Bc):
-        key = (Br, Bc)
-        if key not in self._curves:
-            self._curves[key] = [iomodel.flash_forward_io(n, n, self.d, Br=Br, Bc=Bc, itemsize=self.b,
-                                                          order=self.order, causal=self.causal).hbm_bytes
-                                 for n in self.Ns]
-        return self._curves[key]
-
     def _curve_panel(self, ax):
-        self.Ns = sorted(set(CURVE_N) | {self.N})
-        d, b = self.d, self.b
-        std = [iomodel.standard_attention_io(n, n, d, itemsize=b).hbm_bytes for n in self.Ns]
-        best = [_best_bytes(n, d, self.blocks, b, self.M, self.order, self.causal) for n in self.Ns]
-        theta = [iomodel.asymptotic_flash_io(n, d, self.M, itemsize=b, order=self.order) for n in self.Ns]
+        self.Ns = self.sweep.Ns
+        d = self.d
+        curves = self.sweep.curves()
+        std, best, theta = curves["standard"], curves["best"], curves["theta"]
         c = iomodel.ASYMPTOTIC_CONSTANT[self.order]
         ax.loglog(self.Ns, std, color=style.STANDARD, lw=1.6, label="standard attention (exact)")
         ax.loglog(self.Ns, best, color=style.TILED, lw=1.8, marker="o", ms=3,
@@ -355,7 +274,7 @@ class BlockSizeFigure(BlittedView):
     @property
     def n_frames(self) -> int:
         """One frame per configuration of the sweep, plus the optimum."""
-        return len(self.rows) + 1
+        return self.sweep.n_frames
 
     def animated_artists(self) -> list:
         """The artists a frame changes (everything else is a static background)."""
@@ -364,26 +283,9 @@ class BlockSizeFigure(BlittedView):
 
 
     def state(self, k: int) -> BlockSizeState:
-        """The state of frame k (no drawing). Raises IndexError outside 0..n_frames-1."""
-        if not 0 <= k < self.n_frames:
-            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
-        final = k == len(self.rows)
-        seen = self.rows if final else self.rows[:k + 1]
-        best = iomodel.best_of_sweep(seen)
-        row = (best or self.rows[-1]) if final else self.rows[k]
-        ms = self.measured.get((row["Br"], row["Bc"]), {}).get("kernel_ms")
-        tag = f"{row['Br']}×{row['Bc']}"
-        if final and best is None:
-            text = f"no configuration fits in {self.budget_name}: every tile spills — use a larger M or smaller d"
-        elif final:
-            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_size(row['hbm_bytes'])} of HBM traffic, "
-                    f"{fmt_size(row['sram_bytes'])} of SRAM")
-        else:
-            fit = "fits" if row["fits"] else "does NOT fit (spills)"
-            so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
-            text = (f"trying Br × Bc = {tag}: {fmt_size(row['hbm_bytes'])} HBM, {fmt_size(row['sram_bytes'])} SRAM, "
-                    f"{fit} · {so_far}")
-        return BlockSizeState(k, row, best, final, ms, text)
+        """The state of frame k (no drawing; ``BlockSizeSweep.state``). Raises IndexError outside
+        0..n_frames-1."""
+        return self.sweep.state(k)
 
     def draw_frame(self, k: int) -> BlockSizeState:
         """Update every artist to frame k (does not render; the caller draws the canvas)."""
@@ -398,7 +300,7 @@ class BlockSizeFigure(BlittedView):
             self.star.set_data([bx + 0.26], [by - 0.27])
         else:
             self.star.set_data([], [])
-        self.cur_curve.set_ydata(self._exact_over_N(r["Br"], r["Bc"]))
+        self.cur_curve.set_ydata(self.sweep.traffic_over_N(r["Br"], r["Bc"]))
         left = 0.0
         for bar, nbytes in zip(self.parts, working_set_parts(r["Br"], r["Bc"], self.d, self.N, self.b)):
             bar.set_x(left)

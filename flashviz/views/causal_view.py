@@ -11,11 +11,11 @@
 * one frame per query block i: the key blocks it visits outlined, the others skipped;
 * FLOPs and HBM bytes, causal against non-causal (``iomodel.flash_forward_io``), the causal bars
   filling block by block with the sums over the run's trace, and the fraction saved.
+
+Every number comes from ``CausalReplay`` (flashviz.replay.causal); this module only draws.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.collections import PatchCollection
@@ -24,9 +24,9 @@ from matplotlib.patches import Patch, Polygon, Rectangle
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import ScaledTranslation
 
-from .. import iomodel
-from ..masking import causal_offset, n_key_blocks_visible, tile_kind
-from ..replay import sub
+from ..masking import causal_offset
+from ..replay.causal import CausalReplay, CausalState, visible_pairs  # noqa: F401 (re-exported)
+from ..replay.grid import tile_kinds  # noqa: F401 (re-exported)
 from . import style
 from .blit import BlittedView
 from .loop_order_view import (
@@ -42,19 +42,6 @@ KIND_COLOURS = {"full": "#6baed6", "partial": "#cbb7e3", "skipped": style.SKIPPE
 NO_KEY = "#d62728"        # query rows that see no key (Nq > Nk)
 
 
-def tile_kinds(Nq: int, Nk: int, Br: int, Bc: int, causal: bool = True) -> np.ndarray:
-    """(Tr, Tc) array of 'full' / 'partial' / 'skipped' (``masking.tile_kind`` of every tile)."""
-    Tr, Tc = -(-Nq // Br), -(-Nk // Bc)
-    return np.array([[tile_kind(i * Br, min((i + 1) * Br, Nq), j * Bc, min((j + 1) * Bc, Nk), Nq, Nk, causal)
-                      for j in range(Tc)] for i in range(Tr)]).reshape(Tr, Tc)
-
-
-def visible_pairs(Nq: int, Nk: int) -> int:
-    """How many (query, key) pairs the bottom-right aligned mask lets through."""
-    r = np.arange(Nq)
-    return int(np.clip(r + causal_offset(Nq, Nk) + 1, 0, Nk).sum())
-
-
 def fmt_count(n: float) -> str:
     """1234 → '1.23 k', 3.4e9 → '3.4 G' (three significant digits)."""
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -63,64 +50,23 @@ def fmt_count(n: float) -> str:
     return f"{int(n)}"
 
 
-@dataclass
-class CausalState:
-    """Frame k = query block i: its rows [r0, r1), the key blocks it visits (``visited``, the
-    first ones), their kinds (``n_full``, ``n_partial``), ``n_skipped``; FLOPs and HBM bytes of
-    the run through this block (``flops_so_far``, ``bytes_so_far``, summed over the trace); text."""
-
-    k: int
-    i: int
-    r0: int
-    r1: int
-    visited: int
-    n_full: int
-    n_partial: int
-    n_skipped: int
-    flops_so_far: int
-    bytes_so_far: int
-    text: str
-
-
 class CausalFigure(BlittedView):
     """The causal tile grid, one frame per query block, with FLOPs and bytes saved.
 
     fig: a matplotlib Figure (cleared first); trace: a recorded causal FA2 run
     (``flash_forward(Q, K, V, causal=True, record=True)``, order "fa2"); caption: a line under the
     step text. Public: ``n_frames`` (Tr), ``draw_frame(k)`` → CausalState, ``render(k)``,
-    ``enable_blitting()``, ``kinds`` ((Tr, Tc) tile kinds), ``io`` ({"causal", "non-causal"}:
-    ``flash_forward_io``), ``counts`` (the numbers of the table), ``fig``.
+    ``enable_blitting()``, ``replay`` (the CausalReplay), ``kinds`` ((Tr, Tc) tile kinds), ``io``
+    ({"causal", "non-causal"}: ``flash_forward_io``), ``counts`` (the numbers of the table), ``fig``.
     Raises ValueError for a trace that is not causal or not in FA2 order.
     """
 
     def __init__(self, fig, trace, *, caption: str = ""):
-        if not trace.causal or trace.order != "fa2" or not trace.events:
-            raise ValueError("CausalFigure draws a recorded causal FA2 run: "
-                             "flash_forward(Q, K, V, causal=True, order='fa2', record=True).trace")
+        self.replay = rp = CausalReplay(trace)      # raises before the figure is touched
         fig.clear()
         self.fig, self.tr = fig, trace
-        tr = trace
-        self.kinds = tile_kinds(tr.Nq, tr.Nk, tr.Br, tr.Bc)
-        kw = dict(dv=tr.dv, Br=tr.Br, Bc=tr.Bc, itemsize=tr.itemsize)
-        self.io = {"non-causal": iomodel.flash_forward_io(tr.Nq, tr.Nk, tr.d, causal=False, **kw),
-                   "causal": iomodel.flash_forward_io(tr.Nq, tr.Nk, tr.d, causal=True, **kw)}
-        # FLOPs and bytes through query block i, summed over the trace's events (FA2: each carries i)
-        flops, nbytes = np.zeros(tr.Tr, np.int64), np.zeros(tr.Tr, np.int64)
-        for e in tr.events:
-            flops[e.i] += e.flops
-            nbytes[e.i] += sum(e.reads.values()) + sum(e.writes.values())
-        self.cum_flops, self.cum_bytes = np.cumsum(flops), np.cumsum(nbytes)
-        self.visits = [n_key_blocks_visible(min((i + 1) * tr.Br, tr.Nq), tr.Nk, tr.Bc, tr.Nq, True)
-                       for i in range(tr.Tr)]
-        n_tiles = {"non-causal": tr.Tr * tr.Tc, "causal": int((self.kinds != "skipped").sum())}
-        self.counts = {
-            "tiles": n_tiles,
-            "flops": {o: self.io[o].flops for o in self.io},
-            "hbm_bytes": {o: self.io[o].hbm_bytes for o in self.io},
-            "kinds": {kd: int((self.kinds == kd).sum()) for kd in ("full", "partial", "skipped")},
-            "visible_pairs": visible_pairs(tr.Nq, tr.Nk),
-            "computed_pairs": self.io["causal"].flops // (2 * (tr.d + tr.dv)),
-        }
+        self.kinds, self.io, self.counts = rp.kinds, rp.io, rp.counts
+        self.cum_flops, self.cum_bytes, self.visits = rp.cum_flops, rp.cum_bytes, rp.visits
         self.big = large_text()
         if self.big:
             grid_ax, bars_ax, table_ax, detail_x, caption, caption_y, spacing = self._large_layout(fig, caption)
@@ -359,7 +305,7 @@ class CausalFigure(BlittedView):
     # --- frames ---------------------------------------------------------------------------
     @property
     def n_frames(self) -> int:
-        return self.tr.Tr
+        return self.replay.n_frames
 
     def animated_artists(self):
         return [self.box, self.strip,
@@ -369,29 +315,15 @@ class CausalFigure(BlittedView):
 
     def draw_frame(self, k: int) -> CausalState:
         """Update the artists to query block i = k (0 <= k < n_frames); returns the state."""
-        if not 0 <= k < self.n_frames:
-            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
-        tr, i = self.tr, k
-        r0, r1 = i * tr.Br, min((i + 1) * tr.Br, tr.Nq)
-        t = self.visits[i]
-        x1 = min(t * tr.Bc, tr.Nk)
-        row = self.kinds[i]
-        n_full, n_part = int((row[:t] == "full").sum()), int((row[:t] == "partial").sum())
-        self.box.set_bounds(0, r0, x1, r1 - r0)
-        self.box.set_visible(t > 0)
-        self.strip.set_y(r0)
-        self.strip.set_height(r1 - r0)
-        fl, nb = int(self.cum_flops[i]), int(self.cum_bytes[i])
-        self.fill["flops"].set_width(100 * fl / self.counts["flops"]["non-causal"])
-        self.fill["hbm_bytes"].set_width(100 * nb / self.counts["hbm_bytes"]["non-causal"])
-        last = min(r1 - 1 + causal_offset(tr.Nq, tr.Nk), tr.Nk - 1)
-        rows = f"row {r0}" if r1 - r0 == 1 else f"rows {r0}–{r1 - 1}"
-        if t:
-            text = (f"Q{sub(i)} ({rows}) sees keys up to {last}: visits {t} of {tr.Tc} key blocks "
-                    f"({n_full} full, {n_part} partial), skips {tr.Tc - t}")
-        else:
-            text = f"Q{sub(i)} ({rows}) sees no key: skips all {tr.Tc} key blocks; O = 0, lse = −inf"
-        self.step.set_text(f"query block {i + 1}/{tr.Tr}")
-        self.detail.set_text(text.replace(": ", ":\n", 1) if self.big else text)     # presenter: two lines
+        s = self.replay.state(k)          # raises IndexError outside 0..n_frames-1
+        tr = self.tr
+        self.box.set_bounds(0, s.r0, min(s.visited * tr.Bc, tr.Nk), s.r1 - s.r0)
+        self.box.set_visible(s.visited > 0)
+        self.strip.set_y(s.r0)
+        self.strip.set_height(s.r1 - s.r0)
+        self.fill["flops"].set_width(100 * s.flops_so_far / self.counts["flops"]["non-causal"])
+        self.fill["hbm_bytes"].set_width(100 * s.bytes_so_far / self.counts["hbm_bytes"]["non-causal"])
+        self.step.set_text(f"query block {s.i + 1}/{tr.Tr}")
+        self.detail.set_text(s.text.replace(": ", ":\n", 1) if self.big else s.text)     # presenter: two lines
         self.k = k
-        return CausalState(k, i, r0, r1, t, n_full, n_part, tr.Tc - t, fl, nb, text)
+        return s

@@ -6,13 +6,12 @@ blocks i outer) — in lockstep: frame k shows both runs after their (k+1)-th co
 compute the same tiles, in a different order, so the grids fill differently (FA2 sweeps rows,
 FA1 sweeps columns) while the meters show the bytes each moved so far, by tensor.
 
-Every byte comes from the traces' events (``TileSteps``); the totals printed beside the meters
-come from ``iomodel.flash_forward_io`` and equal the last frame (the tests check it).
+Every byte comes from the traces' events (``TileSteps``, ``LoopOrderReplay`` in
+flashviz.replay.loop_order); the totals printed beside the meters come from
+``iomodel.flash_forward_io`` and equal the last frame (the tests check it).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.collections import LineCollection, PatchCollection, PathCollection
@@ -24,16 +23,20 @@ from matplotlib.textpath import TextPath, text_to_path
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Affine2D, ScaledTranslation
 
-from .. import iomodel
-from ..masking import n_key_blocks_visible, tile_kind
-from ..replay import sub
+from ..masking import n_key_blocks_visible
+from ..replay.loop_order import (  # (TileSteps, TENSORS: re-exported)
+    TENSORS,
+    LoopOrderReplay,
+    LoopOrderState,
+    RunFrame,
+    TileSteps,
+)
+from ..replay.tiles import sub
 from . import style
 from .blit import BlittedView
 from .meters import _unit
 from .style import fmt_bytes as _style_fmt_bytes
 
-#: the tensors a forward pass moves, in the order the meters stack them
-TENSORS = ("Q", "K", "V", "O", "l", "m", "lse")
 TENSOR_COLOURS = {"Q": "#1f77b4", "K": "#2ca02c", "V": "#98df8a", "O": "#d62728", "l": "#9467bd",
                   "m": "#c5b0d5", "lse": "#8c564b"}
 ORDER_TITLES = {
@@ -47,7 +50,6 @@ SHORT_HEADING = "same tiles, different order: both runs after the same number of
 SHORT_NOTE = ("orange box: the tile just computed · orange band: stays on chip · "
               "darker: computed later")
 SHORT_METER_TITLE = "HBM traffic so far, by tensor (dashed: the run's total). FA1 moves {} {} ({:.2f}x FA2)"
-_LOADS = ("init", "load_Q", "load_KV")
 MAX_NUMBERED = 12        # visit numbers are written in the tiles when Tr, Tc <= this
 
 
@@ -118,73 +120,6 @@ def tick_row(labelsize: float) -> float:
     """Points from an axes' edge to the far side of its tick labels (``labelsize`` at the
     notebook's scale): tick length, pad and the labels' line."""
     return 3.5 + 3.5 + line_height(style.pt(labelsize))
-
-
-class TileSteps:
-    """One run's Trace indexed by computed tile.
-
-    Every event belongs to one tile step: loads (``init``, ``load_Q``, ``load_KV``) to the tile
-    they load for (the next ``compute_S``), every other event to the latest computed tile.
-    Attributes: ``order``; ``tiles`` ((n, 2) int: (i, j) of each step); ``visit`` ((Tr, Tc) int:
-    the step at which each tile is computed, −1 if never); ``cum`` ((n, len(TENSORS)) int64:
-    bytes read + written per tensor up to and including step k); ``o_writes`` ((n,) int: O_i
-    writes to HBM so far, FA1's initial O = 0 counted as one).
-    """
-
-    def __init__(self, trace):
-        ev = trace.events
-        self.order, self.trace = trace.order, trace
-        self.tiles = np.array([(e.i, e.j) for e in ev if e.kind == "compute_S"], dtype=np.int64).reshape(-1, 2)
-        n = len(self.tiles)
-        if n == 0:
-            raise ValueError("the trace has no computed tile: run flash_forward(..., record=True)")
-        per = np.zeros((n, len(TENSORS)), dtype=np.int64)
-        writes = np.zeros(n, dtype=np.int64)
-        col = {t: c for c, t in enumerate(TENSORS)}
-        t = -1
-        for e in ev:
-            if e.kind == "compute_S":
-                t += 1
-            step = min(t + 1 if e.kind in _LOADS else max(t, 0), n - 1)
-            for name, b in (*e.reads.items(), *e.writes.items()):
-                if name not in col:
-                    raise ValueError(f"a forward trace moves only {TENSORS}, got {name!r}")
-                per[step, col[name]] += b
-            writes[step] += "O" in e.writes
-        self.cum = np.cumsum(per, axis=0)
-        self.o_writes = np.cumsum(writes)
-        self.visit = np.full((trace.Tr, trace.Tc), -1, dtype=np.int64)
-        self.visit[self.tiles[:, 0], self.tiles[:, 1]] = np.arange(n)
-
-    @property
-    def n_steps(self) -> int:
-        return len(self.tiles)
-
-    def bytes_at(self, k: int) -> dict:
-        """{tensor: bytes read + written} after step k."""
-        return {t: int(b) for t, b in zip(TENSORS, self.cum[k])}
-
-
-@dataclass
-class RunFrame:
-    """One run at one tile step: ``tile`` (i, j) just computed, ``bytes`` per tensor so far,
-    ``hbm_bytes`` their sum, ``o_writes`` O_i writes to HBM so far."""
-
-    order: str
-    tile: tuple
-    bytes: dict
-    hbm_bytes: int
-    o_writes: int
-
-
-@dataclass
-class LoopOrderState:
-    """Frame k: both runs after their (k+1)-th computed tile, and the step text."""
-
-    k: int
-    fa1: RunFrame
-    fa2: RunFrame
-    text: str
 
 
 def number_paths(numbers, size: float = 7.0):
@@ -294,7 +229,8 @@ class _GridPanel:
         st, tr = self.steps, self.tr
         v = st.visit
         self.mesh.set_array(np.ma.masked_where((v < 0) | (v > k), v))
-        i, j = (int(x) for x in st.tiles[k])
+        f = st.frame(k)
+        i, j = f.tile
         r0, r1, c0, c1 = i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk)
         self.tile.set_bounds(c0, r0, c1 - c0, r1 - r0)
         if st.order == "fa2":
@@ -310,10 +246,9 @@ class _GridPanel:
             self.numbers.set_paths(self._paths[:k + 1])
             self.numbers.set_offsets(self._offsets[:k + 1])
             self.numbers.set_facecolors(self._colours[:k + 1])
-        b = st.bytes_at(k)
         resident = f"Q{sub(i)} stays" if st.order == "fa2" else f"K{sub(j)}, V{sub(j)} stay"
         self.label.set_text(f"S{sub(i)},{sub(j)} now · {resident} on chip")
-        return RunFrame(st.order, (i, j), b, sum(b.values()), int(st.o_writes[k]))
+        return f
 
 
 class _TrafficMeters:
@@ -387,29 +322,17 @@ class LoopOrderFigure(BlittedView):
     ``flash_forward`` on the same Q, K, V with the same Br, Bc and mask, ``order="fa1"`` and
     ``"fa2"``; caption: a line under the step text (inputs, check).
     Public: ``n_frames`` (computed tiles), ``draw_frame(k)`` → LoopOrderState, ``render(k)``,
-    ``enable_blitting()``, ``steps`` ({"fa1": TileSteps, "fa2": TileSteps}), ``io_model`` (both
-    orders' ``flash_forward_io``), ``fig``. Raises ValueError when the traces do not match.
+    ``enable_blitting()``, ``replay`` (the LoopOrderReplay), ``steps`` ({"fa1": TileSteps,
+    "fa2": TileSteps}), ``io_model`` (both orders' ``flash_forward_io``), ``fig``. Raises
+    ValueError when the traces do not match.
     """
 
     def __init__(self, fig, trace_fa1, trace_fa2, *, caption: str = ""):
-        if (trace_fa1.order, trace_fa2.order) != ("fa1", "fa2"):
-            raise ValueError(f"give an order='fa1' trace then an order='fa2' one, got "
-                             f"{trace_fa1.order!r}, {trace_fa2.order!r}")
-        same = ("Nq", "Nk", "d", "dv", "Br", "Bc", "causal", "itemsize")
-        diff = [a for a in same if getattr(trace_fa1, a) != getattr(trace_fa2, a)]
-        if diff:
-            raise ValueError(f"the two traces differ in {', '.join(diff)}: run both on the same input and blocks")
+        self.replay = LoopOrderReplay(trace_fa1, trace_fa2)       # raises before the figure is touched
         fig.clear()
         self.fig = fig
         tr = trace_fa2
-        self.steps = {"fa1": TileSteps(trace_fa1), "fa2": TileSteps(trace_fa2)}
-        if self.steps["fa1"].n_steps != self.steps["fa2"].n_steps:
-            raise ValueError("the two runs computed a different number of tiles")
-        self.io_model = {o: iomodel.flash_forward_io(tr.Nq, tr.Nk, tr.d, dv=tr.dv, Br=tr.Br, Bc=tr.Bc,
-                                                     itemsize=tr.itemsize, order=o, causal=tr.causal)
-                         for o in ("fa1", "fa2")}
-        kinds = np.array([[tile_kind(i * tr.Br, min((i + 1) * tr.Br, tr.Nq), j * tr.Bc, min((j + 1) * tr.Bc, tr.Nk),
-                                     tr.Nq, tr.Nk, tr.causal) for j in range(tr.Tc)] for i in range(tr.Tr)])
+        self.steps, self.io_model, kinds = self.replay.steps, self.replay.io_model, self.replay.kinds
         heading = "both runs after the same number of computed tiles: same tiles, different order"
         note = ("orange box: the tile just computed · orange band: the block that stays on chip · "
                 "tiles darken in the order they were computed" + (" · hatched: skipped by the causal mask"
@@ -468,7 +391,7 @@ class LoopOrderFigure(BlittedView):
 
     @property
     def n_frames(self) -> int:
-        return self.steps["fa2"].n_steps
+        return self.replay.n_frames
 
     def animated_artists(self):
         return [*self.grids["fa1"].artists(), *self.grids["fa2"].artists(), *self.meters.artists(), self.step]
@@ -476,13 +399,10 @@ class LoopOrderFigure(BlittedView):
 
     def draw_frame(self, k: int) -> LoopOrderState:
         """Update every artist to tile step k (0 <= k < n_frames); returns the state."""
-        if not 0 <= k < self.n_frames:
-            raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
-        frames = {o: self.grids[o].update(k) for o in ("fa1", "fa2")}
-        self.meters.update(frames)
-        (i1, j1), (i2, j2) = frames["fa1"].tile, frames["fa2"].tile
+        s = self.replay.state(k)          # raises IndexError outside 0..n_frames-1
+        for o in ("fa1", "fa2"):
+            self.grids[o].update(k)
+        self.meters.update({"fa1": s.fa1, "fa2": s.fa2})
         self.step.set_text(f"tile step {k + 1}/{self.n_frames}")
-        text = (f"tile step {k + 1}/{self.n_frames}: FA1 computes S{sub(i1)},{sub(j1)}, "
-                f"FA2 computes S{sub(i2)},{sub(j2)}")
         self.k = k
-        return LoopOrderState(k, frames["fa1"], frames["fa2"], text)
+        return s

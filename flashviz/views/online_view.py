@@ -1,13 +1,12 @@
 """Online softmax of one row, block by block: the row x, m and l, the rescale factor, the
 partial weights exp(x − m), and the exact result side by side with a broken variant.
 
-``OnlineRun`` computes every frame from flashviz.online (no drawing); ``OnlineSoftmaxFigure``
-draws one frame per streamed block plus a final "normalise" frame. No widgets in here.
+``OnlineRun`` (flashviz.replay.online) computes every frame from flashviz.online (no drawing);
+``OnlineSoftmaxFigure`` draws one frame per streamed block plus a final "normalise" frame. No
+widgets in here.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.collections import PolyCollection
@@ -16,110 +15,13 @@ from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from ..online import naive_softmax, online_softmax_steps, safe_exp_diff
+from ..replay.online import BREAK_MODES, OnlineFrame, OnlineRun, softmax64  # noqa: F401 (re-exported)
 from . import style
 from .blit import Blitter
 
-BREAK_MODES = ("none", "no rescale", "no max-subtraction")
 SEEN, GHOST, REF = style.TILED, "0.55", "k"
 Y_TOPS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.35)   # few y ranges: few full redraws
 EXP_LIMIT = {np.dtype(np.float32): 88.72, np.dtype(np.float64): 709.78, np.dtype(np.float16): 11.09}
-
-
-def softmax64(x) -> np.ndarray:
-    """The reference: float64 softmax with the max subtracted (two passes)."""
-    x = np.asarray(x, np.float64)
-    e = safe_exp_diff(x, np.float64(x.max()))
-    return e / e.sum()
-
-
-def _err(p, ref) -> float:
-    """max |p − ref| in float64; NaN when p holds a NaN or an inf."""
-    d = np.abs(np.asarray(p, np.float64) - ref)
-    return float("nan") if not np.isfinite(d).all() else float(d.max())
-
-
-@dataclass(frozen=True)
-class OnlineFrame:
-    """What frame k shows. Blocks j = 0..T−1 have one frame each; frame T is the final normalise.
-
-    c0, c1: the current block is x[c0:c1]; x[:c1] has been streamed. m_old, m, l, rescale: as in
-    OnlineSoftmaxStep, of the exact algorithm; applied: False when the broken variant is "no rescale"
-    (it skips the factor; its running sum is l_broken). p_exact / p_broken: the
-    softmax of x[:c1] by the online algorithm / by the broken variant (None when none), in the
-    run's dtype; p_ref: float64 softmax of x[:c1]. err_*: max |p − p_ref| (NaN if p has NaN/inf);
-    sum_*: the sum of the weights (should be 1). l_broken: the broken variant's running sum.
-    """
-
-    k: int
-    j: int
-    final: bool
-    c0: int
-    c1: int
-    m_old: float
-    m: float
-    l: float
-    rescale: float
-    applied: bool
-    p_exact: np.ndarray
-    p_broken: np.ndarray | None
-    p_ref: np.ndarray
-    err_exact: float
-    err_broken: float
-    sum_exact: float
-    sum_broken: float
-    l_broken: float
-
-
-class OnlineRun:
-    """All frames of one row streamed in blocks. x is rounded to ``dtype`` first (the scores as
-    stored); m and l are kept in float64; results are rounded to ``dtype``; the reference is the
-    float64 softmax of the same rounded scores, so an error is the algorithm's, not the input's."""
-
-    def __init__(self, x, block: int, *, broken: str = "none", dtype=np.float32):
-        if broken not in BREAK_MODES:
-            raise ValueError(f"broken must be one of {BREAK_MODES}, got {broken!r}")
-        self.dtype = np.dtype(dtype)
-        self.x = np.asarray(x, np.float64).astype(self.dtype).astype(np.float64)
-        self.block, self.broken, self.N = block, broken, self.x.size
-        self.steps = online_softmax_steps(self.x, block=block)
-        self.steps_norescale = online_softmax_steps(self.x, block=block, rescale=False)
-        self.T = len(self.steps)
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.l_naive = np.cumsum(np.exp(self.x.astype(self.dtype)), dtype=self.dtype)
-        self._cache = {}
-
-    @property
-    def n_frames(self) -> int:
-        return self.T + 1
-
-    def frame(self, k: int) -> OnlineFrame:
-        if k not in self._cache:
-            self._cache = {k: self._frame(k)}          # keep one: frames are cheap to recompute
-        return self._cache[k]
-
-    def _frame(self, k: int) -> OnlineFrame:
-        final = k == self.T
-        s = self.steps[min(k, self.T - 1)]
-        c0, c1 = (0, self.N) if final else (s.c0, s.c1)
-        xs, dt = self.x[:c1], self.dtype
-        ref = softmax64(xs)
-        e = safe_exp_diff(xs, np.float64(s.m))
-        p_exact = (e / s.l).astype(dt)
-        p_broken, l_broken = None, float("nan")
-        if self.broken == "no rescale":
-            l_broken = self.steps_norescale[min(k, self.T - 1)].l
-            p_broken = (e / l_broken).astype(dt)
-        elif self.broken == "no max-subtraction":
-            l_broken = float(self.l_naive[c1 - 1])
-            p_broken = naive_softmax(xs, dtype=dt)
-        with np.errstate(invalid="ignore", over="ignore"):
-            sum_b = float(np.sum(p_broken, dtype=np.float64)) if p_broken is not None else float("nan")
-        applied = self.broken != "no rescale"          # the broken variant never applies the factor
-        return OnlineFrame(k, min(k, self.T - 1), final, c0, c1, s.m_old, s.m, s.l, s.rescale, applied,
-                           p_exact, p_broken, ref, _err(p_exact, ref),
-                           _err(p_broken, ref) if p_broken is not None else float("nan"),
-                           float(np.sum(p_exact, dtype=np.float64)), sum_b, l_broken)
 
 
 def _fmt(v: float, nd: int = 3) -> str:
@@ -484,15 +386,10 @@ class OnlineSoftmaxFigure:
 
     def _draw_weights(self, f):
         r = self.run
-        stale = np.zeros(r.N)
-        for s in r.steps[: f.j + 1]:
-            stale[s.c0:s.c1] = s.p_block              # weights as computed when the block arrived
-        now = np.zeros(r.N)
-        now[: f.c1] = safe_exp_diff(r.x[: f.c1], np.float64(f.m))
+        now, stale = r.weights(f)
         colors = np.full(r.N, SEEN, dtype=object)
         if not f.final:
             colors[f.c0:f.c1] = style.CURRENT
-            stale[f.c0:] = 0
         self.w_bars.set(now, list(colors))
         self.w_ghost.set(stale)
         if f.final:

@@ -8,14 +8,7 @@ import re
 
 import matplotlib as mpl
 
-# On-chip shared memory a thread block may opt in to (bytes). Sources: NVIDIA A100 and
-# H100 tuning guides (164 KB and 228 KB per SM; 163 KB and 227 KB per block); the H200
-# value was read from the device attribute on 2026-11-29 (232,448 bytes per block).
-SRAM_BUDGETS = {
-    "H100/H200: 227 KiB": 232_448,
-    "A100: 163 KiB": 166_912,
-    "toy: 16 KiB": 16 * 1024,
-}
+from ..iomodel import SRAM_BUDGETS  # noqa: F401 (re-exported: SRAM budgets in bytes, defined with the IO model)
 
 CURRENT = "#ff7f0e"      # the tile / block being worked on
 BAND = "#ffbb78"         # the Q_i rows or K_j, V_j columns in SRAM

@@ -16,8 +16,9 @@ import numpy as np
 
 from .. import iomodel
 from .._checks import MAX_SRAM_BYTES, check_choice, sweep_problem
+from ..replay.blocksize import CURVE_N, fmt_size, recorded_sweep, sram_budget_bytes
 from ..views import SRAM_BUDGETS
-from ..views.blocksize_view import CURVE_N, BlockSizeFigure, fmt_size, recorded_sweep, sram_budget_bytes
+from ..views.blocksize_view import BlockSizeFigure
 from .base import FrameWidget, check_bool, check_int
 from .options import DTYPES, match_option
 

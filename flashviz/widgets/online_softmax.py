@@ -13,7 +13,8 @@ import ipywidgets as W
 import numpy as np
 
 from ..data import load_real_qkv
-from ..views.online_view import BREAK_MODES, OnlineSoftmaxFigure
+from ..replay.online import BREAK_MODES
+from ..views.online_view import OnlineSoftmaxFigure
 from .._checks import check_choice
 from .base import FrameWidget, check_int
 

@@ -1,8 +1,12 @@
-"""Replay a Trace frame by frame: the state a picture of step k needs, from the trace alone.
+"""Replay of one tiled forward run (chapters 0 and 3, TileExplorer; chapter 5's causal option):
+the state a picture of frame k needs, from the trace alone.
 
-Frame k shows the state after events[0..k]. Nothing here recomputes attention: the
-score matrix, the row statistics, the accumulators and the byte counters are all
-read from the events of the run that is being drawn.
+``Replay(trace)`` indexes a ``flash_forward(..., record=True)`` trace (FA2 order: FlashAttention-2
+Algorithm 1, query blocks outer; or FA1 order: FlashAttention Algorithm 1, key blocks outer).
+Frame k shows the state after events[0..k], one event per step of flashviz.steps (``init``,
+``load_Q``, ``load_KV``, ``compute_S``, ``update_ml``, ``accumulate_O``, ``write_O``). Nothing
+here recomputes attention: the score matrix, the row statistics, the accumulators and the byte
+counters are all read from the events of the run that is being drawn.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .iomodel import IOCount, standard_attention_io
-from .masking import tile_kind
-from .trace import Trace
+from ..iomodel import IOCount, standard_attention_io
+from ..trace import Trace
+from .grid import tile_kinds
 
 _SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
 
+#: The sentence shown for each forward step (FA2 order), keyed by the step names of
+#: flashviz.steps; ``{i}``, ``{j}`` take the block indices as subscripts (``sub``).
 STEP_TEXT = {
     "init": "initialise O = 0, l = 0, m = −inf in HBM",
     "load_Q": "load Q{i} from HBM into SRAM",
@@ -35,7 +41,8 @@ STEP_TEXT_BROKEN = {"update_ml": "m{i}, l{i} updated WITHOUT rescaling the old s
 
 
 def sub(n: int) -> str:
-    """A block index as Unicode subscript digits (7 → '₇')."""
+    """A block index (int, may be negative) as Unicode subscript digits: 7 → '₇', 12 → '₁₂',
+    -1 → '₋₁' (the names Q₁, K₂, S₁,₂ of the step texts)."""
     return str(n).translate(_SUB)
 
 
@@ -43,15 +50,17 @@ def sub(n: int) -> str:
 class FrameState:
     """Everything one frame shows (arrays are the caller's own copies or read-only views).
 
-    k: frame index; event: the TraceEvent just done; text: a sentence describing it;
-    i, j: current query / key block (-1 if none); shown_tiles: (Tr, Tc) bool, tiles whose
-    scores were computed so far (``Replay.scores_shown(k)`` gives the (Nq, Nk) picture);
-    m, l, m_old, rescale: rows of the current query block after its latest m/l update
-    (None before it); rescale_j: that update's key block; O_acc, O_acc_l: the O_i
-    accumulator (unnormalised) and the l it goes with, or None; O_done: (Nq, dv) rows
-    written to HBM so far (NaN elsewhere); hbm_bytes: bytes moved so far; tiles_done:
-    computed tiles so far; rows_written: rows of O written so far; writes_done: write events
-    (O to HBM) so far.
+    k: frame index; event: the TraceEvent just done; text: a sentence describing it (STEP_TEXT,
+    keyed by the step names of flashviz.steps); i, j: current query / key block (-1 if none);
+    shown_tiles: (Tr, Tc) bool, tiles whose scores were computed (``compute_S``, Alg. 1 line 8)
+    so far (``Replay.scores_shown(k)`` gives the (Nq, Nk) picture); m, l, m_old, rescale:
+    (rows of the current query block,) float64, after its latest ``update_ml`` (Alg. 1 line 9;
+    rescale = exp(m_old − m)), None before it; rescale_j: that update's key block; O_acc,
+    O_acc_l: the O_i accumulator after ``accumulate_O`` (Alg. 1 line 10; (rows, dv) float64,
+    unnormalised) and the (rows,) l it goes with, or None; O_done: (Nq, dv) float64 rows written
+    to HBM by ``write_O`` (Alg. 1 lines 12-15) so far, NaN elsewhere; hbm_bytes: bytes read +
+    written so far; tiles_done: computed tiles so far; rows_written: rows of O written so far;
+    writes_done: write events (O to HBM) so far.
     """
 
     k: int
@@ -83,7 +92,19 @@ def _readonly(a):
 
 
 class Replay:
-    """Index a recorded Trace for fast random access to frames."""
+    """Index a recorded forward Trace (``flash_forward(..., record=True).trace``, order "fa2" or
+    "fa1") for fast random access to frames.
+
+    Attributes: ``trace``; ``n_frames`` (one per event); ``S_full`` ((Nq, Nk) float64, every
+    tile's scaled, masked scores from its ``compute_S`` event, −inf where masked, NaN where never
+    computed); ``S_range`` ((lo, hi) of its finite values); ``tile_at`` ((Tr, Tc) int64, the
+    event index of each tile's ``compute_S``, int64 max if skipped); ``tile_kinds`` ((Tr, Tc)
+    str, ``grid.tile_kinds``); ``O_full`` ((Nq, dv) float64, the last O written to each row);
+    ``rows_written_at`` ((Nq,) int64); ``cum_bytes`` ((n_frames,) int64, HBM bytes after each
+    event); ``standard`` (IOCount of standard attention, the paper's Algorithm 0, same sizes);
+    ``total`` (IOCount of the whole run, the sum over its events). Raises ValueError for a trace
+    with no events.
+    """
 
     def __init__(self, trace: Trace):
         if not trace.events:
@@ -134,14 +155,12 @@ class Replay:
         self.S_range = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         self.standard = standard_attention_io(trace.Nq, trace.Nk, trace.d, dv=trace.dv, itemsize=trace.itemsize)
         self.total = trace.io()
-        self.tile_kinds = np.array([[tile_kind(i * trace.Br, min((i + 1) * trace.Br, trace.Nq), j * trace.Bc,
-                                               min((j + 1) * trace.Bc, trace.Nk), trace.Nq, trace.Nk, trace.causal)
-                                     for j in range(Tc)] for i in range(Tr)])
+        self.tile_kinds = tile_kinds(trace.Nq, trace.Nk, trace.Br, trace.Bc, trace.causal)
         texts = STEP_TEXT_FA1 if trace.order == "fa1" else STEP_TEXT
         self._texts = dict(texts, **(STEP_TEXT_BROKEN if not trace.rescale else {}))
 
     def io_so_far(self, k: int) -> IOCount:
-        """The IOCount of events[0..k] (a sum over the trace)."""
+        """The IOCount of events[0..k] (bytes per tensor and matmul FLOPs, a sum over the trace)."""
         return self.trace.io(k + 1)
 
     def scores_shown(self, k: int) -> np.ndarray:
@@ -159,7 +178,7 @@ class Replay:
         return O
 
     def state(self, k: int) -> FrameState:
-        """The state after event k (0 <= k < n_frames). Raises IndexError otherwise."""
+        """The FrameState after event k (0 <= k < n_frames). Raises IndexError otherwise."""
         if not 0 <= k < self.n_frames:
             raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
         e = self.trace.events[k]
