@@ -18,7 +18,7 @@ from flashviz.backward import flash_backward
 from flashviz.steps import BY_NAME, EVENT_KINDS, NAMES, STEPS, find_tags, parse_cite, step
 from flashviz.views.code_pairs import tag_blocks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted((ROOT / "kernels").glob("*.cu"))
 FORWARD_KERNELS = ["flash_fwd.cu", "flash_fwd_mma.cu", "flash_fwd_mma_sm80.cu"]
 TAGGED = {p: "Alg. 1" for p in KERNELS} | {ROOT / "flashviz" / "tiled.py": "Alg. 1",
@@ -71,7 +71,7 @@ def test_the_papers_lines():
 
 
 def test_an_unknown_name_lists_the_valid_ones():
-    with pytest.raises(KeyError, match="no step 'S'; the steps are init, load_Q, load_KV, compute_S"):
+    with pytest.raises(KeyError, match="no step 'S'; the steps are init, load_Q, load_KV, load_K, load_V, compute_S"):
         step("S")
     with pytest.raises(KeyError, match="cites no line of 'Alg. 2'"):
         step("compute_S").cite("Alg. 2")

@@ -29,7 +29,7 @@ from flashviz.widgets.mma_panel import TensorCorePanel
 from widget_contract import assert_close_frees_every_comm
 
 REAL_BENCH_SHAPE = mma_bench.bench_shape
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 RECORDING = sorted(RESULTS.glob("mma-*.json"))[-1]          # the newest by its dated name
 
 

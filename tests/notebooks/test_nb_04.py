@@ -10,7 +10,7 @@ from nbutil import run_notebook, widget_views
 import flashviz as fv
 from flashviz.gpu.results import mma_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "04_block_size.ipynb"
 
 DRIVE = """

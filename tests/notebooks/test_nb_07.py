@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nbutil import run_notebook, widget_views
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "07_gpu_kernel.ipynb"
 RESULTS = ROOT / "benchmarks" / "results"
 recorded_data = pytest.mark.recorded_data

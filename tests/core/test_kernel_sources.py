@@ -15,7 +15,7 @@ import pytest
 
 from flashviz.gpu import common
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.name for p in (ROOT / "kernels").glob("*.cu"))
 WRAPPERS = ("neg_inf", "smem_addr", "cp_async16", "cp_async_commit", "cp_async_wait", "ex2", "pack2")
 

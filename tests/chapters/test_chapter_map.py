@@ -9,7 +9,7 @@ from pathlib import Path
 
 from flashviz.widgets.app import CHAPTERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["chapter", "algorithm", "replay", "view", "widget", "exercises", "lesson", "tests"]
 
 

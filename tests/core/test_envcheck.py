@@ -40,7 +40,7 @@ def test_tested_ranges_match_pyproject():
 
     tomllib = pytest.importorskip("tomllib")   # Python >= 3.11
 
-    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
     spec = {d.split(">=")[0].split("<")[0]: d for d in deps}
     for name in ("ipywidgets", "ipympl"):
         lo, hi = TESTED[name]

@@ -1,7 +1,7 @@
 """The GPU runner: CPU-side arithmetic and errors everywhere; the kernel itself where a GPU is.
 
 Tests marked ``gpu`` need CuPy and a CUDA device and skip cleanly without them (conftest.py
-and the ``cp`` fixture). Run them with  PYTHONPATH=. python3 -m pytest tests/test_gpu.py -m gpu
+and the ``cp`` fixture). Run them with  PYTHONPATH=. python3 -m pytest tests/gpu/test_gpu.py -m gpu
 """
 
 import json

@@ -86,7 +86,7 @@ def test_presenter_mode_opens_every_chapter():
 def test_present_finds_the_repo_notebook_or_writes_one(tmp_path):
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     assert app_notebook(repo) == repo / "notebooks" / "app.ipynb"
     made = app_notebook(tmp_path)
     assert made.exists() and "ChapterApp" in made.read_text() and "ChapterApp" in APP_SOURCE
@@ -96,7 +96,7 @@ def test_present_has_its_own_port_beside_make_lab():
     """make lab and make present run side by side: different default ports in the Makefile."""
     import re
     from pathlib import Path
-    mk = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    mk = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     lab = re.search(r"^PORT\s*\?=\s*(\d+)", mk, re.M).group(1)
     present = re.search(r"^PRESENT_PORT\s*\?=\s*(\d+)", mk, re.M).group(1)
     assert lab != present

@@ -18,7 +18,7 @@ from jupytext.compare import NotebookDifference, compare_notebooks  # noqa: E402
 from jupytext.config import find_jupytext_configuration_file, load_jupytext_configuration_file  # noqa: E402
 from jupytext.paired_paths import paired_paths  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 TEXT_FORMAT = "md:myst"

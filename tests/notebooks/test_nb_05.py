@@ -4,7 +4,7 @@ from pathlib import Path
 
 from nbutil import run_notebook, widget_views
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DRIVE = """
 import numpy as np

@@ -31,7 +31,7 @@ from flashviz.data.real import (
 N_FULL = 512
 d = 32
 STORED = [(layer, head) for layer in (0, 2, 5) for head in (0, 4, 8)]
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # float16 storage of values up to ~10: half an ulp is <= 4e-3 (plus float32 compute noise).
 F16_RTOL, F16_ATOL = 2e-3, 2e-3
 

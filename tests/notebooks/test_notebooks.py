@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbutil import run_notebook, widget_views
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 DRIVE_START_HERE = """
@@ -50,8 +50,8 @@ def test_start_here_runs_top_to_bottom_and_widgets_respond(tmp_path, monkeypatch
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2].isdigit() and p.name != "00_start_here.ipynb"],
                          ids=lambda p: p.name)
 def test_every_chapter_has_its_own_driven_test(path):
-    """Each chapter is executed and driven by tests/test_nb_<number>.py."""
-    assert (ROOT / "tests" / f"test_nb_{path.name[:2]}.py").exists(), f"no driver test for {path.name}"
+    """Each chapter is executed and driven by tests/notebooks/test_nb_<number>.py."""
+    assert (ROOT / "tests" / "notebooks" / f"test_nb_{path.name[:2]}.py").exists(), f"no driver test for {path.name}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from nbutil import run_notebook, widget_views
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "06_backward.ipynb"
 
 DRIVE = """

@@ -13,7 +13,7 @@ import pytest
 
 from flashviz.lessons import main, prepare
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prepare_copies_new_chapters_and_keeps_the_students(tmp_path):

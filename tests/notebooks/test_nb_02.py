@@ -4,7 +4,7 @@ from pathlib import Path
 
 from nbutil import run_notebook, widget_views
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / "notebooks" / "02_online_softmax.ipynb"
 
 DRIVE = """
