@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import re
 from dataclasses import dataclass
 
 from .. import steps as _steps
@@ -76,11 +77,26 @@ def tag_blocks(text: str, name: str | None = None, source: str = "source") -> li
     for t in tags:
         if name is None or t.name == name:
             b = _block_end(lines, t, tag_lines)
-            out.append(Snippet(source, _dedent(lines[t.index:b + 1]), t.index + 1, b + 1, t.name))
+            out.append(Snippet(source, _dedent(without_timeline_hooks(lines[t.index:b + 1])), t.index + 1, b + 1,
+                               t.name))
     if name is not None and not out:
         raise LookupError(f"tag [{name}] not found in {source}: the code changed; tag the block that "
                           f"implements {name!r} (see flashviz/steps.py)")
     return out
+
+
+_HOOK = re.compile(r"^\s*(if \(.*\)\s*)?FV_[A-Z0-9_]+\(.*\);")
+
+
+def without_timeline_hooks(lines: list[str]) -> list[str]:
+    """``lines`` without the GPU timeline's hooks (``FV_NOW32(t);``, ``if (j == 0) FV_EVENT32(...);``:
+    kernels/fv_trace.cuh, compiled out of every normal build) and the comment lines right above
+    them, so a code pair shows the algorithm; the line numbers shown stay the file's."""
+    keep = [not _HOOK.match(ln) for ln in lines]
+    for k in range(len(lines) - 2, -1, -1):            # a comment that only introduces hooks goes too
+        if lines[k].lstrip().startswith("//") and not keep[k + 1] and _HOOK.match(lines[k + 1]):
+            keep[k] = False
+    return [ln for ln, ok in zip(lines, keep) if ok]
 
 
 def _dedent(lines: list[str]) -> str:

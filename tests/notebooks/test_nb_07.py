@@ -408,11 +408,17 @@ def test_load_kv_has_the_prologue_and_both_waits():
 def test_snippet_line_numbers_are_the_files_lines():
     from flashviz.gpu import kernel_source
 
+    from flashviz.views.code_pairs import without_timeline_hooks
+
     lines = kernel_source("flash_fwd_mma.cu").splitlines()
     (s,), _ = step_snippets("compute_S")
     assert lines[s.first - 1].strip() == s.text.splitlines()[0].strip()
     assert lines[s.first - 1].strip().startswith("// [compute_S] Alg. 1 line 8:")
-    assert lines[s.last - 1].strip() == s.text.splitlines()[-1].strip() == "fence_regs<NS>(s);"
+    # the snippet is the file's lines first..last, without the timeline's hooks (compiled out)
+    shown = [ln.strip() for ln in without_timeline_hooks(lines[s.first - 1:s.last])]
+    assert shown == [ln.strip() for ln in s.text.splitlines()]
+    assert any("FV_NOW32" in ln for ln in lines[s.first - 1:s.last]) and "FV_" not in s.text
+    assert shown[-1] == "fence_regs<NS>(s);"
     assert lines[s.last].strip() == "" and "[mask_S]" in lines[s.last + 1]         # the next tag follows
 
 
