@@ -140,13 +140,13 @@ def main() -> int:
                             check=(Br, Bc) in ((16, 16), (128, 128))))
                  for Br in gpu.SUPPORTED_BR for Bc in gpu.SUPPORTED_BC]
     rows = []
-    for part, kw in jobs:
+    for _part, kw in jobs:
         try:
             rows.append(gpu.benchmark(phase="timed", **kw))
         except Exception as exc:
             rows.append({k: kw.get(k) for k in ("N", "d", "Br", "Bc", "causal")}
                         | {"error": f"{type(exc).__name__}: {exc}"})
-    for r, (part, kw) in zip(rows, jobs):
+    for r, (_part, kw) in zip(rows, jobs):
         if "error" in r:
             continue
         try:

@@ -29,6 +29,7 @@ def per_call_us(fn, n=2000):
 
 
 def main():
+    import numpy as np
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -36,7 +37,6 @@ def main():
     from flashviz.gpu import common
     from flashviz.gpu.tensorcore import kernel as mma
     from flashviz.gpu.tensorcore.operands import as_operand, torch_fields, torch_operand
-    import numpy as np
     for shape in ((1, 1, 128, 64), (32, 32, 512, 64)):
         q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3))
         n = 2000 if shape[0] == 1 else 200

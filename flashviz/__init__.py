@@ -15,8 +15,9 @@ from .trace import Trace, TraceEvent
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax", "online_softmax_steps", "flash_forward", "FlashResult", "IOCount",
-           "Trace", "TraceEvent", "iomodel", "data", "gpu", "TileExplorer", "GPUPanel", "check_environment", "__version__"]
+__all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax",
+           "online_softmax_steps", "flash_forward", "FlashResult", "IOCount", "Trace", "TraceEvent", "iomodel",
+           "data", "gpu", "TileExplorer", "GPUPanel", "check_environment", "__version__"]
 
 
 def __getattr__(name):

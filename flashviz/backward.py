@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import (as_matrix_stack, check_block, check_flag, check_qkv, check_scale, check_score_range,
-                      result_dtype)
+from ._checks import as_matrix_stack, check_block, check_flag, check_qkv, check_scale, check_score_range, result_dtype
 from .iomodel import IOCount, backward_sram_working_set
 from .masking import tile_kind, visible
 from .online import safe_exp_diff

@@ -11,8 +11,16 @@ import sys
 
 from . import _checks
 from .gpu.tensorcore.limits import BENCH_N, VARIANTS
-from .iomodel import (SWEEP_BLOCKS, best_of_sweep, block_size_sweep, flash_backward_io, flash_forward_io,
-                      standard_attention_io, standard_backward_io, stored_between_passes)
+from .iomodel import (
+    SWEEP_BLOCKS,
+    best_of_sweep,
+    block_size_sweep,
+    flash_backward_io,
+    flash_forward_io,
+    standard_attention_io,
+    standard_backward_io,
+    stored_between_passes,
+)
 
 TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)

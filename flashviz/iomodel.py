@@ -69,7 +69,7 @@ class IOCount:
             self.writes[name] = self.writes.get(name, 0) + int(nbytes)
         self.flops += int(flops)
 
-    def scaled(self, k: int) -> "IOCount":
+    def scaled(self, k: int) -> IOCount:
         """The count for ``k`` independent heads (every figure times k; SRAM unchanged)."""
         return IOCount({n: b * k for n, b in self.reads.items()}, {n: b * k for n, b in self.writes.items()},
                        self.flops * k, self.sram_bytes)

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import (check_block, check_flag, check_order, check_qkv, check_scale, check_score_range,
-                      result_dtype)
+from ._checks import check_block, check_flag, check_order, check_qkv, check_scale, check_score_range, result_dtype
 from .iomodel import IOCount, sram_working_set
 from .masking import n_key_blocks_visible, tile_kind, visible
 from .online import safe_exp_diff

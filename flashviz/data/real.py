@@ -59,7 +59,7 @@ def available_real_heads() -> list[tuple[int, int]]:
     return [(layer, head) for layer in data["layers"] for head in data["heads"]]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _attention_stats(layer: int, head: int) -> tuple[float, float]:
     """(mean row entropy / log N, mean mass on [CLS]+[SEP]) of one stored head, all N tokens."""
     data = _data()

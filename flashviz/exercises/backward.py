@@ -13,7 +13,6 @@ answer or the learner's code does.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..iomodel import recompute_extra_flops, stored_between_passes

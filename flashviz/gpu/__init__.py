@@ -23,8 +23,15 @@ from .common import device_smem_optin, environment, gpu_status, kernel_source
 from .results import latest_results
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
-from .teaching.limits import (SUPPORTED_BC, SUPPORTED_BR, SUPPORTED_D, check_launch, check_sizes, smem_bytes,
-                              supported_blocks)
+from .teaching.limits import (
+    SUPPORTED_BC,
+    SUPPORTED_BR,
+    SUPPORTED_D,
+    check_launch,
+    check_sizes,
+    smem_bytes,
+    supported_blocks,
+)
 from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
 from .tensorcore.limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .timeline import Timeline, latest_timeline, recorded_timelines

@@ -25,8 +25,8 @@ import importlib.resources
 import math
 import numbers
 import os
-import re
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -82,7 +82,8 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
                 break
             except Exception:
                 if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"{kind} server did not start:\n" + (tmp / "server.log").read_text()[-3000:])
+                    raise RuntimeError(f"{kind} server did not start:\n" + (tmp / "server.log").read_text()[-3000:]) \
+                        from None
                 time.sleep(0.5)
         yield base, token, work
     finally:

@@ -153,7 +153,7 @@ def test_closing_the_app_closes_every_widget_it_made():
     folds) is closed by close(); re-running the app's cell closes the old app."""
 
     plt.close("all")
-    from ipywidgets.widgets.widget import _instances   # ipywidgets 8: every live widget (comm) by id
+    from ipywidgets.widgets.widget import _instances  # ipywidgets 8: every live widget (comm) by id
 
     before = set(_instances)
     app = ChapterApp(key="test-close")

@@ -10,12 +10,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_recreating_leaks_no_figure
 
 import flashviz as fv
 from flashviz.exercises.backward import check_dS, check_extra_flops, check_recompute_P, check_stored_bytes
 from flashviz.views.backward_view import BackwardFigure, BackwardReplay
 from flashviz.widgets.backward import BackwardExplorer
-from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 

@@ -7,12 +7,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_recreating_leaks_no_figure
 
 from flashviz import iomodel
 from flashviz.exercises.blocksize import check_largest_fitting_tile, check_traffic_prediction
 from flashviz.views.blocksize_view import BlockSizeFigure, recorded_sweep, working_set_parts
 from flashviz.widgets.blocksize import BlockSizeExplorer
-from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 
@@ -178,7 +178,7 @@ def test_recorded_sweep_matches_only_when_the_model_bytes_agree():
     res = latest_results()
     rec = recorded_sweep(res, N=4096, d=64, itemsize=4, causal=False, order="fa2")
     assert len(rec) == len(res["sweep"]) >= 16
-    for (Br, Bc), r in rec.items():
+    for (Br, _Bc), r in rec.items():
         assert r["model_hbm_bytes"] == fa2_bytes(4096, 64, Br, 4) * r["B"] * r["H"]
     for kw in (dict(itemsize=2), dict(causal=True), dict(order="fa1")):
         assert recorded_sweep(res, **{**dict(N=4096, d=64, itemsize=4, causal=False, order="fa2"), **kw}) == {}

@@ -5,6 +5,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
 
 import flashviz as fv
 from flashviz.exercises.tiling import check_causal_mask, check_tile_count, tile_count
@@ -12,7 +13,6 @@ from flashviz.iomodel import flash_forward_io
 from flashviz.masking import n_key_blocks_visible
 from flashviz.views.causal_view import CausalFigure, tile_kinds, visible_pairs
 from flashviz.widgets.causal import CausalExplorer
-from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 

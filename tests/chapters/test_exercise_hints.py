@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from flashviz import iomodel
 from flashviz import exercises as ex
+from flashviz import iomodel
 from flashviz.exercises.backward import check_dS, check_extra_flops, check_recompute_P, check_stored_bytes
 from flashviz.exercises.blocksize import check_largest_fitting_tile, check_traffic_prediction
 from flashviz.exercises.gpu import check_compulsory_bytes, check_fastest_blocks, check_intensity

@@ -5,9 +5,9 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
 
 import flashviz as fv
-from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 

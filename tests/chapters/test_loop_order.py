@@ -6,13 +6,13 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
 
 import flashviz as fv
 from flashviz.exercises.tiling import check_fa1_extra_bytes, check_run_bytes
 from flashviz.iomodel import flash_forward_io
 from flashviz.views.loop_order_view import TENSORS, LoopOrderFigure, TileSteps
 from flashviz.widgets.loop_order import LoopOrderExplorer
-from widget_contract import assert_recreating_leaks_no_figure, assert_close_frees_every_comm
 
 matplotlib.use("Agg")
 

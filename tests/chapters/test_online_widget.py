@@ -4,14 +4,13 @@ independent float64 softmax, naive_softmax, and the online-softmax exercises."""
 import math
 
 import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from widget_contract import assert_recreating_leaks_no_figure
 
 from flashviz.exercises.online import PREDICT_BLOCK, PREDICT_X, check_alpha, check_l, check_rescale
 from flashviz.online import naive_softmax, online_softmax_steps
 from flashviz.widgets.online_softmax import OnlineSoftmaxExplorer
-from widget_contract import assert_recreating_leaks_no_figure
 
 matplotlib.use("Agg")
 

@@ -9,8 +9,14 @@ from hypothesis import strategies as st
 
 import flashviz as fv
 from flashviz.backward import BackwardEvent, attention_backward, flash_backward
-from flashviz.iomodel import (flash_backward_io, flash_forward_io, recompute_extra_flops, standard_attention_io,
-                              standard_backward_io, stored_between_passes)
+from flashviz.iomodel import (
+    flash_backward_io,
+    flash_forward_io,
+    recompute_extra_flops,
+    standard_attention_io,
+    standard_backward_io,
+    stored_between_passes,
+)
 from flashviz.masking import visible
 from flashviz.trace import EVENT_KINDS
 

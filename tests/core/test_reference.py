@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from conftest import naive_attention_loops
 
 import flashviz as fv
-from conftest import naive_attention_loops
 
 
 @pytest.mark.parametrize("Nq,Nk,d,causal", [(7, 7, 4, False), (7, 7, 4, True), (9, 5, 3, True), (5, 9, 3, True), (1, 1, 1, False)])

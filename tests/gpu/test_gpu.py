@@ -17,7 +17,6 @@ from flashviz import gpu
 from flashviz.gpu import common as gpu_common
 from flashviz.gpu import results as gpu_results
 
-
 # ---------------------------------------------------------------- CPU: no CuPy needed
 
 def test_import_does_not_import_cupy():

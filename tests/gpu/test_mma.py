@@ -231,6 +231,7 @@ def test_bench_figures():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from flashviz.views import bench_plot as bp
     res, dram = R.latest_results("mma"), R.latest_results("dram")
     fig = bp.plot_mma_benchmark(res)
@@ -306,6 +307,7 @@ def test_kernel_matches_float64_reference(dtype, d, causal, Nq, Nk):
 @pytest.mark.parametrize("causal", [False, True])
 def test_public_api_against_numpy_reference(causal):
     import cupy as cp
+
     from flashviz.gpu.tensorcore.kernel import flash_forward_mma
     from flashviz.reference import attention
     rng = np.random.default_rng(5)
@@ -412,6 +414,7 @@ def test_the_check_catches_a_single_wrong_row():
     """check_case's per-row bound: one row of O zeroed must fail even when the norm over all
     of O would still pass (the row_rel_err field)."""
     import cupy as cp
+
     from flashviz.gpu.tensorcore import bench as mma_bench
     real = mma_bench.launch_mma
 

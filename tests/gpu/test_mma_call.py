@@ -14,7 +14,6 @@ import pytest
 
 from flashviz.gpu.common import LOG2E, check_scale
 
-
 # ---------------------------------------------------------------- CPU: the shared checks
 
 def test_one_scale_rule_for_both_kernels():

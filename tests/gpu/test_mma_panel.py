@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from widget_contract import assert_close_frees_every_comm
 
 import flashviz.gpu as gpu
 import flashviz.gpu.common as gpu_common
@@ -26,7 +27,6 @@ from flashviz.iomodel import flash_forward_io
 from flashviz.views.style import fmt_bytes
 from flashviz.widgets import mma_panel, registry
 from flashviz.widgets.mma_panel import TensorCorePanel
-from widget_contract import assert_close_frees_every_comm
 
 REAL_BENCH_SHAPE = mma_bench.bench_shape
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"

@@ -22,7 +22,7 @@ def assert_recreating_leaks_no_figure(make):
 
 def assert_close_frees_every_comm(make, at_least: int = 15):
     """A widget opens many comms (every control, layout and style); close() closes all of them."""
-    from ipywidgets.widgets.widget import _instances   # ipywidgets 8: every live widget (comm) by id
+    from ipywidgets.widgets.widget import _instances  # ipywidgets 8: every live widget (comm) by id
 
     before = set(_instances)
     w = make()

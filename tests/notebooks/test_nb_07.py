@@ -407,7 +407,6 @@ def test_load_kv_has_the_prologue_and_both_waits():
 
 def test_snippet_line_numbers_are_the_files_lines():
     from flashviz.gpu import kernel_source
-
     from flashviz.views.code_pairs import without_timeline_hooks
 
     lines = kernel_source("flash_fwd_mma.cu").splitlines()

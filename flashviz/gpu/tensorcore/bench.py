@@ -14,8 +14,18 @@ import math
 from ...iomodel import flash_forward_io
 from ..common import LOG2E, cupy, device_facts
 from ..teaching.kernel import flash_forward_gpu, naive_attention_gpu
-from ..timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, call_times_ms, cupy_peak_bytes, \
-    host_times_us, input_sets, measure, profiled
+from ..timing import (
+    CALL_METHOD,
+    HOST_METHOD,
+    KERNEL_METHOD,
+    attention_flops,
+    call_times_ms,
+    cupy_peak_bytes,
+    host_times_us,
+    input_sets,
+    measure,
+    profiled,
+)
 from .kernel import compile_mma, flash_forward_mma, launch_mma, out_like
 from .limits import IMPL_NAMES, mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
