@@ -15,6 +15,7 @@ import numpy as np
 from ..data import load_real_qkv
 from ..replay.online import BREAK_MODES
 from ..views.online_view import OnlineSoftmaxFigure
+from ..views.style import sci_html
 from .._checks import check_choice
 from .base import FrameWidget, check_int
 
@@ -155,5 +156,5 @@ class OnlineSoftmaxExplorer(FrameWidget):
             verdict = "still right on this row" if ok else "WRONG"
             parts.append(f"<span style='color:{colour}'>{mark} {self.break_it.value}: max |p − p_ref| = "
                          f"{last.err_broken:.3g}, Σp = {last.sum_broken:.6g} — {verdict}</span>")
-        self.status.value = "  ·  ".join(parts)
+        self.status.value = sci_html("  ·  ".join(parts))     # 4.5×10⁻⁹, never a raw 4.5e-09
         return view

@@ -265,7 +265,8 @@ def test_status_lines_write_powers_of_ten_in_html():
     assert sci_html("error 3.1e-07, bound 1e-09") == "error 3.1×10<sup>−7</sup>, bound 10<sup>−9</sup>"
     for w in (fv.TileExplorer(N=64, source="random", key="html-tile"),
               fv.CausalExplorer(Nq=64, Nk=96, key="html-causal"),
-              fv.BackwardExplorer(N=32, d=32, Br=16, Bc=16, key="html-backward")):
+              fv.BackwardExplorer(N=32, d=32, Br=16, Bc=16, key="html-backward"),
+              fv.OnlineSoftmaxExplorer(key="html-online")):                 # its status was 4.5e-09
         try:
             assert "10<sup>" in w.status.value and not re.search(r"\d[eE][-+]?\d", w.status.value), w.status.value
         finally:
