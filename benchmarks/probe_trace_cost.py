@@ -1,9 +1,12 @@
 """On the H200: where does the wgmma kernel's tracing cost come from? (issue 12, NOTES.md "Timeline")
 
-Builds variants of the traced kernel by editing the text of kernels/fv_trace.cuh as NVRTC sees it
-(flashviz.gpu.common.source) and times each against the normal kernel with trace_kernel (same
-inputs, kernel-only, alternating rounds). Variants: A as committed; B clock reads, no event
-stores; C event stores, no clock reads (a constant); D 32-bit %clock reads instead of %clock64.
+Builds variants of the traced kernel by editing the text of kernels/fv_trace.cuh and the kernel as
+NVRTC sees them (flashviz.gpu.common.source) and times each against the normal kernel with
+trace_kernel (same inputs, kernel-only, alternating rounds). Variants (v3, deferred stores): A as
+committed; B clock reads, no event stores; C event stores, no clock reads (a constant); E raw
+clock values kept (no subtraction next to the read: the read's consumer is the deferred store);
+F only compute_S and accumulate_O timed (4 clock reads a tile instead of 9). The times that
+variants C, E, F decode are not meaningful; only their cost is.
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ import flashviz.gpu as gpu  # noqa: E402
 from flashviz.gpu import common  # noqa: E402
 
 ORIG = common.source
-EVENT = "if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((t1 - base) << 32) | ((t0 - base) & 0xffffffffull);"
+EVENT = "if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;"
 CLOCK = 'asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));'
+SINCE = "__device__ __forceinline__ unsigned since() const { return (unsigned)(clock() - base); }"
+DROP = ["FV_NOW32(t_kland);", "FV_NOW32(t_ml);", "FV_NOW32(t_cv);", "FV_NOW32(t_vland);",
+        "FV_NOW32(t_k_issue);", "FV_NOW32(t_v_issue);"]
 VARIANTS = {
     "A committed": {},
     "B reads, no stores": {EVENT: "(void)t0; (void)t1; (void)j; (void)stage;"},
     "C stores, no reads": {CLOCK: "t = 0x1234ull;"},
-    "D 32-bit clock": {CLOCK: 'unsigned c; asm volatile("mov.u32 %0, %%clock;" : "=r"(c)); t = c;'},
+    "E raw clock values": {SINCE: "__device__ __forceinline__ unsigned since() const { return (unsigned)clock(); }"},
+    "F 4 reads a tile": {d: "" for d in DROP},
 }
 
 
