@@ -17,19 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import iomodel
+from ..formatting import fmt_bytes
 from ..iomodel import SRAM_BUDGETS
 
 #: the sequence lengths of the traffic-vs-N curves (the chosen N is added)
 CURVE_N = tuple(2 ** k for k in range(7, 16))
-
-
-def fmt_size(v: float, _=None) -> str:
-    """Bytes (a float or int) with three significant digits, B … TiB: '64 KiB', '4 GiB',
-    '1.02 TiB' (also a matplotlib tick formatter: the second argument is ignored)."""
-    for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= size:
-            return f"{v / size:.3g} {name}"
-    return f"{v:.0f} B"
 
 
 def sram_budget_bytes(value) -> tuple[str, int]:
@@ -39,7 +31,7 @@ def sram_budget_bytes(value) -> tuple[str, int]:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         if value < 1:
             raise ValueError(f"an SRAM budget must be >= 1 byte, got {value}")
-        return f"custom: {fmt_size(int(value))}", int(value)
+        return f"custom: {fmt_bytes(int(value))}", int(value)
     if not isinstance(value, str):
         raise TypeError(f"an SRAM budget is a preset name or a number of bytes, got {value!r}")
     for label, nbytes in SRAM_BUDGETS.items():
@@ -165,11 +157,11 @@ class BlockSizeSweep:
         if final and best is None:
             text = f"no configuration fits in {self.budget_name}: every tile spills — use a larger M or smaller d"
         elif final:
-            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_size(row['hbm_bytes'])} of HBM traffic, "
-                    f"{fmt_size(row['sram_bytes'])} of SRAM")
+            text = (f"the optimum: Br = {row['Br']}, Bc = {row['Bc']} — {fmt_bytes(row['hbm_bytes'])} of HBM traffic, "
+                    f"{fmt_bytes(row['sram_bytes'])} of SRAM")
         else:
             fit = "fits" if row["fits"] else "does NOT fit (spills)"
             so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
-            text = (f"trying Br × Bc = {tag}: {fmt_size(row['hbm_bytes'])} HBM, {fmt_size(row['sram_bytes'])} SRAM, "
+            text = (f"trying Br × Bc = {tag}: {fmt_bytes(row['hbm_bytes'])} HBM, {fmt_bytes(row['sram_bytes'])} SRAM, "
                     f"{fit} · {so_far}")
         return BlockSizeState(k, row, best, final, ms, text)

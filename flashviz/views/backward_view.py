@@ -28,16 +28,15 @@ from __future__ import annotations
 import matplotlib as mpl
 import numpy as np
 from matplotlib.collections import LineCollection, PatchCollection
-from matplotlib.gridspec import GridSpec
 from matplotlib.colors import PowerNorm
+from matplotlib.gridspec import GridSpec
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Bbox, TransformedBbox
 
 from ..replay.backward import NEVER, STEP_TEXT, BackwardReplay, BackwardState  # (BackwardReplay: re-exported)
 from . import style
-from .meters import _unit
-from .style import fmt_bytes
+from .style import byte_unit, fmt_bytes, fmt_flops
 from .tiles import place_strips
 
 # Shorter wordings for a larger text scale (presenter mode), used where the full one does not fit.
@@ -55,13 +54,6 @@ def _vmax(arrays, q=99.0):
     vals = np.concatenate(vals) if vals else np.zeros(0)
     v = float(np.percentile(vals, q)) if vals.size else 1.0
     return v if v > 0 else 1.0
-
-
-def _fmt_flops(n: float) -> str:
-    for unit, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} FLOP"
 
 
 def _presenter() -> bool:
@@ -220,7 +212,7 @@ class _Meters:
         big = _presenter()
         # HBM traffic so far vs the standard backward
         std, tot = rp.standard.hbm_bytes, rp.total.hbm_bytes
-        uname, self.u = _unit(max(std, tot))
+        uname, self.u = byte_unit(max(std, tot), min_count=2)
         ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
         ax_hbm.barh([0], [tot / self.u], color=style.TILED, alpha=0.2, height=0.6)
         (self.hbm_bar,) = ax_hbm.barh([0], [0], color=style.TILED, height=0.6)
@@ -233,7 +225,7 @@ class _Meters:
                          fontsize=style.pt(8.5))
         # bytes kept in HBM from the forward to the backward
         P, lse = rp.stored["standard (P)"], rp.stored["flash (lse)"]
-        kname, ku = _unit(P)
+        kname, ku = byte_unit(P, min_count=2)
         ax_keep.barh([1], [P / ku], color=style.STANDARD, alpha=0.85, height=0.6)
         ax_keep.barh([0], [lse / ku], color=style.TILED, height=0.6)
         self._bar_axes(ax_keep, [f"lse ({tr.Nq})", f"P ({tr.Nq}×{tr.Nk})"], P / ku, kname)
@@ -250,7 +242,7 @@ class _Meters:
         self.flop_label = ax_flops.text(0, 0, "", va="center", fontsize=style.pt(7.5))
         self._bar_axes(ax_flops, ["tiled", "standard"], 1.0, "")
         ax_flops.set_xticks([])
-        self._end_label(ax_flops, 1, fstd / self.fu, _fmt_flops(fstd))
+        self._end_label(ax_flops, 1, fstd / self.fu, fmt_flops(fstd))
         self.ftot = ftot
         pct = 100 * rp.extra_flops / fstd
         ax_flops.set_title(f"{'' if big else 'matmul '}FLOPs (orange: recompute S, +{pct:.0f}%)",
@@ -300,7 +292,7 @@ class _Meters:
         self.extra_bar.set_x(base)
         self.extra_bar.set_width(s.recompute_flops / self.fu)
         self._place(self.flop_label, s.flops / self.fu,
-                    [f"{_fmt_flops(s.flops)}, recompute {_fmt_flops(s.recompute_flops)}", _fmt_flops(s.flops)])
+                    [f"{fmt_flops(s.flops)}, recompute {fmt_flops(s.recompute_flops)}", fmt_flops(s.flops)])
 
 
 class RegionBlitter:

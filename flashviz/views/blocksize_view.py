@@ -30,13 +30,13 @@ from ..replay.blocksize import (  # noqa: F401 (re-exported)
     CURVE_N,
     BlockSizeState,
     BlockSizeSweep,
-    fmt_size,
     recorded_sweep,
     sram_budget_bytes,
     working_set_parts,
 )
 from . import style
 from .blit import BlittedView
+from .style import byte_unit, fmt_bytes, fmt_flops
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
 SPILL = "#a00000"         # text on configurations that do not fit
@@ -48,20 +48,6 @@ COMPACT_SCALE = 1.15
 #: (notebook, large text): the GridSpec of the panels
 LAYOUT = ({"left": 0.065, "right": 0.985, "top": 0.815, "bottom": 0.07, "wspace": 0.42, "hspace": 0.5},
           {"left": 0.075, "right": 0.985, "top": 0.765, "bottom": 0.085, "wspace": 0.36, "hspace": 0.5})
-
-
-def fmt_flops(f: float) -> str:
-    for name, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
-        if f >= size:
-            return f"{f / size:.3g} {name}"
-    return f"{f:,.0f} FLOP"
-
-
-def _unit(n: float):
-    for name, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return name, size
-    return "B", 1
 
 
 def _latest():
@@ -117,11 +103,11 @@ class BlockSizeFigure(BlittedView):
         paper = f"Bc = ⌈M/4d⌉ = {Bc_p}, Br = min(Bc, d) = {Br_p}"
         if self.compact:
             caption = (f"{config} · M = {self.budget_name} · {fit} of {len(self.rows)} configurations fit\n"
-                       f"standard attention moves {fmt_size(self.standard)} · the paper's choice (Algorithm 1): {paper}")
+                       f"standard attention moves {fmt_bytes(self.standard)} · the paper's choice (Algorithm 1): {paper}")
         else:
             caption = (f"{config} · SRAM budget M = {self.budget_name} ({sram_budget:,} B) · "
                        f"{fit} of {len(self.rows)} configurations fit · "
-                       f"standard attention moves {fmt_size(self.standard)}\n"
+                       f"standard attention moves {fmt_bytes(self.standard)}\n"
                        f"The paper's choice for this M (Algorithm 1): {paper}  "
                        f"(M counted in elements: {sram_budget // itemsize:,})")
         self.caption = fig.text(0.01, 0.915 if self.compact else 0.93, style.sci_math(caption), fontsize=style.pt(8.5),
@@ -149,9 +135,9 @@ class BlockSizeFigure(BlittedView):
         # the unit of the smallest cell (no '0.0352' in a narrow cell), unless the largest would then
         # need five digits; at most four characters a number ('2048', '514', '29.1')
         lo_b, hi_b = min(r["hbm_bytes"] for r in self.rows), max(r["hbm_bytes"] for r in self.rows)
-        uname, u = _unit(lo_b)
+        uname, u = byte_unit(lo_b)
         if hi_b / u >= 9999.5:
-            uname, u = _unit(hi_b)
+            uname, u = byte_unit(hi_b)
         grid = np.zeros((n, n))
         for r in self.rows:
             x, y = self._cell(r)
@@ -238,9 +224,9 @@ class BlockSizeFigure(BlittedView):
         ax.axvline(self.N, color="0.5", lw=0.8, ls=":")
         ax.set_xlabel("N (sequence length)", fontsize=style.pt(8))
         ax.set_title("HBM traffic vs N (log-log)" + ("\n" if self.compact else ", ") +
-                     f"d = {d}, M = {fmt_size(self.M)}", fontsize=style.pt(8.5))
+                     f"d = {d}, M = {fmt_bytes(self.M)}", fontsize=style.pt(8.5))
         ax.yaxis.set_major_locator(LogLocator(base=4.0 ** 2, numticks=12))
-        ax.yaxis.set_major_formatter(FuncFormatter(fmt_size))
+        ax.yaxis.set_major_formatter(FuncFormatter(fmt_bytes))
         ax.minorticks_off()
         xt = [n for n in CURVE_N if n.bit_length() % 2 == 0]       # 128, 512, 2k, 8k, 32k
         ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
@@ -252,7 +238,7 @@ class BlockSizeFigure(BlittedView):
     def _sram_panel(self, ax):
         self.ax_sram = ax
         top = max(max(r["sram_bytes"] for r in self.rows), self.M)
-        uname, self.su = _unit(top)
+        uname, self.su = byte_unit(top)
         self.parts = []
         for name, colour in PARTS:
             (bar,) = ax.barh([0], [0], left=[0], color=colour, height=0.5, label=name)
@@ -308,12 +294,12 @@ class BlockSizeFigure(BlittedView):
             left += nbytes / self.su
         over = r["sram_bytes"] / self.M
         if self.compact:
-            self.sram_title.set_text(f"SRAM working set: {fmt_size(r['sram_bytes'])} of M = {fmt_size(self.M)} "
+            self.sram_title.set_text(f"SRAM working set: {fmt_bytes(r['sram_bytes'])} of M = {fmt_bytes(self.M)} "
                                      f"({100 * over:.0f}%) — {'fits' if r['fits'] else 'spills'}")
         else:
             verdict = "fits" if r["fits"] else f"over the budget by {over:.2g}× — spills"
-            self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_size(r['sram_bytes'])} "
-                                     f"of M = {fmt_size(self.M)} ({100 * over:.0f}%): {verdict}")
+            self.sram_title.set_text(f"SRAM working set of {r['Br']}×{r['Bc']}: {fmt_bytes(r['sram_bytes'])} "
+                                     f"of M = {fmt_bytes(self.M)} ({100 * over:.0f}%): {verdict}")
         self.sram_title.set_color("k" if r["fits"] else style.BAD)
         self.numbers.set_text(self._numbers(r, s.measured_ms))
         self.step.set_text(f"step {k + 1}/{self.n_frames}:  {s.text}" if not self.compact else
@@ -327,10 +313,10 @@ class BlockSizeFigure(BlittedView):
         if s.final and best is None:
             return f"nothing fits in {self.budget_name} — use a larger M or a smaller d"
         if s.final:
-            return (f"the optimum: Br × Bc = {row['Br']}×{row['Bc']} — {fmt_size(row['hbm_bytes'])} HBM, "
-                    f"{fmt_size(row['sram_bytes'])} SRAM")
+            return (f"the optimum: Br × Bc = {row['Br']}×{row['Bc']} — {fmt_bytes(row['hbm_bytes'])} HBM, "
+                    f"{fmt_bytes(row['sram_bytes'])} SRAM")
         so_far = f"best so far {best['Br']}×{best['Bc']}" if best else "nothing fits yet"
-        return (f"{row['Br']}×{row['Bc']}: {fmt_size(row['hbm_bytes'])} HBM, {fmt_size(row['sram_bytes'])} SRAM, "
+        return (f"{row['Br']}×{row['Bc']}: {fmt_bytes(row['hbm_bytes'])} HBM, {fmt_bytes(row['sram_bytes'])} SRAM, "
                 f"{'fits' if row['fits'] else 'spills'} · {so_far}")
 
     def _numbers(self, r, ms) -> str:
@@ -341,8 +327,8 @@ class BlockSizeFigure(BlittedView):
             lines = [f"Br×Bc = {r['Br']}×{r['Bc']}, Tr×Tc = {r['Tr']}×{r['Tc']}"]
         else:
             lines = [f"Br = {r['Br']}, Bc = {r['Bc']}: Tr = {r['Tr']}, Tc = {r['Tc']}"]
-        lines += [f"HBM  {fmt_size(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
-                  "read " + ", ".join(f"{k} {fmt_size(v)}" for v, k in big),
+        lines += [f"HBM  {fmt_bytes(r['hbm_bytes'])} = {r['hbm_bytes'] / self.standard:.2f}× standard",
+                  "read " + ", ".join(f"{k} {fmt_bytes(v)}" for v, k in big),
                   f"{fmt_flops(r['flops'])} (matmul)"]
         if max(r["Br"], r["Bc"]) > self.N:
             lines.append(f"(tiles clipped to N = {self.N})")

@@ -30,24 +30,16 @@ from ..replay.grid import tile_kinds  # noqa: F401 (re-exported)
 from . import style
 from .blit import BlittedView
 from .loop_order_view import (
-    fmt_bytes,
     large_text,
     line_height,
     text_width,
     tick_row,
     wrap_text,
 )
+from .style import fmt_bytes, fmt_count
 
 KIND_COLOURS = {"full": "#6baed6", "partial": "#cbb7e3", "skipped": style.SKIPPED}
 NO_KEY = "#d62728"        # query rows that see no key (Nq > Nk)
-
-
-def fmt_count(n: float) -> str:
-    """1234 → '1.23 k', 3.4e9 → '3.4 G' (three significant digits)."""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)}"
 
 
 class CausalFigure(BlittedView):

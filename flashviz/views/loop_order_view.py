@@ -34,8 +34,7 @@ from ..replay.loop_order import (  # (TileSteps, TENSORS: re-exported)
 from ..replay.tiles import sub
 from . import style
 from .blit import BlittedView
-from .meters import _unit
-from .style import fmt_bytes as _style_fmt_bytes
+from .style import byte_unit, fmt_bytes
 
 TENSOR_COLOURS = {"Q": "#1f77b4", "K": "#2ca02c", "V": "#98df8a", "O": "#d62728", "l": "#9467bd",
                   "m": "#c5b0d5", "lse": "#8c564b"}
@@ -51,13 +50,6 @@ SHORT_NOTE = ("orange box: the tile just computed · orange band: stays on chip 
               "darker: computed later")
 SHORT_METER_TITLE = "HBM traffic so far, by tensor (dashed: the run's total). FA1 moves {} {} ({:.2f}x FA2)"
 MAX_NUMBERED = 12        # visit numbers are written in the tiles when Tr, Tc <= this
-
-
-def fmt_bytes(n: float) -> str:
-    """style.fmt_bytes, without its '1.01e+03 KiB' for 1000 to 1023 of a unit ('1010 KiB')."""
-    s = _style_fmt_bytes(n)
-    num, _, unit = s.partition(" ")
-    return f"{float(num):.0f} {unit}" if "e" in num else s
 
 
 def large_text() -> bool:
@@ -258,7 +250,7 @@ class _TrafficMeters:
         self.ax, self.steps = ax, steps
         big = large_text()
         totals = {o: io_model[o].hbm_bytes for o in steps}
-        uname, self.u = _unit(max(totals.values()))
+        uname, self.u = byte_unit(max(totals.values()), min_count=2)
         top = max(totals.values()) / self.u
         fig = ax.figure
         width = ax.get_position().width * fig.get_figwidth() * 72          # the axes' width in points

@@ -6,15 +6,7 @@ from __future__ import annotations
 from matplotlib.ticker import MaxNLocator
 
 from . import style
-from .style import fmt_bytes
-
-
-def _unit(n: float):
-    """The binary unit (name, bytes) in which ``n`` bytes reads best."""
-    for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= 2 * size:
-            return name, size
-    return "B", 1
+from .style import byte_unit, fmt_bytes
 
 
 class MetersPanel:
@@ -22,7 +14,7 @@ class MetersPanel:
         self.replay = replay
         std = replay.standard.hbm_bytes
         total = replay.total.hbm_bytes
-        uname, self.u = _unit(max(std, total))
+        uname, self.u = byte_unit(max(std, total), min_count=2)
         top = 1.08 * max(std, total) / self.u
         ax_hbm.barh([1], [std / self.u], color=style.STANDARD, alpha=0.85, height=0.6)
         ax_hbm.barh([0], [total / self.u], color=style.TILED, alpha=0.2, height=0.6)
@@ -41,7 +33,7 @@ class MetersPanel:
         self.total = total
         sram = replay.trace.sram_bytes
         fits = sram <= sram_budget
-        sname, su = _unit(max(sram, sram_budget))
+        sname, su = byte_unit(max(sram, sram_budget), min_count=2)
         ax_sram.barh([0], [sram / su], color=style.OK if fits else style.BAD, height=0.5)
         ax_sram.set_ylim(-0.45, 0.45)
         ax_sram.axvline(sram_budget / su, color="k", lw=1.2)

@@ -18,19 +18,11 @@ from matplotlib.ticker import MaxNLocator
 from ..replay.online import BREAK_MODES, OnlineFrame, OnlineRun, softmax64  # noqa: F401 (re-exported)
 from . import style
 from .blit import Blitter
+from .style import fmt_number
 
 SEEN, GHOST, REF = style.TILED, "0.55", "k"
 Y_TOPS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.35)   # few y ranges: few full redraws
 EXP_LIMIT = {np.dtype(np.float32): 88.72, np.dtype(np.float64): 709.78, np.dtype(np.float16): 11.09}
-
-
-def _fmt(v: float, nd: int = 3) -> str:
-    """v with nd significant digits for a figure text; a power of ten as mathtext ($10^{-8}$)."""
-    if np.isnan(v):
-        return "NaN"
-    if np.isinf(v):
-        return "−∞" if v < 0 else "inf"
-    return style.sci_math(f"{v:.{nd}g}" if abs(v) < 1e4 else f"{v:.4g}")
 
 
 def _style(ax, title):
@@ -289,7 +281,7 @@ class OnlineSoftmaxFigure:
         self._draw_weights(f)
         self._draw_compare(f)
         if f.final:
-            text = f"step {k + 1}/{r.n_frames}: normalise — p = exp(x − m) / l with m = {_fmt(f.m, 6)}, l = {_fmt(f.l, 4)}"
+            text = f"step {k + 1}/{r.n_frames}: normalise — p = exp(x − m) / l with m = {fmt_number(f.m, 6)}, l = {fmt_number(f.l, 4)}"
         else:
             where = f"element {f.c0}" if f.c1 - f.c0 == 1 else f"elements {f.c0}…{f.c1 - 1}"
             text = f"step {k + 1}/{r.n_frames}: block j = {f.j} ({where}) — "
@@ -314,7 +306,7 @@ class OnlineSoftmaxFigure:
         old = np.isfinite(f.m_old) and not f.final
         self.m_old_line.set_data(([-0.5, f.c0 - 0.5], [f.m_old, f.m_old]) if old else ([], []))
         self.m_text.set_position((f.c1 - 0.5, f.m))
-        self.m_text.set_text(f"m = {_fmt(f.m, 5)} ")
+        self.m_text.set_text(f"m = {fmt_number(f.m, 5)} ")
         if self.big:       # presenter: a label that would run past the axes' left edge goes right of its end
             self.m_text.set_horizontalalignment("right")
             if self.m_text.get_window_extent().x0 < self.m_text.axes.bbox.x0:
@@ -328,11 +320,11 @@ class OnlineSoftmaxFigure:
         self.m_old_pt.set_data(([j], [f.m_old]) if np.isfinite(f.m_old) and not f.final else ([], []))
         grew = "grew" if f.m > f.m_old else "did not grow"
         if f.final:
-            self.m_info.set_text(f"m = {_fmt(f.m, 5)}")
+            self.m_info.set_text(f"m = {fmt_number(f.m, 5)}")
         elif self.big:
-            self.m_info.set_text(f"m: {_fmt(f.m_old, 5)} → {_fmt(f.m, 5)} ({grew})")
+            self.m_info.set_text(f"m: {fmt_number(f.m_old, 5)} → {fmt_number(f.m, 5)} ({grew})")
         else:
-            self.m_info.set_text(f"m_old = {_fmt(f.m_old, 5)} → m = {_fmt(f.m, 5)} ({grew})")
+            self.m_info.set_text(f"m_old = {fmt_number(f.m_old, 5)} → m = {fmt_number(f.m, 5)} ({grew})")
         s = r.steps[j]
         l_old = r.steps[j - 1].l if j > 0 else 0.0
         kept = s.rescale * l_old                      # the exact algorithm; the broken l is the red line
@@ -346,15 +338,15 @@ class OnlineSoftmaxFigure:
             p.set_height(h)
             p.set_visible(not f.final and h > 0)
         if f.final:
-            info = (f"l = Σ exp(x − m) = {_fmt(f.l, 4)}" if self.big else
-                    f"l = {_fmt(f.l, 4)}  (exact: Σ exp(x − m) over the row)")
+            info = (f"l = Σ exp(x − m) = {fmt_number(f.l, 4)}" if self.big else
+                    f"l = {fmt_number(f.l, 4)}  (exact: Σ exp(x − m) over the row)")
         else:
-            info = f"l = {_fmt(s.rescale, 3)}·{_fmt(l_old, 4)} + {_fmt(new, 4)} = {_fmt(f.l, 4)}"
+            info = f"l = {fmt_number(s.rescale, 3)}·{fmt_number(l_old, 4)} + {fmt_number(new, 4)} = {fmt_number(f.l, 4)}"
         if r.broken == "no rescale":
-            info += f"\nno rescale: l = {_fmt(f.l_broken, 4)}  (red ×)"
+            info += f"\nno rescale: l = {fmt_number(f.l_broken, 4)}  (red ×)"
         elif r.broken == "no max-subtraction":
             # presenter: the mode's name is left out (the panel is too narrow); the comparison panel says it
-            info += ("\n" if self.big else "\nno max-subtraction: ") + f"Σ exp(x) = {_fmt(f.l_broken, 4)}" + (
+            info += ("\n" if self.big else "\nno max-subtraction: ") + f"Σ exp(x) = {fmt_number(f.l_broken, 4)}" + (
                 " (= $e^m$ · l)" if np.isfinite(f.l_broken) else " (overflow)")
         self.l_info.set_text(info)
         self.l_info.set_color(style.BAD if _broken_is_wrong(f) else "k")
@@ -378,7 +370,7 @@ class OnlineSoftmaxFigure:
             verb = (("should shrink l_old: NOT applied" if self.big else "should shrink the old sum: NOT applied")
                     if not f.applied else "fired: the old sum shrinks")
             # exp(…) as the panel's title writes it: a superscript this long is too small to read
-            info = f"exp({_fmt(f.m_old, 4)} − {_fmt(f.m, 4)}) = {_fmt(f.rescale)}\n{verb}"
+            info = f"exp({fmt_number(f.m_old, 4)} − {fmt_number(f.m, 4)}) = {fmt_number(f.rescale)}\n{verb}"
         else:
             info = "= 1: the max did not grow," + ("\n" if self.big else " ") + "old sum kept"
         self.a_info.set_text(info)
@@ -396,7 +388,7 @@ class OnlineSoftmaxFigure:
             self.w_title.set_text("exp(x − m): divide by l to get p")
         else:
             self.w_title.set_text("partial weights exp(x − m)")
-        self.w_title.set_text(self.w_title.get_text() + ("\n" if self.big else ";  ") + f"Σ = l = {_fmt(f.l, 4)}")
+        self.w_title.set_text(self.w_title.get_text() + ("\n" if self.big else ";  ") + f"Σ = l = {fmt_number(f.l, 4)}")
 
     def _draw_compare(self, f):
         r = self.run
@@ -421,7 +413,7 @@ class OnlineSoftmaxFigure:
             ax.set_ylim(0, top)
             right = (np.isfinite(err) and err < 1e-4 and abs(total - 1) < 1e-4)
             title.set_text(f"{name}: p of {what}\n" + ("error" if self.big else "max |p − p_ref| =")
-                           + f" {_fmt(err, 2)} · Σp = "
+                           + f" {fmt_number(err, 2)} · Σp = "
                            + (f"{total:.6f}" if np.isfinite(total) else "NaN") + ("" if right else " ≠ 1"))
             title.set_color(style.OK if right else style.BAD)
             text = self._note(f, p, nonfinite) if ax is self.ax_br else ""
@@ -432,7 +424,7 @@ class OnlineSoftmaxFigure:
     def _note(self, f, p, nonfinite) -> str:
         r = self.run
         lim = EXP_LIMIT.get(r.dtype, float("nan"))
-        top = _fmt(float(r.x[:f.c1].max()), 4)
+        top = fmt_number(float(r.x[:f.c1].max()), 4)
         if r.broken == "no max-subtraction" and not np.isfinite(f.l_broken):
             if self.big:       # presenter: three short lines (the panel is narrow for the larger text)
                 head = (f"✗ exp(x) overflows {r.dtype.name} above\nx ≈ {lim:g}; here x reaches {top}:\n"

@@ -1,13 +1,29 @@
-"""Colours, presets and small formatting helpers shared by the views."""
+"""Colours, presets, number formatting and the text scale shared by the views.
+
+Number formatting (bytes, FLOPs, counts, figure numbers, powers of ten) is defined once, in
+``flashviz.formatting`` (plain Python, so the replay layer's step texts use it too), and
+re-exported here: views and widgets take ``fmt_bytes``, ``fmt_flops``, ``fmt_count``,
+``fmt_number``, ``byte_unit``, ``exp_math``, ``sci_math`` and ``sci_html`` from this module.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import re
 
 import matplotlib as mpl
 
+from ..formatting import (  # noqa: F401 (re-exported: the one home of number formatting)
+    BYTE_UNITS,
+    byte_unit,
+    exp_math,
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_number,
+    sci_html,
+    sci_math,
+)
 from ..iomodel import SRAM_BUDGETS  # noqa: F401 (re-exported: SRAM budgets in bytes, defined with the IO model)
 
 CURRENT = "#ff7f0e"      # the tile / block being worked on
@@ -28,46 +44,6 @@ def score_cmap():
 
 def output_cmap():
     return mpl.colormaps["RdBu_r"].with_extremes(bad="white")
-
-
-def fmt_bytes(n: float) -> str:
-    """Bytes as B / KiB / MiB / GiB with three significant digits."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
-
-
-def exp_math(power: float, nd: int = 0) -> str:
-    """e to a power as mathtext (without the $ signs): exp_math(-46.2) → 'e^{-46}'."""
-    return f"e^{{{power:.{nd}f}}}"
-
-
-_SCI = re.compile(r"(?<![\w.$])(\d+(?:\.\d+)?)[eE]([-+]?)0*(\d+)(?![\w.])")
-
-
-def sci_math(text: str) -> str:
-    """Numbers in e-notation written as mathtext powers of ten: '3.1e-07' → '$3.1{\\times}10^{-7}$'
-    (and '1e-07' → '$10^{-7}$'), so a figure never shows a raw exponent. Other text is unchanged."""
-
-    def one(m):
-        mant, sign, exp = m.group(1), "-" if m.group(2) == "-" else "", m.group(3)
-        power = f"10^{{{sign}{exp}}}"
-        return f"${power}$" if mant in ("1", "1.0") else f"${mant}{{\\times}}{power}$"
-
-    return _SCI.sub(one, text)
-
-
-def sci_html(text: str) -> str:
-    """Numbers in e-notation written as HTML powers of ten, for status lines:
-    '3.1e-07' → '3.1×10<sup>−7</sup>' ('1e-07' → '10<sup>−7</sup>'). Other text is unchanged."""
-
-    def one(m):
-        mant, sign, exp = m.group(1), "−" if m.group(2) == "-" else "", m.group(3)
-        power = f"10<sup>{sign}{exp}</sup>"
-        return power if mant in ("1", "1.0") else f"{mant}×{power}"
-
-    return _SCI.sub(one, text)
 
 
 # --- text scale (presenter mode) -------------------------------------------------------------

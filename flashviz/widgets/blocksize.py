@@ -16,9 +16,10 @@ import numpy as np
 
 from .. import iomodel
 from .._checks import MAX_SRAM_BYTES, check_choice, sweep_problem
-from ..replay.blocksize import CURVE_N, fmt_size, recorded_sweep, sram_budget_bytes
+from ..replay.blocksize import CURVE_N, recorded_sweep, sram_budget_bytes
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import BlockSizeFigure
+from ..views.style import fmt_bytes
 from .base import FrameWidget, check_bool, check_int
 from .options import DTYPES, match_option
 
@@ -179,7 +180,7 @@ class BlockSizeExplorer(FrameWidget):
         if best is None:
             small = min(view.rows, key=lambda r: r["sram_bytes"])
             return (f"<span style='color:#d62728'>⚠ No block size here fits: even {small['Br']}×{small['Bc']} needs "
-                    f"{fmt_size(small['sram_bytes'])} of SRAM, more than M = {fmt_size(M)}. Every configuration "
+                    f"{fmt_bytes(small['sram_bytes'])} of SRAM, more than M = {fmt_bytes(M)}. Every configuration "
                     f"would spill; pick a larger SRAM budget, a smaller d or a smaller element type.</span>")
         measured = ""
         if view.measured:
@@ -191,6 +192,6 @@ class BlockSizeExplorer(FrameWidget):
                              f"none at {', '.join(map(str, missing))}: — in the grid")
             measured += ")"
         return (f"<span style='color:#2ca02c'>✓ optimum Br × Bc = {best['Br']}×{best['Bc']}: "
-                f"{fmt_size(best['hbm_bytes'])} of HBM traffic ({best['hbm_bytes'] / view.standard:.2f}× standard "
-                f"attention's {fmt_size(view.standard)}), SRAM {fmt_size(best['sram_bytes'])} of {fmt_size(M)}; "
+                f"{fmt_bytes(best['hbm_bytes'])} of HBM traffic ({best['hbm_bytes'] / view.standard:.2f}× standard "
+                f"attention's {fmt_bytes(view.standard)}), SRAM {fmt_bytes(best['sram_bytes'])} of {fmt_bytes(M)}; "
                 f"{spill} of {len(view.rows)} configurations spill{measured}.</span>")
