@@ -404,14 +404,16 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             }
         }
         wgmma_commit();
-        // while P_ij V_j runs: store this tile's steps (and the previous tile's product)
-        FV_EVENT32(j, FV_STAGE_LOAD_K, t_k_prev, t_kland);     // issued (prologue / step j-1) .. landed
-        FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);         // issued .. complete
-        FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_s1, t_ml);
-        FV_EVENT32(j, FV_STAGE_CONVERT_P, t_ml, t_cv);
-        FV_EVENT32(j, FV_STAGE_LOAD_V, t_v_prev, t_vland);     // issued (prologue / step j-1) .. landed
-        if (j == 0) FV_EVENT32(-1, FV_STAGE_LOAD_Q, t_q, t_kland);
-        if (j > 0) FV_EVENT32(j - 1, FV_STAGE_ACCUMULATE_O, t_o0p, t_o1);
+        FV_WRITER_BLOCK({   // while P_ij V_j runs, the writer stores this tile's steps (and the last product)
+            unsigned long long* r = FV_ROW(j);
+            r[FV_STAGE_LOAD_K] = FV_PACK(t_k_prev, t_kland);   // issued (prologue / step j-1) .. landed
+            r[FV_STAGE_COMPUTE_S] = FV_PACK(t_s0, t_s1);       // issued .. complete
+            r[FV_STAGE_UPDATE_ML] = FV_PACK(t_s1, t_ml);
+            r[FV_STAGE_CONVERT_P] = FV_PACK(t_ml, t_cv);
+            r[FV_STAGE_LOAD_V] = FV_PACK(t_v_prev, t_vland);   // issued (prologue / step j-1) .. landed
+            if (j == 0) FV_ROW(-1)[FV_STAGE_LOAD_Q] = FV_PACK(t_q, t_kland);
+            if (j > 0) FV_ROW(j - 1)[FV_STAGE_ACCUMULATE_O] = FV_PACK(t_o0p, t_o1);
+        })
         wgmma_wait0();
         fence_regs<NO>(o);
         FV_NOW32(t_o1);

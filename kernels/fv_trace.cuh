@@ -64,6 +64,8 @@ struct Rec {
     __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
     }
+    // the writer alone, already inside `if (writer)`: one row pointer, no per-store predicate
+    __device__ __forceinline__ unsigned long long* row(int j) const { return ev + (j + 1) * FV_NSTAGE; }
     __device__ __forceinline__ void end(int i, int tiles) const {
         if (head) {
             rec[3] = clock();
@@ -103,6 +105,11 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW32(var) var = fv_rec.since()
 #define FV_SET(dst, src) dst = src
 #define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
+// a tile's steps stored in one branch taken by the writer thread only (the other warps skip the
+// address arithmetic): FV_WRITER_BLOCK({ unsigned long long* r = FV_ROW(j); r[FV_STAGE_X] = FV_PACK(a, b); })
+#define FV_WRITER_BLOCK(body) if (fv_rec.writer) body
+#define FV_ROW(j) fv_rec.row(j)
+#define FV_PACK(t0, t1) (((unsigned long long)(t1) << 32) | (t0))
 
 #else
 
@@ -117,5 +124,6 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW32(var)
 #define FV_SET(dst, src)
 #define FV_EVENT32(j, stage, t0, t1)
+#define FV_WRITER_BLOCK(body)
 
 #endif

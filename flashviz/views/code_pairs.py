@@ -89,14 +89,27 @@ _HOOK = re.compile(r"^\s*(if \(.*\)\s*)?FV_[A-Z0-9_]+\(.*\);")
 
 
 def without_timeline_hooks(lines: list[str]) -> list[str]:
-    """``lines`` without the GPU timeline's hooks (``FV_NOW32(t);``, ``if (j == 0) FV_EVENT32(...);``:
-    kernels/fv_trace.cuh, compiled out of every normal build) and the comment lines right above
-    them, so a code pair shows the algorithm; the line numbers shown stay the file's."""
+    """``lines`` without the GPU timeline's hooks (``FV_NOW32(t);``, ``if (j == 0) FV_EVENT32(...);``,
+    ``FV_WRITER_BLOCK({ ... })``: kernels/fv_trace.cuh, compiled out of every normal build) and the
+    comment lines right above them, so a code pair shows the algorithm; the line numbers shown
+    stay the file's."""
     keep = [not _HOOK.match(ln) for ln in lines]
-    for k in range(len(lines) - 2, -1, -1):            # a comment that only introduces hooks goes too
-        if lines[k].lstrip().startswith("//") and not keep[k + 1] and _HOOK.match(lines[k + 1]):
+    inside = None                                      # FV_WRITER_BLOCK({ ... }): the writer's stores
+    for k, ln in enumerate(lines):
+        if inside is None and ln.lstrip().startswith("FV_WRITER_BLOCK("):
+            inside = len(ln) - len(ln.lstrip())
+        if inside is not None:
             keep[k] = False
-    return [ln for ln, ok in zip(lines, keep) if ok]
+            if ln.strip().startswith("})") and len(ln) - len(ln.lstrip()) == inside:
+                inside = None
+    for k in range(len(lines) - 2, -1, -1):            # a comment that only introduces hooks goes too
+        c = lines[k].lstrip()
+        if c.startswith("//") and not c.startswith("// [") and not keep[k + 1] and _HOOK.match(lines[k + 1]):
+            keep[k] = False                            # (a step's tag always stays)
+    out = [ln for ln, ok in zip(lines, keep) if ok]
+    while out and not out[-1].strip():
+        out.pop()
+    return out
 
 
 def _dedent(lines: list[str]) -> str:
