@@ -37,6 +37,7 @@ from matplotlib.transforms import Bbox, TransformedBbox
 from ..replay.backward import NEVER, STEP_TEXT, BackwardReplay, BackwardState  # (BackwardReplay: re-exported)
 from . import style
 from .style import byte_unit, fmt_bytes, fmt_flops
+from .text import drawn_width, fit_lines, presenter
 from .tiles import place_strips
 
 # Shorter wordings for a larger text scale (presenter mode), used where the full one does not fit.
@@ -54,47 +55,6 @@ def _vmax(arrays, q=99.0):
     vals = np.concatenate(vals) if vals else np.zeros(0)
     v = float(np.percentile(vals, q)) if vals.size else 1.0
     return v if v > 0 else 1.0
-
-
-def _presenter() -> bool:
-    """Lay the figure out for a text scale above 1 (the app's presenter mode): same inches,
-    larger texts, so more room around panels and shorter wordings where the long ones do not fit."""
-    return style.text_scale() > 1.0
-
-
-def _text_width(fig, text, **props) -> float:
-    """Width in pixels of ``text`` drawn with ``props`` on ``fig``."""
-    t = fig.text(0, 0, text, **props)
-    try:
-        return t.get_window_extent(fig.canvas.get_renderer()).width
-    finally:
-        t.remove()
-
-
-def _fit_lines(fig, text, width, **props) -> str:
-    """``text`` (lines of plain text; e-notation becomes mathtext) with every line wider than
-    ``width`` pixels broken in two or more: after ": ", "  ·  " or ", " where one of these leaves a
-    first part that fits and is not short, else after the last space that fits."""
-
-    def fits(part):
-        return _text_width(fig, style.sci_math(part.rstrip()), **props) <= width
-
-    out = []
-    for line in text.split("\n"):
-        while not fits(line):
-            cut = None
-            for sep in (": ", "  ·  ", ", ", " "):
-                cuts = [k + len(sep) for k in range(len(line)) if line.startswith(sep, k)]
-                cuts = [c for c in cuts if fits(line[:c]) and (sep == " " or c > 0.4 * len(line))]
-                if cuts:
-                    cut = max(cuts)
-                    break
-            if cut is None:
-                break
-            out.append(line[:cut].rstrip())
-            line = line[cut:].lstrip()
-        out.append(line)
-    return style.sci_math("\n".join(out))
 
 
 def _small_axes(ax, xlabel="", ylabel=""):
@@ -144,7 +104,7 @@ class _GridPanel:
         for z, p in enumerate((self.flash, self.band, self.tile, self.q_strip, self.k_strip)):
             ax.add_patch(p)
             p.set_zorder(3 + 0.1 * z)          # over the tile borders, in the order blitting draws them
-        big = _presenter()
+        big = presenter()
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
         ax.yaxis.set_major_locator(MaxNLocator(6, integer=True, min_n_ticks=1))
         ax.tick_params(labelsize=style.pt(8))
@@ -209,7 +169,7 @@ class _Meters:
 
     def __init__(self, ax_hbm, ax_keep, ax_flops, rp: BackwardReplay):
         tr = rp.trace
-        big = _presenter()
+        big = presenter()
         # HBM traffic so far vs the standard backward
         std, tot = rp.standard.hbm_bytes, rp.total.hbm_bytes
         uname, self.u = byte_unit(max(std, tot), min_count=2)
@@ -402,7 +362,7 @@ class BackwardFigure:
         self.replay = rp = BackwardReplay(trace)
         tr = trace
         self.scale = style.text_scale()       # texts are this many times their notebook size
-        self.big = big = _presenter()
+        self.big = big = presenter()
         if big:       # larger texts: wider margins and gaps, the meters on a grid of their own
             gs = GridSpec(2, 4, figure=fig, width_ratios=[1.3, 0.8, 0.8, 0.8], left=0.08, right=0.955, top=0.715,
                           bottom=0.315, wspace=0.55, hspace=0.6)
@@ -452,14 +412,14 @@ class BackwardFigure:
         # wide for it takes its shorter wording
         W = fig.bbox.width
         n = self.n_frames
-        widest = _text_width(fig, f"step {n}/{n}  ·  i = {tr.Tr - 1}, j = {tr.Tc - 1}", **where_font)
+        widest = drawn_width(fig, f"step {n}/{n}  ·  i = {tr.Tr - 1}, j = {tr.Tc - 1}", **where_font)
         self.split = min(0.78, 0.99 - widest / W - 0.01)
         room = (self.split - 0.01) * W - 6
-        self._step_text = {kind: text if _text_width(fig, text, **step_font) <= room
+        self._step_text = {kind: text if drawn_width(fig, text, **step_font) <= room
                            else STEP_TEXT_SHORT.get(kind, text) for kind, text in STEP_TEXT.items()}
         cap_font = {"fontsize": style.pt(8.5), "linespacing": 1.45}
         if big:
-            caption = _fit_lines(fig, caption, 0.98 * W, **cap_font)
+            caption = fit_lines(fig, caption, 0.98 * W, **cap_font)
         else:
             caption = style.sci_math(caption)
         self.caption = fig.text(0.01, head_y - 0.007, caption, **cap_font, va="top", color="0.25")

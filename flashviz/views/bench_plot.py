@@ -22,13 +22,14 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 from ..gpu.results import METHOD_NAMES, mma_sweep, mma_table
 from . import style
 from .style import fmt_bytes
+from .text import presenter
 
 #: above this text scale (style.text_scale()) the figures use their large-text layout
 LARGE_TEXT = 1.15
 
 
 def _large() -> bool:
-    return style.text_scale() > LARGE_TEXT
+    return presenter(LARGE_TEXT)
 
 
 def _tick_sizes(*axes, size: float = 10) -> None:

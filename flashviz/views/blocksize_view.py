@@ -37,6 +37,7 @@ from ..replay.blocksize import (  # noqa: F401 (re-exported)
 from . import style
 from .blit import BlittedView
 from .style import byte_unit, fmt_bytes, fmt_flops
+from .text import presenter
 
 DTYPE_NAMES = {1: "8-bit", 2: "fp16/bf16", 4: "fp32", 8: "fp64"}
 SPILL = "#a00000"         # text on configurations that do not fit
@@ -85,7 +86,7 @@ class BlockSizeFigure(BlittedView):
         self.budget_name = sw.budget_name
         self.rows, self.best, self.standard, self.measured = sw.rows, sw.best, sw.standard, sw.measured
         # presenter mode (large text) on the same inches: a layout of its own, decided now
-        self.compact = style.text_scale() > COMPACT_SCALE
+        self.compact = presenter(COMPACT_SCALE)
         gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], **LAYOUT[self.compact])
         self._heatmap(fig.add_subplot(gs[0, 0]))
         self._measured_panel(fig.add_subplot(gs[0, 1]))

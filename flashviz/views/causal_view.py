@@ -29,14 +29,8 @@ from ..replay.causal import CausalReplay, CausalState, visible_pairs  # noqa: F4
 from ..replay.grid import tile_kinds  # noqa: F401 (re-exported)
 from . import style
 from .blit import BlittedView
-from .loop_order_view import (
-    large_text,
-    line_height,
-    text_width,
-    tick_row,
-    wrap_text,
-)
 from .style import fmt_bytes, fmt_count
+from .text import line_height, presenter, text_width, tick_row, wrap_text
 
 KIND_COLOURS = {"full": "#6baed6", "partial": "#cbb7e3", "skipped": style.SKIPPED}
 NO_KEY = "#d62728"        # query rows that see no key (Nq > Nk)
@@ -59,7 +53,7 @@ class CausalFigure(BlittedView):
         self.fig, self.tr = fig, trace
         self.kinds, self.io, self.counts = rp.kinds, rp.io, rp.counts
         self.cum_flops, self.cum_bytes, self.visits = rp.cum_flops, rp.cum_bytes, rp.visits
-        self.big = large_text()
+        self.big = presenter()
         if self.big:
             grid_ax, bars_ax, table_ax, detail_x, caption, caption_y, spacing = self._large_layout(fig, caption)
         else:

@@ -10,6 +10,7 @@ from .blit import Blitter
 from .meters import MetersPanel
 from .output import OutputPanel
 from .rowstats import RowStatsPanel
+from .text import font_height, presenter
 from .tiles import TilesPanel
 
 
@@ -21,34 +22,30 @@ def _presenter_layout(fig, caption_lines: int, digits: int = 3):
     W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72     # figure size in points
     pt = style.pt
 
-    def lines(n, size, spacing=1.2):
-        """Height in points of n lines of text at font size ``size`` (DejaVu Sans)."""
-        return size * (1.02 + spacing * 1.02 * (n - 1))
-
     # from the top: the step text, the caption, the tiles' two-line title and its pad (14 pt)
-    caption_top = 0.025 * H + lines(1, pt(12)) + 0.3 * pt(12)
-    top = caption_top + lines(caption_lines, pt(9), 1.35) + 0.4 * pt(10) + lines(2, pt(10)) + 14
+    caption_top = 0.025 * H + font_height(pt(12)) + 0.3 * pt(12)
+    top = caption_top + font_height(pt(9), caption_lines, 1.35) + 0.4 * pt(10) + font_height(pt(10), 2) + 14
     # from the bottom: the meters' tick labels and unit, the meters, their titles, the tiles' x labels
     tick = 7                                                   # tick length + pad, points
-    meters_bottom = lines(1, pt(7)) + tick + lines(1, pt(7)) + 1 + 3
+    meters_bottom = font_height(pt(7)) + tick + font_height(pt(7)) + 1 + 3
     meters_top = meters_bottom + 3.6 * pt(7)
-    bottom = meters_top + lines(1, pt(9)) + 6 + lines(1, pt(10)) + tick + lines(1, pt(9)) + 4 + 0.5 * pt(9)
+    bottom = meters_top + font_height(pt(9)) + 6 + font_height(pt(10)) + tick + font_height(pt(9)) + 4 + 0.5 * pt(9)
     # columns: tiles (with their colour bar), gap, row statistics, gap, output
-    left = lines(2, pt(10)) + 4 + 0.64 * digits * pt(10) + tick + 3      # the tiles' y label and tick labels
+    left = font_height(pt(10), 2) + 4 + 0.64 * digits * pt(10) + tick + 3      # the tiles' y label and tick labels
     right = 6
-    cb_gap = 2.5 * pt(7) + tick + lines(1, pt(7)) + 1 + 2.5 * pt(7) + tick + 0.3 * pt(9)  # colour bar, rows' y ticks
-    out_gap = lines(1, pt(8)) + 4 + 0.64 * digits * pt(7) + tick + 2 * pt(9)   # output's y label, ticks; wide titles
+    cb_gap = 2.5 * pt(7) + tick + font_height(pt(7)) + 1 + 2.5 * pt(7) + tick + 0.3 * pt(9)  # colour bar, rows' y ticks
+    out_gap = font_height(pt(8)) + 4 + 0.64 * digits * pt(7) + tick + 2 * pt(9)   # output's y label, ticks; wide titles
     axes_w = W - left - right - cb_gap - out_gap
     kw = {"width_ratios": [0.42 * axes_w, cb_gap, 0.33 * axes_w, out_gap, 0.25 * axes_w],
           "left": left / W, "right": 1 - right / W, "wspace": 0, "hspace": 0}
     span = H - top - bottom
     # row statistics: three axes; above the second a one-line title, above the third the two-line
     # rescale title (with a power of e)
-    g1, g2 = lines(1, pt(9)) + 6 + 0.4 * pt(9), lines(2, pt(9)) + 0.3 * pt(9) + 6 + 0.8 * pt(9)
+    g1, g2 = font_height(pt(9)) + 6 + 0.4 * pt(9), font_height(pt(9), 2) + 0.3 * pt(9) + 6 + 0.8 * pt(9)
     h = (span - g1 - g2) / 3
     rows = GridSpec(5, 5, figure=fig, top=1 - top / H, bottom=bottom / H, height_ratios=[h, g1, h, g2, h], **kw)
     # output: the accumulator (as high as a row-statistics axes), its tick labels and the next title, O
-    go = lines(1, pt(7)) + tick + lines(1, pt(9)) + 6 + 0.4 * pt(9)
+    go = font_height(pt(7)) + tick + font_height(pt(9)) + 6 + 0.4 * pt(9)
     out = GridSpec(3, 5, figure=fig, top=1 - top / H, bottom=bottom / H, height_ratios=[h, go, span - h - go], **kw)
     meters = GridSpec(1, 5, figure=fig, top=meters_top / H, bottom=meters_bottom / H, **kw)
     cells = {"tiles": rows[:, 0], "m": rows[0, 2], "l": rows[2, 2], "r": rows[4, 2], "acc": out[0, 4],
@@ -67,7 +64,7 @@ class ExplorerFigure:
         fig.clear()
         self.fig, self.replay = fig, replay
         # presenter mode (texts larger than in a notebook): wrapped texts and a layout with room for them
-        self.big = big = style.text_scale() > 1.0
+        self.big = big = presenter()
         if replay.trace.causal:
             first, _, rest = caption.partition("\n")
             caption = f"{first}  (grey: masked −inf, hatched: skipped tiles)" + (f"\n{rest}" if rest else "")

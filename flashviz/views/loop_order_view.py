@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import LineCollection, PatchCollection, PathCollection
-from matplotlib.font_manager import FontProperties
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Rectangle
-from matplotlib.path import Path
-from matplotlib.textpath import TextPath, text_to_path
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Affine2D, ScaledTranslation
 
@@ -35,6 +32,7 @@ from ..replay.tiles import sub
 from . import style
 from .blit import BlittedView
 from .style import byte_unit, fmt_bytes
+from .text import line_height, number_paths, presenter, text_width, tick_row, wrap_text
 
 TENSOR_COLOURS = {"Q": "#1f77b4", "K": "#2ca02c", "V": "#98df8a", "O": "#d62728", "l": "#9467bd",
                   "m": "#c5b0d5", "lse": "#8c564b"}
@@ -50,95 +48,6 @@ SHORT_NOTE = ("orange box: the tile just computed · orange band: stays on chip 
               "darker: computed later")
 SHORT_METER_TITLE = "HBM traffic so far, by tensor (dashed: the run's total). FA1 moves {} {} ({:.2f}x FA2)"
 MAX_NUMBERED = 12        # visit numbers are written in the tiles when Tr, Tc <= this
-
-
-def large_text() -> bool:
-    """True while a view is built at a text scale above the notebook's (presenter mode): the
-    views then use their roomier layout; at scale 1 they keep the notebook's."""
-    return style.text_scale() > 1.0 + 1e-9
-
-
-def text_width(text: str, size: float, **font) -> float:
-    """Width in points of the widest line of ``text`` at ``size`` points (mathtext aware; a
-    slight overestimate of what Agg draws)."""
-    prop = FontProperties(size=size, **font)
-    return max((text_to_path.get_text_width_height_descent(line, prop, ismath="$" in line)[0]
-                for line in text.split("\n")), default=0.0)
-
-
-#: where wrap_text breaks a line, best first, and what each break leaves at the line's end
-_BREAKS = ((" · ", ""), ("; ", ";"), (" ", ""))
-
-
-def wrap_text(text: str, size: float, width: float, **font) -> str:
-    """``text`` with every line wider than ``width`` points at ``size`` broken in two or more,
-    at " · " separators first, then at "; ", then at spaces; the lines of a broken one about
-    equally long (as few lines as fit, each as short as that number allows)."""
-    def fill(parts, sep, keep, w):
-        lines, cur = [], parts[0]
-        for part in parts[1:]:
-            if text_width(cur + sep + part, size, **font) <= w:
-                cur += sep + part
-            else:
-                lines.append(cur + keep)
-                cur = part
-        return lines + [cur]
-
-    def wrap(line, breaks):
-        if text_width(line, size, **font) <= width or not breaks:
-            return [line]
-        (sep, keep), rest = breaks[0], breaks[1:]
-        parts = line.split(sep)
-        if len(parts) == 1:
-            return wrap(line, rest)
-        lines = fill(parts, sep, keep, width)
-        lo, hi = max(text_width(p + keep, size, **font) for p in parts), width
-        if lo <= hi:                # balance: the narrowest width that gives as few lines
-            for _ in range(10):
-                mid = (lo + hi) / 2
-                lo, hi = (lo, mid) if len(fill(parts, sep, keep, mid)) <= len(lines) else (mid, hi)
-            lines = fill(parts, sep, keep, hi)
-        return [w for ln in lines for w in wrap(ln, rest)]
-
-    return "\n".join(w for line in text.split("\n") for w in wrap(line, _BREAKS))
-
-
-def line_height(size: float, n: int = 1, spacing: float = 1.2) -> float:
-    """Points n lines of ``size``-point text take (matplotlib's line spacing ``spacing``)."""
-    return size * (1.2 + spacing * (n - 1)) if n else 0.0
-
-
-def tick_row(labelsize: float) -> float:
-    """Points from an axes' edge to the far side of its tick labels (``labelsize`` at the
-    notebook's scale): tick length, pad and the labels' line."""
-    return 3.5 + 3.5 + line_height(style.pt(labelsize))
-
-
-def number_paths(numbers, size: float = 7.0):
-    """Centred glyph paths (in points) of the given non-negative integers, from cached digit
-    paths: drawn as one PathCollection they cost ~1 ms a frame, where as many Text artists
-    would cost a few ms each."""
-    digits, advance = _digit_paths(size)
-    out = []
-    for n in numbers:
-        s = str(int(n))
-        w = advance * len(s)
-        parts = [digits[int(c)].transformed(Affine2D().translate(p * advance - w / 2, -0.36 * size))
-                 for p, c in enumerate(s)]
-        out.append(Path.make_compound_path(*parts))
-    return out
-
-
-_DIGITS: dict = {}
-
-
-def _digit_paths(size: float):
-    if size not in _DIGITS:
-        fp = FontProperties(size=size)
-        one = TextPath((0, 0), "0", prop=fp)
-        advance = TextPath((0, 0), "00", prop=fp).get_extents().x1 - one.get_extents().x1
-        _DIGITS[size] = ([TextPath((0, 0), str(c), prop=fp) for c in range(10)], advance)
-    return _DIGITS[size]
 
 
 class _GridPanel:
@@ -201,13 +110,13 @@ class _GridPanel:
         ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=style.pt(8))
         ylabel = f"query index (blocks Q_i of Br = {tr.Br})"
         fig = ax.figure
-        if large_text() and text_width(ylabel, style.pt(8)) > ax.get_position().height * fig.get_figheight() * 72:
+        if presenter() and text_width(ylabel, style.pt(8)) > ax.get_position().height * fig.get_figheight() * 72:
             ylabel = ylabel.replace(" (", "\n(")          # taller than the grid: two lines
         ax.set_ylabel(ylabel, fontsize=style.pt(8))
         head, sub_ = ORDER_TITLES[steps.order]
         ax.set_title(f"{head}\n{sub_}" if title is None else title, fontsize=style.pt(8.5),
                      pad=16 if steps.order == "fa1" else 6)
-        if large_text():          # under the axis label, wherever its size puts it
+        if presenter():          # under the axis label, wherever its size puts it
             self.label = ax.annotate("", xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -style.pt(4)),
                                      textcoords="offset points", ha="center", va="top", fontsize=style.pt(9))
         else:
@@ -248,7 +157,7 @@ class _TrafficMeters:
 
     def __init__(self, ax, steps: dict, io_model: dict):
         self.ax, self.steps = ax, steps
-        big = large_text()
+        big = presenter()
         totals = {o: io_model[o].hbm_bytes for o in steps}
         uname, self.u = byte_unit(max(totals.values()), min_count=2)
         top = max(totals.values()) / self.u
@@ -331,7 +240,7 @@ class LoopOrderFigure(BlittedView):
                                                                   if tr.causal else ""))
         text = style.sci_math(f"{caption}\n{note}" if caption else note)
         heading_x, caption_y, spacing, titles = 0.235, 0.935, 1.5, {}
-        if large_text():
+        if presenter():
             gs_kw, heading_x, heading, text, caption_y, spacing, titles = self._large_layout(fig, caption, heading)
         else:
             gs_kw = {"height_ratios": [3.2, 1], "top": 0.775, "bottom": 0.12, "hspace": 0.62}

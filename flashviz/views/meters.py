@@ -7,6 +7,7 @@ from matplotlib.ticker import MaxNLocator
 
 from . import style
 from .style import byte_unit, fmt_bytes
+from .text import presenter
 
 
 class MetersPanel:
@@ -45,7 +46,7 @@ class MetersPanel:
         verdict = "fits" if fits else "does NOT fit"
         # larger texts (presenter mode): the title ends at the axes' right edge, not past the figure's
         ax_sram.set_title(f"SRAM working set {fmt_bytes(sram)}: {verdict}", fontsize=style.pt(9),
-                          color="k" if fits else style.BAD, loc="right" if style.text_scale() > 1.0 else "center")
+                          color="k" if fits else style.BAD, loc="right" if presenter() else "center")
         ax_sram.text(sram_budget / su, -0.38, f" {budget_name or 'budget'} ", fontsize=style.pt(7), va="bottom",
                      ha="right" if sram_budget / su > 0.6 * ax_sram.get_xlim()[1] else "left")
 

@@ -19,6 +19,7 @@ from ..replay.online import BREAK_MODES, OnlineFrame, OnlineRun, softmax64  # no
 from . import style
 from .blit import Blitter
 from .style import fmt_number
+from .text import line_height, presenter
 
 SEEN, GHOST, REF = style.TILED, "0.55", "k"
 Y_TOPS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.35)   # few y ranges: few full redraws
@@ -31,17 +32,6 @@ def _style(ax, title):
     ax.xaxis.set_major_locator(_ticks(8))
 
 
-def _presenter() -> bool:
-    """True while a view is built at a larger text scale than the notebook's (presenter mode):
-    the figure then uses the presenter layout (rows placed in inches, texts on two lines)."""
-    return style.text_scale() > 1.001
-
-
-def _lines(size: float, n: int = 1) -> float:
-    """Height in inches of n lines of text at notebook size ``size`` (line spacing 1.2)."""
-    return n * 1.2 * style.pt(size) / 72
-
-
 def _presenter_rows(fig, caption_lines: int):
     """(bottom, top) in figure fractions of the three rows of axes in presenter mode: each row
     leaves room, in inches, for its title above it (two lines) and its tick labels and x label
@@ -49,9 +39,10 @@ def _presenter_rows(fig, caption_lines: int):
     H = fig.get_figheight()
     title_pad, tick_out = 6 / 72, 7 / 72                  # axes.titlepad; tick length + tick pad
     below = tick_out + 2 * 1.05 * style.pt(7) / 72 + 1 / 72 + 0.02      # tick labels, x label (labelpad 1)
-    titles = (_lines(9, 2) + title_pad, _lines(9, 2) + title_pad, _lines(8.5, 2) + title_pad)
+    two = (line_height(style.pt(9), 2) / 72, line_height(style.pt(9), 2) / 72, line_height(style.pt(8.5), 2) / 72)
+    titles = tuple(t + title_pad for t in two)                      # two-line titles, inches
     gap, margin = 0.08, 0.04
-    y = H - 0.08 - _lines(12) - _lines(9, caption_lines) - 0.06       # top of the first title
+    y = H - 0.08 - line_height(style.pt(12)) / 72 - line_height(style.pt(9), caption_lines) / 72 - 0.06   # first title's top
     free = y - margin - sum(titles) - 3 * below - 2 * gap
     heights = np.array([1.15, 0.9, 1.0]) / 3.05 * free
     rows = []
@@ -112,7 +103,7 @@ class OnlineSoftmaxFigure:
         fig.clear()
         self.fig, self.run = fig, OnlineRun(x, block, broken=broken, dtype=dtype)
         r, N, T = self.run, self.run.N, self.run.T
-        self.big = big = _presenter()
+        self.big = big = presenter()
         if big:
             # presenter: a long caption on two lines (after its first " · "); rows placed in inches
             if len(caption) > 105 and "  ·  " in caption:
@@ -126,7 +117,7 @@ class OnlineSoftmaxFigure:
             self.ax_m, self.ax_l, self.ax_a = (fig.add_subplot(gs1[c]) for c in range(3))
             self.ax_w, self.ax_ex, self.ax_br = (fig.add_subplot(gs2[c]) for c in range(3))
             step_y = 1 - 0.08 / H
-            caption_y = step_y - (_lines(12) + 0.02) / H
+            caption_y = step_y - (line_height(style.pt(12)) / 72 + 0.02) / H
         else:
             gs = GridSpec(3, 3, figure=fig, height_ratios=[1.15, 0.9, 1.0], left=0.06, right=0.985, top=0.855,
                           bottom=0.06, hspace=0.75, wspace=0.25)

@@ -7,6 +7,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from . import style
+from .text import presenter
 
 
 class OutputPanel:
@@ -23,7 +24,7 @@ class OutputPanel:
         self.acc = ax_acc.imshow(self._acc, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest", aspect="auto")
         self.O = ax_O.imshow(replay.O_full * np.nan, cmap=cmap, vmin=-v, vmax=v, interpolation="nearest",
                              aspect="auto", extent=(0, tr.dv, tr.Nq, 0))
-        big = style.text_scale() > 1.0      # larger texts (presenter mode): a two-line title, fewer ticks
+        big = presenter()      # larger texts (presenter mode): a two-line title, fewer ticks
         ax_acc.set_title("O_i accumulator ÷ l_i" + ("\n" if big else " ") + "(on chip)", fontsize=style.pt(9))
         ax_acc.set_ylabel("row in block", fontsize=style.pt(8))
         ax_O.set_title("O: rows written to HBM", fontsize=style.pt(9))

@@ -8,6 +8,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..replay import sub
 from . import style
+from .text import presenter
 
 
 def _finite_range(arrays, default=(0.0, 1.0)):
@@ -47,7 +48,7 @@ class RowStatsPanel:
             ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
             ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         # larger texts (presenter mode): titles that would run over the neighbouring panels wrap
-        self.big = big = style.text_scale() > 1.0
+        self.big = big = presenter()
         ax_m.set_title("running max m" + ("\n" if big else "  ") + "(● after this block, ○ before)",
                        fontsize=style.pt(9))
         ax_l.set_title("running sum l", fontsize=style.pt(9))

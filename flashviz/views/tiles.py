@@ -9,6 +9,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from . import style
+from .text import presenter
 
 
 def place_strips(q_strip, k_strip, e, q_on: bool, k_on: bool) -> None:
@@ -69,7 +70,7 @@ class TilesPanel:
         cb.set_label("score S", fontsize=style.pt(7), labelpad=1)
         cb.ax.tick_params(labelsize=style.pt(7))
         # larger texts (presenter mode): fewer colour bar ticks, the y label and the title on two lines
-        self.big = big = style.text_scale() > 1.0
+        self.big = big = presenter()
         if big:
             cb.ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
