@@ -12,11 +12,11 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
+from .._checks import check_choice
 from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure
 from ..views.style import sci_html
-from .._checks import check_choice
 from .base import FrameWidget, check_int
 from .options import BLOCKS, check_blocks, tile_problem
 

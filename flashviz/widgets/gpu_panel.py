@@ -12,10 +12,9 @@ import html
 import ipywidgets as W
 
 from .. import _checks, gpu
+from ..gpu.results import recorded_label, recorded_rows, recorded_summary, teaching_figures  # noqa: F401 (re-exported)
 from ..gpu.teaching.limits import check_sizes
 from ..iomodel import flash_forward_io, standard_attention_io
-from ..gpu.results import recorded_label, recorded_rows, recorded_summary  # noqa: F401 (re-exported)
-from ..gpu.results import teaching_figures
 from ..views.style import fmt_bytes
 from . import registry
 from .base import check_bool, close_widget

@@ -18,8 +18,7 @@ from ..reference import attention
 from ..tiled import flash_forward
 from ..views.loop_order_view import LoopOrderFigure
 from .base import FrameWidget, check_bool, check_int
-from .options import (BLOCKS, HEAD_DIMS, MAX_TILES, check_blocks, check_tiled_inputs,  # noqa: F401
-                      tile_controls, tile_problem)
+from .options import BLOCKS, HEAD_DIMS, MAX_TILES, check_blocks, check_tiled_inputs, tile_controls, tile_problem  # noqa: F401
 
 #: Longest sequence: N = 512. Every frame redraws two tile grids and two runs are recorded
 #: (FA1 and FA2), so steps and drawing cost twice the tile explorer's.

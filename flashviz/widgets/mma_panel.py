@@ -24,9 +24,19 @@ import numpy as np
 from .. import _checks, gpu
 from ..gpu.results import IMPLS as RESULT_IMPLS
 from ..gpu.results import METHOD_NAMES, latest_results, mma_sweep, mma_table, recorded_label
-from ..gpu.tensorcore.limits import BENCH_N, DTYPES, MMA_BC, MMA_BR, MMA_D, VARIANTS, check_mma_launch, \
-    default_blocks, mma_blocks, mma_smem_bytes
-from ..gpu.tensorcore.limits import IMPL_NAMES as KEY   # variant -> prefix of its result keys
+from ..gpu.tensorcore.limits import (
+    BENCH_N,
+    DTYPES,
+    MMA_BC,
+    MMA_BR,
+    MMA_D,
+    VARIANTS,
+    check_mma_launch,
+    default_blocks,
+    mma_blocks,
+    mma_smem_bytes,
+)
+from ..gpu.tensorcore.limits import IMPL_NAMES as KEY  # variant -> prefix of its result keys
 from ..iomodel import flash_forward_io
 from ..views.style import fmt_bytes
 from . import registry
@@ -173,8 +183,8 @@ class TensorCorePanel(GPUJob):
         self.variant, self._smem_limit = None, None       # the live GPU's kernel and shared memory (bytes)
         if self.ok:
             try:
-                from ..gpu.tensorcore import kernel as mma
                 from ..gpu.common import device_smem_optin
+                from ..gpu.tensorcore import kernel as mma
                 self.variant, self._smem_limit = mma.device_variant(), device_smem_optin()
             except Exception as exc:
                 self.ok, self.reason = False, error_line(exc)

@@ -12,11 +12,11 @@ import math
 import ipywidgets as W
 import numpy as np
 
+from .._checks import check_choice
 from ..data import load_real_qkv
 from ..replay.online import BREAK_MODES
 from ..views.online_view import OnlineSoftmaxFigure
 from ..views.style import sci_html
-from .._checks import check_choice
 from .base import FrameWidget, check_int
 
 SOURCES = ("real", "random", "rising", "scores near 800")

@@ -21,7 +21,6 @@ from ..views.style import scaled_text
 from . import registry
 from .base import close_widget
 
-
 #: (figure name, recording labels, size scale, dpi, text scale) -> PNG bytes, kept per process
 _PNGS: dict = {}
 

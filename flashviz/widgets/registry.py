@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import weakref
 
-_live: "weakref.WeakValueDictionary[tuple, object]" = weakref.WeakValueDictionary()
+_live: weakref.WeakValueDictionary[tuple, object] = weakref.WeakValueDictionary()
 
 
 def caller_key(depth: int = 2) -> tuple:
