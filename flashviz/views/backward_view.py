@@ -32,10 +32,10 @@ from matplotlib.colors import PowerNorm
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
-from matplotlib.transforms import Bbox, TransformedBbox
 
 from ..replay.backward import NEVER, STEP_TEXT, BackwardReplay, BackwardState  # (BackwardReplay: re-exported)
 from . import style
+from .blit import BlittedView, RegionBlitter
 from .style import byte_unit, fmt_bytes, fmt_flops
 from .text import drawn_width, fit_lines, presenter
 from .tiles import place_strips
@@ -255,100 +255,7 @@ class _Meters:
                     [f"{fmt_flops(s.flops)}, recompute {fmt_flops(s.recompute_flops)}", fmt_flops(s.flops)])
 
 
-class RegionBlitter:
-    """Blitting by areas: redraw only the parts of the figure whose content changed.
-
-    ``regions``: {name: ((x0, y0, x1, y1) in figure fractions, slow artists, fast artists, cache)}:
-    areas that do not overlap. The static figure is rendered once (a full draw) and each area's
-    piece of it kept; an area's slow artists (big images) are composited onto that piece and
-    cached whenever their key changes; its fast artists are drawn on top whenever its key
-    changes; with ``cache`` the finished pixels are kept per key (for texts that take a few
-    values). Areas whose key did not change are left as they are. Text costs about 0.1 ms a
-    glyph to render, so a frame costs only what moved. Any full redraw (first display, resize,
-    ``static_bg = None``) refreshes every cache through draw_event. Animated artists are clipped
-    to their area, so an area never paints over another.
-    """
-
-    def __init__(self, fig, regions):
-        self.fig, self.canvas = fig, fig.canvas
-        self.regions = {}
-        for name, (frac, slow, fast, cache) in regions.items():
-            box = TransformedBbox(Bbox.from_extents(*frac), fig.transFigure)
-            for a in (*slow, *fast):
-                a.set_animated(True)
-                a.set_clip_box(box)
-                a.set_clip_on(True)
-            self.regions[name] = {"box": box, "slow": list(slow), "fast": list(fast), "cache": {} if cache else None,
-                                  "static": None, "base": None, "key": None}
-        self._static_ok = False
-        self._keys = {}
-        self._size = None
-        self._cid = self.canvas.mpl_connect("draw_event", self._on_draw)
-
-    @property
-    def static_bg(self):
-        """Truthy once the static figure is cached; set to None to force a full redraw."""
-        return self._static_ok or None
-
-    @static_bg.setter
-    def static_bg(self, value):
-        if value is None:
-            self._static_ok = False
-
-    def _on_draw(self, event):
-        if self.canvas.is_saving():          # savefig draws every artist itself; re-cache after it
-            self._static_ok = False
-            return
-        for r in self.regions.values():
-            r["static"] = self.canvas.copy_from_bbox(r["box"])
-            r["base"] = r["key"] = None
-            if r["cache"] is not None:
-                r["cache"].clear()
-        self._static_ok = True
-        self._draw_changed(self._keys)
-
-    def _draw_changed(self, keys) -> bool:
-        changed = False
-        for name, r in self.regions.items():
-            key = keys.get(name, (None, None))
-            if r["key"] == key and r["base"] is not None:
-                continue
-            changed = True
-            cache = r["cache"]
-            if cache is not None and key in cache:
-                self.canvas.restore_region(cache[key])
-                r["key"] = key
-                continue
-            if r["base"] is None or r["key"] is None or r["key"][0] != key[0]:
-                self.canvas.restore_region(r["static"])
-                for a in r["slow"]:
-                    self.fig.draw_artist(a)
-                r["base"] = self.canvas.copy_from_bbox(r["box"]) if r["slow"] else r["static"]
-            else:
-                self.canvas.restore_region(r["base"])
-            for a in r["fast"]:
-                self.fig.draw_artist(a)
-            if cache is not None and len(cache) < 64:
-                cache[key] = self.canvas.copy_from_bbox(r["box"])
-            r["key"] = key
-        return changed
-
-    def update(self, keys):
-        """Render the areas whose (slow key, fast key) changed since they were last drawn."""
-        self._keys = keys
-        size = self.canvas.get_width_height()
-        if not self._static_ok or self._size != size:
-            self._size = size
-            self.canvas.draw()                 # fires draw_event: caches the static pieces, draws every area
-        elif not self._draw_changed(keys):
-            return
-        self.canvas.blit(self.fig.bbox)
-
-    def disconnect(self):
-        self.canvas.mpl_disconnect(self._cid)
-
-
-class BackwardFigure:
+class BackwardFigure(BlittedView):
     """The backward explainer's figure, built on ``fig`` (cleared first) for one backward trace.
 
     caption: text under the step line (inputs, configuration, the gradient check).
@@ -494,7 +401,7 @@ class BackwardFigure:
                 regions[name + " title"] = ((x0, b.y1 + 3 * py, x1, b.y1 + strip), [], [panel.title], True)
         return regions
 
-    def _region_keys(self, s: BackwardState):
+    def blit_key(self, s: BackwardState):
         """Per area, (slow key, fast key): an area is redrawn only when its key changes."""
         e = s.event
         txt = lambda t: (t.get_text(), t.get_color(), t.get_weight())  # noqa: E731
@@ -512,18 +419,9 @@ class BackwardFigure:
             keys[name + " title"] = (None, txt(getattr(self, name).title))
         return keys
 
-    def enable_blitting(self):
-        """Render later frames by blitting only the areas that change (call once the figure has its canvas)."""
-        self.blitter = RegionBlitter(self.fig, self._regions())
-
-    def render(self, k: int):
-        """Update to frame k and render it (blitting when enabled)."""
-        s = self.draw_frame(k)
-        if self.blitter is not None:
-            self.blitter.update(self._region_keys(s))
-        else:
-            self.fig.canvas.draw_idle()
-        return s
+    def make_blitter(self):
+        """Blit only the areas that change (``enable_blitting`` installs it)."""
+        return RegionBlitter(self.fig, self._regions())
 
     def draw_frame(self, k: int) -> BackwardState:
         """Update all artists to frame k (does not render; the caller draws the canvas)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.gridspec import GridSpec
 
 from . import style
-from .blit import Blitter
+from .blit import BlittedView, Blitter
 from .meters import MetersPanel
 from .output import OutputPanel
 from .rowstats import RowStatsPanel
@@ -53,7 +53,7 @@ def _presenter_layout(fig, caption_lines: int, digits: int = 3):
     return cells, 1 - caption_top / H
 
 
-class ExplorerFigure:
+class ExplorerFigure(BlittedView):
     """Builds all panels on ``fig`` (cleared first) for one Replay.
 
     caption: a line shown under the step text (inputs, configuration, error).
@@ -98,26 +98,18 @@ class ExplorerFigure:
         fast = [t.band, t.q_strip, t.k_strip, t.tile, t.title, r.m_old, r.m, r.l, r.bars, r.fired, m.bar, m.label, self.step]
         return slow, fast
 
-    def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = Blitter(self.fig, *self.animated_artists())
-
-    def render(self, k: int):
-        """Update to frame k and render it to the canvas (blitting when enabled)."""
-        s = self.draw_frame(k)
-        if self.blitter is not None:
-            self.blitter.update(self._slow_key(s))
-        else:
-            self.fig.canvas.draw_idle()
-        return s
+    def make_blitter(self):
+        """Two layers: the images (slow) under everything else that moves (fast)."""
+        return Blitter(self.fig, *self.animated_artists())
 
     @property
     def n_frames(self) -> int:
         return self.replay.n_frames
 
     @staticmethod
-    def _slow_key(s):
-        """Changes exactly when an image's content changes (tiles computed, rows written, accumulator)."""
+    def blit_key(s):
+        """The slow layer's key: changes exactly when an image's content changes (tiles computed,
+        rows written, accumulator)."""
         return (s.tiles_done, s.writes_done, id(s.O_acc), id(s.O_acc_l))
 
     def draw_frame(self, k: int):

@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..replay.online import BREAK_MODES, OnlineFrame, OnlineRun, softmax64  # noqa: F401 (re-exported)
 from . import style
-from .blit import Blitter
+from .blit import BlittedView, Blitter
 from .style import fmt_number
 from .text import line_height, presenter
 
@@ -62,18 +62,6 @@ def _broken_is_wrong(f) -> bool:
                                            and abs(f.sum_broken - 1) < 1e-4)
 
 
-class _Blitter(Blitter):
-    """Blitter that leaves a savefig alone: when saving, axes draw their animated artists
-    themselves (the cache refresh would draw them twice) but the figure skips its own, so only
-    those (the step text) are added here."""
-
-    def _on_draw(self, event):
-        if self.canvas.is_saving():
-            self._draw([a for a in self.fast if a.axes is None])
-        else:
-            super()._on_draw(event)
-
-
 class Bars:
     """Bars as one PolyCollection (hundreds of bars redraw fast): heights and colours per frame."""
 
@@ -92,7 +80,7 @@ class Bars:
             self.coll.set_facecolor(to_rgba_array(colors))
 
 
-class OnlineSoftmaxFigure:
+class OnlineSoftmaxFigure(BlittedView):
     """Draws an OnlineRun on ``fig`` (cleared first). caption: a line under the step text.
 
     Build it inside ``style.scaled_text(scale)``: every text size goes through ``style.pt``. At a
@@ -168,9 +156,9 @@ class OnlineSoftmaxFigure:
             arts += [bars.coll, ref, bad, title, note]
         return arts
 
-    def enable_blitting(self):
-        """Render later frames by blitting (call once the figure has its canvas)."""
-        self.blitter = _Blitter(self.fig, [], self.animated_artists())
+    def make_blitter(self):
+        """One fast layer; a savefig keeps the caches and gets the step text (a figure text) here."""
+        return Blitter(self.fig, [], self.animated_artists(), figure_artists_on_save=True)
 
     def render(self, k: int) -> OnlineFrame:
         """Update to frame k and render it (blitting; a full redraw only when a y range changes)."""
