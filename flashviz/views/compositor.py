@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .protocol import FrameView, LayeredFrameView
+
 __all__ = ["Compositor", "TextCache", "all_drawn", "overlap_groups", "kept", "same"]
 
 
@@ -267,7 +269,8 @@ class TextCache:
 
 
 class Compositor:
-    """Renders frames of ``view`` like its Blitter does, on ``fig``'s own (Agg) canvas.
+    """Renders frames of ``view`` (a ``views.protocol.FrameView``) like its blitter does, on
+    ``fig``'s own (Agg) canvas: layer by layer for a ``LayeredFrameView``, else a full draw a frame.
 
     Pixel for pixel the widget's picture: the same static background, the same slow and fast
     layers drawn in the same order. Two caches, both exact. The slow layer is kept from the last
@@ -277,17 +280,17 @@ class Compositor:
     for bit with the last frame. The fast layer's texts come from a TextCache.
     """
 
-    def __init__(self, view):
+    def __init__(self, view: FrameView):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.text import Text
 
         self.view, self.fig = view, view.fig
-        old = getattr(view, "blitter", None)
+        old = getattr(view, "blitter", None)    # any view's, protocol or not: draw events are the figure's
         if old is not None:
             old.disconnect()           # its draw_event hook belongs to the live canvas
         self.canvas = FigureCanvasAgg(self.fig)
         self.fig.stale_callback = None  # pyplot's interactive auto-draw: never a full redraw per change
-        layers = view.animated_artists() if hasattr(view, "animated_artists") else None
+        layers = view.animated_artists() if isinstance(view, LayeredFrameView) else None
         if layers is None:
             self.slow, self.fast = None, None
         elif len(layers) == 2 and all(isinstance(x, (list, tuple)) for x in layers):

@@ -1,6 +1,8 @@
 """Export a view for slides: one frame as PNG, or the whole run as GIF (MP4 with ffmpeg).
 
-Works with any view object that has ``fig``, ``n_frames`` and ``draw_frame(k)``.
+Takes any ``views.protocol.FrameView`` (``fig``, ``n_frames``, ``draw_frame(k)``); a
+``LayeredFrameView`` (also ``animated_artists()``) is rendered layer by layer, as below, any
+other view with a full draw per frame.
 
 Animations are rendered the way the widget shows them — through the view's blitting layers
 (``animated_artists()``: a static background, then the slow layer, then the fast one) — onto a
@@ -37,6 +39,7 @@ import numpy as np
 
 from .. import _checks
 from . import compositor, gif
+from .protocol import BlittedFrameView, FrameView
 
 __all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancelled", "output_path"]
 
@@ -70,8 +73,8 @@ def output_path(path, suffixes) -> Path:
     return _checks.check_output_path(path, suffixes)
 
 
-def save_frame_png(view, k: int, path, *, dpi=None) -> Path:
-    """Draw frame k of ``view`` and save it as a PNG file at ``path`` (returned as a Path).
+def save_frame_png(view: FrameView, k: int, path, *, dpi=None) -> Path:
+    """Draw frame k of ``view`` (a FrameView) and save it as a PNG file at ``path`` (returned as a Path).
 
     Raises ValueError for a frame index outside 0..n_frames-1, and (before drawing) the errors
     of ``output_path`` for a path that is not a writable .png file.
@@ -155,7 +158,7 @@ class AnimationExport:
     on the view's own figure (its canvas is swapped for an Agg one and restored afterwards).
     """
 
-    def __init__(self, view, path, *, frames=None, fps: float = 8, dpi=None, progress=None, parallel=None):
+    def __init__(self, view: FrameView, path, *, frames=None, fps: float = 8, dpi=None, progress=None, parallel=None):
         from matplotlib import animation
 
         self.path = output_path(path, (".gif", ".mp4"))
@@ -244,9 +247,8 @@ class AnimationExport:
         finally:
             fig.set_canvas(old_canvas)
             fig.stale_callback = old_cb
-            blit = getattr(self.view, "enable_blitting", None)
-            if getattr(self.view, "blitter", None) is not None and blit is not None:
-                blit()                   # a fresh Blitter on the live canvas (the old one was disconnected)
+            if isinstance(self.view, BlittedFrameView) and self.view.blitter is not None:
+                self.view.enable_blitting()   # a fresh blitter on the live canvas (the old one was disconnected)
         if self._stop.is_set():
             raise ExportCancelled("export stopped")
         yield from out
@@ -327,7 +329,7 @@ class AnimationExport:
                 proc.wait()
 
 
-def save_animation(view, path, *, frames=None, fps: float = 8, dpi=None, progress=None, parallel=None) -> Path:
+def save_animation(view: FrameView, path, *, frames=None, fps: float = 8, dpi=None, progress=None, parallel=None) -> Path:
     """Render ``frames`` (default: all) of ``view`` to ``path``: .gif (Pillow) or .mp4 (ffmpeg).
 
     Every frame is what the widget shows for that step (its blitted layers). fps: frames per

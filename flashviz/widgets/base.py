@@ -4,9 +4,10 @@ A figure (ipympl canvas in Jupyter; static PNG frames where ipympl cannot render
 step / speed transport, export buttons (frame → PNG, run → GIF), a status line, close()
 that frees the figure and every control, and replacement on re-run (the registry).
 
-A subclass supplies its configuration controls and ``_make_view()``, returning a view with
-``n_frames``, ``draw_frame(k)`` (update artists, return the frame's state) and optionally
-``render(k)`` (draw + blit) — see flashviz.views. Frames are drawn by widget events only.
+A subclass supplies its configuration controls and ``_make_view()``, returning a
+``views.protocol.FrameView`` (``fig``, ``n_frames``, ``draw_frame(k)``: update artists, return
+the frame's state), best a ``BlittedFrameView`` (also ``blitter`` and ``render(k)``: draw +
+blit). Frames are drawn by widget events only.
 The view is built inside ``views.style.scaled_text(text_scale)``: the widget's ``text_scale``
 keyword (0.5–2.5, default 1) multiplies every text size of its figure.
 """
@@ -25,6 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import _checks
+from ..views.protocol import BlittedFrameView
 from ..views.style import scaled_text
 from . import registry
 
@@ -306,7 +308,7 @@ class FrameWidget:
         job = getattr(self, "_export_job", None)
         if job is not None:
             job.cancel()
-        blitter = getattr(self._view, "blitter", None)
+        blitter = self._blitter()
         if blitter is not None:
             blitter.disconnect()
         toolbar = getattr(self.fig.canvas, "toolbar", None)
@@ -362,7 +364,7 @@ class FrameWidget:
         if problem:
             self.status.value = f"<span style='color:#d62728'>⚠ {problem} Showing the previous run.</span>"
             return
-        old = getattr(self._view, "blitter", None)
+        old = self._blitter()
         if old is not None:
             old.disconnect()
         with scaled_text(self._text_scale):
@@ -381,9 +383,8 @@ class FrameWidget:
         if self._closed or self._view is None:
             return
         k = int(np.clip(k, 0, self.n_frames - 1))
-        render = getattr(self._view, "render", None)
-        if render is not None:
-            self.state = render(k)
+        if isinstance(self._view, BlittedFrameView):
+            self.state = self._view.render(k)
         else:
             self.state = self._view.draw_frame(k)
             self.fig.canvas.draw_idle()
@@ -392,8 +393,12 @@ class FrameWidget:
             self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
             self._canvas_widget.value = buf.getvalue()
 
+    def _blitter(self):
+        """The view's blitter (views.blit), or None (no view, a view that does not blit, or not yet enabled)."""
+        return self._view.blitter if isinstance(self._view, BlittedFrameView) else None
+
     def _redraw_current(self):
-        blitter = getattr(self._view, "blitter", None)
+        blitter = self._blitter()
         if blitter is not None:
             blitter.static_bg = None     # force a full redraw of the live canvas
         self._render(self.frame.value)
