@@ -76,3 +76,14 @@ def test_objects_without_the_members_are_not_views():
         fig, n_frames = None, 1
 
     assert not isinstance(NoDraw(), FrameView)
+
+
+def test_no_views_module_is_over_500_lines():
+    """Issue #11: a newcomer reads a view module in one sitting; split one by job when it grows."""
+    from pathlib import Path
+
+    import flashviz.views
+
+    long = {p.name: n for p in Path(flashviz.views.__file__).parent.glob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
