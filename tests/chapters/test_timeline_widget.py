@@ -1,0 +1,309 @@
+"""TimelineExplorer (issue 12): a recorded GPU run drawn from its timeline, checked against the data.
+
+Every number the figure shows is recomputed here from the Timeline's records by a plain loop
+(not by the view's code): the tiles in flight, the SMs busy, the achieved TFLOP/s, the tail.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import matplotlib
+import numpy as np
+import pytest
+from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
+from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
+
+import flashviz as fv
+from flashviz.gpu.timeline import Timeline, latest_timeline, recorded_timelines
+from flashviz.views.timeline_view import N_FRAMES
+from flashviz.widgets.timeline import TimelineExplorer
+
+matplotlib.use("Agg")
+
+RECORDED = recorded_timelines()
+CASES = [("wgmma", False), ("wgmma", True), ("teaching", False), ("teaching", True)]
+
+
+@pytest.fixture
+def causal_wgmma():
+    w = TimelineExplorer(kernel="wgmma", causal=True, key="test-timeline-causal")
+    yield w
+    w.close()
+
+
+def test_recorded_timelines_are_there():
+    kinds = {(r["kernel"], r["causal"], r["d"]) for r in RECORDED}
+    assert {(k, c, d) for k in ("wgmma", "teaching") for c in (False, True) for d in (64, 128)} <= kinds
+
+
+@pytest.mark.parametrize("rec", RECORDED, ids=[r["file"].name.split(".")[0] for r in RECORDED])
+def test_opens_from_each_recorded_timeline(rec):
+    tl = Timeline.load(rec["file"])
+    w = TimelineExplorer(tl, key=("test-timeline-open", rec["file"].name))
+    try:
+        assert w.timeline is tl
+        assert (w.kernel.value, w.causal.value, w.d.value) == (tl.kernel, tl.causal, tl.d)
+        assert w.n_frames == N_FRAMES == w.frame.max + 1
+        assert len(w._view.bars.get_paths()) == len(tl.blocks)      # one bar per thread block
+        for k in (0, w.n_frames // 2, w.n_frames - 1):
+            s = w.show_frame(k)
+            assert s.k == k and w.frame.value == k
+            assert s.busy == int(tl.busy_sms([s.now_ns])[0])
+        assert "recorded on the NVIDIA H200" in w.status.value
+    finally:
+        w.close()
+
+
+def test_frames_cut_the_run_in_equal_slices(causal_wgmma):
+    w = causal_wgmma
+    tl, v = w.timeline, w._view
+    t0, t1 = tl.blocks["t0_ns"].min(), tl.blocks["t1_ns"].max()
+    step = (t1 - t0) / w.n_frames
+    assert np.allclose(v.now_ns, t0 + step * (np.arange(w.n_frames) + 0.5))
+    assert [w.show_frame(k).now_ns for k in (0, 7)] == [pytest.approx(t0 + step / 2), pytest.approx(t0 + 7.5 * step)]
+
+
+def test_show_frame_bounds_and_types(causal_wgmma):
+    w = causal_wgmma
+    for bad in (1.0, "3", None, True):
+        with pytest.raises(TypeError, match="integer frame index") as e:
+            w.show_frame(bad)
+        assert "\n" not in str(e.value)
+    for bad in (-1, w.n_frames, 10**6):
+        with pytest.raises(IndexError, match="out of range") as e:
+            w.show_frame(bad)
+        assert "\n" not in str(e.value)
+    assert w.show_frame(np.int64(3)).k == 3
+
+
+def _in_flight_by_loop(tl, now):
+    Tc = int(tl.tiles["j"].max()) + 1
+    count = np.zeros((tl.grid[0], Tc), int)
+    done = np.zeros((tl.grid[0], Tc), int)
+    for i, j, a, b in zip(tl.tiles["i"].tolist(), tl.tiles["j"].tolist(), tl.tiles["t0_ns"].tolist(),
+                          tl.tiles["t1_ns"].tolist()):
+        if a <= now < b:
+            count[i, j] += 1
+        if b <= now:
+            done[i, j] += 1
+    return count, done
+
+
+@pytest.mark.parametrize("kernel,causal", CASES)
+def test_lit_tiles_are_the_tiles_in_flight(kernel, causal):
+    w = TimelineExplorer(kernel=kernel, causal=causal, key="test-timeline-tiles")
+    try:
+        tl = w.timeline
+        for k in (3, 61, w.n_frames - 4):
+            s = w.show_frame(k)
+            count, done = _in_flight_by_loop(tl, s.now_ns)
+            assert count.sum() > 0
+            assert np.array_equal(s.in_flight, count)
+            assert np.array_equal(s.done, done)
+            lit = ~np.ma.getmaskarray(np.ma.masked_invalid(w._view.fly_img.get_array()))
+            assert np.array_equal(lit, count > 0)                          # drawn: exactly those tiles
+            shown = [t.get_text() for t in w._view.values]
+            assert shown[2] == f"{count.sum():,}"
+            assert shown[3] == f"{done.sum():,} / {len(tl.tiles):,}"
+    finally:
+        w.close()
+
+
+def test_sms_busy_equals_the_blocks_running(causal_wgmma):
+    w = causal_wgmma
+    tl = w.timeline
+    for k in (0, 40, 80, 100, w.n_frames - 1):
+        s = w.show_frame(k)
+        busy = {int(b["sm"]) for b in tl.blocks if b["t0_ns"] <= s.now_ns < b["t1_ns"]}
+        assert s.busy == len(busy) == int(tl.busy_sms(s.now_ns)[0])
+        assert w._view.values[1].get_text() == f"{len(busy)} / {tl.sm_count}"
+    assert w.show_frame(w.n_frames - 1).busy < tl.sm_count // 4          # the causal tail: few SMs left
+
+
+def test_achieved_tflops_in_the_slice(causal_wgmma):
+    w = causal_wgmma
+    tl, v = w.timeline, w._view
+    t = tl.tiles
+    for k in (1, 50, 90):
+        s = w.show_frame(k)
+        lo, hi = s.now_ns - v.slice_ns / 2, s.now_ns + v.slice_ns / 2
+        flops = sum(4.0 * tl.Br * tl.Bc * tl.d for a in t["t1_ns"].tolist() if lo <= a < hi)   # N is a multiple
+        assert s.tflops == pytest.approx(flops / (v.slice_ns * 1e-9) / 1e12, rel=1e-9)
+        assert w._view.values[4].get_text() == f"{s.tflops:,.0f}"
+    # over the whole run: the FLOPs of every tile are the causal FLOPs of the IO model
+    from flashviz.iomodel import flash_forward_io
+
+    io = flash_forward_io(tl.N, tl.N, tl.d, Br=tl.Br, Bc=tl.Bc, causal=True)
+    assert v.flops.sum() == io.flops * tl.grid[1] * tl.grid[2]
+
+
+@pytest.mark.parametrize("kernel,causal", CASES)
+def test_tail_share(kernel, causal):
+    tl = latest_timeline(kernel, causal=causal)
+    last = {}
+    for b in tl.blocks:
+        last[int(b["sm"])] = max(last.get(int(b["sm"]), -np.inf), float(b["t1_ns"]))
+    start, end = float(tl.blocks["t0_ns"].min()), float(tl.blocks["t1_ns"].max())
+    tail = (end - min(last.values())) / (end - start)
+    w = TimelineExplorer(tl, key="test-timeline-tail")
+    try:
+        assert w._view.tail == pytest.approx(tail)
+        texts = [t.get_text() for t in w.fig.texts]
+        assert f"{100 * tail:.1f} % of the run" in texts
+    finally:
+        w.close()
+    if causal and kernel == "wgmma":
+        assert tail > 0.15            # the long rows finish last: the causal imbalance
+
+
+def test_zoomed_block_and_its_steps(causal_wgmma):
+    w = causal_wgmma
+    tl, v = w.timeline, w._view
+    for k in (10, 60):
+        s = w.show_frame(k)
+        blk = tl.blocks[tl.blocks["cta"] == s.block][0]
+        assert s.block in tl.detail_ctas and s.block_running
+        assert blk["t0_ns"] <= s.now_ns < blk["t1_ns"]
+        ev = tl.events[tl.events["cta"] == s.block]
+        near = ((ev["t1_ns"] >= s.now_ns - v.window_ns) & (ev["t0_ns"] <= s.now_ns + v.window_ns)).sum()
+        assert len(v.zoom_bars.get_paths()) == near > 0
+    chosen = tl.detail_ctas[3]
+    w.block.value = chosen
+    try:
+        s = w.show_frame(5)
+        assert s.block == chosen and f"block {chosen} " in v.zoom_title.get_text()
+    finally:
+        w.block.value = None
+
+
+def test_controls_switch_the_recorded_run():
+    w = TimelineExplorer(key="test-timeline-controls")
+    try:
+        assert (w.timeline.kernel, w.timeline.causal, w.timeline.d) == ("wgmma", False, 64)
+        w.kernel.value = "teaching"
+        assert w.timeline.kernel == "teaching" and w.frame.value == 0
+        w.causal.value = True
+        assert w.timeline.causal and w.timeline.kernel == "teaching"
+        w.d.value = 128
+        assert w.timeline.d == 128
+        assert list(w.d.options) == [64, 128]
+        opts = [v for _, v in w.block.options]
+        assert opts[0] is None and opts[1:] == list(w.timeline.detail_ctas)
+        w.show_frame(w.n_frames - 1)
+    finally:
+        w.close()
+
+
+def test_bad_arguments_give_one_line_errors():
+    cases = [
+        (dict(timeline="timeline.json"), TypeError, "flashviz.gpu.Timeline"),
+        (dict(kernel="fa3"), ValueError, "kernel"),
+        (dict(kernel=1), TypeError, "kernel"),
+        (dict(causal="yes"), TypeError, "causal"),
+        (dict(d=96), ValueError, "d must be one of 64, 128"),
+        (dict(block=-7), ValueError, "block"),
+        (dict(canvas="svg"), ValueError, "canvas"),
+        (dict(text_scale=9), ValueError, "text_scale"),
+    ]
+    for kw, exc, words in cases:
+        with pytest.raises(exc) as e:
+            TimelineExplorer(**kw, key="test-timeline-bad")
+        assert words in str(e.value) and "\n" not in str(e.value), (kw, str(e.value))
+
+
+def test_exported_at_the_top():
+    assert fv.TimelineExplorer is TimelineExplorer
+
+
+def test_save_png(tmp_path, causal_wgmma):
+    from PIL import Image
+
+    w = causal_wgmma
+    w.show_frame(9)
+    png = w.save_png(tmp_path / "f.png", 100)
+    im = Image.open(png)
+    assert im.size == (int(w.fig.bbox.width), int(w.fig.bbox.height))
+    assert w.state.k == 9                            # the live figure is back at its frame
+    a = np.asarray(Image.open(w.save_png(tmp_path / "g.png", 20)).convert("RGB"))
+    assert (a != np.asarray(im.convert("RGB"))).any()
+    with pytest.raises(ValueError):
+        w.save_png(tmp_path / "f.png", w.n_frames)
+
+
+def test_frame_time_budget():
+    """The issue's budget: at most 50 ms a frame on the 2-core box with 132 SM lanes (measured
+    about 20-35 ms median with another busy process). Every frame of the largest recorded run
+    (the teaching kernel, d = 64: 2,048 blocks, 131,072 tiles, 8 warps zoomed); the wall-clock
+    bound grows with the load average above 2 (the box's cores), the CPU-time bound does not."""
+    tl = latest_timeline("teaching", causal=False, d=64)
+    w = TimelineExplorer(tl, key="test-timeline-speed")
+    try:
+        assert len(w._view.bars.get_paths()) == 2048 and len(tl.tiles) == 131072
+        w.show_frame(0)
+        wall, cpu = [], []
+        load = os.getloadavg()[0]
+        for k in range(1, w.n_frames):
+            t, c = time.perf_counter(), time.process_time()
+            w.show_frame(k)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        seen = (f"median {1e3 * np.median(wall):.1f} ms wall, {1e3 * np.median(cpu):.1f} ms CPU, load average "
+                f"{load:.2f}")
+        assert np.median(cpu) <= 0.050, seen
+        assert np.median(wall) <= 0.050 * max(1.0, load / 2), seen
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+@pytest.mark.parametrize("kernel,causal", CASES)
+def test_no_text_overlap(kernel, causal, scale):
+    w = TimelineExplorer(kernel=kernel, causal=causal, text_scale=scale, key="test-timeline-overlap")
+    try:
+        found = []
+        for k in (0, 30, 60, 90, 110, w.n_frames - 1):
+            w.show_frame(k)
+            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+        assert not found, "\n".join(dict.fromkeys(found))
+        if scale > 1:
+            small = {t.get_text()[:30]: t.get_fontsize() for t, _ in visible_texts(w.fig, w.fig.canvas.get_renderer())
+                     if t.get_fontsize() < PRESENTER_MIN_PT - 1e-6}
+            assert not small, small
+    finally:
+        w.close()
+
+
+def test_no_figure_leak_and_close_is_idempotent():
+    assert_recreating_leaks_no_figure(lambda: TimelineExplorer(kernel="wgmma", causal=True))
+
+
+def test_close_closes_every_comm():
+    assert_close_frees_every_comm(lambda: TimelineExplorer(kernel="wgmma", causal=True, key="tl-comms"),
+                                  at_least=15)
+
+
+def test_closed_widget_refuses_to_draw():
+    w = TimelineExplorer(kernel="wgmma", causal=True, key="test-timeline-closed")
+    w.close()
+    with pytest.raises(ValueError, match="closed"):
+        w.show_frame(0)
+
+
+def test_save_gif_draws_both_layers(tmp_path, causal_wgmma):
+    """The export draws the slow layer (the zoomed block's outline and title) and the fast one."""
+    from PIL import Image
+
+    w = causal_wgmma
+    gif = w.save_gif(tmp_path / "run.gif", frames=[10, 60], fps=4)
+    im = Image.open(gif)
+    assert im.n_frames == 2
+    frames = []
+    for n in range(2):
+        im.seek(n)
+        frames.append(np.asarray(im.convert("RGB")).astype(int))
+    png = np.asarray(Image.open(w.save_png(tmp_path / "f.png", 60)).convert("RGB")).astype(int)
+    assert (frames[0] != frames[1]).any()
+    # the GIF's palette rounds colours: the frame matches the PNG of the same frame closely
+    assert np.mean(np.abs(frames[1] - png) > 40) < 0.01
