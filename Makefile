@@ -11,7 +11,7 @@ PRESENT_PORT ?= 8866
 NOTEBOOK := 00_start_here.ipynb
 LESSONS  := lessons
 
-.PHONY: lab test setup ptx bench present clean lessons-reset
+.PHONY: lab test lint setup ptx bench present clean lessons-reset
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,11 +40,15 @@ lab: $(STAMP)
 lessons-reset: $(STAMP)
 	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks --reset
 
-## Compile every CUDA kernel to PTX (when nvcc is present), then run every test.
+## Lint (ruff: pyflakes, pycodestyle, import order, bugbear; [tool.ruff] in pyproject.toml), compile
+## every CUDA kernel to PTX (when nvcc is present), then run every test.
 ## -DFLASHVIZ_PTX_CHECK makes each .cu instantiate its templates, so their bodies really compile;
 ## a kernel that uses Hopper's wgmma is compiled for the arch-specific target compute_90a.
-test: $(STAMP) ptx
+test: $(STAMP) lint ptx
 	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 ptx:
 	@if command -v nvcc >/dev/null 2>&1; then \

@@ -199,7 +199,7 @@ class CausalFigure(BlittedView):
             n = -off
             ax.add_patch(Rectangle((0, 0), tr.Nk, n, facecolor="none", edgecolor=NO_KEY, hatch="xx", lw=0, alpha=0.6,
                                    zorder=1.6))
-            rows = f"row 0" if n == 1 else f"rows 0–{n - 1}"
+            rows = "row 0" if n == 1 else f"rows 0–{n - 1}"
             ax.text(0.5 * tr.Nk, min(n / 2, 0.5 * tr.Nq), f"{rows} see no key:\nO = 0, lse = −inf", color=NO_KEY,
                     ha="center", va="center", fontsize=style.pt(8.5), weight="bold", zorder=4,
                     bbox=dict(facecolor="w", edgecolor=NO_KEY, alpha=0.9, boxstyle="round,pad=0.25"))
@@ -234,7 +234,7 @@ class CausalFigure(BlittedView):
         c = self.counts
         rows = [("FLOPs", "flops", fmt_count), ("HBM bytes (FA2)", "hbm_bytes", fmt_bytes)]
         self.fill = {}
-        for n, (label, key, fmt) in enumerate(rows):
+        for n, (_label, key, fmt) in enumerate(rows):
             y = 3.2 - 2.2 * n
             full, causal = c[key]["non-causal"], c[key]["causal"]
             ax.barh(y, 100, height=0.8, color="0.6")
