@@ -355,7 +355,7 @@ class TimelineFigure(BlittedView):
         ax.set_ylabel("query block i", fontsize=pt(8.5), labelpad=2)
         heads = f"{self.tl.grid[1]} heads" + (f" × {self.tl.grid[2]} batches" if self.tl.grid[2] > 1 else "")
         ax.set_title(f"tiles (i, j) now, over the {heads}:" + ("\n" if two_lines else " ")
-                     + "red: in flight, blue: done", fontsize=pt(9), pad=3)
+                     + "orange–red: in flight, blue: done", fontsize=pt(9), pad=3)
 
     # ------------------------------------------------------------------ frames
     def _zoom_block(self, now: float):
