@@ -19,6 +19,7 @@ WIDGETS = {
     "CausalExplorer": {},
     "BackwardExplorer": {},
     "BlockSizeExplorer": {},
+    "TimelineExplorer": {},
 }
 NOT_LAYERED = {"BackwardExplorer"}        # RegionBlitter: areas, not layers
 
