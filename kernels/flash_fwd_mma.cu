@@ -422,6 +422,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     cp_async_wait<0>();
     FV_DECL32(t_w0);
     FV_NOW32(t_w0);
+    FV_WRITER_BLOCK({ if (Tc == 0) FV_ROW(-1)[FV_STAGE_LOAD_Q] = FV_PACK(t_q, t_w0); })  // no key: Q_i landed here
 
     // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log), written
     // to HBM once. l_i: sum the 4 lanes of a row.

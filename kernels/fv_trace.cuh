@@ -124,6 +124,6 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW32(var)
 #define FV_SET(dst, src)
 #define FV_EVENT32(j, stage, t0, t1)
-#define FV_WRITER_BLOCK(body)
+#define FV_WRITER_BLOCK(body) ((void)0);   // a whole statement: never guard what follows it
 
 #endif

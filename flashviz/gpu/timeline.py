@@ -7,7 +7,7 @@ warpgroup (tensor-core kernels) or warp (teaching kernel) the start and end of e
 named with the project's one vocabulary (``flashviz.steps``), on the SM's cycle counter
 (``%clock64``, converted to ns with the block's own globaltimer / clock ratio).
 
-``Timeline`` holds the result as two NumPy record arrays:
+``Timeline`` holds the result as three NumPy record arrays:
 
 * ``blocks``: one row per CTA — ``cta, sm, i, h, b, n_j, t0_ns, t1_ns`` (i: query block; h:
   head; b: batch; n_j: key tiles it visited; times in ns from the first block's start);

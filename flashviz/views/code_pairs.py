@@ -94,14 +94,13 @@ def without_timeline_hooks(lines: list[str]) -> list[str]:
     comment lines right above them, so a code pair shows the algorithm; the line numbers shown
     stay the file's."""
     keep = [not _HOOK.match(ln) for ln in lines]
-    inside = None                                      # FV_WRITER_BLOCK({ ... }): the writer's stores
-    for k, ln in enumerate(lines):
-        if inside is None and ln.lstrip().startswith("FV_WRITER_BLOCK("):
-            inside = len(ln) - len(ln.lstrip())
-        if inside is not None:
-            keep[k] = False
-            if ln.strip().startswith("})") and len(ln) - len(ln.lstrip()) == inside:
-                inside = None
+    depth = 0                                          # FV_WRITER_BLOCK({ ... }): the writer's stores,
+    for k, ln in enumerate(lines):                     # one line or many, to its closing parenthesis
+        if depth == 0 and not ln.lstrip().startswith("FV_WRITER_BLOCK("):
+            continue
+        keep[k] = False
+        code = ln.split("//", 1)[0]
+        depth += code.count("(") - code.count(")")
     for k in range(len(lines) - 2, -1, -1):            # a comment that only introduces hooks goes too
         c = lines[k].lstrip()
         if c.startswith("//") and not c.startswith("// [") and not keep[k + 1] and _HOOK.match(lines[k + 1]):

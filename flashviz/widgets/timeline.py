@@ -55,6 +55,8 @@ class TimelineExplorer(FrameWidget):
         causal = check_bool(causal, "causal")
         if timeline is not None:
             kernel, causal, d = timeline.kernel, bool(timeline.causal), timeline.d
+            if timeline.detail_ctas is None:     # a live trace has every block's steps: zoom on a sample
+                timeline = timeline.sampled(16)
         dims = recorded_head_dims(kernel, causal)
         if timeline is None:
             if not dims:

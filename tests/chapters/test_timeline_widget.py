@@ -307,3 +307,22 @@ def test_save_gif_draws_both_layers(tmp_path, causal_wgmma):
     assert (frames[0] != frames[1]).any()
     # the GIF's palette rounds colours: the frame matches the PNG of the same frame closely
     assert np.mean(np.abs(frames[1] - png) > 40) < 0.01
+
+
+def test_a_live_trace_with_every_blocks_steps_is_sampled_for_the_zoom():
+    """trace_kernel returns every block's steps (detail_ctas None): the explorer zooms on 16 of
+    them, as the recorded files do, and offers those in its block control."""
+    import dataclasses
+
+    from flashviz.gpu import latest_timeline
+    from flashviz.widgets.timeline import TimelineExplorer
+
+    rec = latest_timeline("wgmma", causal=True)
+    live = dataclasses.replace(rec, detail_ctas=None)      # as a live trace comes back (here: fewer events)
+    w = TimelineExplorer(live, canvas="auto", key="live-sampled")
+    try:
+        offered = [v for _, v in w.block.options if v is not None]
+        assert len(offered) == 16 and set(offered) <= set(rec.blocks["cta"].tolist())
+        w.show_frame(w.n_frames // 2)
+    finally:
+        w.close()

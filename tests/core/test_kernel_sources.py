@@ -82,3 +82,39 @@ def test_pasted_source_compiles_to_the_same_cubin(tmp_path):
                         str(src)], check=True, capture_output=True, timeout=600)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+INSTANCE = {  # one instantiation per kernel, appended to the text under test
+    "flash_fwd.cu": "template __global__ void flash_fwd<64, 64, 64>(const float*, const float*, const float*, "
+                    "float*, float*, int, int, float, int);",
+    "flash_fwd_mma.cu": "template __global__ void flash_fwd_mma<0, 128, 64, 64, false>(const u16*, const u16*, "
+                        "const u16*, u16*, float*, int, int, int, long long, long long, long long, long long, "
+                        "long long, long long, long long, long long, long long, long long, long long, long long, "
+                        "float);",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("name", sorted(INSTANCE))
+def test_timeline_hooks_compile_to_nothing(tmp_path, name):
+    """Without -DFLASHVIZ_TRACE the kernel is the same machine code as the kernel with every timeline
+    hook (FV_NOW32, FV_EVENT, FV_WRITER_BLOCK({...}), ...) deleted from its text: a hook can never
+    change the normal build (an empty macro once swallowed the statement after an `if`)."""
+    from flashviz.views.code_pairs import without_timeline_hooks
+
+    common._SOURCES.clear()
+    text = common.source(name)
+    stripped = "\n".join(without_timeline_hooks(text.splitlines())) + "\n"
+    hook = r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|SET|EVENT|TRACE_BEGIN|TRACE_END|WRITER_BLOCK)\w*\("
+    assert re.search(hook, text, re.M) and not re.search(hook, stripped, re.M)
+    arch = "sm_90a" if "mma" in name else "sm_90"
+    outs = []
+    for tag, src in (("hooks", text), ("none", stripped)):
+        cu = tmp_path / f"{tag}.cu"
+        cu.write_text(src + "\n" + INSTANCE[name] + "\n")
+        out = tmp_path / f"{tag}.cubin"
+        subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", "-o", str(out), str(cu)], check=True,
+                       capture_output=True, timeout=600)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1], f"{name}: the timeline hooks change the normal build"

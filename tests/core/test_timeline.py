@@ -37,16 +37,17 @@ def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_
     stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
     buf = np.zeros(trace_words(Tr * H * B, groups, jmax), np.uint64)
     for cta, (sm, i, start, evs, end) in plan.items():
+        npc = ns_per_cycle[cta] if isinstance(ns_per_cycle, dict) else ns_per_cycle
         rec = buf[cta * stride:(cta + 1) * stride]
         c0 = c_origin + 1000 * cta                   # each SM's clock has its own origin
         rec[0], rec[1] = gt_origin + start, gt_origin + start + end
-        rec[2], rec[3] = c0, c0 + round(end / ns_per_cycle)
+        rec[2], rec[3] = c0, c0 + round(end / npc)
         rec[4], rec[5], rec[6], rec[7] = sm, i, len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
         gbase = [c0 + 3 * g for g in range(groups)]  # each writer's own start clock
         rec[FV_HEAD:FV_HEAD + groups] = gbase
         for g, j, stage, t0, t1 in evs:
             k = FV_HEAD + groups + (g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage)
-            a, b = (c0 + round(t / ns_per_cycle) - gbase[g] for t in (t0, t1))
+            a, b = (c0 + round(t / npc) - gbase[g] for t in (t0, t1))
             rec[k] = (b << 32) | a
     return buf
 
@@ -77,6 +78,26 @@ def test_decode_places_every_event_on_one_time_axis():
     np.testing.assert_allclose(t["t1_ns"], [910, 2300, 3200 + 910], atol=1)
     assert list(t["i"]) == [1, 1, 0]
     assert tl.busy_sms([100, 3000, 3300]).tolist() == [1, 0, 1]
+
+
+def test_each_block_converts_cycles_with_its_own_clock_rate():
+    """Two SMs at different clock rates (the H200's drops under tensor-core load): each block's
+    steps land at their true times, and each block ends at its own timer end."""
+    plan = _plan()
+    plan[1] = (*plan[1][:4], 2500)               # long enough (> 2 µs) for its own rate to be measured
+    tl = decode(_buffer((2, 1, 1), 2, 2, plan, ns_per_cycle={0: 0.505, 1: 0.58}), grid=(2, 1, 1), groups=2,
+                jmax=2, **META)
+    np.testing.assert_allclose(tl.blocks["t1_ns"], [2700, 3200 + 2500], atol=2)
+    e = tl.events[(tl.events["cta"] == 1) & (tl.events["group"] == 1)]
+    np.testing.assert_allclose([e["t0_ns"][0], e["t1_ns"][0]], [3200 + 430, 3200 + 910], atol=1.5)
+    e = tl.events[(tl.events["cta"] == 0) & (tl.events["j"] == 1) & (tl.events["group"] == 1)]
+    np.testing.assert_allclose([e["t0_ns"][0], e["t1_ns"][0]], [1800, 2300], atol=1.5)
+    assert tl.notes["ns_per_cycle_range"] == pytest.approx([0.505, 0.58], rel=2e-3)
+
+
+def test_a_short_buffer_is_a_one_line_error():
+    with pytest.raises(ValueError, match="needs .* words; got"):
+        decode(np.zeros(10, np.uint64), grid=(2, 1, 1), groups=2, jmax=2, **META)
 
 
 def test_decode_refuses_an_unfinished_block():
