@@ -13,6 +13,23 @@ from .style import STANDARD, TILED, fmt_bytes
 BYTES_N = (1024, 4096, 16384, 65536)
 
 
+def _keep_apart(fig, labels) -> None:
+    """Move each point label down, below the earlier ones it would overlap: the points are measured
+    here, so two can land anywhere near each other (a busy machine moved N=512 onto N=2048)."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for ann in labels:
+        for _ in range(len(labels)):
+            box = ann.get_window_extent(renderer)
+            hit = next((b for b in placed if box.overlaps(b)), None)
+            if hit is None:
+                break
+            dx, dy = ann.xyann
+            ann.xyann = (dx, dy - (box.y1 - hit.y0 + 1) * 72 / fig.dpi)     # just below the one it hit
+        placed.append(ann.get_window_extent(renderer))
+
+
 def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int = 2) -> dict:
     """Draw into ``fig`` (cleared): left, achieved GFLOP/s against FLOPs per byte for each row of
     ``roofline.measure_intensity`` (● QKᵀ, ■ exp over S) under the memory roof ``roof_Bps``
@@ -25,13 +42,15 @@ def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int =
     fig.clear()
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
     roof = roof_Bps / 1e9
+    labels = []
     for n, r in enumerate(rows):
         x_mm, y_mm = r["mm_flops"] / r["mm_bytes"], r["mm_flops"] / r["mm_s"] / 1e9
         left.loglog(x_mm, y_mm, "o", color=TILED)
         left.loglog(r["ew_flops"] / r["ew_bytes"], r["ew_flops"] / r["ew_s"] / 1e9, "s", color=STANDARD)
         # labels alternately right and left of their points: nearby points keep apart
-        left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points", xytext=(6 if n % 2 else -6, -3),
-                      ha="left" if n % 2 else "right", fontsize=style.pt(7))
+        labels.append(left.annotate(f"N={r['N']}", (x_mm, y_mm), textcoords="offset points",
+                                    xytext=(6 if n % 2 else -6, -3), ha="left" if n % 2 else "right",
+                                    fontsize=style.pt(7)))
     x = np.logspace(-2, 2.5, 50)
     left.loglog(x, roof * x, "--", color="0.5", label=f"memory roof: a copy moves {roof:.0f} GB/s (measured)")
     left.set_xlabel("arithmetic intensity (FLOP per byte)", fontsize=style.pt(10))
@@ -58,6 +77,7 @@ def draw_memory_wall(fig, rows, roof_Bps: float, *, d: int = 64, itemsize: int =
     right.legend(fontsize=style.pt(8), loc="upper left")
     for ax in (left, right):             # tick labels are made at draw time, outside scaled_text: sized here
         ax.tick_params(which="both", labelsize=style.pt(10))
+    _keep_apart(fig, labels)
     right.set_ylim(min(qkvo) / 4, (qkvo[-1] + sp[-1]) * 20)
     fig.tight_layout()
     return {"axes": (left, right), "roof_GBps": roof, "sp_share": shares}

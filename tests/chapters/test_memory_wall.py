@@ -131,3 +131,19 @@ def test_presenter_texts_are_large_and_scaled():
     assert len(both) >= 8, sorted(both)
     unscaled = {t: (default[t], presenter[t]) for t in both if abs(presenter[t] - scale * default[t]) > 0.05}
     assert not unscaled, f"(notebook pt, presenter pt) not scaled by {scale}: {unscaled}"
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+def test_point_labels_keep_apart_wherever_the_measurements_land(scale):
+    """The QKᵀ points are measured on this machine, so two can land next to each other (a busy CI
+    box put N=512 onto N=2048): the labels are moved apart, whatever the numbers."""
+    rows = [dict(N=N, mm_flops=1e9 * (1 + 0.05 * k), mm_bytes=1e8, mm_s=0.01, ew_flops=1e6, ew_bytes=8e6, ew_s=1e-3)
+            for k, N in enumerate((256, 512, 1024, 2048))]          # four points almost on top of each other
+    fig = plt.figure(figsize=(11, 4.6), dpi=90)
+    try:
+        with scaled_text(scale):
+            draw_memory_wall(fig, rows, 4e12)
+        labels = [p for p in text_problems(fig) if "N=" in p]
+        assert not labels, labels
+    finally:
+        plt.close(fig)
