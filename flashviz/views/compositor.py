@@ -4,7 +4,7 @@
 ``animated_artists()`` -> (slow, fast)) onto a private Agg canvas through the view's blitting
 layers — a static background, the slow layer, the fast one — and returns the RGBA pixels
 (H, W, 4) uint8. Both caches are exact: a frame built incrementally equals the same frame drawn
-from scratch, bit for bit (tests/test_export_cache.py).
+from scratch, bit for bit (tests/chapters/test_export_cache.py).
 
 * the slow layer is kept from frame to frame; its artists fall into groups whose clip regions do
   not overlap (``overlap_groups``), and a group is re-drawn only when the content of one of its

@@ -56,7 +56,7 @@ CAPTIONS = {
 #: at about the size it is shown at 1920×1080, never enlarged much.
 APP_FIGURE = {"figsize": (11.0, 6.8), "dpi": 130}
 #: presenter: the same inches, a sharper bitmap, and every text of the figure 1.4x its notebook
-#: size (the views lay themselves out for it; tests/test_no_overlap.py checks both scales)
+#: size (the views lay themselves out for it; tests/chapters/test_no_overlap.py checks both scales)
 PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140, "text_scale": 1.4}
 
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
