@@ -4,7 +4,11 @@ For the teaching kernel (fp32) and the wgmma kernel (fp16), causal and not, d = 
 N = 4096 with one sequence of a 2048-wide model (B = 1, H = 2048 / d heads), and one long N
 (wgmma, d = 64, N = 16384, H = 4): ``flashviz.gpu.trace_kernel`` checks that the traced build's
 outputs are bit-identical to the normal kernel's and times both kernel-only in the same run.
-Each timeline is saved as timeline-<kernel>-d<d>[-causal]-n<N>-<device>-<date>.json.gz with the
+Then chapter 7's block-order experiment, causal only (where the rows differ in length): the
+same kernels with the query blocks started in the other two orders of ``gpu.timeline.ORDERS``
+("ascending": the short rows of each head first; "longest_first": the longest rows of every
+head first), each timed beside the kernel's own order in the same rounds.
+Each timeline is saved as timeline-<kernel>-d<d>[-causal][-<order>]-n<N>-<device>-<date>.json.gz with the
 step events of 16 sampled blocks (all blocks and tiles kept), and a summary
 timelines-<device>-<date>.json lists every run: kernel_ms, traced_ms, overhead, blocks, SMs,
 span, file size.
@@ -26,8 +30,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RUNS = [(k, d, c, 4096, 1, 2048 // d) for k in ("wgmma", "teaching") for d in (64, 128) for c in (False, True)]
-RUNS += [("wgmma", 64, False, 16384, 1, 4), ("wgmma", 64, True, 16384, 1, 4)]
+RUNS = [(k, d, c, 4096, 1, 2048 // d, "kernel") for k in ("wgmma", "teaching") for d in (64, 128)
+        for c in (False, True)]
+RUNS += [("wgmma", 64, False, 16384, 1, 4, "kernel"), ("wgmma", 64, True, 16384, 1, 4, "kernel")]
+RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
+         for k, d, N, H in (("wgmma", 64, 4096, 32), ("wgmma", 128, 4096, 16), ("wgmma", 64, 16384, 4),
+                            ("teaching", 64, 4096, 32))]
+
+
+def _tail_share(tl) -> float:
+    """Share of the span after the first SM went idle for good (views.timeline_view.tail_share)."""
+    from flashviz.views.timeline_view import tail_share
+
+    return tail_share(tl)[0]
 
 
 def main(argv=None) -> int:
@@ -41,21 +56,26 @@ def main(argv=None) -> int:
     env = gpu.environment()
     dev = str(env.get("device", "gpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
     rows = []
-    for kernel, d, causal, N, B, H in RUNS:
+    for kernel, d, causal, N, B, H, order in RUNS:
         rng = np.random.default_rng(0)
         Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
         t0 = time.perf_counter()
         try:
-            tl = gpu.trace_kernel(Q, K, V, kernel=kernel, causal=causal, repeat=10, rounds=7)
+            tl = gpu.trace_kernel(Q, K, V, kernel=kernel, causal=causal, repeat=10, rounds=7, order=order)
         except Exception as exc:  # record the failure, go on with the next run
-            rows.append({"kernel": kernel, "d": d, "causal": causal, "N": N, "error": f"{type(exc).__name__}: {exc}"})
+            rows.append({"kernel": kernel, "d": d, "causal": causal, "order": order, "N": N,
+                         "error": f"{type(exc).__name__}: {exc}"})
             print(rows[-1], flush=True)
             continue
         tl.commit = os.environ.get("FLASHVIZ_COMMIT", "")
-        name = f"timeline-{kernel}-d{d}{'-causal' if causal else ''}-n{N}-{dev}-{tl.date}.json.gz"
+        name = (f"timeline-{kernel}-d{d}{'-causal' if causal else ''}{'' if order == 'kernel' else '-' + order}"
+                f"-n{N}-{dev}-{tl.date}.json.gz")
         path = tl.save(out / name, detail=16)
         dur = tl.blocks["t1_ns"] - tl.blocks["t0_ns"]
-        rows.append({"kernel": kernel, "d": d, "causal": causal, "N": N, "B": B, "H": H, "Br": tl.Br, "Bc": tl.Bc,
+        tail = _tail_share(tl)
+        rows.append({"kernel": kernel, "d": d, "causal": causal, "order": order, "N": N, "B": B, "H": H,
+                     "Br": tl.Br, "Bc": tl.Bc, "kernel_order_ms": tl.notes.get("kernel_order_ms"),
+                     "tail_share": tail,
                      "blocks": len(tl.blocks), "sms_used": int(len(np.unique(tl.blocks["sm"]))),
                      "kernel_ms": tl.kernel_ms, "traced_ms": tl.traced_ms,
                      "overhead": tl.traced_ms / tl.kernel_ms - 1, "span_us": tl.span_ns / 1e3,

@@ -65,11 +65,13 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
     float* P_ij = Vt_j + D * LDV;
 
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
-    const int bh = blockIdx.y;                       // batch * head index
+    int bh = blockIdx.y;                             // batch * head index
     const int Tr = gridDim.x;
     // Causal: the last query blocks see the most keys; start those first so the tail of the
     // launch is made of short blocks.
-    const int i = causal ? (Tr - 1 - (int)blockIdx.x) : (int)blockIdx.x;
+    int i = causal ? (Tr - 1 - (int)blockIdx.x) : (int)blockIdx.x;
+    int z = 0;                                       // (gridDim.z = 1)
+    FV_BLOCK_ORDER(i, bh, z);                        // the lesson's other orders (fv_trace.cuh); nothing by default
     const int r0 = i * Br;
     const int r1 = min(r0 + Br, Nq);
     const int offset = Nk - Nq;                      // causal: row r sees columns c <= r + offset

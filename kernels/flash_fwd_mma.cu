@@ -227,8 +227,9 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     const int warp = (tid >> 5) & 3;         // warp in the warpgroup: 16 of those rows
     const int lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;   // this thread's rows g, g+8; columns 8i + 2t, +1
-    const int b = blockIdx.z, h = blockIdx.y;
-    const int i_blk = CAUSAL ? (gridDim.x - 1 - blockIdx.x) : blockIdx.x;  // causal: long rows first
+    int b = blockIdx.z, h = blockIdx.y;
+    int i_blk = CAUSAL ? (gridDim.x - 1 - blockIdx.x) : blockIdx.x;  // causal: long rows first
+    FV_BLOCK_ORDER(i_blk, h, b);             // the lesson's other orders (fv_trace.cuh); nothing by default
     const int r0 = i_blk * Br;
     // timeline (traced builds only): one writer per warpgroup, thread 0 writes the block's header
     // Times are kept in registers (32-bit cycle offsets) and a tile's steps are stored together

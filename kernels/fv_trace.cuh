@@ -127,3 +127,26 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_WRITER_BLOCK(body) ((void)0);   // a whole statement: never guard what follows it
 
 #endif
+
+// Block order (issue 12's lesson: which query blocks start first). Compiled in only with
+// -DFLASHVIZ_BLOCK_ORDER=1 or 2; otherwise FV_BLOCK_ORDER is a whole empty statement and the kernel
+// keeps its own order (causal: i = Tr - 1 - blockIdx.x, the long rows of each head first).
+// The hardware hands out thread blocks roughly in the order of cta = x + X·(y + Y·z).
+//   1 "ascending":     i = blockIdx.x (causal: the short rows of each head first)
+//   2 "longest_first": the longest rows of every head before any shorter row: cta → i = Tr - 1 - cta / (Y·Z),
+//                      then (y, z) from cta mod Y·Z (head and batch, or the teaching kernel's b·H + h)
+#if defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER == 1
+#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) do { fv_i = (int)blockIdx.x; } while (0)
+#elif defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER == 2
+#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) do { \
+        const unsigned fv_cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); \
+        const unsigned fv_yz = gridDim.y * gridDim.z; \
+        fv_i = (int)(gridDim.x - 1 - fv_cta / fv_yz); \
+        fv_y = (int)(fv_cta % fv_yz % gridDim.y); \
+        fv_z = (int)(fv_cta % fv_yz / gridDim.y); \
+    } while (0)
+#elif defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER != 0
+#error "FLASHVIZ_BLOCK_ORDER must be 0, 1 (ascending) or 2 (longest_first)"
+#else
+#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) ((void)0)
+#endif

@@ -21,7 +21,10 @@ named with the project's one vocabulary (``flashviz.steps``), on the SM's cycle 
 
 and the run's facts: ``kernel`` ("teaching" | "wgmma"), ``grid`` (Tr, H, B), ``N``, ``d``,
 ``Br``, ``Bc``, ``causal``, ``dtype``, ``sm_count``, ``device``, ``date``, ``kernel_ms`` (the
-uninstrumented kernel, same inputs, same run), ``traced_ms`` (the instrumented one).
+uninstrumented kernel, same inputs, same run), ``traced_ms`` (the instrumented one), ``order``
+(which query blocks the hardware starts first, ``ORDERS``: "kernel" — the kernel's own order,
+causal long rows of each head first — or the lesson's experiments "ascending" and
+"longest_first"; kernels/fv_trace.cuh, FV_BLOCK_ORDER).
 
 Files are JSON (``save`` / ``load``): the facts as plain values, each column as base64 of its
 little-endian bytes (compact: a 4096-block run is a few MB, not tens), gzip-compressed when
@@ -41,6 +44,9 @@ import numpy as np
 
 FORMAT = "flashviz-timeline/1"
 KERNELS = ("teaching", "wgmma")
+#: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
+#: the longest rows of every head first
+ORDERS = ("kernel", "ascending", "longest_first")
 #: the stage numbers of kernels/fv_trace.cuh (FV_STAGE_*), by name: steps of flashviz.steps
 STAGES = ("load_Q", "load_KV", "load_K", "load_V", "compute_S", "update_ml", "convert_P", "accumulate_O",
           "write_O")
@@ -50,12 +56,12 @@ BLOCK_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("i", "<i4"), ("h", "<i4"
 TILE_DTYPE = np.dtype([("cta", "<i4"), ("i", "<i4"), ("j", "<i4"), ("t0_ns", "<f8"), ("t1_ns", "<f8")])
 EVENT_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("group", "<i2"), ("j", "<i4"), ("stage", "<i1"),
                         ("t0_ns", "<f8"), ("t1_ns", "<f8")])
-_NAME = re.compile(r"timeline-(?P<kernel>[a-z]+)-d(?P<d>\d+)(?P<causal>-causal)?-n(?P<N>\d+)-(?P<device>[a-z0-9]+)-"
-                   r"(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
+_NAME = re.compile(r"timeline-(?P<kernel>[a-z]+)-d(?P<d>\d+)(?P<causal>-causal)?(?:-(?P<order>ascending|longest_first))?"
+                   r"-n(?P<N>\d+)-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
 #: how each column is stored in a file (times as float32 ns: exact to well under the 32 ns tick)
 _STORED = {"<f8": "<f4"}
 META = ("kernel", "grid", "N", "d", "Br", "Bc", "causal", "dtype", "sm_count", "device", "date",
-        "kernel_ms", "traced_ms", "commit", "notes")
+        "kernel_ms", "traced_ms", "commit", "order", "notes")
 
 
 @dataclass
@@ -83,11 +89,14 @@ class Timeline:
     kernel_ms: float | None = None
     traced_ms: float | None = None
     commit: str = ""
+    order: str = "kernel"
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {self.kernel!r}")
+        if self.order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {self.order!r}")
         self.grid = tuple(int(g) for g in self.grid)
         if len(self.grid) != 3 or min(self.grid) < 1:
             raise ValueError(f"grid must be three positive block counts (Tr, H, B), got {self.grid!r}")
@@ -222,8 +231,9 @@ class Timeline:
 
 def recorded_timelines() -> list[dict]:
     """The committed timelines (benchmarks/results/timeline-*.json.gz, package ``flashviz.results``)
-    as [{"file", "kernel", "d", "causal", "N", "date"}] read from their names
-    (``timeline-<kernel>-d<d>[-causal]-n<N>-<device>-<date>.json.gz``), newest first; [] without any."""
+    as [{"file", "kernel", "d", "causal", "order", "N", "device", "date"}] read from their names
+    (``timeline-<kernel>-d<d>[-causal][-<order>]-n<N>-<device>-<date>.json.gz``; no order part: the
+    kernel's own, "kernel"), newest first; [] without any."""
     from .common import package_dir
 
     try:
@@ -235,23 +245,29 @@ def recorded_timelines() -> list[dict]:
         m = _NAME.fullmatch(f.name)
         if m:
             out.append({"file": f, "kernel": m["kernel"], "d": int(m["d"]), "causal": bool(m["causal"]),
-                        "N": int(m["N"]), "device": m["device"], "date": m["date"]})
+                        "order": m["order"] or "kernel", "N": int(m["N"]), "device": m["device"], "date": m["date"]})
     return sorted(out, key=lambda r: (r["date"], r["file"].name), reverse=True)
 
 
-def latest_timeline(kernel: str = "wgmma", causal: bool = False, d: int | None = None, N: int | None = None) -> Timeline:
+def latest_timeline(kernel: str = "wgmma", causal: bool = False, d: int | None = None, N: int | None = None,
+                    order: str = "kernel") -> Timeline:
     """The newest committed timeline of ``kernel`` ("wgmma" | "teaching") with this causal flag
-    (and d, N when given; otherwise the smallest d and N recorded): works without a GPU.
-    Raises ValueError for a bad kernel name and LookupError naming what is recorded when none matches."""
+    and block ``order`` (``ORDERS``; default the kernel's own), and d, N when given (otherwise the
+    smallest d and N recorded): works without a GPU.
+    Raises ValueError for a bad kernel or order name and LookupError naming what is recorded when none matches."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
     rows = [r for r in recorded_timelines() if r["kernel"] == kernel and r["causal"] == bool(causal)
-            and (d is None or r["d"] == d) and (N is None or r["N"] == N)]
+            and r["order"] == order and (d is None or r["d"] == d) and (N is None or r["N"] == N)]
     if not rows:
         have = ", ".join(sorted({f"{r['kernel']} d={r['d']} N={r['N']}{' causal' if r['causal'] else ''}"
+                                 f"{'' if r['order'] == 'kernel' else ' ' + r['order']}"
                                  for r in recorded_timelines()})) or "none"
         raise LookupError(f"no recorded timeline of {kernel}{' causal' if causal else ''}"
-                          f"{f' d={d}' if d else ''}{f' N={N}' if N else ''}; recorded: {have}")
+                          f"{f' d={d}' if d else ''}{f' N={N}' if N else ''}"
+                          f"{'' if order == 'kernel' else f' ({order})'}; recorded: {have}")
     newest = max(r["date"] for r in rows)
     best = min((r for r in rows if r["date"] == newest), key=lambda r: (r["d"], r["N"]))
     return Timeline.load(best["file"])

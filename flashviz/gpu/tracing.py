@@ -13,6 +13,12 @@ One call, one process, same inputs for both builds:
    cycles of its start and end, placed on the one time axis with the block's own measured ns per
    cycle (globaltimer span over clock span).
 
+``order`` other than "kernel" (the lesson's block-order experiment, kernels/fv_trace.cuh
+FV_BLOCK_ORDER): both builds are compiled with ``-DFLASHVIZ_BLOCK_ORDER`` = 1 ("ascending") or
+2 ("longest_first"); the kernel in its own order is timed in the same rounds
+(``notes["kernel_order_ms"]``) and its O and lse must be bit-identical too (each block's
+arithmetic does not depend on when it starts).
+
 Shapes: Q (B, H, Nq, d), K and V (B, H, Nk, d) NumPy or CuPy arrays, C-contiguous after
 conversion (float16 for "wgmma", float32 for "teaching"). The trace buffer needs
 ``blocks · (8 + groups + 9·groups·(jmax + 1))`` 8-byte words; a run whose buffer would exceed
@@ -26,11 +32,13 @@ import datetime
 
 import numpy as np
 
-from .timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, STAGES, TILE_DTYPE, Timeline
+from .timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, ORDERS, STAGES, TILE_DTYPE, Timeline
 
 FV_HEAD, FV_NSTAGE = 8, len(STAGES)
 FV_MAGIC = 0xF1A5400000000001
 MAX_TRACE_BYTES = 1 << 30
+#: -DFLASHVIZ_BLOCK_ORDER of each order (kernels/fv_trace.cuh)
+ORDER_MACRO = {"kernel": 0, "ascending": 1, "longest_first": 2}
 
 
 def trace_words(n_blocks: int, groups: int, jmax: int) -> int:
@@ -81,11 +89,12 @@ def _median_launch_ms(launches: dict, repeat: int, rounds: int) -> dict:
 
 
 def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: int | None = None,
-                 Bc: int | None = None, repeat: int = 10, rounds: int = 5) -> Timeline:
+                 Bc: int | None = None, repeat: int = 10, rounds: int = 5, order: str = "kernel") -> Timeline:
     """Run ``kernel`` ("wgmma": kernels/flash_fwd_mma.cu on Hopper; "teaching":
     kernels/flash_fwd.cu) on Q, K, V (B, H, N, d) with its timeline switch on; return the
     Timeline (see flashviz.gpu.timeline) with ``kernel_ms`` / ``traced_ms`` (kernel-only, ms,
     same run). Br, Bc: block sizes (None: the kernel's default; the teaching kernel 64×64).
+    order: which query blocks start first (``timeline.ORDERS``; see the module docstring).
 
     Raises ValueError for a bad kernel name, shapes or a trace buffer too large, TypeError for
     non-arrays, RuntimeError without a GPU, when the traced outputs differ from the normal
@@ -99,6 +108,8 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
 
     repeat = _checks.check_int(repeat, "repeat", 1, 1000)
     rounds = _checks.check_int(rounds, "rounds", 1, 100)
+    if not isinstance(order, str) or order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
     cp = cupy()
     dtype = np.float16 if kernel == "wgmma" else np.float32
     Qd, Kd, Vd = _bhsd(Q, "Q", dtype), _bhsd(K, "K", dtype), _bhsd(V, "V", dtype)
@@ -143,7 +154,12 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
         def args(o, lse_):
             return (Qd, Kd, Vd, o, lse_, np.int32(Nq), np.int32(Nk), np.float32(scale), np.int32(1 if causal else 0))
 
-    traced, _, _ = compile_cubin(source(fname), name, arch, options=("-DFLASHVIZ_TRACE=1",))
+    default = normal                       # the kernel in its own block order, as the public API runs it
+    opts = () if order == "kernel" else (f"-DFLASHVIZ_BLOCK_ORDER={ORDER_MACRO[order]}",)
+    if opts:
+        normal, _, _ = compile_cubin(source(fname), name, arch, options=opts)
+        normal.max_dynamic_shared_size_bytes = smem
+    traced, _, _ = compile_cubin(source(fname), name, arch, options=("-DFLASHVIZ_TRACE=1", *opts))
     traced.max_dynamic_shared_size_bytes = smem
     jmax = -(-Nk // Bc)
     n_blocks = int(np.prod(grid))
@@ -162,27 +178,36 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     def run_traced():
         traced(grid, block, tr_args(), shared_mem=smem)
 
+    launches = {"normal": run_normal, "traced": run_traced}
+    if opts:
+        O_def, lse_def = cp.empty_like(O), cp.empty_like(lse)
+        launches["kernel_order"] = lambda: default(grid, block, args(O_def, lse_def), shared_mem=smem)
     for x in (O, O_tr, lse, lse_tr):
         x.fill(np.nan)
-    times = _median_launch_ms({"normal": run_normal, "traced": run_traced}, repeat, rounds)
+    times = _median_launch_ms(launches, repeat, rounds)
     buf.fill(0)
     O_tr.fill(np.nan)
     lse_tr.fill(np.nan)
     run_traced()
     cp.cuda.Device().synchronize()
-    same = all(bool(cp.array_equal(a.view(cp.uint16 if a.dtype == cp.float16 else cp.uint32),
-                                   b.view(cp.uint16 if b.dtype == cp.float16 else cp.uint32)))
-               for a, b in ((O, O_tr), (lse, lse_tr)))
-    if not same:
+    pairs = [(O, O_tr), (lse, lse_tr)] + ([(O, O_def), (lse, lse_def)] if opts else [])
+    same = [bool(cp.array_equal(a.view(cp.uint16 if a.dtype == cp.float16 else cp.uint32),
+                                b.view(cp.uint16 if b.dtype == cp.float16 else cp.uint32))) for a, b in pairs]
+    if not all(same[:2]):
         raise RuntimeError(f"the traced {kernel} kernel's O or lse differ from the normal kernel's (bit for bit)")
+    if not all(same[2:]):
+        raise RuntimeError(f"the {kernel} kernel in the {order} block order gives another O or lse than in its own "
+                           "order (bit for bit)")
     env = environment()
     tl = decode(cp.asnumpy(buf), grid=grid if kernel == "wgmma" else (grid[0], H, B), groups=groups, jmax=jmax,
-                kernel=kernel, N=Nq, d=d, Br=Br, Bc=Bc, causal=causal,
+                kernel=kernel, N=Nq, d=d, Br=Br, Bc=Bc, causal=causal, order=order,
                 dtype="float16" if kernel == "wgmma" else "float32", sm_count=facts.sm_count,
                 device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
                 kernel_ms=times["normal"], traced_ms=times["traced"])
     tl.notes.update(Nk=Nk, B=B, H=H, repeat=repeat, rounds=rounds, method="kernel-only: CUDA events around "
                     f"{repeat} back-to-back launches, {rounds} alternating rounds, median")
+    if opts:
+        tl.notes["kernel_order_ms"] = times["kernel_order"]
     return tl
 
 
@@ -233,7 +258,10 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     np.maximum.at(last, cta, events["t1_ns"])
     blocks = np.zeros(n, BLOCK_DTYPE)
     blocks["cta"], blocks["sm"], blocks["i"] = ctas, sm, head[:, 5].astype(np.int64)
-    blocks["h"], blocks["b"] = (ctas // Tr) % H, ctas // (Tr * H)
+    if meta.get("order") == "longest_first":          # FV_BLOCK_ORDER 2: cta → (y, z) from cta mod H·B
+        blocks["h"], blocks["b"] = (ctas % (H * B)) % H, (ctas % (H * B)) // H
+    else:
+        blocks["h"], blocks["b"] = (ctas // Tr) % H, ctas // (Tr * H)
     blocks["n_j"] = head[:, 6].astype(np.int64)
     first = np.full(n, np.inf)
     np.minimum.at(first, cta, events["t0_ns"])

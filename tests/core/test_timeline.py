@@ -148,3 +148,42 @@ def test_bad_files_and_values_are_one_line_errors(tmp_path):
         Timeline(**{**META, "kernel": "fa9"}, grid=(2, 1, 1), blocks=tl.blocks, tiles=tl.tiles, events=tl.events)
     with pytest.raises(ValueError, match="has 2 blocks; the timeline has 1"):
         Timeline(**META, grid=(2, 1, 1), blocks=tl.blocks[:1], tiles=tl.tiles, events=tl.events)
+    with pytest.raises(ValueError, match="order must be one of kernel, ascending, longest_first"):
+        Timeline(**META, grid=(2, 1, 1), blocks=tl.blocks, tiles=tl.tiles, events=tl.events, order="random")
+
+
+def test_longest_first_order_names_each_blocks_head_and_batch(tmp_path):
+    """FV_BLOCK_ORDER 2 (kernels/fv_trace.cuh) hands cta c the query block Tr - 1 - c // (H·B), head
+    (c mod H·B) mod H and batch (c mod H·B) // H; the decoder names them so, and the order survives a file."""
+    Tr, H, B = 3, 2, 2
+    plan = {c: (c % 4, Tr - 1 - c // (H * B), 100 * c, [(0, 0, "compute_S", 10, 50)], 500) for c in range(Tr * H * B)}
+    grid = (Tr, H, B)
+    tl = decode(_buffer(grid, 1, 1, plan), grid=grid, groups=1, jmax=1, **META, order="longest_first")
+    c = tl.blocks["cta"]
+    assert list(tl.blocks["i"]) == [Tr - 1 - k // (H * B) for k in c]
+    assert list(tl.blocks["h"]) == [k % (H * B) % H for k in c] and list(tl.blocks["b"]) == [k % (H * B) // H for k in c]
+    assert len({(int(b["i"]), int(b["h"]), int(b["b"])) for b in tl.blocks}) == Tr * H * B    # each (i, h, b) once
+    assert Timeline.load(tl.save(tmp_path / "o.json.gz")).order == "longest_first"
+    same = decode(_buffer(grid, 1, 1, plan), grid=grid, groups=1, jmax=1, **META)        # the kernel's own order
+    assert same.order == "kernel" and list(same.blocks["h"]) == [k // Tr % H for k in c]
+
+
+def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
+    import flashviz.gpu.common as common
+    from flashviz.gpu import timeline as T
+
+    tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
+    for name in ("timeline-wgmma-d64-causal-n4096-h200-2026-12-01.json.gz",
+                 "timeline-wgmma-d64-causal-ascending-n4096-h200-2026-12-01.json.gz",
+                 "timeline-wgmma-d64-causal-longest_first-n4096-h200-2026-12-01.json.gz",
+                 "timeline-wgmma-d64-causal-sideways-n4096-h200-2026-12-01.json.gz"):   # not a name we write
+        tl.save(tmp_path / name)
+    monkeypatch.setattr(common, "package_dir", lambda pkg: tmp_path)
+    rows = T.recorded_timelines()
+    assert sorted(r["order"] for r in rows) == ["ascending", "kernel", "longest_first"]
+    assert T.latest_timeline("wgmma", causal=True, order="ascending").kernel == "wgmma"
+    with pytest.raises(LookupError, match=r"no recorded timeline of wgmma \(longest_first\); recorded: .*"
+                                          r"wgmma d=64 N=4096 causal ascending"):
+        T.latest_timeline("wgmma", causal=False, order="longest_first")
+    with pytest.raises(ValueError, match="order must be one of"):
+        T.latest_timeline("wgmma", order="reversed")

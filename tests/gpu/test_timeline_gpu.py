@@ -106,3 +106,26 @@ def test_an_oversized_trace_is_refused(gpu, monkeypatch):
     Q, K, V = _inputs(1, 2, 512, 512, 64)
     with pytest.raises(ValueError, match="needs .* MiB of trace buffer; at most"):
         gpu.trace_kernel(Q, K, V, kernel="teaching")
+
+
+@pytest.mark.parametrize("order", ["ascending", "longest_first"])
+@pytest.mark.parametrize("kernel", ["wgmma", "teaching"])
+def test_block_orders_compute_the_same_blocks_in_another_order(gpu, kernel, order):
+    """Chapter 7's block-order experiment (FLASHVIZ_BLOCK_ORDER): O and lse bit-identical to the
+    kernel's own order (trace_kernel raises otherwise), every (i, head, batch) computed once, each
+    cta given the query block its order names, the timeline complete, and the own order timed in
+    the same rounds."""
+    from flashviz.gpu.tensorcore.kernel import device_variant
+
+    if kernel == "wgmma" and device_variant() != "wgmma":
+        pytest.skip("the wgmma kernel needs a Hopper GPU")
+    Q, K, V = _inputs(2, 3, 520, 520, 64)
+    kw = {"Br": 64, "Bc": 32} if kernel == "teaching" else {}
+    tl = gpu.trace_kernel(Q, K, V, kernel=kernel, causal=True, repeat=3, rounds=2, order=order, **kw)
+    _check(tl, kernel, 520, 520, True)
+    Tr, H, B = tl.grid
+    c = tl.blocks["cta"]
+    want = c % Tr if order == "ascending" else Tr - 1 - c // (H * B)
+    assert np.array_equal(tl.blocks["i"], want)
+    assert len({(int(b["i"]), int(b["h"]), int(b["b"])) for b in tl.blocks}) == Tr * H * B
+    assert tl.order == order and tl.notes["kernel_order_ms"] > 0
