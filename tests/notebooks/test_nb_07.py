@@ -56,6 +56,47 @@ RIGHT_BLOCKS = min((r["kernel_ms"], (r["Br"], r["Bc"])) for r in _sweep)[1]   # 
 RIGHT_INTENSITY = 4 * BH * N * N * D / RIGHT_BYTES        # ≈ 2032 FLOPs per byte
 _ridge = MMA["ceilings"]["matmul_fp16_TFLOPs"] * 1e12 / (MMA["ceilings"]["copy_GBps"] * 1e9)
 RIGHT_BOUND = "compute" if RIGHT_INTENSITY > _ridge else "memory"
+# section 7's exercises, from the timeline files and their summary (not through flashviz.gpu.timeline_stats)
+TIMELINES = _newest("timelines")
+
+
+def _timeline_blocks(name):
+    """The blocks table of a recorded timeline file, decoded here from its JSON columns."""
+    import base64
+    import gzip
+
+    import numpy as np
+
+    data = json.loads(gzip.decompress((RESULTS / name).read_bytes()))
+    cols = data["blocks"]
+    return {k: np.frombuffer(base64.b64decode(c["data"]), np.dtype(c["dtype"]), count=data["n_blocks"])
+            for k, c in cols.items()}, data
+
+
+def _run(kernel, d, causal, order="kernel", N=4096):
+    return next(r for r in TIMELINES["runs"] if (r["kernel"], r["d"], r["causal"], r["order"], r["N"])
+                == (kernel, d, causal, order, N))
+
+
+def _right_waves():
+    """blocks / (SMs × the most blocks one SM held at once), counted at every block's start."""
+    b, _ = _timeline_blocks(_run("wgmma", 64, False)["file"])
+    most = 0
+    for sm in set(b["sm"].tolist()):
+        t0, t1 = b["t0_ns"][b["sm"] == sm], b["t1_ns"][b["sm"] == sm]
+        most = max(most, max(int(((t0 <= t) & (t < t1)).sum()) for t in t0))
+    return len(b["sm"]) / (len(set(b["sm"].tolist())) * most)
+
+
+def _right_tail():
+    b, _ = _timeline_blocks(_run("wgmma", 128, True)["file"])
+    idle = min(b["t1_ns"][b["sm"] == s].max() for s in set(b["sm"].tolist()))
+    return float((b["t1_ns"].max() - idle) / (b["t1_ns"].max() - b["t0_ns"].min()))
+
+
+RIGHT_WAVES, RIGHT_TAIL = _right_waves(), _right_tail()
+_lf = _run("wgmma", 128, True, "longest_first")
+RIGHT_SPEEDUP = _lf["kernel_order_ms"] / _lf["kernel_ms"]
 
 DRIVE = f"""
 import numpy as np
@@ -75,6 +116,16 @@ assert all(r["causal"] for r in panel.recorded_rows)
 assert check_compulsory_bytes({RIGHT_BYTES}, N=4096, d=64, BH=128, itemsize=2)
 assert check_fastest_blocks({RIGHT_BLOCKS!r}, d=64, causal=False)
 assert check_intensity({RIGHT_INTENSITY!r}, {RIGHT_BOUND!r}, N=4096, d=64, BH=128)
+assert check_waves({RIGHT_WAVES!r}, kernel="wgmma", causal=False, d=64, N=4096)
+assert check_tail_share({RIGHT_TAIL!r}, kernel="wgmma", d=128, N=4096)
+assert check_order_speedup({RIGHT_SPEEDUP!r}, kernel="wgmma", d=128, N=4096)
+# the timeline explorer, without a GPU: recorded runs; the controls switch the run it shows
+assert explorer.timeline.kernel == "wgmma" and not explorer.timeline.causal and explorer.timeline.d == 64
+state = explorer.show_frame(explorer.n_frames // 2)
+assert 0 < state.busy <= explorer.timeline.sm_count
+explorer.causal.value = True
+assert explorer.timeline.causal
+explorer.close()
 panel.close()
 print("DRIVEN-OK")
 """
@@ -114,9 +165,9 @@ def test_runs_without_errors_and_is_driven(executed):
 def test_recorded_data_exercise_stubs_say_not_yet_and_right_answers_say_right(executed):
     _, texts = executed
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
-    assert len(stubs) == 3, stubs
+    assert len(stubs) == 6, stubs
     rights = [line for line in texts.splitlines() if line.startswith("✓ Right")]
-    assert len(rights) == 3, rights
+    assert len(rights) == 6, rights
     assert f"{RIGHT_BYTES:,} B" in rights[0] and f"{RIGHT_BLOCKS[0]}×{RIGHT_BLOCKS[1]}" in rights[1]
     assert f"{RIGHT_BOUND}-bound" in rights[2]
 
@@ -479,3 +530,32 @@ def test_recorded_data_fastest_blocks_accepts_a_tie_within_the_run_to_run_spread
         assert res.ok and "a tie" in res.message
     for r in far:
         assert not check_fastest_blocks((r["Br"], r["Bc"])).ok
+
+
+@recorded_data
+def test_recorded_data_section_7_reads_the_timelines(executed):
+    """Section 7's tables equal the timeline files and their summary: the instrumentation's cost,
+    the tail per run, the block orders' kernel-only times (own order timed in the same run)."""
+    _, texts = executed
+    r = _run("wgmma", 64, False)
+    assert f"uninstrumented {r['kernel_ms']:.3f} ms, instrumented {r['traced_ms']:.3f} ms" in texts
+    assert f"(+{100 * r['overhead']:.1f} %)" in texts
+    for kernel, d, causal in [("wgmma", 64, False), ("wgmma", 128, True), ("teaching", 64, True)]:
+        row = _run(kernel, d, causal)
+        name = f"{kernel} d={d}{' causal' if causal else ''}"
+        line = next(ln for ln in texts.splitlines() if ln.startswith(name + " ") and "×" in ln)
+        assert line.rstrip().endswith(f"{100 * row['tail_share']:.0f}%"), line
+        assert f"{row['blocks']:,}" in line
+    for kernel, d, n in [("wgmma", 64, 4096), ("wgmma", 128, 4096), ("wgmma", 64, 16384), ("teaching", 64, 4096)]:
+        for order in ("ascending", "longest_first"):
+            row = _run(kernel, d, True, order, n)
+            line = next(ln for ln in texts.splitlines() if ln.startswith(f"{kernel} d={d} N={n}") and order in ln)
+            assert f"{row['kernel_ms']:.4f} ms" in line and f"{row['kernel_order_ms']:.4f} ms" in line, line
+            assert f"{row['kernel_order_ms'] / row['kernel_ms']:.2f}x" in line, line
+    # the wave count of the prose: N = 2176 needs a third wave 6 % full, busy 69 %
+    assert "N =  2176:   544 blocks =  2.06 waves; the SMs are busy  68.7 % of 3 wave times" in texts
+    md = " ".join(_markdown().split())
+    assert "only 6 % full" in md and "94 % of the slots are empty" in md and "69 % of the run" in md
+    # the prose's "up to 1.25 times sooner" is the largest speed-up of longest first in the summary
+    best = max(r["kernel_order_ms"] / r["kernel_ms"] for r in TIMELINES["runs"] if r["order"] == "longest_first")
+    assert f"up to {best:.2f} times sooner" in md

@@ -1,0 +1,74 @@
+"""Exercises of chapter 7, section 7 ("What the GPU actually does"): numbers read off the
+recorded GPU timelines (``flashviz.gpu.latest_timeline``; no GPU needed).
+
+``check_waves(answer, kernel="wgmma", causal=False, d=64, N=4096)``: how many waves the run's
+Tr·H·B thread blocks make — blocks / (SMs × the most blocks one SM ran at once), as the
+timeline shows them (``gpu.timeline_stats.waves``); within 2 %.
+``check_tail_share(answer, kernel="wgmma", d=128, N=4096)``: the tail's share of the causal run
+in the kernel's own block order, as a fraction (``views.timeline_view.tail_share``); within
+0.01. A percentage (33 for 0.33) gets a hint.
+``check_order_speedup(answer, kernel="wgmma", d=128, N=4096)``: how many times faster the
+longest-first order ran than the kernel's own order, both timed kernel-only in the same run
+(``notes["kernel_order_ms"]`` / ``kernel_ms`` of the longest-first record); within 2 %.
+
+Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises.
+"""
+
+from __future__ import annotations
+
+from . import CheckResult, close_number, finite_number, never_raises, right, say, wrong
+
+
+@never_raises(say)
+def check_waves(answer, kernel: str = "wgmma", causal: bool = False, d: int = 64, N: int = 4096) -> CheckResult:
+    """Is ``answer`` the waves of the recorded run (blocks / slots, a float: 3.5 is three full
+    waves and a half)? Compared within 2 %."""
+    from ..gpu.timeline import latest_timeline
+    from ..gpu.timeline_stats import waves
+
+    w = waves(latest_timeline(kernel, causal=causal, d=d, N=N))
+    res = close_number(answer, w.waves, rel=0.02, what="waves", hint=(
+        "count the blocks (Tr · H · B), then the slots: SMs × the blocks one SM runs at once"))
+    if res.ok:
+        full = int(w.waves)
+        res = CheckResult(True, f"{res.message}: {w.blocks:,} blocks over {w.sms} SMs × {w.per_sm} at once = {w.slots} slots; "
+                    f"{full} full wave{'s' if full != 1 else ''} and a last one {100 * (w.waves - full):.0f} % full")
+    return say(res)
+
+
+@never_raises(say)
+def check_tail_share(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096) -> CheckResult:
+    """Is ``answer`` the tail's share (a fraction of the span) of the recorded causal run in the
+    kernel's own order? Within 0.01 (one percentage point)."""
+    from ..gpu.timeline import latest_timeline
+    from ..views.timeline_view import tail_share
+
+    share = tail_share(latest_timeline(kernel, causal=True, d=d, N=N))[0]
+    a = finite_number(answer)
+    if a is None:
+        return say(wrong(f"give the share as a number, a fraction such as 0.25; got {answer!r:.60}"))
+    if 1 < a <= 100 and abs(a / 100 - share) <= 0.01:
+        return say(wrong(f"{a:g} looks like a percentage: give it as a fraction ({a / 100:g})"))
+    if abs(a - share) <= 0.01:
+        return say(right(f"tail = {a:.3f} of the span (the timeline gives {share:.3f}): for that long, some SMs "
+                          f"have no block left to run while the last, longest rows finish"))
+    return say(close_number(a, share, rel=0.0, what="tail share",
+                            hint="from the first SM to go idle for good to the end, over the whole span"))
+
+
+@never_raises(say)
+def check_order_speedup(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096) -> CheckResult:
+    """Is ``answer`` own-order time / longest-first time, both kernel-only in the same recorded
+    run? Within 2 %."""
+    from ..gpu.timeline import latest_timeline
+
+    tl = latest_timeline(kernel, causal=True, d=d, N=N, order="longest_first")
+    own = tl.notes.get("kernel_order_ms")
+    if not own or not tl.kernel_ms:
+        return say(wrong("the recorded longest-first run has no time of the kernel's own order"))
+    res = close_number(answer, own / tl.kernel_ms, rel=0.02, what="speed-up", unit="x",
+                       hint="divide the own order's kernel-only time by the longest-first one (same run)")
+    if res.ok:
+        res = CheckResult(True, f"{res.message}: {own:.4f} ms → {tl.kernel_ms:.4f} ms, kernel-only, the same run "
+                    f"({tl.device}, {tl.date}); the same blocks, the same arithmetic, only their order changed")
+    return say(res)

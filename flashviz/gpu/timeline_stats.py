@@ -1,0 +1,123 @@
+"""Numbers read off a measured timeline (issue 12, chapter 7 "What the GPU actually does").
+
+Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
+
+* ``waves(tl)``: how the Tr·H·B thread blocks met the SMs — the most blocks one SM ran at once
+  (its slots, as measured), the slots of the whole GPU and the number of waves, blocks / slots;
+* ``softmax_overlap(tl)``: of the time a group (warpgroup or warp) spends in the softmax steps
+  (update_ml, convert_P), the share during which another group of the same block runs a
+  tensor-core step (compute_S or accumulate_O) — the overlap FlashAttention-3's ping-pong
+  schedule is built to create (0 when the groups move in lock-step);
+* ``recorded_orders(kernel, d, N)``: the recorded causal runs of chapter 7's block-order
+  experiment, {order: Timeline}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .timeline import ORDERS, Timeline, latest_timeline
+
+SOFTMAX_STEPS = ("update_ml", "convert_P")
+MATMUL_STEPS = ("compute_S", "accumulate_O")
+
+
+@dataclass(frozen=True)
+class Waves:
+    """``blocks`` (Tr·H·B), ``sms`` (SMs that ran one), ``per_sm`` (the most blocks one SM ran at
+    the same time), ``slots`` = sms · per_sm and ``waves`` = blocks / slots (a float: 3.88 means
+    three full waves and a last one 88 % full)."""
+
+    blocks: int
+    sms: int
+    per_sm: int
+    slots: int
+    waves: float
+
+
+def _check(tl) -> Timeline:
+    if not isinstance(tl, Timeline):
+        raise TypeError(f"expected a flashviz.gpu.Timeline, got {type(tl).__name__}")
+    return tl
+
+
+def most_at_once(t0: np.ndarray, t1: np.ndarray) -> int:
+    """The most intervals [t0, t1) open at one instant (0 for none): a sweep over the ends."""
+    if len(t0) == 0:
+        return 0
+    t = np.concatenate([np.asarray(t0, float), np.asarray(t1, float)])
+    step = np.concatenate([np.ones(len(t0), int), -np.ones(len(t1), int)])
+    order = np.lexsort((step, t))            # an end at the same instant as a start comes first
+    return int(np.cumsum(step[order]).max())
+
+
+def waves(tl: Timeline) -> Waves:
+    """The run's waves (see ``Waves``), from the blocks' SMs and their start and end times.
+    TypeError for anything but a Timeline."""
+    b = _check(tl).blocks
+    sms = np.unique(b["sm"])
+    per_sm = max((most_at_once(b["t0_ns"][b["sm"] == s], b["t1_ns"][b["sm"] == s]) for s in sms), default=0)
+    slots = len(sms) * per_sm
+    return Waves(len(b), len(sms), per_sm, slots, len(b) / slots if slots else 0.0)
+
+
+def _union(t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """Disjoint sorted (k, 2) intervals covering the union of [t0, t1)."""
+    if len(t0) == 0:
+        return np.zeros((0, 2))
+    order = np.argsort(t0, kind="stable")
+    out = []
+    for a, b in zip(np.asarray(t0, float)[order], np.asarray(t1, float)[order]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return np.array(out)
+
+
+def _covered(t0: np.ndarray, t1: np.ndarray, cover: np.ndarray) -> float:
+    """Total length of the intervals [t0, t1) inside the disjoint intervals ``cover``."""
+    if len(cover) == 0 or len(t0) == 0:
+        return 0.0
+    lo = np.maximum(np.asarray(t0, float)[:, None], cover[None, :, 0])
+    hi = np.minimum(np.asarray(t1, float)[:, None], cover[None, :, 1])
+    return float(np.clip(hi - lo, 0, None).sum())
+
+
+def softmax_overlap(tl: Timeline) -> tuple[float, float]:
+    """(overlapped share, softmax ns): over the blocks whose steps the timeline keeps, the share of
+    the groups' softmax time (``SOFTMAX_STEPS``) during which another group of the same block is
+    in a tensor-core step (``MATMUL_STEPS``), and the softmax time summed over those groups (ns).
+    ValueError when the timeline keeps no softmax step."""
+    tl = _check(tl)
+    e = tl.events
+    soft = np.isin(e["stage"], [tl.stages.index(s) for s in SOFTMAX_STEPS])
+    mm = np.isin(e["stage"], [tl.stages.index(s) for s in MATMUL_STEPS])
+    if not soft.any():
+        raise ValueError("this timeline keeps no softmax step (update_ml, convert_P) to compare")
+    total = over = 0.0
+    for cta in np.unique(e["cta"][soft]):
+        mine = e["cta"] == cta
+        for g in np.unique(e["group"][mine & soft]):
+            s = e[mine & soft & (e["group"] == g)]
+            others = e[mine & mm & (e["group"] != g)]
+            total += float((s["t1_ns"] - s["t0_ns"]).sum())
+            # a group's own softmax steps never overlap each other; count each instant once
+            cover = _union(others["t0_ns"], others["t1_ns"])
+            over += _covered(s["t0_ns"], s["t1_ns"], cover)
+    return (over / total if total else 0.0), total
+
+
+def recorded_orders(kernel: str = "wgmma", d: int = 128, N: int = 4096) -> dict[str, Timeline]:
+    """The recorded causal timelines of one shape in every block order of ``ORDERS`` that was
+    recorded ({order: Timeline}, the kernel's own order first). LookupError (from
+    ``latest_timeline``) when even the kernel's own order is not recorded."""
+    out = {"kernel": latest_timeline(kernel, causal=True, d=d, N=N)}
+    for order in ORDERS[1:]:
+        try:
+            out[order] = latest_timeline(kernel, causal=True, d=d, N=N, order=order)
+        except LookupError:
+            pass
+    return out
