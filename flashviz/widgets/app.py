@@ -34,6 +34,7 @@ CHAPTERS = {
     "6 · Backward pass": [("flashviz.widgets.backward", "BackwardExplorer", {})],
     "7 · The GPU kernel": [("flashviz.widgets.recorded_figures", "RecordedFigures", {}),
                            ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
+    "7 · What the GPU actually does": [("flashviz.widgets.timeline", "TimelineExplorer", {})],
 }
 
 # one line per chapter, under the picker
@@ -49,6 +50,8 @@ CAPTIONS = {
     "5 · Loop order: FA1 vs FA2": "Keys outer (FA1) or queries outer (FA2): the same result, different traffic.",
     "6 · Backward pass": "Recompute P from Q, K and lse instead of storing it: more FLOPs, far fewer bytes.",
     "7 · The GPU kernel": "The same tiling on tensor cores: recorded H200 figures, and a live run where a GPU is.",
+    "7 · What the GPU actually does": "A measured H200 run: every thread block on its SM, one block's steps, "
+                                      "the tiles in flight.",
 }
 
 #: the figure every animated widget gets in the app: (width, height) inches and dpi. The
