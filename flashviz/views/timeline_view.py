@@ -13,7 +13,9 @@ now at each slice's middle):
 * the Tr × Tc tile grid of the algorithm, each (i, j) tile lit by how many heads have it in
   flight at now across the whole GPU (summed over heads and batch), tiles already done shaded;
 * numbers read off the timeline: SMs busy, TFLOP/s in the slice, the tail's share of the run,
-  the tile times, and the run's facts (device, date, kernel_ms uninstrumented, traced_ms).
+  the tile times, a block's time per tile against what the device's measured matmul ceiling
+  allows (``tile_vs_ceiling``), and the run's facts (device, date, kernel_ms uninstrumented,
+  traced_ms; "a recorded run" or "measured now").
 
 Only the now lines, the zoomed bars, the lit tiles, the block's outline and the texts change
 per frame (blitting: ``render(k)``); all block bars are drawn once.
@@ -30,7 +32,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from . import style
 from .blit import BlittedView, Blitter
-from .text import text_width
+from .text import font_height, text_width, wrap_text
 
 #: frames a run is cut into
 N_FRAMES = 120
@@ -71,6 +73,70 @@ def in_flight(tl, now: float, Tr: int, Tc: int) -> np.ndarray:
     return np.bincount(t["i"][on] * Tc + t["j"][on], minlength=Tr * Tc).reshape(Tr, Tc)
 
 
+def blocks_per_sm(tl) -> int:
+    """How many blocks share an SM, as the run shows it: for every block, the blocks of its SM
+    running at the block's midpoint (itself included); the most common of these counts (1 for
+    an empty timeline)."""
+    b = tl.blocks
+    if not len(b):
+        return 1
+    mid = (b["t0_ns"] + b["t1_ns"]) / 2
+    counts = np.zeros(len(b), int)
+    for sm in np.unique(b["sm"]):
+        on = np.flatnonzero(b["sm"] == sm)
+        t0, t1, m = b["t0_ns"][on], b["t1_ns"][on], mid[on]
+        counts[on] = ((t0[None, :] <= m[:, None]) & (m[:, None] < t1[None, :])).sum(axis=1)
+    return int(np.bincount(counts).argmax())
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A device's measured dense-matmul rate: ``tflops`` (TFLOP/s, the whole GPU), ``what`` (e.g.
+    "fp16 matmul"), ``device`` and ``date`` of the measurement, ``source`` (its file)."""
+
+    tflops: float
+    what: str
+    device: str
+    date: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class TileCeiling:
+    """A block's time per tile against the matmul ceiling (``tile_vs_ceiling``). Times in ns.
+
+    flops: 4·Br·Bc·d, the matmul FLOPs of one whole tile (QKᵀ and PV); measured_ns: a block's
+    time per tile, the median over blocks of (block end − start) / key tiles it visited (load_Q
+    and write_O included); blocks_per_sm: the blocks that share an SM (``blocks_per_sm``);
+    one_sm_ns: the tile's FLOPs at one SM's share of the ceiling (ceiling / sm_count), None
+    without a ceiling; allowed_ns: blocks_per_sm × one_sm_ns, the time a block's tile may take
+    at the ceiling while that many blocks share the SM's tensor cores; ratio: measured_ns /
+    allowed_ns (1 = at the ceiling, 2 = half its rate)."""
+
+    flops: float
+    measured_ns: float
+    blocks_per_sm: int
+    one_sm_ns: float | None
+    allowed_ns: float | None
+    ratio: float | None
+
+
+def tile_vs_ceiling(tl, ceiling_tflops: float | None) -> TileCeiling:
+    """A block's median time per tile against what the measured matmul ceiling (TFLOP/s for the
+    whole GPU, or None) allows: at the ceiling each SM does ceiling / ``tl.sm_count`` FLOP/s, so
+    one tile's 4·Br·Bc·d FLOPs take ``one_sm_ns`` on one SM; k blocks share an SM (as observed,
+    ``blocks_per_sm``), so a block's tile may take k × that. A tile counts whole, masked or not
+    (the FLOP convention of ``tile_flops``). See ``TileCeiling``."""
+    b = tl.blocks
+    flops = 4.0 * tl.Br * tl.Bc * tl.d
+    measured = float(np.median((b["t1_ns"] - b["t0_ns"]) / np.maximum(b["n_j"], 1))) if len(b) else 0.0
+    k = blocks_per_sm(tl)
+    if not ceiling_tflops:
+        return TileCeiling(flops, measured, k, None, None, None)
+    one = flops / (ceiling_tflops * 1e12 / tl.sm_count) * 1e9
+    return TileCeiling(flops, measured, k, one, k * one, measured / (k * one))
+
+
 @dataclass
 class TimelineState:
     """What frame k shows: ``now_ns``, ``busy`` (SMs running a block), ``tflops`` (achieved in
@@ -97,12 +163,17 @@ def _rects(x0, x1, y0, h):
 class TimelineFigure(BlittedView):
     """The timeline explorer's figure. fig: a matplotlib Figure (cleared); tl: a ``gpu.Timeline``;
     block: a cta of ``tl.detail_ctas`` to zoom, or None (each frame: a detailed block running at
-    now). Public: ``n_frames``, ``draw_frame(k)`` → TimelineState, ``render(k)``,
-    ``enable_blitting()``, ``now_ns`` (per frame), ``busy`` and ``tflops`` (per frame),
-    ``tail`` (share), ``tail_start_ns``, ``tile_median_ns``, ``set_block(cta)``, ``bars`` (the
-    block bars' collection), ``fig``."""
+    now); ceiling: the device's measured matmul rate (a ``Ceiling``) or None, then
+    ``ceiling_note`` says why there is none; live: the run was measured just now (the header
+    says "measured now" instead of "a recorded run"). Public: ``n_frames``, ``draw_frame(k)`` →
+    TimelineState, ``render(k)``, ``enable_blitting()``, ``now_ns`` (per frame), ``busy`` and
+    ``tflops`` (per frame), ``tail`` (share), ``tail_start_ns``, ``tile_median_ns``,
+    ``tile_step_ns``, ``per_tile`` (``TileCeiling``), ``set_block(cta)``, ``bars`` (the block
+    bars' collection), ``fig``."""
 
-    def __init__(self, fig, tl, *, block: int | None = None, n_frames: int = N_FRAMES):
+    def __init__(self, fig, tl, *, block: int | None = None, n_frames: int = N_FRAMES,
+                 ceiling: Ceiling | None = None, ceiling_note: str = "no matmul ceiling recorded",
+                 live: bool = False):
         if not tl.detail_ctas:
             detail = tuple(int(c) for c in np.unique(tl.events["cta"]))
         else:
@@ -112,6 +183,7 @@ class TimelineFigure(BlittedView):
             raise ValueError(f"block must be one of the detailed blocks {detail} or None, got {block!r}")
         fig.clear()
         self.fig, self.tl, self.block = fig, tl, block
+        self.ceiling, self.ceiling_note, self.live = ceiling, ceiling_note, bool(live)
         self.big = style.text_scale() > 1.0 + 1e-9
         b = tl.blocks
         self.t_start, self.t_end = float(b["t0_ns"].min()), float(b["t1_ns"].max())
@@ -131,6 +203,7 @@ class TimelineFigure(BlittedView):
         self.tile_median_ns = float(np.median(dur)) if len(dur) else 0.0
         bd = b["t1_ns"] - b["t0_ns"]
         self.tile_step_ns = float(np.median(bd / np.maximum(b["n_j"], 1)))
+        self.per_tile = tile_vs_ceiling(tl, ceiling.tflops if ceiling else None)
         self.window_ns = TILE_WINDOW * max(self.tile_median_ns, self.tile_step_ns)
         self._tile_order_t1 = np.sort(tl.tiles["t1_ns"])
         self._tile_key_t1 = np.argsort(tl.tiles["t1_ns"], kind="stable")
@@ -155,12 +228,15 @@ class TimelineFigure(BlittedView):
             kind = f"{tl.kernel} kernel"
         title = (f"{'' if big else 'What the GPU did: '}the {kind}, N = {tl.N}, d = {tl.d}, Br × Bc = {tl.Br} × {tl.Bc}"
                  f"{', causal' if tl.causal else ''}")
+        order = getattr(tl, "order", "kernel")
+        if order != "kernel":                       # an experiment's start order (Timeline.order)
+            title += f", {order.replace('_', '-')} order"
         fig.text(0.008, 1 - 5 / H, title, fontsize=pt(11), weight="bold", va="top")
         over = (f" (+{100 * (tl.traced_ms / tl.kernel_ms - 1):.1f} % for the tracing)"
                 if tl.kernel_ms and tl.traced_ms else "")
         times = (f"kernel {tl.kernel_ms:.3f} ms uninstrumented, traced {tl.traced_ms:.3f} ms{over}"
                  if tl.kernel_ms and tl.traced_ms else "kernel time not recorded")
-        facts = (f"a recorded run: {tl.device}, {tl.date} · {len(tl.blocks):,} blocks (Tr·H·B = "
+        facts = (f"{'measured now' if self.live else 'a recorded run'}: {tl.device}, {tl.date} · {len(tl.blocks):,} blocks (Tr·H·B = "
                  f"{tl.grid[0]}·{tl.grid[1]}·{tl.grid[2]}) on {tl.sm_count} SMs" + ("\n" if big else " · ") + times)
         y_facts = 5 + pt(11) * line + 2
         fig.text(0.008, 1 - y_facts / H, facts, fontsize=pt(8.5), va="top", color="0.25", linespacing=1.25)
@@ -192,44 +268,78 @@ class TimelineFigure(BlittedView):
         xt = xr + (tick + pt(8.5) * line + 4) / W + 0.01
         t_title = 2
         t_top = top + (t_title - 1) * pt(9) * line
-        h_tiles = (0.30 if not big else 0.25) * H
+        # the numbers and their notes below the grid: the grid gives up height when they need it
+        rows, notes = self._table_text((0.985 - xr) * W)
+        below = tick + pt(8.5) * line + 10                                   # the grid's x axis
+        self._row = 1.45 if not big else 1.35                                # row pitch in font sizes
+        table_h = pt(8.5) * (1.2 + self._row * (len(rows) - 1)) + 6 + font_height(pt(7.5), notes.count("\n") + 1, 1.25)
+        h_tiles = max(0.12 * H, min((0.30 if not big else 0.25) * H, H - 4 - table_h - t_top - below))
         self.ax_tiles = fig.add_axes([xt, (H - t_top - h_tiles) / H, 0.975 - xt, h_tiles / H])
         self._draw_tiles(two_lines=True)
-        y_tab = t_top + h_tiles + tick + pt(8.5) * line + 10
-        self._draw_table(xr, 1 - y_tab / H)
+        self._draw_table(xr, 1 - (t_top + h_tiles + below) / H, rows, notes)
 
     def _present_stages(self):
         return [s for k, s in enumerate(self.tl.stages) if np.any(self.tl.events["stage"] == k)]
 
     _LABELS = ("now", "SMs busy", "tiles in flight", "tiles done", "TFLOP/s now¹", "TFLOP/s whole run", "tail²",
-               "tile in flight", "block time per tile")
+               "tile in flight", "block time per tile", "at the ceiling³", "measured / ceiling")
 
-    def _draw_table(self, x, y):
-        """The numbers: labels and the values that stay (static), the values that move (animated)."""
-        fig, tl, pt = self.fig, self.tl, style.pt
-        us = 1e-3
+    def _table_text(self, width: float):
+        """([(label, static value)], notes): the numbers' rows (an empty value: one that moves
+        with now) and the footnotes, wrapped to ``width`` points."""
+        tl, us = self.tl, 1e-3
         span = self.t_end - self.t_start
         total = float(self.flops.sum())
         untraced = f" ({total / (tl.kernel_ms * 1e-3) * 1e-12:,.0f} untraced)" if tl.kernel_ms else ""
-        static = ["", "", "", "", "", f"{total / span * 1e-3:,.0f} traced{untraced}",
+        c = self.per_tile
+        if c.allowed_ns is not None:
+            at_ceiling = f"{c.allowed_ns * us:.2f} µs"
+            ratio = f"{c.ratio:.2f}× ({100 / c.ratio:.0f} % of the ceiling)"
+            if self.big:
+                third = (f"³ 4·Br·Bc·d FLOPs at {self.ceiling.tflops:,.0f} ÷ {tl.sm_count} TFLOP/s ({self.ceiling.what}, "
+                         f"one SM): {c.one_sm_ns * us:.2f} µs, × {c.blocks_per_sm} blocks/SM")
+            else:
+                third = (f"³ 4·Br·Bc·d FLOPs at one SM's share of the measured {self.ceiling.what} ceiling "
+                         f"({self.ceiling.tflops:,.0f} ÷ {tl.sm_count} TFLOP/s): {c.one_sm_ns * us:.2f} µs; "
+                         f"× {c.blocks_per_sm}, the blocks sharing an SM")
+        else:
+            at_ceiling, ratio = "none recorded", "—"
+            third = f"³ {self.ceiling_note}"
+        values = ["", "", "", "", "", f"{total / span * 1e-3:,.0f} traced{untraced}",
                   f"{100 * self.tail:.1f} % of the run", f"{self.tile_median_ns * us:.2f} µs (median)",
-                  f"{self.tile_step_ns * us:.2f} µs (median)"]
+                  f"{c.measured_ns * us:.2f} µs (median)", at_ceiling, ratio]
+        size = style.pt(7.5)
+        if self.big:       # presenter mode: the short forms
+            notes = [f"¹ tiles finished in the {self.slice_ns * us:.1f} µs around now",
+                     f"² first SM idle for good ({self.tail_start_ns * us:,.1f} µs) → end, shaded", third]
+        else:
+            notes = [f"¹ FLOPs of the tiles that finished in the {self.slice_ns * us:.1f} µs around now",
+                     f"² from the first SM idle for good ({self.tail_start_ns * us:,.1f} µs) to the end (shaded)",
+                     third]
+        indent = text_width("¹ ", size)
+        lines = []
+        for n in notes:
+            head, body = n[:2], n[2:]
+            wrapped = wrap_text(body, size, width - indent).split("\n")
+            lines += [head + wrapped[0]] + ["   " + w for w in wrapped[1:]]
+        return list(zip(self._LABELS, values)), "\n".join(lines)
+
+    def _draw_table(self, x, y, rows, notes):
+        """The numbers: labels and the values that stay (static), the values that move (animated)."""
+        fig, pt = self.fig, style.pt
         size = pt(8.5)
-        gap = max(text_width(lab, size) for lab in self._LABELS) + size
+        gap = max(text_width(lab, size) for lab, _ in rows) + size
         self._value_x = x + gap / (fig.get_figwidth() * 72)
         H = fig.get_figheight() * 72
         self.values = []
-        for r, (lab, val) in enumerate(zip(self._LABELS, static)):
-            yr = y - size * 1.45 * r / H
+        for r, (lab, val) in enumerate(rows):
+            yr = y - size * self._row * r / H
             fig.text(x, yr, lab, fontsize=size, va="top", color="0.3")
             t = fig.text(self._value_x, yr, val, fontsize=size, va="top")
             if not val:
                 self.values.append(t)           # the values that move with now
-        n = len(self._LABELS)
-        y_note = y - (size * (1.2 + 1.45 * (n - 1)) + 6) / (fig.get_figheight() * 72)
-        note = (f"¹ FLOPs (4·Br·Bc·d a tile) of the tiles that finished\n   in the {self.slice_ns * us:.1f} µs around now\n"
-                f"² from the first SM idle for good ({self.tail_start_ns * us:,.1f} µs)\n   to the end (shaded)")
-        fig.text(x, y_note, note, fontsize=pt(7.5), va="top", color="0.35", linespacing=1.25)
+        y_note = y - (size * (1.2 + self._row * (len(rows) - 1)) + 6) / H
+        self.notes = fig.text(x, y_note, notes, fontsize=pt(7.5), va="top", color="0.35", linespacing=1.25)
 
     def _draw_gpu(self):
         ax, tl, pt = self.ax_gpu, self.tl, style.pt

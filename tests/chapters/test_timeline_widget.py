@@ -326,3 +326,330 @@ def test_a_live_trace_with_every_blocks_steps_is_sampled_for_the_zoom():
         w.show_frame(w.n_frames // 2)
     finally:
         w.close()
+
+
+# ---------------------------------------------------------------- issue 12: N control, live mode, ceiling
+def test_n_control_lists_the_recorded_lengths():
+    """N offers the lengths recorded for the chosen kernel, causal flag and d (without a GPU, only
+    those); switching N shows that recording, and kernel / causal / d changes re-list N."""
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-N")
+    try:
+        if w.ok:
+            pytest.skip("on a GPU N also offers lengths to measure live")
+        want = sorted({r["N"] for r in RECORDED if (r["kernel"], r["causal"], r["d"]) == ("wgmma", True, 64)})
+        assert want == [4096, 16384]
+        assert [v for _, v in w.N.options] == want and w.N.value == 4096 and w.timeline.N == 4096
+        w.N.value = 16384
+        tl = w.timeline
+        assert (tl.kernel, tl.causal, tl.d, tl.N) == ("wgmma", True, 64, 16384)
+        assert tl.grid == (16384 // tl.Br, 4, 1) and len(w._view.bars.get_paths()) == len(tl.blocks)
+        assert "N = 16384" in w.fig.texts[0].get_text()
+        w.show_frame(w.n_frames - 1)
+        w.d.value = 128                                   # only N = 4096 is recorded at d = 128
+        assert [v for _, v in w.N.options] == [4096] and w.timeline.N == 4096 and w.timeline.d == 128
+        w.kernel.value = "teaching"
+        assert [v for _, v in w.N.options] == [4096] and w.timeline.kernel == "teaching"
+    finally:
+        w.close()
+    with pytest.raises(ValueError, match="N must be one of 4096, 16384") as e:
+        TimelineExplorer(kernel="wgmma", causal=False, d=64, N=8192, key="test-timeline-N-bad")
+    assert "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="N must be one of"):
+        TimelineExplorer(kernel="wgmma", d=64, N="4096", key="test-timeline-N-bad")
+
+
+def test_n_control_offers_only_the_kernels_own_block_order(monkeypatch):
+    """Rows of another ``order`` variant (timeline-…-ascending-n…) are not offered, nor drawn."""
+    import flashviz.widgets.timeline as mod
+
+    rows = recorded_timelines()
+    base = next(r for r in rows if (r["kernel"], r["causal"], r["d"], r["N"]) == ("wgmma", True, 64, 4096))
+    other = dict(base, order="ascending", N=8192, date="2099-01-01")           # newest, another order
+    same_n = dict(base, order="ascending", date="2099-01-01")
+    monkeypatch.setattr(mod, "recorded_timelines", lambda: [other, same_n] + rows)
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-order")
+    try:
+        if not w.ok:
+            assert [v for _, v in w.N.options] == [4096, 16384]
+        assert 8192 not in [v for label, v in w.N.options if "not recorded" not in label]
+        assert w.timeline.date == base["date"] and w.timeline.order == "kernel"   # not the newer other order
+        w.N.value = 16384
+        assert w.timeline.order == "kernel" and w.timeline.N == 16384
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+def test_a_given_timeline_of_another_block_order_says_so(scale):
+    rows = [r for r in RECORDED if r.get("order", "kernel") != "kernel"]
+    if not rows:
+        pytest.skip("no recording of another block order")
+    tl = Timeline.load(max(rows, key=lambda r: r["N"])["file"])
+    w = TimelineExplorer(tl, text_scale=scale, key="test-timeline-other-order")
+    try:
+        words = tl.order.replace("_", "-")
+        assert f", {words} order" in w.fig.texts[0].get_text() and f"blocks started {words}" in w.status.value
+        found = []
+        for k in (0, 60, w.n_frames - 1):
+            w.show_frame(k)
+            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+        assert not found, "\n".join(dict.fromkeys(found))
+    finally:
+        w.close()
+
+
+def test_without_a_gpu_the_run_button_is_disabled_and_says_why():
+    from flashviz.gpu import gpu_status
+    from flashviz.widgets.gpu_job import GPU_LOCK
+
+    ok, reason = gpu_status()
+    if ok:
+        pytest.skip("this machine has a GPU")
+    w = TimelineExplorer(kernel="wgmma", causal=True, key="test-timeline-nogpu")
+    try:
+        assert w.run_button.disabled and not w.ok
+        assert "No GPU here" in w.gpu_note.value and "CuPy" in w.gpu_note.value
+        assert w.run_button.tooltip.startswith("No GPU here")
+        before = w.timeline
+        assert w.run(wait=True) is None
+        assert "No GPU here" in w.status.value and "#d62728" in w.status.value
+        assert w.timeline is before and w.show_frame(5).k == 5        # the recorded run still plays
+        assert GPU_LOCK.acquire(blocking=False)
+        GPU_LOCK.release()
+    finally:
+        w.close()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A widget module that believes it has a Hopper GPU; trace_kernel is replaced by each test."""
+    import flashviz.gpu.tensorcore.kernel as tk
+    import flashviz.widgets.timeline as mod
+
+    monkeypatch.setattr(mod, "gpu_status", lambda: (True, "NVIDIA H200 (sm_90), a stand-in"))
+    monkeypatch.setattr(tk, "device_variant", lambda dev=None: "wgmma")
+    return mod
+
+
+def _as_live(tl):
+    """What trace_kernel returns for the recorded run tl: every block's steps (detail_ctas None),
+    today's date."""
+    import dataclasses
+    import datetime
+
+    return dataclasses.replace(tl, detail_ctas=None, date=datetime.date.today().isoformat(), commit="")
+
+
+def test_live_run_draws_the_timeline_it_got(fake_gpu, monkeypatch):
+    """The job (inputs, trace, drawing) with trace_kernel replaced: the inputs are record_timelines'
+    (rng 0, B = 1, H = 2048 / d, float32), the widget draws exactly the Timeline returned (every
+    block a bar, 16 blocks' steps kept), says "measured now on", and every control comes back."""
+    from flashviz.widgets.gpu_job import GPU_LOCK
+
+    rec = latest_timeline("wgmma", causal=True, d=64, N=4096)
+    live = _as_live(rec)
+    calls = []
+
+    def trace(Q, K, V, **kw):
+        calls.append((Q, K, V, kw))
+        return live
+
+    monkeypatch.setattr(fake_gpu, "trace_kernel", trace)
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-live")
+    try:
+        assert not w.run_button.disabled and "a stand-in" in w.gpu_note.value
+        assert [v for _, v in w.N.options] == [1024, 2048, 4096, 8192, 16384]
+        got = w.run(wait=True)
+        assert got is live and len(calls) == 1
+        Q, K, V, kw = calls[0]
+        assert kw == dict(kernel="wgmma", causal=True, repeat=10, rounds=5)
+        rng = np.random.default_rng(0)
+        for x in (Q, K, V):
+            assert x.shape == (1, 32, 4096, 64) and x.dtype == np.float32
+            assert np.array_equal(x, rng.standard_normal((1, 32, 4096, 64)).astype(np.float32))
+        tl = w.timeline
+        assert tl.blocks is live.blocks and len(tl.detail_ctas) == 16
+        assert len(w._view.bars.get_paths()) == len(live.blocks)
+        assert "measured now on the NVIDIA H200" in w.status.value and live.date in w.status.value
+        header = [t.get_text() for t in w.fig.texts if "on 132 SMs" in t.get_text()]
+        assert header and header[0].startswith(f"measured now: NVIDIA H200, {live.date}")
+        assert w.frame.value == 0 and w.show_frame(60).k == 60
+        assert not any(c.disabled for c in (w.run_button, w.kernel, w.causal, w.d, w.N))
+        assert w.stop_button.disabled and w.progress.layout.visibility == "hidden" and w.progress.value == 3
+        assert GPU_LOCK.acquire(blocking=False)
+        GPU_LOCK.release()
+        w.causal.value = False                      # another choice: its recording …
+        assert "recorded on" in w.status.value and not w.timeline.causal
+        w.causal.value = True                       # … and back: the measurement of this widget
+        assert w.timeline.blocks is live.blocks and "measured now" in w.status.value
+    finally:
+        w.close()
+
+
+def test_live_run_failure_is_one_red_line_and_the_widget_keeps_working(fake_gpu, monkeypatch):
+    from flashviz.widgets.gpu_job import GPU_LOCK
+
+    shapes = []
+
+    def trace(Q, K, V, **kw):
+        shapes.append(Q.shape)
+        raise RuntimeError("the traced wgmma kernel's O or lse differ from the normal kernel's (bit for bit)\nmore")
+
+    monkeypatch.setattr(fake_gpu, "trace_kernel", trace)
+    w = TimelineExplorer(kernel="wgmma", causal=False, d=64, key="test-timeline-fail")
+    try:
+        before = w.timeline
+        w.N.value = 1024                                   # offered on a GPU, not recorded
+        assert "no timeline of N = 1,024 yet" in w.status.value and w.timeline is before
+        assert w.run(wait=True) is None
+        assert shapes == [(1, 32, 1024, 64)]                # B = 1, H = 2048 / d
+        assert "#d62728" in w.status.value and "GPU run failed: RuntimeError: the traced wgmma" in w.status.value
+        assert "more" not in w.status.value                # one line
+        assert w.timeline is before and w.show_frame(7).k == 7
+        assert not w.run_button.disabled and not w.N.disabled and w.stop_button.disabled
+        assert GPU_LOCK.acquire(blocking=False)
+        GPU_LOCK.release()
+        w.N.value = 4096
+        assert w.timeline is before and "recorded on" in w.status.value
+    finally:
+        w.close()
+
+
+def test_stop_drops_the_running_trace_and_leaves_the_widget_usable(fake_gpu, monkeypatch):
+    import threading
+
+    rec = latest_timeline("wgmma", causal=True, d=64, N=4096)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(Q, K, V, **kw):
+        entered.set()
+        assert release.wait(20)
+        return _as_live(rec)
+
+    monkeypatch.setattr(fake_gpu, "trace_kernel", slow)
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-stop")
+    try:
+        before = w.timeline
+        assert w.run(wait=False) is None
+        assert entered.wait(20)
+        assert w.run_button.disabled and w.N.disabled and not w.stop_button.disabled
+        assert w.progress.value == 1 and w.progress.description == "trace"
+        assert "A measurement is already going" in (w.run(wait=True) or w.status.value)
+        w.stop_button.click()
+        release.set()
+        w._thread.join(20)
+        assert "Stopped" in w.status.value and w.timeline is before
+        assert not w.run_button.disabled and not w.N.disabled and w.show_frame(3).k == 3
+        monkeypatch.setattr(fake_gpu, "trace_kernel", lambda Q, K, V, **kw: _as_live(rec))
+        assert w.run(wait=True) is not None and "measured now" in w.status.value   # the next run goes
+    finally:
+        w.close()
+
+
+def _newest_mma_json():
+    import json
+    from pathlib import Path
+
+    folder = Path(fv.__file__).resolve().parent.parent / "benchmarks" / "results"
+    files = sorted(folder.glob("mma-*.json"), key=lambda f: (f.name.split("-", 2)[2], f.name))
+    return json.loads(files[-1].read_text())
+
+
+def _tile_vs_ceiling_by_hand(tl, tflops):
+    """(measured µs, blocks per SM, one-SM µs, allowed µs, ratio), by plain loops over the record."""
+    import statistics
+    from collections import Counter
+
+    by_sm = {}
+    for b in tl.blocks.tolist():
+        by_sm.setdefault(b[1], []).append(b)
+    counts = []
+    for blocks in by_sm.values():
+        for b in blocks:
+            mid = (b[6] + b[7]) / 2
+            counts.append(sum(1 for o in blocks if o[6] <= mid < o[7]))
+    k = Counter(counts).most_common(1)[0][0]
+    measured = statistics.median((b[7] - b[6]) / max(b[5], 1) for b in tl.blocks.tolist()) / 1e3
+    one = 4 * tl.Br * tl.Bc * tl.d / (tflops * 1e12 / tl.sm_count) * 1e6
+    return measured, k, one, k * one, measured / (k * one)
+
+
+def test_per_tile_time_against_the_matmul_ceiling():
+    """The numbers panel: a block's median time per tile, what the measured fp16 matmul ceiling
+    allows for it (one SM's share, ceiling / SMs, times the blocks that share an SM), and the
+    ratio — recomputed here from the Timeline's records and the JSON's ceiling."""
+    res = _newest_mma_json()
+    tflops = res["ceilings"]["matmul_fp16_TFLOPs"]
+    assert 700 < tflops < 800 and res["env"]["device"] == "NVIDIA H200"
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-ceiling")
+    try:
+        tl, v = w.timeline, w._view
+        measured, k, one, allowed, ratio = _tile_vs_ceiling_by_hand(tl, tflops)
+        assert (tl.Br, tl.Bc, tl.d, tl.sm_count) == (64, 128, 64, 132) and k == 3
+        texts = [t.get_text() for t in w.fig.texts]
+        assert texts[texts.index("block time per tile") + 1] == f"{measured:.2f} µs (median)"
+        assert texts[texts.index("at the ceiling³") + 1] == f"{allowed:.2f} µs"
+        assert texts[texts.index("measured / ceiling") + 1] == f"{ratio:.2f}× ({100 / ratio:.0f} % of the ceiling)"
+        note = v.notes.get_text().replace("\n   ", " ")
+        assert f"({tflops:,.0f} ÷ 132 TFLOP/s): {one:.2f} µs" in note and "× 3, the blocks sharing an SM" in note
+        assert v.per_tile.ratio == pytest.approx(ratio) and v.per_tile.allowed_ns == pytest.approx(allowed * 1e3)
+        assert 1.0 < ratio < 4.0            # below the ceiling, as the whole run's TFLOP/s says
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_teaching_kernel_has_no_recorded_fp32_ceiling(causal):
+    w = TimelineExplorer(kernel="teaching", causal=causal, key="test-timeline-fp32")
+    try:
+        texts = [t.get_text() for t in w.fig.texts]
+        assert texts[texts.index("at the ceiling³") + 1] == "none recorded"
+        assert texts[texts.index("measured / ceiling") + 1] == "—"
+        assert "no fp32 (CUDA-core) matmul ceiling is recorded" in w._view.notes.get_text()
+        assert w._view.per_tile.ratio is None and w._view.per_tile.measured_ns > 0
+    finally:
+        w.close()
+
+
+def test_a_ceiling_is_only_used_for_its_own_device():
+    import dataclasses
+
+    from flashviz.widgets.timeline import matmul_ceiling
+
+    tl = latest_timeline("wgmma", causal=False, d=64)
+    c, note = matmul_ceiling(tl)
+    assert c is not None and c.tflops == _newest_mma_json()["ceilings"]["matmul_fp16_TFLOPs"] and note == ""
+    c, note = matmul_ceiling(dataclasses.replace(tl, device="NVIDIA H100 80GB HBM3"))
+    assert c is None and "recorded for the NVIDIA H100 80GB HBM3 (recorded: NVIDIA H200)" in note
+    c, note = matmul_ceiling(tl, {"env": {"device": "NVIDIA H200"}, "ceilings": {}})
+    assert c is None and "no fp16 matmul ceiling is recorded" in note
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_text_overlap_at_the_long_recording(causal, scale):
+    w = TimelineExplorer(kernel="wgmma", causal=causal, d=64, N=16384, text_scale=scale, key="test-tl-overlap-N")
+    try:
+        found = []
+        for k in (0, 60, w.n_frames - 1):
+            w.show_frame(k)
+            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+        assert not found, "\n".join(dict.fromkeys(found))
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+def test_no_text_overlap_when_measured_now(fake_gpu, monkeypatch, scale):
+    rec = latest_timeline("teaching", causal=True, d=128)
+    monkeypatch.setattr(fake_gpu, "trace_kernel", lambda Q, K, V, **kw: _as_live(rec))
+    w = TimelineExplorer(kernel="teaching", causal=True, d=128, text_scale=scale, key="test-tl-overlap-live")
+    try:
+        assert w.run(wait=True) is not None
+        found = []
+        for k in (0, 60, w.n_frames - 1):
+            w.show_frame(k)
+            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+        assert not found, "\n".join(dict.fromkeys(found))
+    finally:
+        w.close()

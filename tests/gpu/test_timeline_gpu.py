@@ -129,3 +129,49 @@ def test_block_orders_compute_the_same_blocks_in_another_order(gpu, kernel, orde
     assert np.array_equal(tl.blocks["i"], want)
     assert len({(int(b["i"]), int(b["h"]), int(b["b"])) for b in tl.blocks}) == Tr * H * B
     assert tl.order == order and tl.notes["kernel_order_ms"] > 0
+
+
+@pytest.mark.parametrize("kernel", ["teaching", "wgmma"])
+def test_timeline_explorer_live_mode_end_to_end(gpu, kernel):
+    """The explorer's *Run on this GPU* at N = 1024 (not recorded): the real trace_kernel on
+    record_timelines' inputs (B = 1, H = 2048 / d, rng 0), then the figure draws every block of
+    the grid at its measured start and end, and the status says "measured now on" the device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from flashviz.gpu import latest_results
+    from flashviz.gpu.tensorcore.kernel import device_variant
+    from flashviz.widgets.timeline import TimelineExplorer
+
+    if kernel == "wgmma" and device_variant() != "wgmma":
+        pytest.skip("the wgmma kernel needs a Hopper GPU")
+    w = TimelineExplorer(kernel=kernel, causal=True, d=64, key=("gpu-live", kernel))
+    try:
+        assert w.ok and not w.run_button.disabled, w.gpu_note.value
+        w.N.value = 1024
+        tl = w.run(wait=True)
+        assert tl is not None, w.status.value
+        Tr, H, B = tl.grid
+        assert (tl.kernel, tl.N, tl.d, tl.causal, H, B) == (kernel, 1024, 64, True, 32, 1)
+        assert Tr == -(-1024 // tl.Br) and tl.detail_ctas is None          # every block's steps came back
+        _check(tl, kernel, 1024, 1024, True)                                 # complete and in order
+        assert "measured now on the" in w.status.value and tl.device in w.status.value
+        shown = w.timeline
+        assert shown.blocks is tl.blocks and len(shown.detail_ctas) == 16
+        paths = w._view.bars.get_paths()
+        assert len(paths) == len(tl.blocks) == Tr * H * B                  # every block drawn …
+        x = np.array([[p.vertices[:, 0].min(), p.vertices[:, 0].max()] for p in paths])
+        assert np.allclose(x, np.stack([tl.blocks["t0_ns"], tl.blocks["t1_ns"]], 1) * 1e-3)   # … where it ran
+        y = np.array([(p.vertices[:, 1].min() + p.vertices[:, 1].max()) / 2 for p in paths])
+        assert np.allclose(y, tl.blocks["sm"])
+        for k in (0, w.n_frames // 2, w.n_frames - 1):
+            s = w.show_frame(k)
+            assert s.busy == int(tl.busy_sms([s.now_ns])[0])
+        texts = [t.get_text() for t in w.fig.texts]
+        assert any(t.startswith(f"measured now: {tl.device}") for t in texts)
+        ceiling = texts[texts.index("at the ceiling³") + 1]
+        recorded = ((latest_results("mma") or {}).get("env") or {}).get("device")
+        assert (ceiling == "none recorded") == (kernel == "teaching" or tl.device != recorded), (ceiling, recorded)
+        assert not w.run_button.disabled and w.stop_button.disabled
+    finally:
+        w.close()
