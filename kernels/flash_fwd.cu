@@ -70,8 +70,8 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
     // Causal: the last query blocks see the most keys; start those first so the tail of the
     // launch is made of short blocks.
     int i = causal ? (Tr - 1 - (int)blockIdx.x) : (int)blockIdx.x;
-    int z = 0;                                       // (gridDim.z = 1)
-    FV_BLOCK_ORDER(i, bh, z);                        // the lesson's other orders (fv_trace.cuh); nothing by default
+    [[maybe_unused]] int b0 = 0;                     // (the batch is in bh)
+    FV_BLOCK_ORDER(i, bh, b0);                       // the lesson's other orders (fv_trace.cuh); nothing by default
     const int r0 = i * Br;
     const int r1 = min(r0 + Br, Nq);
     const int offset = Nk - Nq;                      // causal: row r sees columns c <= r + offset
@@ -254,7 +254,7 @@ flash_fwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
     }
     FV_NOW(t_b);
     FV_EVENT(-1, FV_STAGE_WRITE_O, t_a, t_b);
-    FV_TRACE_END(i, n_j);
+    FV_TRACE_END(i, bh, 0, n_j);
 }
 
 #ifdef FLASHVIZ_PTX_CHECK

@@ -7,7 +7,8 @@
 // FV_NSTAGE·groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching):
 //   rec[0] %globaltimer at the start (ns; one clock for all SMs, 32 ns steps on the H200)
 //   rec[1] %globaltimer at the end       rec[2], rec[3] %clock64 at the start / end (this SM's cycles)
-//   rec[4] %smid   rec[5] i (the query block this block computed)   rec[6] key tiles visited
+//   rec[4] %smid   rec[5] the block's work: i | h << 24 | b << 44 (query block, head, batch; the teaching
+//   kernel records its b·H + h as h and 0 as b)   rec[6] key tiles visited
 //   rec[7] FV_MAGIC once the block finished
 //   rec[FV_HEAD + g] the %clock64 of group g's writer when it started (its base)
 // then, for group g, tile row r = j + 1 (r = 0: block-level steps, j = -1) and stage s, one word at
@@ -66,11 +67,11 @@ struct Rec {
     }
     // the writer alone, already inside `if (writer)`: one row pointer, no per-store predicate
     __device__ __forceinline__ unsigned long long* row(int j) const { return ev + (j + 1) * FV_NSTAGE; }
-    __device__ __forceinline__ void end(int i, int tiles) const {
+    __device__ __forceinline__ void end(int i, int h, int b, int tiles) const {
         if (head) {
             rec[3] = clock();
             rec[1] = gtimer();
-            rec[5] = (unsigned long long)i;
+            rec[5] = (unsigned long long)i | ((unsigned long long)h << 24) | ((unsigned long long)b << 44);
             rec[6] = (unsigned long long)tiles;
             rec[7] = FV_MAGIC;
         }
@@ -99,7 +100,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_DECL(var) unsigned long long var = 0
 #define FV_NOW(var) var = fvtrace::clock()
 #define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
-#define FV_TRACE_END(i, tiles) fv_rec.end(i, tiles)
+#define FV_TRACE_END(i, h, b, tiles) fv_rec.end(i, h, b, tiles)
 // deferred form: 32-bit cycle offsets kept in registers, stored later where the warp waits anyway
 #define FV_DECL32(var) unsigned var = 0
 #define FV_NOW32(var) var = fv_rec.since()
@@ -119,7 +120,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_DECL(var)
 #define FV_NOW(var)
 #define FV_EVENT(j, stage, t0, t1)
-#define FV_TRACE_END(i, tiles)
+#define FV_TRACE_END(i, h, b, tiles)
 #define FV_DECL32(var)
 #define FV_NOW32(var)
 #define FV_SET(dst, src)
@@ -133,20 +134,20 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 // keeps its own order (causal: i = Tr - 1 - blockIdx.x, the long rows of each head first).
 // The hardware hands out thread blocks roughly in the order of cta = x + X·(y + Y·z).
 //   1 "ascending":     i = blockIdx.x (causal: the short rows of each head first)
-//   2 "longest_first": the longest rows of every head before any shorter row: cta → i = Tr - 1 - cta / (Y·Z),
-//                      then (y, z) from cta mod Y·Z (head and batch, or the teaching kernel's b·H + h)
+//   2 "longest_first": the host launches the grid with its axes turned, (X, Y, Z) = (heads, batch, Tr)
+//                      (the teaching kernel: (b·H + h, 1, Tr)), so the query blocks vary slowest:
+//                      i = Tr - 1 - blockIdx.z, the longest rows of every head before any shorter row.
+//                      No division: the build keeps the kernel's registers (and so its occupancy).
 #if defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER == 1
-#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) do { fv_i = (int)blockIdx.x; } while (0)
+#define FV_BLOCK_ORDER(fv_i, fv_h, fv_b) do { fv_i = (int)blockIdx.x; } while (0)
 #elif defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER == 2
-#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) do { \
-        const unsigned fv_cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); \
-        const unsigned fv_yz = gridDim.y * gridDim.z; \
-        fv_i = (int)(gridDim.x - 1 - fv_cta / fv_yz); \
-        fv_y = (int)(fv_cta % fv_yz % gridDim.y); \
-        fv_z = (int)(fv_cta % fv_yz / gridDim.y); \
+#define FV_BLOCK_ORDER(fv_i, fv_h, fv_b) do { \
+        fv_i = (int)(gridDim.z - 1 - blockIdx.z); \
+        fv_h = (int)blockIdx.x; \
+        fv_b = (int)blockIdx.y; \
     } while (0)
 #elif defined(FLASHVIZ_BLOCK_ORDER) && FLASHVIZ_BLOCK_ORDER != 0
 #error "FLASHVIZ_BLOCK_ORDER must be 0, 1 (ascending) or 2 (longest_first)"
 #else
-#define FV_BLOCK_ORDER(fv_i, fv_y, fv_z) ((void)0)
+#define FV_BLOCK_ORDER(fv_i, fv_h, fv_b) ((void)0)
 #endif

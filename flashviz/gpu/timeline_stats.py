@@ -5,9 +5,11 @@ Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
 * ``waves(tl)``: how the Tr·H·B thread blocks met the SMs — the most blocks one SM ran at once
   (its slots, as measured), the slots of the whole GPU and the number of waves, blocks / slots;
 * ``softmax_overlap(tl)``: of the time a group (warpgroup or warp) spends in the softmax steps
-  (update_ml, convert_P), the share during which another group of the same block runs a
-  tensor-core step (compute_S or accumulate_O) — the overlap FlashAttention-3's ping-pong
-  schedule is built to create (0 when the groups move in lock-step);
+  (update_ml, convert_P), the share during which another group *of the same block* runs a
+  matmul step (compute_S or accumulate_O; tensor cores in the wgmma kernel) — the overlap
+  FlashAttention-3's ping-pong schedule creates inside a block (0 when the groups move in
+  lock-step). Other blocks sharing the SM are not counted: the files keep the steps of 16
+  sampled blocks, which seldom run side by side on one SM;
 * ``recorded_orders(kernel, d, N)``: the recorded causal runs of chapter 7's block-order
   experiment, {order: Timeline}.
 """
@@ -89,10 +91,13 @@ def _covered(t0: np.ndarray, t1: np.ndarray, cover: np.ndarray) -> float:
 def softmax_overlap(tl: Timeline) -> tuple[float, float]:
     """(overlapped share, softmax ns): over the blocks whose steps the timeline keeps, the share of
     the groups' softmax time (``SOFTMAX_STEPS``) during which another group of the same block is
-    in a tensor-core step (``MATMUL_STEPS``), and the softmax time summed over those groups (ns).
-    ValueError when the timeline keeps no softmax step."""
+    in a matmul step (``MATMUL_STEPS``), and the softmax time summed over those groups (ns).
+    ValueError when the timeline keeps no softmax step, or its blocks have one group each
+    (e.g. the wgmma kernel at Br = 64: one warpgroup, nothing in the block to overlap with)."""
     tl = _check(tl)
     e = tl.events
+    if len(e) and int(e["group"].max()) == 0:
+        raise ValueError(f"one group per block here (Br = {tl.Br}): no other group in the block to overlap with")
     soft = np.isin(e["stage"], [tl.stages.index(s) for s in SOFTMAX_STEPS])
     mm = np.isin(e["stage"], [tl.stages.index(s) for s in MATMUL_STEPS])
     if not soft.any():

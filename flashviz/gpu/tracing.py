@@ -15,7 +15,9 @@ One call, one process, same inputs for both builds:
 
 ``order`` other than "kernel" (the lesson's block-order experiment, kernels/fv_trace.cuh
 FV_BLOCK_ORDER): both builds are compiled with ``-DFLASHVIZ_BLOCK_ORDER`` = 1 ("ascending") or
-2 ("longest_first"); the kernel in its own order is timed in the same rounds
+2 ("longest_first", launched on the grid with its axes turned: (H, B, Tr), the teaching kernel
+(B·H, 1, Tr), so the query blocks vary slowest; no index arithmetic, so the untraced build keeps
+the kernel's registers); the kernel in its own order is timed in the same rounds
 (``notes["kernel_order_ms"]``) and its O and lse must be bit-identical too (each block's
 arithmetic does not depend on when it starts).
 
@@ -172,11 +174,14 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     buf = cp.zeros(words, cp.uint64)
     tr_args = lambda: (*args(O_tr, lse_tr), buf, np.int32(jmax))  # noqa: E731
 
+    # the launch grid: longest_first turns the axes (fv_trace.cuh); the records keep launch order
+    launch = (grid[1], grid[2], grid[0]) if order == "longest_first" else grid
+
     def run_normal():
-        normal(grid, block, args(O, lse), shared_mem=smem)
+        normal(launch, block, args(O, lse), shared_mem=smem)
 
     def run_traced():
-        traced(grid, block, tr_args(), shared_mem=smem)
+        traced(launch, block, tr_args(), shared_mem=smem)
 
     launches = {"normal": run_normal, "traced": run_traced}
     if opts:
@@ -199,7 +204,7 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
         raise RuntimeError(f"the {kernel} kernel in the {order} block order gives another O or lse than in its own "
                            "order (bit for bit)")
     env = environment()
-    tl = decode(cp.asnumpy(buf), grid=grid if kernel == "wgmma" else (grid[0], H, B), groups=groups, jmax=jmax,
+    tl = decode(cp.asnumpy(buf), grid=(grid[0], H, B), groups=groups, jmax=jmax,
                 kernel=kernel, N=Nq, d=d, Br=Br, Bc=Bc, causal=causal, order=order,
                 dtype="float16" if kernel == "wgmma" else "float32", sm_count=facts.sm_count,
                 device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
@@ -214,11 +219,12 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
 def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline:
     """The trace buffer ``raw`` (uint64 words, layout of kernels/fv_trace.cuh) of a run with
     ``grid`` (Tr, H, B) blocks, ``groups`` writers per block and ``jmax`` key-tile rows, as a
-    Timeline. Each block's clock cycles become ns with its own ns/cycle (its globaltimer span
+    Timeline; rows in launch order (``cta``), each with the (i, h, b) its block recorded (the
+    teaching kernel records b·H + h, split here with H). Each block's clock cycles become ns with its own ns/cycle (its globaltimer span
     over its clock64 span; blocks shorter than 2 µs take the median of the others), and the
     block is placed at its globaltimer start and ends at its globaltimer end (or its last step).
     ValueError for a buffer too small for the grid; RuntimeError when a block's record is
-    incomplete (no FV_MAGIC)."""
+    incomplete (no FV_MAGIC) or the blocks did not record each (i, h, b) of the grid once."""
     Tr, H, B = (int(g) for g in grid)
     n = Tr * H * B
     stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
@@ -257,11 +263,17 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     last = np.full(n, -np.inf)
     np.maximum.at(last, cta, events["t1_ns"])
     blocks = np.zeros(n, BLOCK_DTYPE)
-    blocks["cta"], blocks["sm"], blocks["i"] = ctas, sm, head[:, 5].astype(np.int64)
-    if meta.get("order") == "longest_first":          # FV_BLOCK_ORDER 2: cta → (y, z) from cta mod H·B
-        blocks["h"], blocks["b"] = (ctas % (H * B)) % H, (ctas % (H * B)) // H
-    else:
-        blocks["h"], blocks["b"] = (ctas // Tr) % H, ctas // (Tr * H)
+    blocks["cta"], blocks["sm"] = ctas, sm
+    work = head[:, 5]                                   # i | h << 24 | b << 44 (fv_trace.cuh)
+    blocks["i"] = (work & np.uint64(0xFFFFFF)).astype(np.int64)
+    hh = ((work >> np.uint64(24)) & np.uint64(0xFFFFF)).astype(np.int64)
+    bb = (work >> np.uint64(44)).astype(np.int64)
+    if meta.get("kernel") == "teaching":                # its h is b·H + h
+        hh, bb = hh % H, hh // H
+    blocks["h"], blocks["b"] = hh, bb
+    work_id = (bb * H + hh) * Tr + blocks["i"]
+    if np.any((blocks["i"] >= Tr) | (hh >= H) | (bb >= B)) or len(np.unique(work_id)) != n:
+        raise RuntimeError(f"the {n} blocks did not record each (i, head, batch) of the grid {Tr}×{H}×{B} once")
     blocks["n_j"] = head[:, 6].astype(np.int64)
     first = np.full(n, np.inf)
     np.minimum.at(first, cta, events["t0_ns"])

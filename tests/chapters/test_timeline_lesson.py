@@ -92,7 +92,7 @@ def test_softmax_overlap_on_known_schedules():
     assert ns == 170 and share == pytest.approx(130 / 170)
     assert (share, ns) == pytest.approx(_brute_overlap(pingpong))
     with pytest.raises(ValueError, match="keeps no softmax step"):
-        softmax_overlap(_timeline([(0, "compute_S", 0, 10)]))
+        softmax_overlap(_timeline([(0, "compute_S", 0, 10), (1, "compute_S", 0, 10)]))
     with pytest.raises(TypeError, match="expected a flashviz.gpu.Timeline"):
         waves("timeline")
 
@@ -112,11 +112,18 @@ def test_softmax_overlap_equals_a_fine_grid(seed):
 
 
 def test_recorded_data_wgmma_softmax_is_exposed():
-    """The recorded wgmma runs: both warpgroups do their softmax at the same time (under 15 % of it
-    overlaps the other warpgroup's matmuls), as chapter 7 says."""
-    for d, causal in [(64, False), (128, False), (64, True), (128, True)]:
-        share, ns = softmax_overlap(latest_timeline("wgmma", causal=causal, d=d, N=4096))
+    """The recorded wgmma runs with two warpgroups a block: under 15 % of a warpgroup's softmax
+    overlaps the other warpgroup's matmuls, as chapter 7 says; a brute-force recount on a fine
+    grid agrees. At Br = 64 (one warpgroup) there is nothing to compare: a one-line ValueError."""
+    for d, causal in [(64, False), (128, False), (128, True)]:
+        tl = latest_timeline("wgmma", causal=causal, d=d, N=4096)
+        assert tl.Br == 128
+        share, ns = softmax_overlap(tl)
         assert 0 <= share < 0.15 and ns > 0
+    one = latest_timeline("wgmma", causal=True, d=64, N=4096)
+    assert one.Br == 64
+    with pytest.raises(ValueError, match="one group per block here \\(Br = 64\\)"):
+        softmax_overlap(one)
 
 
 def test_recorded_data_block_orders_are_one_run_each():

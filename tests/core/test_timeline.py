@@ -42,7 +42,9 @@ def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_
         c0 = c_origin + 1000 * cta                   # each SM's clock has its own origin
         rec[0], rec[1] = gt_origin + start, gt_origin + start + end
         rec[2], rec[3] = c0, c0 + round(end / npc)
-        rec[4], rec[5], rec[6], rec[7] = sm, i, len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
+        i, h, b = i if isinstance(i, tuple) else (i, 0, 0)           # the block's work: i | h << 24 | b << 44
+        rec[4], rec[5] = sm, i | (h << 24) | (b << 44)
+        rec[6], rec[7] = len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
         gbase = [c0 + 3 * g for g in range(groups)]  # each writer's own start clock
         rec[FV_HEAD:FV_HEAD + groups] = gbase
         for g, j, stage, t0, t1 in evs:
@@ -152,20 +154,25 @@ def test_bad_files_and_values_are_one_line_errors(tmp_path):
         Timeline(**META, grid=(2, 1, 1), blocks=tl.blocks, tiles=tl.tiles, events=tl.events, order="random")
 
 
-def test_longest_first_order_names_each_blocks_head_and_batch(tmp_path):
-    """FV_BLOCK_ORDER 2 (kernels/fv_trace.cuh) hands cta c the query block Tr - 1 - c // (H·B), head
-    (c mod H·B) mod H and batch (c mod H·B) // H; the decoder names them so, and the order survives a file."""
+def test_each_block_names_its_query_block_head_and_batch(tmp_path):
+    """rec[5] = i | h << 24 | b << 44 (kernels/fv_trace.cuh): the decoder reads every block's
+    work from its own record, whatever order the blocks ran in (here longest first: cta c did
+    query block Tr - 1 - c // (H·B), head c mod H, batch (c // H) mod B); the teaching kernel
+    records b·H + h as its head; a grid not covered once is refused; the order survives a file."""
     Tr, H, B = 3, 2, 2
-    plan = {c: (c % 4, Tr - 1 - c // (H * B), 100 * c, [(0, 0, "compute_S", 10, 50)], 500) for c in range(Tr * H * B)}
+    work = {c: (Tr - 1 - c // (H * B), c % H, c // H % B) for c in range(Tr * H * B)}
+    plan = {c: (c % 4, work[c], 100 * c, [(0, 0, "compute_S", 10, 50)], 500) for c in work}
     grid = (Tr, H, B)
     tl = decode(_buffer(grid, 1, 1, plan), grid=grid, groups=1, jmax=1, **META, order="longest_first")
-    c = tl.blocks["cta"]
-    assert list(tl.blocks["i"]) == [Tr - 1 - k // (H * B) for k in c]
-    assert list(tl.blocks["h"]) == [k % (H * B) % H for k in c] and list(tl.blocks["b"]) == [k % (H * B) // H for k in c]
-    assert len({(int(b["i"]), int(b["h"]), int(b["b"])) for b in tl.blocks}) == Tr * H * B    # each (i, h, b) once
+    assert [tuple(int(x) for x in b) for b in tl.blocks[["i", "h", "b"]]] == [work[c] for c in range(Tr * H * B)]
     assert Timeline.load(tl.save(tmp_path / "o.json.gz")).order == "longest_first"
-    same = decode(_buffer(grid, 1, 1, plan), grid=grid, groups=1, jmax=1, **META)        # the kernel's own order
-    assert same.order == "kernel" and list(same.blocks["h"]) == [k // Tr % H for k in c]
+    teach = {c: (*p[:1], (p[1][0], p[1][2] * H + p[1][1], 0), *p[2:]) for c, p in plan.items()}
+    tt = decode(_buffer(grid, 1, 1, teach), grid=grid, groups=1, jmax=1, **{**META, "kernel": "teaching"})
+    assert [tuple(int(x) for x in b) for b in tt.blocks[["i", "h", "b"]]] == [work[c] for c in range(Tr * H * B)]
+    twice = dict(plan)
+    twice[1] = (*plan[1][:1], work[0], *plan[1][2:])                  # two blocks did the same work
+    with pytest.raises(RuntimeError, match="did not record each \\(i, head, batch\\) of the grid 3×2×2 once"):
+        decode(_buffer(grid, 1, 1, twice), grid=grid, groups=1, jmax=1, **META)
 
 
 def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
