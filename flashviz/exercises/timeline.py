@@ -47,8 +47,8 @@ def check_tail_share(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096)
     a = finite_number(answer)
     if a is None:
         return say(wrong(f"give the share as a number, a fraction such as 0.25; got {answer!r:.60}"))
-    if 1 < a <= 100 and abs(a / 100 - share) <= 0.01:
-        return say(wrong(f"{a:g} looks like a percentage: give it as a fraction ({a / 100:g})"))
+    if 1 < a <= 100:
+        return say(wrong(f"{a:g} is more than the whole run: give the share as a fraction (e.g. 0.25 for 25 %)"))
     if abs(a - share) <= 0.01:
         return say(right(f"tail = {a:.3f} of the span (the timeline gives {share:.3f}): for that long, some SMs "
                           f"have no block left to run while the last, longest rows finish"))

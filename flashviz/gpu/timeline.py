@@ -225,7 +225,8 @@ class Timeline:
 
     def __repr__(self) -> str:
         return (f"Timeline({self.kernel}, N={self.N}, d={self.d}, Br×Bc={self.Br}×{self.Bc}, "
-                f"{'causal, ' if self.causal else ''}{len(self.blocks)} blocks on {self.sm_count} SMs, "
+                f"{'causal, ' if self.causal else ''}{'' if self.order == 'kernel' else self.order + ' order, '}"
+                f"{len(self.blocks)} blocks on {self.sm_count} SMs, "
                 f"{len(self.events)} events, {self.span_ns / 1e3:.1f} µs; {self.device}, {self.date})")
 
 

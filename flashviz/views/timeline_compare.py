@@ -44,6 +44,8 @@ def plot_block_orders(runs: dict, *, figsize=(10, 7.5)):
     if not isinstance(runs, dict) or not runs or not all(isinstance(t, Timeline) for t in runs.values()):
         raise TypeError("runs must be a non-empty dict {order: flashviz.gpu.Timeline}")
     tls = list(runs.values())
+    if any(order != tl.order for order, tl in runs.items()):
+        raise ValueError("each key of runs must be its timeline's block order (Timeline.order)")
     if len({(t.kernel, t.N, t.d, t.causal) for t in tls}) != 1:
         raise ValueError("the runs must be one kernel at one N, d and mask, in different block orders")
     pt, us = style.pt, 1e-3

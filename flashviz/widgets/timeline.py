@@ -12,6 +12,7 @@ allows (``matmul_ceiling``, ``views.timeline_view.tile_vs_ceiling``).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import threading
 
@@ -22,7 +23,7 @@ from .._checks import check_choice
 from ..gpu.common import gpu_status
 from ..gpu.results import latest_results
 from ..gpu.timeline import KERNELS, Timeline, recorded_timelines
-from ..gpu.tracing import trace_kernel
+from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
 from .base import FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
@@ -161,7 +162,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
             raise
 
     def _build(self, timeline, kernel, causal, d, N, block):
-        self._draw_lock = threading.RLock()     # the GPU job draws its result from its own thread
+        self._draw_lock = threading.RLock()     # held while the figure is drawn, rebuilt or closed
         self._given = timeline
         self._cache = {(kernel, causal, d, N): timeline}
         self._live = set()                      # configurations measured now, in this widget
@@ -218,8 +219,17 @@ class TimelineExplorer(GPUJob, FrameWidget):
         on a GPU the other lengths a live run can measure (labelled "not recorded")."""
         k, c, d = self._kcd()
         have = set(recorded_lengths(k, c, d)) | {kk[3] for kk in self._cache if kk[:3] == (k, c, d)}
-        every = sorted(have | (set(LIVE_N) if self.ok and d is not None else set()))
+        live = {n for n in LIVE_N if self._buffer_fits((k, c, d, n))} if self.ok and d is not None else set()
+        every = sorted(have | live)
         return [(f"{n:,}" if n in have else f"{n:,} (not recorded)", n) for n in every]
+
+    def _buffer_fits(self, key) -> bool:
+        """Whether a live run of ``key`` at its live shape stays under trace_kernel's buffer limit
+        (counted with the smallest blocks the kernel may choose, 64 × 64: an upper bound)."""
+        B, H = self._live_shape(key)
+        tiles = -(-key[3] // 64)
+        groups = 8 if key[0] == "teaching" else 2
+        return 8 * trace_words(tiles * H * B, groups, tiles) <= MAX_TRACE_BYTES
 
     @staticmethod
     def _block_options(tl):
@@ -366,6 +376,16 @@ class TimelineExplorer(GPUJob, FrameWidget):
         B, H = self._live_shape(key) if self.ok else (1, 1)
         kernel, causal, d, N = key
         what = (f"the {kernel} kernel, N = {N:,}, d = {d}, B·H = {B}·{H}{', causal' if causal else ''}")
+        # wait=False (the button): the result is drawn on this (the kernel's main) thread, where ipympl
+        # handles the canvas's messages, through its event loop; wait=True blocks this thread, so the
+        # job may draw itself
+        self._main_loop = None
+        if not wait:
+            try:
+                self._main_loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = asyncio.get_event_loop_policy().get_event_loop()
+                self._main_loop = loop if loop.is_running() else None
         return self._start_job(lambda: self._work(key, B, H), wait=wait, steps=3, failed="GPU run failed",
                                buttons=(self.run_button, self.kernel, self.causal, self.d, self.N),
                                running=(f"Tracing {html.escape(what)} … (one trace_kernel call: compiles, times "
@@ -388,24 +408,40 @@ class TimelineExplorer(GPUJob, FrameWidget):
             return None
         self.progress.description = "drawing"
         shown = tl.sampled(DETAIL) if tl.detail_ctas is None else tl
-        with self._draw_lock:
-            if self._closed:
-                return tl
-            self._cache[key] = shown
-            self._live.add(key)
-            self._suspended = True
-            try:                                   # the measured N is offered now (labelled, not "not recorded")
-                self.N.options = self._n_options()
-                self.N.value = N
-            finally:
-                self._suspended = False
-            self._rebuild()
-        self.progress.value = 3
+        loop = getattr(self, "_main_loop", None)
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self._show_live, key, shown)
+        else:
+            self._show_live(key, shown)
         return tl
+
+    def _show_live(self, key, shown):
+        """Draw a live Timeline (on the main thread when the button started the run)."""
+        try:
+            with self._draw_lock:
+                if self._closed:
+                    return
+                self._cache[key] = shown
+                self._live.add(key)
+                self._suspended = True
+                try:                               # the measured N is offered now (labelled, not "not recorded")
+                    self.N.options = self._n_options()
+                    self.N.value = key[3]
+                finally:
+                    self._suspended = False
+                self._rebuild()
+            self.progress.value = 3
+        except Exception as exc:  # a drawing failure is a line in the panel, never a traceback
+            self.status.value = red(f"Drawing the live run failed: {error_line(exc)}")
 
     def close(self):
         """Stop a live run (between its stages), close the figure and every control (idempotent)."""
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop.set()
-        super().close()
+        lock = getattr(self, "_draw_lock", None)
+        if lock is None:
+            super().close()
+            return
+        with lock:                                  # never while a live result is being drawn
+            super().close()

@@ -172,6 +172,9 @@ def test_block_order_figure_refuses_bad_input():
     a = latest_timeline("wgmma", causal=True, d=64, N=4096)
     b = latest_timeline("wgmma", causal=True, d=128, N=4096)
     with pytest.raises(ValueError, match="one kernel at one N, d and mask"):
+        plot_block_orders({"kernel": a, "ascending": latest_timeline("wgmma", causal=True, d=128, N=4096,
+                                                                     order="ascending")})
+    with pytest.raises(ValueError, match="each key of runs must be its timeline's block order"):
         plot_block_orders({"kernel": a, "ascending": b})
 
 
@@ -192,7 +195,8 @@ def test_recorded_data_exercises_right_and_wrong(capsys):
     tail = _recount_tail(latest_timeline("wgmma", causal=True, d=128, N=4096))
     assert check_tail_share(tail) and check_tail_share(round(tail, 2))
     pct = check_tail_share(100 * tail)
-    assert not pct and "percentage" in pct.message
+    assert not pct and "as a fraction" in pct.message and f"{tail:.3f}" not in pct.message
+    assert "as a fraction" in check_tail_share(50).message
     low = check_tail_share(tail / 2)
     assert not low and "too low" in low.message and f"{tail:.3f}" not in low.message
     lf = latest_timeline("wgmma", causal=True, d=128, N=4096, order="longest_first")

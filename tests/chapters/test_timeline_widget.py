@@ -653,3 +653,58 @@ def test_no_text_overlap_when_measured_now(fake_gpu, monkeypatch, scale):
         assert not found, "\n".join(dict.fromkeys(found))
     finally:
         w.close()
+
+
+def test_button_run_draws_on_the_main_thread(fake_gpu, monkeypatch):
+    """run(wait=False), as the button calls it inside a running event loop (the kernel's): the
+    trace runs on the job's thread, the drawing on the loop's (main) thread, where ipympl
+    handles the canvas's messages."""
+    import asyncio
+    import threading
+
+    rec = latest_timeline("wgmma", causal=True, d=64, N=4096)
+    live = _as_live(rec)
+    where = {}
+
+    def trace(Q, K, V, **kw):
+        where["trace"] = threading.current_thread()
+        return live
+
+    monkeypatch.setattr(fake_gpu, "trace_kernel", trace)
+    w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-main-thread")
+    real = w._rebuild
+
+    def rebuild(*a, **k):
+        where["draw"] = threading.current_thread()
+        return real(*a, **k)
+
+    w._rebuild = rebuild
+
+    async def press():
+        assert w.run(wait=False) is None
+        for _ in range(400):                     # let the job finish and its drawing callback run
+            await asyncio.sleep(0.01)
+            if w.progress.value == 3:
+                break
+
+    try:
+        asyncio.run(press())
+        assert where["trace"] is not threading.main_thread() and where["draw"] is threading.main_thread()
+        assert w.timeline.blocks is live.blocks and "measured now" in w.status.value
+    finally:
+        w.close()
+
+
+def test_live_lengths_leave_out_runs_whose_trace_buffer_cannot_fit(fake_gpu):
+    """The teaching kernel (8 warps record) at N = 16384 with 32 heads would need over 1 GiB of
+    trace buffer (trace_kernel refuses it): it is not offered; the wgmma kernel's 16384 is."""
+    from flashviz.gpu.tracing import MAX_TRACE_BYTES, trace_words
+
+    assert 8 * trace_words(256 * 32, 8, 256) > MAX_TRACE_BYTES      # Tr·H blocks, 8 writers, 256 key tiles
+    w = TimelineExplorer(kernel="teaching", causal=False, d=64, key="test-timeline-buffer")
+    try:
+        assert [v for _, v in w.N.options] == [1024, 2048, 4096, 8192]
+        w.kernel.value = "wgmma"
+        assert 16384 in [v for _, v in w.N.options]
+    finally:
+        w.close()
