@@ -118,3 +118,36 @@ def test_timeline_hooks_compile_to_nothing(tmp_path, name):
                        capture_output=True, timeout=600)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1], f"{name}: the timeline hooks change the normal build"
+
+
+ORDER_INSTANCES = {  # the block-order experiment's shapes (benchmarks/record_timelines.py), causal
+    "flash_fwd.cu": ("sm_90", ["template __global__ void flash_fwd<64, 64, 64>(const float*, const float*, "
+                               "const float*, float*, float*, int, int, float, int);"]),
+    "flash_fwd_mma.cu": ("sm_90a", [
+        f"template __global__ void flash_fwd_mma<0, {br}, {bc}, {d}, true>(const u16*, const u16*, const u16*, u16*, "
+        "float*, int, int, int, long long, long long, long long, long long, long long, long long, long long, "
+        "long long, long long, long long, long long, long long, float);" for br, bc, d in ((64, 128, 64), (128, 128, 128))]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("name", sorted(ORDER_INSTANCES))
+def test_block_orders_keep_the_kernels_registers(tmp_path, name):
+    """Chapter 7 compares block orders like for like only if each order's (untraced) build runs as
+    many blocks per SM as the kernel's own: the same registers (ptxas -v) at every recorded shape,
+    and the same shared memory (the kernel's, set by the host). An order that computes its mapping
+    with a division once raised the d = 64 causal build from 147 to 170 registers (3 blocks/SM → 2)."""
+    common._SOURCES.clear()
+    text = common.source(name)
+    arch, instances = ORDER_INSTANCES[name]
+    for inst in instances:
+        cu = tmp_path / "k.cu"
+        cu.write_text(text + "\n" + inst + "\n")
+        regs = []
+        for order in (0, 1, 2):
+            out = subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+                                  f"-DFLASHVIZ_BLOCK_ORDER={order}", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                                 check=True, capture_output=True, text=True, timeout=600)
+            regs.append(int(re.search(r"Used (\d+) registers", out.stderr).group(1)))
+        assert regs[1] == regs[0] and regs[2] == regs[0], (inst[:60], regs)
