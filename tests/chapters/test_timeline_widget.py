@@ -232,15 +232,19 @@ def test_save_png(tmp_path, causal_wgmma):
         w.save_png(tmp_path / "f.png", w.n_frames)
 
 
-def test_frame_time_budget():
-    """The issue's budget: at most 50 ms a frame on the 2-core box with 132 SM lanes (measured
-    about 20-35 ms median with another busy process). Every frame of the largest recorded run
-    (the teaching kernel, d = 64: 2,048 blocks, 131,072 tiles, 8 warps zoomed); the wall-clock
-    bound grows with the load average above 2 (the box's cores), the CPU-time bound does not."""
-    tl = latest_timeline("teaching", causal=False, d=64)
+@pytest.mark.parametrize("kernel,causal,d,N", [("teaching", False, 64, 4096), ("wgmma", False, 64, 16384),
+                                                ("wgmma", True, 64, 16384)])
+def test_frame_time_budget(kernel, causal, d, N):
+    """The issue's budget: at most 50 ms a frame on the 2-core box with 132 SM lanes, for every
+    frame of the largest recorded runs (the teaching kernel: 2,048 blocks, 131,072 tiles, 8 warps
+    zoomed; the wgmma kernel at N = 16384: 131,072 tiles, 256 key tiles a row). Measured on an idle
+    box (2026-12-01): median 19-23 ms, 95th percentile 30-37 ms, the slowest single frame 41-55 ms
+    (a garbage collection). Asserted: the median and the 95th percentile of the CPU time; the
+    wall-clock bounds grow with the load average above 2 (the box's cores)."""
+    tl = latest_timeline(kernel, causal=causal, d=d, N=N)
     w = TimelineExplorer(tl, key="test-timeline-speed")
     try:
-        assert len(w._view.bars.get_paths()) == 2048 and len(tl.tiles) == 131072
+        assert len(w._view.bars.get_paths()) == len(tl.blocks) and len(tl.tiles) >= 65536
         w.show_frame(0)
         wall, cpu = [], []
         load = os.getloadavg()[0]
@@ -249,9 +253,9 @@ def test_frame_time_budget():
             w.show_frame(k)
             wall.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-        seen = (f"median {1e3 * np.median(wall):.1f} ms wall, {1e3 * np.median(cpu):.1f} ms CPU, load average "
-                f"{load:.2f}")
-        assert np.median(cpu) <= 0.050, seen
+        seen = (f"median {1e3 * np.median(wall):.1f} ms wall, {1e3 * np.median(cpu):.1f} ms CPU, 95th percentile "
+                f"{1e3 * np.percentile(cpu, 95):.1f} ms CPU, load average {load:.2f}")
+        assert np.median(cpu) <= 0.050 and np.percentile(cpu, 95) <= 0.050, seen
         assert np.median(wall) <= 0.050 * max(1.0, load / 2), seen
     finally:
         w.close()
