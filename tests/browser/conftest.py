@@ -1,16 +1,30 @@
 """The browser the browser tests share: Debian's chromium driven by playwright, one per test
 module; skipped when either is missing (.ci/run installs both). Screenshots and reports go to
-artifacts/browser/."""
+artifacts/browser/.
+
+Helpers of the tests that compare the frame the browser shows with the frame the kernel drew
+(test_frames.py, test_timeline_browser.py): open a notebook made for the test in JupyterLab or
+Voilà, find the n-th FrameWidget on the page, read its step slider and the pixels of its ipympl
+canvas, and count the pixels that differ between two pictures."""
 
 from __future__ import annotations
 
+import base64
+import io
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .servers import CHROMIUM, FLAGS, ROOT
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
+#: a pixel differs when a colour channel differs by more than this many levels (antialiasing)
+DIFF_LEVELS = 24
+#: the largest share of pixels that may differ between the browser's canvas and the kernel's
+#: rendering of the same frame
+MAX_DIFF_SHARE = 0.002
 
 
 @pytest.fixture(scope="module")
@@ -23,3 +37,46 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
         b.close()
+
+
+def open_notebook(page, base: str, token: str, front_end: str, name: str) -> None:
+    """Show the notebook ``notebooks/<name>`` of the server's work folder: in JupyterLab ("lab":
+    open it, then Run → Run All Cells) or as the page Voilà serves ("voila")."""
+    if front_end == "lab":
+        page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")
+        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
+        time.sleep(3)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    else:
+        page.goto(f"{base}/?token={token}", timeout=180_000)
+
+
+def frame_widget(page, i: int):
+    """The i-th FrameWidget on the page (its box carries the class flashviz-frame-widget)."""
+    return page.locator(".flashviz-frame-widget").nth(i)
+
+
+def browser_canvas(page, i: int) -> np.ndarray:
+    """The RGBA pixels the i-th FrameWidget's ipympl canvas shows (``canvas.toDataURL``)."""
+    from PIL import Image
+
+    loc = frame_widget(page, i).locator(".jupyter-matplotlib-canvas-div canvas").first
+    loc.scroll_into_view_if_needed()
+    url = loc.evaluate("c => c.toDataURL('image/png')")
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA"))
+
+
+def step_slider(page, i: int):
+    """The i-th FrameWidget's step slider."""
+    return frame_widget(page, i).locator(".widget-hslider", has=page.locator(".widget-label", has_text="step")).first
+
+
+def slider_value(page, i: int) -> int:
+    """The step the i-th FrameWidget's slider shows (its readout)."""
+    return int(step_slider(page, i).locator(".widget-readout").inner_text())
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Boolean mask of the pixels whose colour differs by more than DIFF_LEVELS in a channel."""
+    return np.abs(a[..., :3].astype(int) - b[..., :3].astype(int)).max(-1) > DIFF_LEVELS

@@ -15,8 +15,6 @@ Skipped when chromium or playwright is missing (.ci/run installs both).
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import time
 from pathlib import Path
@@ -24,14 +22,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .servers import CHROMIUM, FLAGS, ROOT, server
+from .conftest import (
+    ARTIFACTS,
+    MAX_DIFF_SHARE,
+    browser_canvas,
+    differing,
+    frame_widget,
+    open_notebook,
+    slider_value,
+    step_slider,
+)
+from .servers import CHROMIUM, FLAGS, server
 
 playwright = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.browser
-ARTIFACTS = ROOT / "artifacts" / "browser"
 
 #: name -> constructor call (small sizes: the test is about frames, not about big runs)
 WIDGETS = {
@@ -42,9 +49,6 @@ WIDGETS = {
     "backward": "fv.BackwardExplorer(N=64, d=32, Br=16, Bc=16, key='t-backward')",
     "blocksize": "fv.BlockSizeExplorer(key='t-blocksize')",
 }
-#: the largest share of pixels that may differ (by more than 24 levels in a channel) between
-#: the browser's canvas and the kernel's rendering of the same frame
-MAX_DIFF_SHARE = 0.002
 
 
 def _notebook(path: Path, out: Path) -> None:
@@ -75,27 +79,10 @@ def _notebook(path: Path, out: Path) -> None:
     nbformat.write(nb, str(path))
 
 
-def _widget(page, i: int):
-    return page.locator(".flashviz-frame-widget").nth(i)
-
-
-def _browser_canvas(page, i: int) -> np.ndarray:
-    loc = _widget(page, i).locator(".jupyter-matplotlib-canvas-div canvas").first
-    loc.scroll_into_view_if_needed()
-    url = loc.evaluate("c => c.toDataURL('image/png')")
-    from PIL import Image
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA"))
-
-
-def _slider_value(page, i: int) -> int:
-    step = _widget(page, i).locator(".widget-hslider", has=page.locator(".widget-label", has_text="step")).first
-    return int(step.locator(".widget-readout").inner_text())
-
-
 def _burst(page, i: int) -> None:
-    out = _widget(page, i)
+    out = frame_widget(page, i)
     out.scroll_into_view_if_needed()
-    step = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text="step")).first
+    step = step_slider(page, i)
     handle = step.locator(".noUi-handle").first
     handle.focus()
     for key in ["ArrowRight"] * 7 + ["ArrowLeft"] * 2 + ["ArrowRight"] * 5:
@@ -134,14 +121,14 @@ def _compare(page, out: Path, front_end: str) -> None:
             time.sleep(0.5)
         time.sleep(1)
         frames = json.loads((out / "frames.json").read_text())
-        shown_steps = {name: _slider_value(page, i) for i, name in enumerate(WIDGETS)}
+        shown_steps = {name: slider_value(page, i) for i, name in enumerate(WIDGETS)}
         if shown_steps == frames:
             break
         assert time.time() < deadline, f"the kernel's frames {frames} never matched the page's {shown_steps}"
         time.sleep(2)
     time.sleep(4)                     # the last images reach the browser and load
     frames = json.loads((out / "frames.json").read_text())
-    shown = {name: _browser_canvas(page, i) for i, name in enumerate(WIDGETS)}
+    shown = {name: browser_canvas(page, i) for i, name in enumerate(WIDGETS)}
     # The reference: the kernel draws each widget's current frame afresh (a full draw: the
     # static figure, then the blitted layers), after the browser's pictures were taken.
     page.locator("button", has_text="render").first.click()
@@ -157,9 +144,9 @@ def _compare(page, out: Path, front_end: str) -> None:
         Image.fromarray(shown[name]).save(ARTIFACTS / f"frames_{front_end}_{name}_browser.png")
         Image.fromarray(drawn).save(ARTIFACTS / f"frames_{front_end}_{name}_kernel.png")
         assert shown[name].shape == drawn.shape, (name, shown[name].shape, drawn.shape)
-        bad = np.abs(shown[name][..., :3].astype(int) - drawn[..., :3].astype(int)).max(-1) > 24
+        bad = differing(shown[name], drawn)
         # beside it: how far the canvas's buffer at the dump was from the fresh drawing
-        buffer_bad = np.abs(buffer[..., :3].astype(int) - drawn[..., :3].astype(int)).max(-1) > 24
+        buffer_bad = differing(buffer, drawn)
         report[name] = {"frame": frames[name], "diff_share": float(bad.mean()),
                         "buffer_diff_share": float(buffer_bad.mean())}
     (ARTIFACTS / f"frames_{front_end}_report.json").write_text(json.dumps(report, indent=1))
@@ -182,15 +169,7 @@ def test_the_browser_shows_the_frame_the_kernel_drew(front_end):
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             try:
-                if front_end == "lab":
-                    page.goto(f"{base}/lab/tree/notebooks/frames_test.ipynb?reset&token={token}")
-                    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell",
-                                           timeout=60_000)
-                    time.sleep(3)
-                    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-                    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-                else:
-                    page.goto(f"{base}/?token={token}", timeout=180_000)
+                open_notebook(page, base, token, front_end, "frames_test.ipynb")
                 _compare(page, work / "frames-out", front_end)
             finally:
                 page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_page.png"))

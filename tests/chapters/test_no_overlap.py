@@ -56,6 +56,8 @@ def _widget(name, kwargs):
         from flashviz.widgets.backward import BackwardExplorer as W
     elif name == "BlockSizeExplorer":
         from flashviz.widgets.blocksize import BlockSizeExplorer as W
+    elif name == "TimelineExplorer":
+        from flashviz.widgets.timeline import TimelineExplorer as W
     else:
         raise KeyError(name)
     return W(**kwargs)
@@ -83,6 +85,10 @@ CASES = [
     ("BackwardExplorer", {"causal": True}),
     ("BlockSizeExplorer", {}),
     ("BlockSizeExplorer", {"order": "fa1", "causal": True}),
+    ("TimelineExplorer", {}),                                         # recorded timelines (no GPU needed)
+    ("TimelineExplorer", {"causal": True}),                           # the causal tail
+    ("TimelineExplorer", {"kernel": "teaching"}),                     # warps, no fp32 matmul ceiling
+    ("TimelineExplorer", {"kernel": "teaching", "causal": True}),
 ]
 
 
