@@ -29,6 +29,8 @@ from .base import FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
 
 AUTO = "a detailed block running now"
+#: the zoom menu's value for AUTO (ipywidgets 8 shows a None value as nothing selected)
+AUTO_BLOCK = -1
 #: sequence lengths a live run offers besides the recorded ones (on a machine with a GPU)
 LIVE_N = (1024, 2048, 4096, 8192, 16384)
 #: blocks whose step events a live trace keeps for the zoom (as the recorded files)
@@ -186,7 +188,8 @@ class TimelineExplorer(GPUJob, FrameWidget):
                             style={"description_width": "20px"}, layout=W.Layout(width="110px"))
         self.N = W.Dropdown(options=self._n_options(), value=N, description="N",
                             style={"description_width": "20px"}, layout=W.Layout(width="190px"))
-        self.block = W.Dropdown(options=self._block_options(timeline), value=block, description="zoomed block",
+        self.block = W.Dropdown(options=self._block_options(timeline), value=AUTO_BLOCK if block is None else block,
+                                description="zoomed block",
                                 style={"description_width": "initial"}, layout=W.Layout(width="420px"))
         self.run_button = W.Button(description="Run on this GPU", icon="play", button_style="primary",
                                    layout=W.Layout(width="170px"))
@@ -234,7 +237,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
     @staticmethod
     def _block_options(tl):
         rows = {int(b["cta"]): b for b in tl.blocks}
-        out = [(AUTO, None)]
+        out = [(AUTO, AUTO_BLOCK)]
         for c in tl.detail_ctas or ():
             b = rows[c]
             out.append((f"block {c}: i = {b['i']}, head {b['h']}, SM {b['sm']}, "
@@ -288,13 +291,13 @@ class TimelineExplorer(GPUJob, FrameWidget):
             try:
                 self.block.options = self._block_options(tl)
                 if self.block.value not in (tl.detail_ctas or ()):
-                    self.block.value = None
+                    self.block.value = AUTO_BLOCK
             finally:
                 self.block.observe(self._on_block, names="value")
         self.timeline = tl
         live = key in self._live
         ceiling, note = matmul_ceiling(tl, self._results)
-        view = TimelineFigure(self.fig, tl, block=self.block.value, n_frames=N_FRAMES, ceiling=ceiling,
+        view = TimelineFigure(self.fig, tl, block=self._zoomed(), n_frames=N_FRAMES, ceiling=ceiling,
                               ceiling_note=note, live=live)
         view.enable_blitting()
         over = f" (+{100 * (tl.traced_ms / tl.kernel_ms - 1):.1f} % traced)" if tl.kernel_ms and tl.traced_ms else ""
@@ -323,18 +326,22 @@ class TimelineExplorer(GPUJob, FrameWidget):
 
     save_png.__doc__ = FrameWidget.save_png.__doc__
 
+    def _zoomed(self) -> int | None:
+        """The cta chosen in the zoom menu, or None for AUTO (each frame: a block running then)."""
+        return None if self.block.value == AUTO_BLOCK else int(self.block.value)
+
     def _on_block(self, change):
         with self._draw_lock:
             if self._closed or self._view is None:
                 return
-            self._view.set_block(change["new"])
+            self._view.set_block(self._zoomed())
             self._render(self.frame.value)
 
     # ------------------------------------------------------------------ live mode
     def _run_problem(self) -> str | None:
         """Why the chosen configuration cannot be measured here, or None."""
         if not self.ok:
-            return f"No GPU here ({self.reason}): showing recorded timelines"
+            return f"No GPU here, showing recorded timelines. {self.reason[:1].upper()}{self.reason[1:]}"
         kernel, _, d, N = self._choice()
         if d is None or N is None:
             return "choose d and N"
