@@ -60,14 +60,8 @@ struct Rec {
     __device__ __forceinline__ void event(int j, int stage, unsigned long long t0, unsigned long long t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((t1 - base) << 32) | ((t0 - base) & 0xffffffffull);
     }
-    // cycles since this writer's start, as 32 bits (enough for 2 s): a 32-bit %clock read minus the
-    // base's low word (mod 2^32, exact below 2^32 cycles); v5 — the 64-bit read and subtraction of v4
-    // cost more (benchmarks/NOTES.md, "GPU timeline instrumentation")
-    __device__ __forceinline__ unsigned since() const {
-        unsigned c;
-        asm volatile("mov.u32 %0, %%clock;" : "=r"(c));
-        return c - (unsigned)base;
-    }
+    // cycles since this writer's start, as 32 bits (enough for 2 s)
+    __device__ __forceinline__ unsigned since() const { return (unsigned)(clock() - base); }
     __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
     }
@@ -109,7 +103,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_TRACE_END(i, h, b, tiles) fv_rec.end(i, h, b, tiles)
 // deferred form: 32-bit cycle offsets kept in registers, stored later where the warp waits anyway
 #define FV_DECL32(var) unsigned var = 0
-#define FV_NOW32(var) var = fv_rec.writer ? fv_rec.since() : 0u   // writer only: a predicated CS2R, not S2UR
+#define FV_NOW32(var) var = fv_rec.since()
 #define FV_SET(dst, src) dst = src
 #define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
 // a tile's steps stored in one branch taken by the writer thread only (the other warps skip the
