@@ -190,7 +190,8 @@ class TimelineExplorer(GPUJob, FrameWidget):
                             style={"description_width": "20px"}, layout=W.Layout(width="190px"))
         self.block = W.Dropdown(options=self._block_options(timeline), value=AUTO_BLOCK if block is None else block,
                                 description="zoomed block",
-                                style={"description_width": "initial"}, layout=W.Layout(width="420px"))
+                                style={"description_width": "initial"},
+                                layout=W.Layout(width="420px", max_width="100%"))   # the app's column is narrower
         self.run_button = W.Button(description="Run on this GPU", icon="play", button_style="primary",
                                    layout=W.Layout(width="170px"))
         self.gpu_note = W.HTML()
