@@ -39,8 +39,8 @@ RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
 
 
 def _tail_share(tl) -> float:
-    """Share of the span after the first SM went idle for good (views.timeline_view.tail_share)."""
-    from flashviz.views.timeline_view import tail_share
+    """Share of the span after the first SM went idle for good (gpu.timeline_stats.tail_share)."""
+    from flashviz.gpu.timeline_stats import tail_share
 
     return tail_share(tl)[0]
 

@@ -5,7 +5,7 @@ recorded GPU timelines (``flashviz.gpu.latest_timeline``; no GPU needed).
 Tr·H·B thread blocks make — blocks / (SMs × the most blocks one SM ran at once), as the
 timeline shows them (``gpu.timeline_stats.waves``); within 2 %.
 ``check_tail_share(answer, kernel="wgmma", d=128, N=4096)``: the tail's share of the causal run
-in the kernel's own block order, as a fraction (``views.timeline_view.tail_share``); within
+in the kernel's own block order, as a fraction (``gpu.timeline_stats.tail_share``); within
 0.01. A percentage (33 for 0.33) gets a hint.
 ``check_order_speedup(answer, kernel="wgmma", d=128, N=4096)``: how many times faster the
 longest-first order ran than the kernel's own order, both timed kernel-only in the same run
@@ -41,7 +41,7 @@ def check_tail_share(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096)
     """Is ``answer`` the tail's share (a fraction of the span) of the recorded causal run in the
     kernel's own order? Within 0.01 (one percentage point)."""
     from ..gpu.timeline import latest_timeline
-    from ..views.timeline_view import tail_share
+    from ..gpu.timeline_stats import tail_share
 
     share = tail_share(latest_timeline(kernel, causal=True, d=d, N=N))[0]
     a = finite_number(answer)

@@ -11,7 +11,10 @@ Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
   lock-step). Other blocks sharing the SM are not counted: the files keep the steps of 16
   sampled blocks, which seldom run side by side on one SM;
 * ``recorded_orders(kernel, d, N)``: the recorded causal runs of chapter 7's block-order
-  experiment, {order: Timeline}.
+  experiment, {order: Timeline};
+* what the TimelineExplorer's numbers read: ``tile_flops``, ``tail_share``, ``in_flight``,
+  ``blocks_per_sm`` and ``tile_vs_ceiling`` (a block's time per tile against the measured matmul
+  ceiling, ``Ceiling`` / ``TileCeiling``).
 """
 
 from __future__ import annotations
@@ -126,3 +129,93 @@ def recorded_orders(kernel: str = "wgmma", d: int = 128, N: int = 4096) -> dict[
         except LookupError:
             pass
     return out
+
+
+def tile_flops(tl) -> np.ndarray:
+    """Matmul FLOPs of each row of ``tl.tiles``: 4·rows·cols·d (QKᵀ and PV, the counting of
+    ``iomodel.flash_forward_io``: a computed tile counts whole, clipped at N)."""
+    Nk = int(tl.notes.get("Nk", tl.N)) if isinstance(tl.notes, dict) else tl.N
+    rows = np.minimum(tl.Br, tl.N - tl.tiles["i"] * tl.Br)
+    cols = np.minimum(tl.Bc, Nk - tl.tiles["j"] * tl.Bc)
+    return 4.0 * rows * cols * tl.d
+
+
+def tail_share(tl) -> tuple[float, float]:
+    """(share of the span, start in ns) of the tail: from the first SM to go idle for good
+    (the earliest of the SMs' last block ends) to the end of the run."""
+    b = tl.blocks
+    sms = np.unique(b["sm"])
+    last = min(float(b["t1_ns"][b["sm"] == s].max()) for s in sms)
+    t_end, t_start = float(b["t1_ns"].max()), float(b["t0_ns"].min())
+    return (t_end - last) / (t_end - t_start), last
+
+
+def in_flight(tl, now: float, Tr: int, Tc: int) -> np.ndarray:
+    """(Tr, Tc) counts of the tiles (i, j) in flight at ``now`` (t0 <= now < t1), summed over heads."""
+    t = tl.tiles
+    on = (t["t0_ns"] <= now) & (now < t["t1_ns"])
+    return np.bincount(t["i"][on] * Tc + t["j"][on], minlength=Tr * Tc).reshape(Tr, Tc)
+
+
+def blocks_per_sm(tl) -> int:
+    """How many blocks share an SM, as the run shows it: for every block, the blocks of its SM
+    running at the block's midpoint (itself included); the most common of these counts (1 for
+    an empty timeline)."""
+    b = tl.blocks
+    if not len(b):
+        return 1
+    mid = (b["t0_ns"] + b["t1_ns"]) / 2
+    counts = np.zeros(len(b), int)
+    for sm in np.unique(b["sm"]):
+        on = np.flatnonzero(b["sm"] == sm)
+        t0, t1, m = b["t0_ns"][on], b["t1_ns"][on], mid[on]
+        counts[on] = ((t0[None, :] <= m[:, None]) & (m[:, None] < t1[None, :])).sum(axis=1)
+    return int(np.bincount(counts).argmax())
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A device's measured dense-matmul rate: ``tflops`` (TFLOP/s, the whole GPU), ``what`` (e.g.
+    "fp16 matmul"), ``device`` and ``date`` of the measurement, ``source`` (its file)."""
+
+    tflops: float
+    what: str
+    device: str
+    date: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class TileCeiling:
+    """A block's time per tile against the matmul ceiling (``tile_vs_ceiling``). Times in ns.
+
+    flops: 4·Br·Bc·d, the matmul FLOPs of one whole tile (QKᵀ and PV); measured_ns: a block's
+    time per tile, the median over blocks of (block end − start) / key tiles it visited (load_Q
+    and write_O included); blocks_per_sm: the blocks that share an SM (``blocks_per_sm``);
+    one_sm_ns: the tile's FLOPs at one SM's share of the ceiling (ceiling / sm_count), None
+    without a ceiling; allowed_ns: blocks_per_sm × one_sm_ns, the time a block's tile may take
+    at the ceiling while that many blocks share the SM's tensor cores; ratio: measured_ns /
+    allowed_ns (1 = at the ceiling, 2 = half its rate)."""
+
+    flops: float
+    measured_ns: float
+    blocks_per_sm: int
+    one_sm_ns: float | None
+    allowed_ns: float | None
+    ratio: float | None
+
+
+def tile_vs_ceiling(tl, ceiling_tflops: float | None) -> TileCeiling:
+    """A block's median time per tile against what the measured matmul ceiling (TFLOP/s for the
+    whole GPU, or None) allows: at the ceiling each SM does ceiling / ``tl.sm_count`` FLOP/s, so
+    one tile's 4·Br·Bc·d FLOPs take ``one_sm_ns`` on one SM; k blocks share an SM (as observed,
+    ``blocks_per_sm``), so a block's tile may take k × that. A tile counts whole, masked or not
+    (the FLOP convention of ``tile_flops``). See ``TileCeiling``."""
+    b = tl.blocks
+    flops = 4.0 * tl.Br * tl.Bc * tl.d
+    measured = float(np.median((b["t1_ns"] - b["t0_ns"]) / np.maximum(b["n_j"], 1))) if len(b) else 0.0
+    k = blocks_per_sm(tl)
+    if not ceiling_tflops:
+        return TileCeiling(flops, measured, k, None, None, None)
+    one = flops / (ceiling_tflops * 1e12 / tl.sm_count) * 1e9
+    return TileCeiling(flops, measured, k, one, k * one, measured / (k * one))

@@ -15,9 +15,10 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from matplotlib.collections import PolyCollection
 
+from ..gpu.timeline_stats import tail_share
 from . import style
 from .text import presenter
-from .timeline_view import _rects, tail_share  # one rectangle builder, one tail, for every timeline view
+from .timeline_view import _rects  # one rectangle builder for every timeline view
 
 #: how each order is named in the titles
 ORDER_NAMES = {"kernel": "the kernel's own order: each head's longest row first",

@@ -270,7 +270,9 @@ CONTROLS_JS = """box => {
   const text = e => e ? e.textContent.trim() : null;
   for (const d of box.querySelectorAll('.widget-dropdown')) {
     const s = d.querySelector('select');
-    out[text(d.querySelector('.widget-label'))] = s.selectedIndex < 0 ? null : s.options[s.selectedIndex].text;
+    // ipywidgets writes an option's spaces as no-break spaces
+    out[text(d.querySelector('.widget-label'))] = s.selectedIndex < 0 ? null
+      : s.options[s.selectedIndex].text.replace(/\u00a0/g, ' ');
   }
   for (const c of box.querySelectorAll('.widget-checkbox'))
     out[text(c.querySelector('.widget-label-basic span')) || text(c.querySelector('.widget-label'))] =

@@ -16,10 +16,9 @@ from test_no_overlap import text_problems
 
 from flashviz.exercises.timeline import check_order_speedup, check_tail_share, check_waves
 from flashviz.gpu.timeline import EVENT_DTYPE, Timeline, latest_timeline
-from flashviz.gpu.timeline_stats import most_at_once, recorded_orders, softmax_overlap, waves
+from flashviz.gpu.timeline_stats import most_at_once, recorded_orders, softmax_overlap, tail_share, waves
 from flashviz.views import style
 from flashviz.views.timeline_compare import ORDER_NAMES, SHORT_NAMES, plot_block_orders
-from flashviz.views.timeline_view import tail_share
 
 matplotlib.use("Agg")
 
