@@ -262,16 +262,21 @@ def test_frame_time_budget(kernel, causal, d, N):
         w.close()
 
 
+def assert_no_overlap_at(w, frames):
+    """No text overlaps or leaves the figure (``text_problems``) at any of ``frames``."""
+    found = []
+    for k in frames:
+        w.show_frame(k)
+        found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
+    assert not found, "\n".join(dict.fromkeys(found))
+
+
 @pytest.mark.parametrize("scale", [1.0, 1.4])
 @pytest.mark.parametrize("kernel,causal", CASES)
 def test_no_text_overlap(kernel, causal, scale):
     w = TimelineExplorer(kernel=kernel, causal=causal, text_scale=scale, key="test-timeline-overlap")
     try:
-        found = []
-        for k in (0, 30, 60, 90, 110, w.n_frames - 1):
-            w.show_frame(k)
-            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
-        assert not found, "\n".join(dict.fromkeys(found))
+        assert_no_overlap_at(w, (0, 30, 60, 90, 110, w.n_frames - 1))
         if scale > 1:
             small = {t.get_text()[:30]: t.get_fontsize() for t, _ in visible_texts(w.fig, w.fig.canvas.get_renderer())
                      if t.get_fontsize() < PRESENTER_MIN_PT - 1e-6}
@@ -394,11 +399,7 @@ def test_a_given_timeline_of_another_block_order_says_so(scale):
     try:
         words = tl.order.replace("_", "-")
         assert f", {words} order" in w.fig.texts[0].get_text() and f"blocks started {words}" in w.status.value
-        found = []
-        for k in (0, 60, w.n_frames - 1):
-            w.show_frame(k)
-            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
-        assert not found, "\n".join(dict.fromkeys(found))
+        assert_no_overlap_at(w, (0, 60, w.n_frames - 1))
     finally:
         w.close()
 
@@ -635,11 +636,7 @@ def test_a_ceiling_is_only_used_for_its_own_device():
 def test_no_text_overlap_at_the_long_recording(causal, scale):
     w = TimelineExplorer(kernel="wgmma", causal=causal, d=64, N=16384, text_scale=scale, key="test-tl-overlap-N")
     try:
-        found = []
-        for k in (0, 60, w.n_frames - 1):
-            w.show_frame(k)
-            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
-        assert not found, "\n".join(dict.fromkeys(found))
+        assert_no_overlap_at(w, (0, 60, w.n_frames - 1))
     finally:
         w.close()
 
@@ -651,11 +648,7 @@ def test_no_text_overlap_when_measured_now(fake_gpu, monkeypatch, scale):
     w = TimelineExplorer(kernel="teaching", causal=True, d=128, text_scale=scale, key="test-tl-overlap-live")
     try:
         assert w.run(wait=True) is not None
-        found = []
-        for k in (0, 60, w.n_frames - 1):
-            w.show_frame(k)
-            found += [f"frame {k}: {p}" for p in text_problems(w.fig)]
-        assert not found, "\n".join(dict.fromkeys(found))
+        assert_no_overlap_at(w, (0, 60, w.n_frames - 1))
     finally:
         w.close()
 
