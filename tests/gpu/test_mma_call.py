@@ -50,7 +50,7 @@ def test_the_source_is_read_once(monkeypatch):
     monkeypatch.setattr(common, "kernel_source", lambda name: calls.append(name) or real(name))
     a = common.source("flash_fwd_mma.cu")
     b = common.source("flash_fwd_mma.cu")
-    assert a is b and calls == ["flash_fwd_mma.cu", "fv_ptx.cuh", "fv_trace.cuh"] and "flash_fwd_mma" in a
+    assert a is b and calls == ["flash_fwd_mma.cu", "fv_ptx.cuh", "fv_wgmma.cuh", "fv_trace.cuh"] and "flash_fwd_mma" in a
 
 
 # ---------------------------------------------------------------- GPU

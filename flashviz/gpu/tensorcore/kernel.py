@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
+from .fa3 import launch_fa3
 from .limits import KERNEL_FILES, check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_fields, torch_operand
 
@@ -109,10 +110,10 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
     if Br is None or Bc is None:
         dBr, dBc = default_blocks(d, causal, variant)
         Br, Bc = dBr if Br is None else Br, dBc if Bc is None else Bc
-    Br, Bc, d = check_mma_sizes(Br, Bc, d)
+    Br, Bc, d = check_mma_sizes(Br, Bc, d, variant)
     facts = device_facts(device)
-    if variant == "wgmma" and facts.cc != 90:
-        raise RuntimeError(f"the wgmma kernel needs a Hopper GPU (sm_90); this one is sm_{facts.cc}: "
+    if variant in ("wgmma", "fa3") and facts.cc != 90:
+        raise RuntimeError(f"the {variant} kernel needs a Hopper GPU (sm_90); this one is sm_{facts.cc}: "
                            f"use variant='mma.sync'")
     fname, kname = KERNEL_FILES[variant]
     src = SOURCE_OVERRIDE.get(variant) or source(fname)
@@ -122,7 +123,7 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
         smem = check_mma_launch(Br, Bc, d, variant, facts.smem_optin)
         dt = 0 if dtype == "float16" else 1
         name = f"{kname}<{dt},{Br},{Bc},{d},{'true' if causal else 'false'}>"
-        arch = "sm_90a" if variant == "wgmma" else f"sm_{facts.cc}"
+        arch = "sm_90a" if variant in ("wgmma", "fa3") else f"sm_{facts.cc}"
         from ..nvrtc import compile_cubin
         t0 = time.perf_counter()
         with cupy().cuda.Device(device):
@@ -185,7 +186,9 @@ def _driver() -> None:
 def _launch(mk: MMAKernel, qp: int, kp: int, vp: int, op: int, lp: int, B: int, H: int, Nq: int, Nk: int,
             qs, ks, vs, os_, scale: float, sptr: int) -> None:
     """Pack the arguments (pointers, sizes, element strides of Q, K, V, O) into this thread's
-    parameter block and cuLaunchKernel on stream sptr."""
+    parameter block and cuLaunchKernel on stream sptr (fa3: ``fa3.launch_fa3``, tensor maps)."""
+    if mk.variant == "fa3":
+        return launch_fa3(_DRIVER[0], mk, qp, kp, vp, op, lp, B, H, Nq, Nk, qs, ks, vs, os_, scale, sptr)
     a = _ARGBUF
     _ARGS.pack_into(a.buf, 0, qp, kp, vp, op, lp, Nq, Nk, H,
                     qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],

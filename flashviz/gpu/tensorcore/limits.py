@@ -12,6 +12,11 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
     wgmma:    1024 + 2·(Br·d + 4·Bc·d) bytes   (1024: slack to align tiles to 1 KiB)
     mma.sync: 2·(Br·d + 4·Bc·d) bytes
 
+A third, ``kernels/flash_fwd_fa3.cu`` — ``flash_fwd_fa3<DT, Br, Bc, d, causal>``, Hopper only —
+is FlashAttention-3: a producer warpgroup loads K_j, V_j with TMA into a ring of ``fa3_stages(d)``
+slots (mbarriers), Br/64 consumer warpgroups compute. Br in {128, 192}, Bc in {64, 128};
+(Br/64 + 1)·128 threads; 1024 + 2·(Br·d + 2·stages·Bc·d) + 8·(1 + 4·stages) bytes.
+
 A kernel has two spellings: its variant, the argument every function takes ("wgmma" |
 "mma.sync", the instruction it is built on), and its implementation name, the prefix of its
 keys in benchmark records ("wgmma" | "mmasync": ``mmasync_call_ms``). ``impl_name(variant)``
@@ -22,17 +27,23 @@ from __future__ import annotations
 
 from ..common import H200_SMEM_OPTIN, check_member
 
-VARIANTS = ("wgmma", "mma.sync")
+VARIANTS = ("wgmma", "mma.sync")                #: the FlashAttention-2 kernels (chapter 7, the panel)
+ALL_VARIANTS = VARIANTS + ("fa3",)              #: every kernel the runner can launch
 #: variant -> (kernel file under kernels/, kernel template name)
 KERNEL_FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"),
-                "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80")}
+                "mma.sync": ("flash_fwd_mma_sm80.cu", "flash_fwd_mma_sm80"),
+                "fa3": ("flash_fwd_fa3.cu", "flash_fwd_fa3")}
 #: variant -> implementation name: the prefix of its keys in benchmark records
 #: ("mmasync_call_ms"; the recorded JSON files and outside checks read these keys)
-IMPL_NAMES = {"wgmma": "wgmma", "mma.sync": "mmasync"}
+IMPL_NAMES = {"wgmma": "wgmma", "mma.sync": "mmasync", "fa3": "fa3"}
 BENCH_N = (512, 1024, 2048, 4096, 8192, 16384)   #: the benchmark's sequence lengths (B·N = 16k tokens)
 MMA_BR = (64, 128)
 MMA_BC = (32, 64, 128)
 MMA_D = (64, 128)
+FA3_BR = (128, 192)
+FA3_BC = (64, 128)
+#: variant -> (supported Br, supported Bc)
+BLOCK_CHOICES = {"wgmma": (MMA_BR, MMA_BC), "mma.sync": (MMA_BR, MMA_BC), "fa3": (FA3_BR, FA3_BC)}
 DTYPES = ("float16", "bfloat16")
 
 #: (Br, Bc) used when the caller gives none, by (variant, d, causal). Chosen from the block
@@ -42,15 +53,17 @@ DEFAULT_BLOCKS = {
     ("wgmma", 128, False): (128, 64), ("wgmma", 128, True): (128, 128),
     ("mma.sync", 64, False): (128, 64), ("mma.sync", 64, True): (64, 64),
     ("mma.sync", 128, False): (64, 64), ("mma.sync", 128, True): (64, 64),
+    ("fa3", 64, False): (128, 128), ("fa3", 64, True): (128, 128),
+    ("fa3", 128, False): (128, 128), ("fa3", 128, True): (128, 128),
 }
 
 
 def check_variant(variant) -> str:
-    """Validate a kernel variant name ("wgmma" or "mma.sync"); raises ValueError/TypeError."""
+    """Validate a kernel variant name ("wgmma", "mma.sync" or "fa3"); raises ValueError/TypeError."""
     if not isinstance(variant, str):
-        raise TypeError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+        raise TypeError(f"variant must be one of {', '.join(ALL_VARIANTS)}; got {variant!r}")
+    if variant not in ALL_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(ALL_VARIANTS)}; got {variant!r}")
     return variant
 
 
@@ -60,31 +73,44 @@ def impl_name(variant) -> str:
     return IMPL_NAMES[check_variant(variant)]
 
 
-def check_mma_sizes(Br, Bc, d) -> tuple[int, int, int]:
-    """Validate (Br, Bc, d) for the tensor-core kernels; return them as ints.
+def check_mma_sizes(Br, Bc, d, variant: str = "wgmma") -> tuple[int, int, int]:
+    """Validate (Br, Bc, d) for a tensor-core kernel; return them as ints.
 
     Raises TypeError for non-integers, ValueError listing the supported values otherwise
-    (Br in {64, 128}, Bc in {32, 64, 128}, d in {64, 128}).
+    (wgmma, mma.sync: Br in {64, 128}, Bc in {32, 64, 128}; fa3: Br in {128, 192}, Bc in
+    {64, 128}; d in {64, 128}).
     """
-    return (check_member(Br, "Br", MMA_BR), check_member(Bc, "Bc", MMA_BC), check_member(d, "d", MMA_D))
+    brs, bcs = BLOCK_CHOICES[check_variant(variant)]
+    return (check_member(Br, "Br", brs), check_member(Bc, "Bc", bcs), check_member(d, "d", MMA_D))
+
+
+def fa3_stages(d: int) -> int:
+    """Slots in the FlashAttention-3 kernel's K and V rings (kernels/flash_fwd_fa3.cu, Config):
+    2 for d = 128, 3 for d = 64."""
+    return 2 if int(d) == 128 else 3
 
 
 def mma_threads(Br: int, variant: str = "wgmma") -> int:
-    """Threads per block: 2·Br for both kernels (wgmma: Br/64 warpgroups of 128;
-    mma.sync: Br/16 warps of 32)."""
-    check_variant(variant)
+    """Threads per block: 2·Br for the FlashAttention-2 kernels (wgmma: Br/64 warpgroups of
+    128; mma.sync: Br/16 warps of 32); (Br/64 + 1)·128 for fa3 (a producer warpgroup and Br/64
+    consumer warpgroups)."""
+    if check_variant(variant) == "fa3":
+        return (int(Br) // 64 + 1) * 128
     return 2 * int(Br)
 
 
 def mma_smem_bytes(Br: int, Bc: int, d: int, variant: str = "wgmma") -> int:
     """Dynamic shared memory of one block of the tensor-core kernel, in bytes.
 
-    wgmma: 1024 + 2·(Br·d + 4·Bc·d); mma.sync: 2·(Br·d + 4·Bc·d).
-    Example: wgmma 128, 128, 128 -> 164,864; mma.sync 128, 64, 64 -> 49,152.
-    Raises like ``check_mma_sizes`` / ``check_variant``.
+    wgmma: 1024 + 2·(Br·d + 4·Bc·d); mma.sync: 2·(Br·d + 4·Bc·d); fa3: 1024 + 2·(Br·d +
+    2·stages·Bc·d) + 8·(1 + 4·stages) (Q_i, the K and V rings, the mbarriers).
+    Example: wgmma 128, 128, 128 -> 164,864; mma.sync 128, 64, 64 -> 49,152;
+    fa3 128, 128, 128 -> 164,936. Raises like ``check_mma_sizes`` / ``check_variant``.
     """
-    Br, Bc, d = check_mma_sizes(Br, Bc, d)
-    check_variant(variant)
+    Br, Bc, d = check_mma_sizes(Br, Bc, d, variant)
+    if variant == "fa3":
+        st = fa3_stages(d)
+        return 1024 + 2 * (Br * d + 2 * st * Bc * d) + 8 * (1 + 4 * st)
     return (1024 if variant == "wgmma" else 0) + 2 * (Br * d + 4 * Bc * d)
 
 
@@ -108,7 +134,8 @@ def mma_blocks(d: int, variant: str = "wgmma", device_limit: int = H200_SMEM_OPT
     ``device_limit`` bytes of shared memory, smallest first. Raises ValueError for an
     unsupported d or variant."""
     d = check_member(d, "d", MMA_D)
-    return [(Br, Bc) for Br in MMA_BR for Bc in MMA_BC
+    brs, bcs = BLOCK_CHOICES[check_variant(variant)]
+    return [(Br, Bc) for Br in brs for Bc in bcs
             if mma_smem_bytes(Br, Bc, d, variant) <= int(device_limit)]
 
 

@@ -1,0 +1,66 @@
+"""Launch the FlashAttention-3 kernel (kernels/flash_fwd_fa3.cu) on Hopper.
+
+Its parameters differ from the FlashAttention-2 kernels': Q, K and V arrive as three TMA
+tensor maps (128 bytes each, by value, ``tma.encode_bhsd``), then O, lse, Nq, Nk, H, O's
+strides and scale·log2(e). One parameter block per thread holds them; the maps are encoded
+into it in place on every launch (the pointers change from call to call), so a launch is
+three driver calls that build maps (a few µs of host time, measured in the benchmark's
+``fa3_host_us``) and one cuLaunchKernel.
+
+Grid: (Tr, H, B) without a mask; causal (H, B, Tr), the kernel reading its query block from
+the last axis backwards, so the longest query blocks of every head start first.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+
+from ..common import LOG2E
+from .tma import MAP_BYTES, encode_bhsd
+
+#: after the three maps (3 x 128 bytes): O, lse pointers; Nq, Nk, H; 4 bytes padding; O's three
+#: int64 strides; scale·log2(e)
+_TAIL = struct.Struct("<2Q3i4x3qf")
+_TAIL_AT = 3 * MAP_BYTES
+_OFFSETS = (0, 128, 256, 384, 392, 400, 404, 408, 416, 424, 432, 440)
+
+
+class _Params(threading.local):
+    """One 64-byte aligned parameter block per thread and the array of pointers to its fields."""
+
+    def __init__(self):
+        raw = np.zeros(_TAIL_AT + _TAIL.size + 64, dtype=np.uint8)
+        off = (-raw.ctypes.data) % 64
+        self.raw = raw
+        self.buf = raw[off:off + _TAIL_AT + _TAIL.size]
+        self.base = int(self.buf.ctypes.data)
+        self.ptrs = np.array([self.base + o for o in _OFFSETS], dtype=np.uint64)
+        self.ptrs_addr = int(self.ptrs.ctypes.data)
+
+
+_PARAMS = _Params()
+
+
+def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, H: int, Nq: int, Nk: int,
+               qs, ks, vs, os_, scale: float, sptr: int) -> None:
+    """Encode Q's, K's and V's tensor maps into this thread's parameter block and launch.
+
+    launch: the driver's cuLaunchKernel (CuPy's ``cuda.driver.launchKernel``); mk: the compiled
+    fa3 MMAKernel; pointers, sizes and element strides (B, H, N of each operand) as for the other
+    kernels; scale: the softmax scale; sptr: the stream. Raises ValueError when a map cannot
+    be encoded (strides not multiples of 8 elements; see ``tma.tma_strides_ok``).
+    """
+    p = _PARAMS
+    d, dt = mk.d, mk.dtype
+    encode_bhsd(p.base, qp, (B, H, Nq, d), (*qs, 1), dt, mk.Br)
+    encode_bhsd(p.base + MAP_BYTES, kp, (B, H, Nk, d), (*ks, 1), dt, mk.Bc)
+    encode_bhsd(p.base + 2 * MAP_BYTES, vp, (B, H, Nk, d), (*vs, 1), dt, mk.Bc)
+    _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, os_[0], os_[1], os_[2], scale * LOG2E)
+    Tr = -(-Nq // mk.Br)
+    if mk.causal:
+        launch(mk.function_ptr, H, B, Tr, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
+    else:
+        launch(mk.function_ptr, Tr, H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)

@@ -1,0 +1,408 @@
+// flash_fwd_fa3.cu: FlashAttention-3 forward on Hopper (sm_90a), fp16 / bf16.
+//
+// The same function as kernels/flash_fwd_mma.cu (FlashAttention-2 on the tensor cores) and
+// flashviz/tiled.py, organised the way FlashAttention-3 organises it for Hopper (Shah, Bikshandi,
+// Zhang, Thakkar, Ramani, Dao 2024, sections 3.1-3.2, Algorithms 1-2):
+//
+//  * warp specialisation. Warpgroup 0 is the *producer*: one of its threads issues TMA copies
+//    (cp.async.bulk.tensor) of Q_i once and of K_j, V_j into a ring of STAGES shared-memory
+//    slots; full/empty mbarriers hand each slot to the consumers and back. Warpgroups 1..Br/64
+//    are *consumers*: each owns 64 query rows and runs the matrix products (wgmma) and the online
+//    softmax. `setmaxnreg` moves registers from the producer (which needs few) to the consumers.
+//  * ping-pong (FEAT bit 0): the consumers take turns issuing their matrix products, passed on
+//    with named barriers, so one warpgroup's softmax runs while another's products occupy the
+//    tensor cores.
+//  * intra-warpgroup overlap (FEAT bit 1): each step issues S_ij = Q_i K_jᵀ of the next tile and
+//    O_i += P V of the previous tile together, waits only for S_ij, and runs its softmax while
+//    P V is still on the tensor cores.
+//
+// Names (the paper's): Q_i (Br x d) in shared memory, K_j, V_j (Bc x d) in the ring; S_ij,
+// P_ij, O_i in registers (fp32; P_ij converted to fp16/bf16 and fed to the tensor cores as the A
+// operand); m_i, l_i the running row max (raw scores) and row sum; alpha = exp(scale·(m_old −
+// m_new)); lse_i = scale·m_i + log l_i (natural log, fp32).
+//
+// Partitioning: one thread block per (query block i, head h, batch b), (Br/64 + 1) warpgroups.
+// Key tiles are visited from the last to the first, as FlashAttention-3 does: the tiles that
+// need a mask (the partial last tile, the causal diagonal) come first, the rest run unmasked.
+// Grid: (Tr, H, B) without a mask; causal (H, B, Tr) with i = Tr − 1 − blockIdx.z, so the
+// longest query blocks of every head start first (chapter 7 measured this order 1.16-1.24x
+// faster than one head at a time).
+//
+// Per key tile (step names of flashviz/steps.py, lines of FlashAttention-2 Algorithm 1):
+//   producer: wait slot empty; TMA K_j, V_j into it                      load_KV       line 7
+//   consumer: wait K_j; [turn] S_ij = Q_i K_jᵀ (wgmma SS) and            compute_S     line 8
+//             O_i += P V of the previous tile (wgmma RS); [pass the turn] accumulate_O line 10
+//             wait S_ij, free K_j's slot; mask (edge tiles only)         mask_S        line 8
+//             m_i, P_ij, l_i                                             update_ml     line 9
+//             wait P V, free V's slot; O_i = diag(alpha) O_i              accumulate_O  line 10
+//             P_ij to fp16/bf16 in registers                             convert_P     line 10
+// then the last P V, and O_i / l_i, lse_i to HBM (write_O, lines 12-15).
+//
+// Shared memory (1024-byte aligned tiles, 128-byte swizzle, d/64 column blocks of [rows][64]
+// each, as the TMA writes them with CU_TENSOR_MAP_SWIZZLE_128B and wgmma reads them; see
+// fv_wgmma.cuh): Q_i, STAGES slots of K_j, STAGES of V_j, then the mbarriers:
+//   1024 + 2·(Br·d + 2·STAGES·Bc·d) + 8·(1 + 4·STAGES) bytes.
+//
+// Inputs: three tensor maps over (d, N, H, B) views of Q, K, V (element strides of the
+// sequence, head and batch axes, 16-byte multiples; built by flashviz/gpu/tensorcore/tma.py);
+// the copy engine zero-fills rows past N. O: BHSD with element strides; lse: (B, H, Nq)
+// contiguous. Causal masking is bottom-right aligned: query r sees key c iff c <= r + Nk − Nq.
+// A row that sees no key writes O = 0 and lse = −inf; NaN inputs give NaN rows.
+
+#include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, ex2, pack2
+#include "fv_wgmma.cuh" // wgmma_ss / wgmma_rs, desc128, fence_regs, wgmma fence/commit/wait
+#include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
+
+#ifndef FA3_FEAT
+#define FA3_FEAT 3      // bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap
+#endif
+
+namespace fvfa3 {
+
+using namespace fvptx;
+using namespace fvmma;
+using namespace fvtma;
+
+// The kernel's fixed choices for a (Br, Bc, d): consumer warpgroups, ring depth, registers.
+template <int Br, int Bc, int D>
+struct Config {
+    static constexpr int NWG = Br / 64;                    // consumer warpgroups (64 query rows each)
+    static constexpr int THREADS = (NWG + 1) * 128;        // + the producer warpgroup
+    static constexpr int TILE_KV = Bc * D * 2;             // bytes of one K_j or V_j slot
+    static constexpr int STAGES = D == 128 ? 2 : 3;        // slots in the K and V rings
+    // registers a thread after setmaxnreg: 65,536 per SM shared by one block
+    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32;
+    static constexpr int REG_CONSUMER = NWG == 2 ? 240 : 160;
+    static constexpr bool PINGPONG = (FA3_FEAT & 1) != 0;
+    static constexpr bool INTRA = (FA3_FEAT & 2) != 0;
+};
+
+// [compute_S] S = Q_i K_jᵀ for one warpgroup's 64 rows (sQw: its rows of Q_i; sKj: the K slot):
+// d/16 k-slices of m64nBck16, committed as one group.
+template <int DT, int Br, int Bc, int D>
+__device__ __forceinline__ void issue_S(float* s, u32 sQw, u32 sKj) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const u64 da = desc128(sQw + (kk >> 2) * (Br * 128) + (kk & 3) * 32, 16, 1024);
+        const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
+        wgmma_ss<DT, Bc>(s, da, db, kk > 0);
+    }
+    wgmma_commit();
+#endif
+}
+
+// [accumulate_O] O_i += P V_j: Bc/16 k-slices, one m64n64k16 (A = P from registers) per 64
+// columns of d; committed as one group.
+template <int DT, int Bc, int D>
+__device__ __forceinline__ void issue_PV(float* o, const u32 (*p)[4], u32 sVj) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+    for (int kk = 0; kk < Bc / 16; ++kk) {
+#pragma unroll
+        for (int cb = 0; cb < D / 64; ++cb)
+            wgmma_rs<DT, 64>(o + cb * 32, p[kk], desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024));
+    }
+    wgmma_commit();
+#endif
+}
+
+// [mask_S] columns past Nk, and (causal) past the row's last visible key, become -inf.
+template <int Bc, bool CAUSAL>
+__device__ __forceinline__ void mask_S(float* s, int c0, int Nk, int last0, int last1, int t) {
+#pragma unroll
+    for (int n8 = 0; n8 < Bc / 8; ++n8) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int c = c0 + n8 * 8 + 2 * t + e;
+            if (c >= Nk || (CAUSAL && c > last0)) s[4 * n8 + e] = neg_inf();
+            if (c >= Nk || (CAUSAL && c > last1)) s[4 * n8 + 2 + e] = neg_inf();
+        }
+    }
+}
+
+// [update_ml] the online softmax of one tile (exp2 domain), this thread's rows g and g + 8:
+// m_new = max(m_i, rowmax S); alpha = exp(m_i − m_new); S becomes P = exp(S − m_new) in place;
+// rs = this thread's part of rowsum P.
+template <int Bc>
+__device__ __forceinline__ void softmax_tile(float* s, float& m0, float& m1, float& alpha0, float& alpha1,
+                                             float& rs0, float& rs1, float scale_log2) {
+    float mn0 = m0, mn1 = m1;
+#pragma unroll
+    for (int n8 = 0; n8 < Bc / 8; ++n8) {
+        mn0 = fmaxf(mn0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
+        mn1 = fmaxf(mn1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+    }
+    mn0 = fmaxf(mn0, __shfl_xor_sync(0xffffffff, mn0, 1));
+    mn0 = fmaxf(mn0, __shfl_xor_sync(0xffffffff, mn0, 2));
+    mn1 = fmaxf(mn1, __shfl_xor_sync(0xffffffff, mn1, 1));
+    mn1 = fmaxf(mn1, __shfl_xor_sync(0xffffffff, mn1, 2));
+    // a row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN
+    const float mu0 = (mn0 == neg_inf()) ? 0.f : mn0 * scale_log2;
+    const float mu1 = (mn1 == neg_inf()) ? 0.f : mn1 * scale_log2;
+    alpha0 = ex2(m0 * scale_log2 - mu0);
+    alpha1 = ex2(m1 * scale_log2 - mu1);
+    m0 = mn0;
+    m1 = mn1;
+    rs0 = 0.f;
+    rs1 = 0.f;
+#pragma unroll
+    for (int n8 = 0; n8 < Bc / 8; ++n8) {
+        s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -mu0));
+        s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -mu0));
+        s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -mu1));
+        s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -mu1));
+        rs0 += s[4 * n8] + s[4 * n8 + 1];
+        rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
+    }
+}
+
+// [convert_P] P to fp16/bf16 in registers: two adjacent n8 column groups of the accumulator are
+// exactly one 64 x 16 A slice of the next product.
+template <int DT, int Bc>
+__device__ __forceinline__ void convert_P(u32 (*p)[4], const float* s) {
+#pragma unroll
+    for (int kk = 0; kk < Bc / 16; ++kk) {
+        p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
+        p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+}  // namespace fvfa3
+
+template <int DT, int Br, int Bc, int D, bool CAUSAL>
+__global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
+flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
+              const __grid_constant__ fvtma::TensorMap tmV, u16* __restrict__ O, float* __restrict__ lse,
+              int Nq, int Nk, int H, long long sOb, long long sOh, long long sOs, float scale_log2)
+{
+    static_assert(Br == 128 || Br == 192, "Br must be 128 or 192 (two or three consumer warpgroups)");
+    static_assert(Bc == 64 || Bc == 128, "Bc must be 64 or 128");
+    static_assert(D == 64 || D == 128, "d must be 64 or 128");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace fvfa3;
+    using C = Config<Br, Bc, D>;
+    constexpr int NWG = C::NWG, ST = C::STAGES, TILE_KV = C::TILE_KV;
+    constexpr int NS = Bc / 2;          // S_ij accumulators a thread (m64 x Bc over 128 threads)
+    constexpr int NO = D / 2;           // O_i accumulators a thread
+
+    extern __shared__ unsigned char smem_raw[];
+    const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 sK = sQ + Br * D * 2;             // ST slots
+    const u32 sV = sK + ST * TILE_KV;           // ST slots
+    const u32 bars = sV + ST * TILE_KV;         // barQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]
+    const u32 barQ = bars;
+    const u32 fullK = bars + 8, fullV = fullK + 8 * ST, emptyK = fullV + 8 * ST, emptyV = emptyK + 8 * ST;
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;                     // 0: producer; 1..NWG: consumers
+    int i_blk, h, b;
+    if (CAUSAL) { h = blockIdx.x; b = blockIdx.y; i_blk = gridDim.z - 1 - blockIdx.z; }
+    else        { i_blk = blockIdx.x; h = blockIdx.y; b = blockIdx.z; }
+    const int r0 = i_blk * Br;
+    const int shift = Nk - Nq;                   // bottom-right causal alignment
+
+    // Key tiles this query block sees: all, or (causal) up to its last visible column.
+    int n_end = Nk;
+    if (CAUSAL) n_end = min(Nk, r0 + Br + shift);
+    const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;   // tiles j = Tc-1 down to 0
+
+    if (tid == 0) {
+        mbar_init(barQ, 1);
+#pragma unroll
+        for (int s = 0; s < ST; ++s) {
+            mbar_init(fullK + 8 * s, 1);            // the producer's arrive + the copy's bytes
+            mbar_init(fullV + 8 * s, 1);
+            mbar_init(emptyK + 8 * s, NWG * 4);     // one arrive per consumer warp
+            mbar_init(emptyV + 8 * s, NWG * 4);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer warpgroup ----------------
+        setmaxnreg_dec<C::REG_PRODUCER>();
+        if (tid == 0 && Tc > 0) {
+            prefetch_tensormap(&tmQ);
+            prefetch_tensormap(&tmK);
+            prefetch_tensormap(&tmV);
+            // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros).
+            mbar_arrive_expect_tx(barQ, Br * D * 2);
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) tma_load_4d(sQ + cb * (Br * 128), &tmQ, barQ, cb * 64, r0, h, b);
+            // [load_KV] Alg. 1 line 7: K_j, V_j into the ring, last tile first.
+            for (int t = 0; t < Tc; ++t) {
+                const int j = Tc - 1 - t, s = t % ST;
+                const u32 ph = (t / ST) & 1;
+                mbar_wait(emptyK + 8 * s, ph ^ 1);
+                mbar_arrive_expect_tx(fullK + 8 * s, TILE_KV);
+#pragma unroll
+                for (int cb = 0; cb < D / 64; ++cb)
+                    tma_load_4d(sK + s * TILE_KV + cb * (Bc * 128), &tmK, fullK + 8 * s, cb * 64, j * Bc, h, b);
+                mbar_wait(emptyV + 8 * s, ph ^ 1);
+                mbar_arrive_expect_tx(fullV + 8 * s, TILE_KV);
+#pragma unroll
+                for (int cb = 0; cb < D / 64; ++cb)
+                    tma_load_4d(sV + s * TILE_KV + cb * (Bc * 128), &tmV, fullV + 8 * s, cb * 64, j * Bc, h, b);
+            }
+        }
+    } else {
+        // ---------------- consumer warpgroups ----------------
+        setmaxnreg_inc<C::REG_CONSUMER>();
+        const int w = wg - 1;                        // rows [64 w, 64 w + 64) of the block
+        const int warp = (tid >> 5) & 3, lane = tid & 31;
+        const int g = lane >> 2, t4 = lane & 3;      // this thread's rows g, g+8; columns 8n + 2 t4, +1
+        const u32 sQw = sQ + w * (64 * 128);
+        const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
+        const int first_row = r0 + w * 64;           // this warpgroup's first row: tiles past its
+                                                     // last visible key need the causal mask
+        // ping-pong: warpgroup w waits on named barrier 1 + w for its turn, passes it to the next
+        const int my_bar = 1 + w, next_bar = 1 + (w + 1) % NWG;
+        constexpr int PP_THREADS = 256;              // one warpgroup syncs, the previous one arrives
+
+        // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (registers).
+        float o[NO];
+#pragma unroll
+        for (int x = 0; x < NO; ++x) o[x] = 0.f;
+        float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+        float s[NS];
+        u32 p[Bc / 16][4];
+
+        if (Tc > 0) {
+            mbar_wait(barQ, 0);
+            if (C::PINGPONG && w == NWG - 1) bar_arrive(1, PP_THREADS);   // warpgroup 0 goes first
+
+            // first tile (j = Tc - 1): S only; there is no previous P V yet
+            {
+                const int j = Tc - 1;
+                mbar_wait(fullK, 0);
+                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                fence_regs<NS>(s);
+                wgmma_fence();
+                issue_S<DT, Br, Bc, D>(s, sQw, sK);
+                if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
+                wgmma_wait<0>();
+                fence_regs<NS>(s);
+                if (lane == 0) mbar_arrive(emptyK);
+                const int c0 = j * Bc;
+                if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
+                    mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+                float a0, a1, rs0, rs1;
+                softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                l0 = rs0;
+                l1 = rs1;
+                convert_P<DT, Bc>(p, s);
+            }
+            for (int t = 1; t < Tc; ++t) {
+                const int j = Tc - 1 - t, sl = t % ST, sp = (t - 1) % ST;
+                mbar_wait(fullK + 8 * sl, (t / ST) & 1);           // K_j landed
+                mbar_wait(fullV + 8 * sp, ((t - 1) / ST) & 1);     // V of the previous tile landed
+                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                fence_regs<NS>(s);
+                fence_regs<NO>(o);
+                wgmma_fence();
+                // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
+                // previous tile: O_i += P V, both on the tensor cores at once.
+                issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
+                issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
+                if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
+                if (C::INTRA) {
+                    wgmma_wait<1>();                                // S_ij done; P V may still run
+                    fence_regs<NS>(s);
+                } else {
+                    wgmma_wait<0>();
+                    fence_regs<NS>(s);
+                    fence_regs<NO>(o);
+                }
+                if (lane == 0) mbar_arrive(emptyK + 8 * sl);        // K_j's slot is free
+                // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
+                const int c0 = j * Bc;
+                if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
+                    mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+                // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
+                float a0, a1, rs0, rs1;
+                softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                if (C::INTRA) {
+                    // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
+                    // instruction without inputs and hoists it to the top of its basic block, before
+                    // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
+                    // PTX order and the wait for the next K tile (a real loop) starts a new block.
+                    fence_regs<NS>(s);
+                    if (t + 1 < Tc) mbar_wait(fullK + 8 * ((t + 1) % ST), ((t + 1) / ST) & 1);
+                    wgmma_wait<0>();                                // the previous P V is done
+                    fence_regs<NO>(o);
+                }
+                if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
+                // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
+                l0 = l0 * a0 + rs0;
+                l1 = l1 * a1 + rs1;
+#pragma unroll
+                for (int n8 = 0; n8 < D / 8; ++n8) {
+                    o[4 * n8 + 0] *= a0;
+                    o[4 * n8 + 1] *= a0;
+                    o[4 * n8 + 2] *= a1;
+                    o[4 * n8 + 3] *= a1;
+                }
+                // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
+                convert_P<DT, Bc>(p, s);
+            }
+            // the last tile's O_i += P V
+            {
+                const int sp = (Tc - 1) % ST;
+                mbar_wait(fullV + 8 * sp, ((Tc - 1) / ST) & 1);
+                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                fence_regs<NO>(o);
+                wgmma_fence();
+                issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
+                // the last turn: the last warpgroup passes it to nobody (every barrier balanced)
+                if (C::PINGPONG && w != NWG - 1) bar_arrive(next_bar, PP_THREADS);
+                wgmma_wait<0>();
+                fence_regs<NO>(o);
+            }
+        }
+
+        // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once.
+        l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+        // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
+        const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
+        const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
+        u16* Op = O + b * sOb + h * sOh;
+        if (row0 < Nq) {
+            u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t4);
+#pragma unroll
+            for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
+        }
+        if (row1 < Nq) {
+            u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t4);
+#pragma unroll
+            for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
+        }
+        if (t4 == 0) {
+            const float LN2 = 0.6931471805599453f;
+            float* L = lse + ((long long)b * H + h) * Nq;
+            if (row0 < Nq) L[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
+            if (row1 < Nq) L[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
+        }
+    }
+#else
+    __trap();  // wgmma and setmaxnreg need sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)
+#endif
+}
+
+#ifdef FLASHVIZ_PTX_CHECK
+#define FV_INST(DT, BR, BC, DD, C)                                                                  \
+    template __global__ void flash_fwd_fa3<DT, BR, BC, DD, C>(                                      \
+        const __grid_constant__ fvtma::TensorMap, const __grid_constant__ fvtma::TensorMap,         \
+        const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, long long, long long, \
+        long long, float);
+#define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
+#define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
+#define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128)
+FV_INST_BC(0, 128) FV_INST_BC(0, 192) FV_INST_BC(1, 128) FV_INST_BC(1, 192)
+#endif
