@@ -4,9 +4,9 @@ One process: compile facts (registers, spills) of every fa3 instantiation; the q
 correctness grid; NaN / keyless-row checks; then, on the same inputs and in the same run,
 kernel-only times (CUDA-graph replay of 10 public calls, median of 7 replays: the same method
 for every implementation) and public-call times (CUDA events around 30 back-to-back calls) of
-SDPA-cuDNN, SDPA-flash, our FA2 wgmma kernel and fa3 — the default build and the measured steps
-(FEAT 0: producer + TMA only; 1: + ping-pong; 2: + intra-warpgroup overlap; 3: both) and
-block sizes. Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
+SDPA-cuDNN, SDPA-flash, our FA2 wgmma kernel and fa3 — the default build and the builds of
+FA3_BUILDS: block sizes, the measured steps (FA3_FEAT 0: producer + TMA only; 1: + ping-pong;
+2: + intra-warpgroup overlap; 3: both) and ring depths (FA3_STAGES). Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
 
     python benchmarks/probe_fa3.py [--quick]
 """
@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from flashviz.gpu.common import environment, source  # noqa: E402
 from flashviz.gpu.tensorcore import bench as mb  # noqa: E402
 from flashviz.gpu.tensorcore import kernel as kmod  # noqa: E402
+from flashviz.gpu.tensorcore import limits  # noqa: E402
 from flashviz.gpu.tensorcore.kernel import compile_mma, flash_forward_mma  # noqa: E402
 from flashviz.gpu.tensorcore.limits import mma_blocks  # noqa: E402
 from flashviz.gpu.timing import call_times_ms  # noqa: E402
@@ -40,10 +41,6 @@ t_start = time.time()
 def save():
     res["wall_s"] = time.time() - t_start
     (OUT / "probe-fa3.json").write_text(json.dumps(res, indent=1, default=float))
-
-
-def feat_source(feat: int) -> str:
-    return f"#define FA3_FEAT {feat}\n" + source("flash_fwd_fa3.cu")
 
 
 # 1. compile facts
@@ -124,17 +121,21 @@ def call_ms(fn) -> float:
     return float(np.median(call_times_ms(fn, repeat=30, warmup=3)))
 
 
+#: fa3 builds timed beside the defaults: (Br, Bc, FA3_FEAT, FA3_STAGES); None = the kernel's own choice
+FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 1, None), (192, 64, 1, None)],
+              128: [(128, 128, f, s) for f in (0, 1, 2, 3) for s in (2, 3)] + [(192, 64, 1, None), (192, 64, 3, None)]}
+
+
 def impls(d, causal):
-    """(name, callable factory(q, k, v), source override or None)."""
-    out = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)]
-    rows = [(n, (lambda be: lambda q, k, v: _sdpa(be, q, k, v, causal))(be), None) for n, be in out]
+    """(name, callable(q, k, v), (FA3_FEAT, FA3_STAGES) or None)."""
+    rows = [(n, (lambda be: lambda q, k, v: _sdpa(be, q, k, v, causal))(be), None)
+            for n, be in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION))]
     rows.append(("wgmma", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="wgmma"), None))
-    for Br, Bc in ((128, 128), (128, 64), (192, 128), (192, 64)):
-        rows.append((f"fa3_{Br}x{Bc}", (lambda Br, Bc: lambda q, k, v: flash_forward_mma(
-            q, k, v, causal=causal, variant="fa3", Br=Br, Bc=Bc))(Br, Bc), None))
-    for feat in (0, 1, 2):
-        rows.append((f"fa3_feat{feat}", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="fa3",
-                                                                         Br=128, Bc=128), feat))
+    rows.append(("fa3", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="fa3"), None))
+    for Br, Bc, feat, st in FA3_BUILDS[d]:
+        name = f"fa3_{Br}x{Bc}_f{feat}" + (f"_s{st}" if st else "")
+        rows.append((name, (lambda Br, Bc: lambda q, k, v: flash_forward_mma(
+            q, k, v, causal=causal, variant="fa3", Br=Br, Bc=Bc))(Br, Bc), (feat, st)))
     return rows
 
 
@@ -143,8 +144,25 @@ def _sdpa(be, q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def override(build) -> None:
+    """Compile the next fa3 kernels with FA3_FEAT / FA3_STAGES defined (None: the file as it is)."""
+    kmod.SOURCE_OVERRIDE.clear()
+    limits.fa3_stages = _stages
+    if build is None:
+        return
+    feat, st = build
+    text = f"#define FA3_FEAT {feat}\n" + (f"#define FA3_STAGES {st}\n" if st else "") + source("flash_fwd_fa3.cu")
+    kmod.SOURCE_OVERRIDE["fa3"] = text
+    if st:
+        limits.fa3_stages = lambda d: st
+
+
+_stages = limits.fa3_stages
+
+
 res["times"] = []
 Ns = (4096, 8192) if QUICK else (2048, 4096, 8192, 16384)
+BUILD_N = (2048, 8192, 16384)      #: the sizes at which the builds are timed too
 for d in (64, 128):
     for causal in (False, True):
         for N in Ns:
@@ -153,12 +171,10 @@ for d in (64, 128):
             flops = 4 * B * H * N * N * d * (0.5 if causal else 1.0)
             row = {"N": N, "d": d, "B": B, "H": H, "causal": causal, "flops": flops}
             ref = None
-            for name, fn, feat in impls(d, causal):
-                if feat is not None and N != 8192:
+            for name, fn, build in impls(d, causal):
+                if build is not None and N not in BUILD_N:
                     continue
-                kmod.SOURCE_OVERRIDE.clear()
-                if feat is not None:
-                    kmod.SOURCE_OVERRIDE["fa3"] = feat_source(feat)
+                override(build)
                 try:
                     call = lambda fn=fn, q=q, k=k, v=v: fn(q, k, v)  # noqa: E731
                     O = call()
@@ -172,7 +188,7 @@ for d in (64, 128):
                 except Exception as exc:
                     row[name + "_error"] = f"{type(exc).__name__}: {exc}"[:400]
                 finally:
-                    kmod.SOURCE_OVERRIDE.clear()
+                    override(None)
             res["times"].append(row)
             base = row.get("sdpa_cudnn_kernel_ms", math.nan)
             print(f"N={N} d={d} causal={causal}: " + "  ".join(

@@ -53,9 +53,9 @@
 #include "fv_wgmma.cuh" // wgmma_ss / wgmma_rs, desc128, fence_regs, wgmma fence/commit/wait
 #include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
 
-#ifndef FA3_FEAT
-#define FA3_FEAT 3      // bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap
-#endif
+// FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
+// FA3_STAGES (slots in the K and V rings) override the measured choices of Config below; the
+// benchmarks define them to time each step of the lesson in one run.
 
 namespace fvfa3 {
 
@@ -69,12 +69,21 @@ struct Config {
     static constexpr int NWG = Br / 64;                    // consumer warpgroups (64 query rows each)
     static constexpr int THREADS = (NWG + 1) * 128;        // + the producer warpgroup
     static constexpr int TILE_KV = Bc * D * 2;             // bytes of one K_j or V_j slot
+#ifdef FA3_STAGES
+    static constexpr int STAGES = FA3_STAGES;
+#else
     static constexpr int STAGES = D == 128 ? 2 : 3;        // slots in the K and V rings
+#endif
     // registers a thread after setmaxnreg: 65,536 per SM shared by one block
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32;
     static constexpr int REG_CONSUMER = NWG == 2 ? 240 : 160;
-    static constexpr bool PINGPONG = (FA3_FEAT & 1) != 0;
-    static constexpr bool INTRA = (FA3_FEAT & 2) != 0;
+#ifdef FA3_FEAT
+    static constexpr int FEAT = FA3_FEAT;
+#else
+    static constexpr int FEAT = 3;
+#endif
+    static constexpr bool PINGPONG = (FEAT & 1) != 0;
+    static constexpr bool INTRA = (FEAT & 2) != 0;
 };
 
 // [compute_S] S = Q_i K_jᵀ for one warpgroup's 64 rows (sQw: its rows of Q_i; sKj: the K slot):
