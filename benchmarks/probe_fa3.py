@@ -122,8 +122,8 @@ def call_ms(fn) -> float:
 
 
 #: fa3 builds timed beside the defaults: (Br, Bc, FA3_FEAT, FA3_STAGES); None = the kernel's own choice
-FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 1, None), (192, 64, 1, None)],
-              128: [(128, 128, f, s) for f in (0, 1, 2, 3) for s in (2, 3)] + [(192, 64, 1, None), (192, 64, 3, None)]}
+FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 3, None)],
+              128: [(128, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, f, 3) for f in (1, 3)]}
 
 
 def impls(d, causal):

@@ -21,12 +21,13 @@
 // operand); m_i, l_i the running row max (raw scores) and row sum; alpha = exp(scale·(m_old −
 // m_new)); lse_i = scale·m_i + log l_i (natural log, fp32).
 //
-// Partitioning: one thread block per (query block i, head h, batch b), (Br/64 + 1) warpgroups.
+// Partitioning: a tile of work is one (query block i, head h, batch b); (Br/64 + 1) warpgroups a
+// thread block. The grid is *persistent*: one block per SM walks the tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ... (causal: the longest query blocks of every head first, the order
+// chapter 7 measured 1.16-1.24x faster; otherwise one head's query blocks side by side, for L2),
+// and its producer loads the next tile's Q_i and K_j while the consumers write this tile's O_i.
 // Key tiles are visited from the last to the first, as FlashAttention-3 does: the tiles that
 // need a mask (the partial last tile, the causal diagonal) come first, the rest run unmasked.
-// Grid: (Tr, H, B) without a mask; causal (H, B, Tr) with i = Tr − 1 − blockIdx.z, so the
-// longest query blocks of every head start first (chapter 7 measured this order 1.16-1.24x
-// faster than one head at a time).
 //
 // Per key tile (step names of flashviz/steps.py, lines of FlashAttention-2 Algorithm 1):
 //   producer: wait slot empty; TMA K_j, V_j into it                      load_KV       line 7
@@ -41,7 +42,7 @@
 // Shared memory (1024-byte aligned tiles, 128-byte swizzle, d/64 column blocks of [rows][64]
 // each, as the TMA writes them with CU_TENSOR_MAP_SWIZZLE_128B and wgmma reads them; see
 // fv_wgmma.cuh): Q_i, STAGES slots of K_j, STAGES of V_j, then the mbarriers:
-//   1024 + 2·(Br·d + 2·STAGES·Bc·d) + 8·(1 + 4·STAGES) bytes.
+//   1024 + 2·(Br·d + 2·STAGES·Bc·d) + 8·(2 + 4·STAGES) bytes.
 //
 // Inputs: three tensor maps over (d, N, H, B) views of Q, K, V (element strides of the
 // sequence, head and batch axes, 16-byte multiples; built by flashviz/gpu/tensorcore/tma.py);
@@ -181,11 +182,37 @@ __device__ __forceinline__ void convert_P(u32 (*p)[4], const float* s) {
 
 }  // namespace fvfa3
 
+// The work list of a persistent block: tile L (of Tr·H·B) -> (query block i, head h, batch b).
+// Causal: the longest query blocks of every head first (i descending, then h, b); otherwise the
+// query blocks of one head next to each other (they read the same K, V: L2 hits).
+template <bool CAUSAL>
+__device__ __forceinline__ void tile_coords(int L, int Tr, int H, int B, int& i, int& h, int& b) {
+    if (CAUSAL) {
+        const int hb = L % (H * B);
+        i = Tr - 1 - L / (H * B);
+        h = hb % H;
+        b = hb / H;
+    } else {
+        const int hb = L / Tr;
+        i = L % Tr;
+        h = hb % H;
+        b = hb / H;
+    }
+}
+
+// Key tiles query block i sees: all of them, or (causal) up to its last visible column.
+template <int Br, int Bc, bool CAUSAL>
+__device__ __forceinline__ int key_tiles(int i, int Nq, int Nk) {
+    int n_end = Nk;
+    if (CAUSAL) n_end = min(Nk, i * Br + Br + Nk - Nq);
+    return n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
+}
+
 template <int DT, int Br, int Bc, int D, bool CAUSAL>
 __global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
 flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
               const __grid_constant__ fvtma::TensorMap tmV, u16* __restrict__ O, float* __restrict__ lse,
-              int Nq, int Nk, int H, long long sOb, long long sOh, long long sOs, float scale_log2)
+              int Nq, int Nk, int H, int B, long long sOb, long long sOh, long long sOs, float scale_log2)
 {
     static_assert(Br == 128 || Br == 192, "Br must be 128 or 192 (two or three consumer warpgroups)");
     static_assert(Bc == 64 || Bc == 128, "Bc must be 64 or 128");
@@ -201,61 +228,69 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 sK = sQ + Br * D * 2;             // ST slots
     const u32 sV = sK + ST * TILE_KV;           // ST slots
-    const u32 bars = sV + ST * TILE_KV;         // barQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]
-    const u32 barQ = bars;
-    const u32 fullK = bars + 8, fullV = fullK + 8 * ST, emptyK = fullV + 8 * ST, emptyV = emptyK + 8 * ST;
+    const u32 bars = sV + ST * TILE_KV;         // fullQ, emptyQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]
+    const u32 fullQ = bars, emptyQ = bars + 8;
+    const u32 fullK = bars + 16, fullV = fullK + 8 * ST, emptyK = fullV + 8 * ST, emptyV = emptyK + 8 * ST;
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;                     // 0: producer; 1..NWG: consumers
-    int i_blk, h, b;
-    if (CAUSAL) { h = blockIdx.x; b = blockIdx.y; i_blk = gridDim.z - 1 - blockIdx.z; }
-    else        { i_blk = blockIdx.x; h = blockIdx.y; b = blockIdx.z; }
-    const int r0 = i_blk * Br;
+    const int Tr = (Nq + Br - 1) / Br;
+    const int n_tiles = Tr * H * B;
     const int shift = Nk - Nq;                   // bottom-right causal alignment
 
-    // Key tiles this query block sees: all, or (causal) up to its last visible column.
-    int n_end = Nk;
-    if (CAUSAL) n_end = min(Nk, r0 + Br + shift);
-    const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;   // tiles j = Tc-1 down to 0
-
     if (tid == 0) {
-        mbar_init(barQ, 1);
+        mbar_init(fullQ, 1);                     // the producer's arrive + Q_i's bytes
+        mbar_init(emptyQ, NWG * 4);              // one arrive per consumer warp: Q_i no longer read
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
-            mbar_init(fullK + 8 * s, 1);            // the producer's arrive + the copy's bytes
+            mbar_init(fullK + 8 * s, 1);
             mbar_init(fullV + 8 * s, 1);
-            mbar_init(emptyK + 8 * s, NWG * 4);     // one arrive per consumer warp
+            mbar_init(emptyK + 8 * s, NWG * 4);
             mbar_init(emptyV + 8 * s, NWG * 4);
         }
         fence_mbar_init();
     }
     __syncthreads();
 
+    // Persistent: one block per SM walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...; the
+    // rings' slot counters (it) and Q's use count (qn) run on across tiles, so the producer loads
+    // the next tile's Q_i and K_j while the consumers finish this one.
     if (wg == 0) {
         // ---------------- producer warpgroup ----------------
         setmaxnreg_dec<C::REG_PRODUCER>();
-        if (tid == 0 && Tc > 0) {
+        if (tid == 0) {
             prefetch_tensormap(&tmQ);
             prefetch_tensormap(&tmK);
             prefetch_tensormap(&tmV);
-            // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros).
-            mbar_arrive_expect_tx(barQ, Br * D * 2);
-#pragma unroll
-            for (int cb = 0; cb < D / 64; ++cb) tma_load_4d(sQ + cb * (Br * 128), &tmQ, barQ, cb * 64, r0, h, b);
-            // [load_KV] Alg. 1 line 7: K_j, V_j into the ring, last tile first.
-            for (int t = 0; t < Tc; ++t) {
-                const int j = Tc - 1 - t, s = t % ST;
-                const u32 ph = (t / ST) & 1;
-                mbar_wait(emptyK + 8 * s, ph ^ 1);
-                mbar_arrive_expect_tx(fullK + 8 * s, TILE_KV);
-#pragma unroll
-                for (int cb = 0; cb < D / 64; ++cb)
-                    tma_load_4d(sK + s * TILE_KV + cb * (Bc * 128), &tmK, fullK + 8 * s, cb * 64, j * Bc, h, b);
-                mbar_wait(emptyV + 8 * s, ph ^ 1);
-                mbar_arrive_expect_tx(fullV + 8 * s, TILE_KV);
+            int it = 0, qn = 0;
+            for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
+                int i_blk, h, b;
+                tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
+                const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
+                if (Tc == 0) continue;
+                // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
+                // when the consumers no longer read the previous tile's.
+                mbar_wait(emptyQ, (qn & 1) ^ 1);
+                mbar_arrive_expect_tx(fullQ, Br * D * 2);
 #pragma unroll
                 for (int cb = 0; cb < D / 64; ++cb)
-                    tma_load_4d(sV + s * TILE_KV + cb * (Bc * 128), &tmV, fullV + 8 * s, cb * 64, j * Bc, h, b);
+                    tma_load_4d(sQ + cb * (Br * 128), &tmQ, fullQ, cb * 64, i_blk * Br, h, b);
+                ++qn;
+                // [load_KV] Alg. 1 line 7: K_j, V_j into the ring, last tile first.
+                for (int t = 0; t < Tc; ++t, ++it) {
+                    const int j = Tc - 1 - t, s = it % ST;
+                    const u32 ph = (it / ST) & 1;
+                    mbar_wait(emptyK + 8 * s, ph ^ 1);
+                    mbar_arrive_expect_tx(fullK + 8 * s, TILE_KV);
+#pragma unroll
+                    for (int cb = 0; cb < D / 64; ++cb)
+                        tma_load_4d(sK + s * TILE_KV + cb * (Bc * 128), &tmK, fullK + 8 * s, cb * 64, j * Bc, h, b);
+                    mbar_wait(emptyV + 8 * s, ph ^ 1);
+                    mbar_arrive_expect_tx(fullV + 8 * s, TILE_KV);
+#pragma unroll
+                    for (int cb = 0; cb < D / 64; ++cb)
+                        tma_load_4d(sV + s * TILE_KV + cb * (Bc * 128), &tmV, fullV + 8 * s, cb * 64, j * Bc, h, b);
+                }
             }
         }
     } else {
@@ -265,138 +300,157 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
         const int warp = (tid >> 5) & 3, lane = tid & 31;
         const int g = lane >> 2, t4 = lane & 3;      // this thread's rows g, g+8; columns 8n + 2 t4, +1
         const u32 sQw = sQ + w * (64 * 128);
-        const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
-        const int first_row = r0 + w * 64;           // this warpgroup's first row: tiles past its
-                                                     // last visible key need the causal mask
         // ping-pong: warpgroup w waits on named barrier 1 + w for its turn, passes it to the next
         const int my_bar = 1 + w, next_bar = 1 + (w + 1) % NWG;
         constexpr int PP_THREADS = 256;              // one warpgroup syncs, the previous one arrives
+        int it = 0, qn = 0;
 
-        // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (registers).
-        float o[NO];
+        for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
+            int i_blk, h, b;
+            tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
+            const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);   // tiles j = Tc-1 down to 0
+            const int r0 = i_blk * Br;
+            const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
+            const int first_row = r0 + w * 64;       // this warpgroup's first row: tiles past its
+                                                     // last visible key need the causal mask
+
+            // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (registers).
+            float o[NO];
 #pragma unroll
-        for (int x = 0; x < NO; ++x) o[x] = 0.f;
-        float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
-        float s[NS];
-        u32 p[Bc / 16][4];
+            for (int x = 0; x < NO; ++x) o[x] = 0.f;
+            float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+            float s[NS];
+            u32 p[Bc / 16][4];
 
-        if (Tc > 0) {
-            mbar_wait(barQ, 0);
-            if (C::PINGPONG && w == NWG - 1) bar_arrive(1, PP_THREADS);   // warpgroup 0 goes first
+            if (Tc > 0) {
+                mbar_wait(fullQ, qn & 1);
+                ++qn;
+                if (C::PINGPONG && w == NWG - 1) bar_arrive(1, PP_THREADS);   // warpgroup 0 goes first
 
-            // first tile (j = Tc - 1): S only; there is no previous P V yet
-            {
-                const int j = Tc - 1;
-                mbar_wait(fullK, 0);
-                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
-                fence_regs<NS>(s);
-                wgmma_fence();
-                issue_S<DT, Br, Bc, D>(s, sQw, sK);
-                if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
-                wgmma_wait<0>();
-                fence_regs<NS>(s);
-                if (lane == 0) mbar_arrive(emptyK);
-                const int c0 = j * Bc;
-                if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
-                    mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
-                float a0, a1, rs0, rs1;
-                softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
-                l0 = rs0;
-                l1 = rs1;
-                convert_P<DT, Bc>(p, s);
-            }
-            for (int t = 1; t < Tc; ++t) {
-                const int j = Tc - 1 - t, sl = t % ST, sp = (t - 1) % ST;
-                mbar_wait(fullK + 8 * sl, (t / ST) & 1);           // K_j landed
-                mbar_wait(fullV + 8 * sp, ((t - 1) / ST) & 1);     // V of the previous tile landed
-                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
-                fence_regs<NS>(s);
-                fence_regs<NO>(o);
-                wgmma_fence();
-                // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
-                // previous tile: O_i += P V, both on the tensor cores at once.
-                issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
-                issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
-                if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
-                if (C::INTRA) {
-                    wgmma_wait<1>();                                // S_ij done; P V may still run
+                // first tile (j = Tc - 1): S only; there is no previous P V yet
+                {
+                    const int j = Tc - 1, sl = it % ST;
+                    mbar_wait(fullK + 8 * sl, (it / ST) & 1);
+                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
                     fence_regs<NS>(s);
-                } else {
+                    wgmma_fence();
+                    issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
+                    if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
                     wgmma_wait<0>();
                     fence_regs<NS>(s);
-                    fence_regs<NO>(o);
+                    if (lane == 0) {
+                        mbar_arrive(emptyK + 8 * sl);
+                        if (Tc == 1) mbar_arrive(emptyQ);     // the last S_ij: Q_i's buffer is free
+                    }
+                    const int c0 = j * Bc;
+                    if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
+                        mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+                    float a0, a1, rs0, rs1;
+                    softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                    l0 = rs0;
+                    l1 = rs1;
+                    convert_P<DT, Bc>(p, s);
                 }
-                if (lane == 0) mbar_arrive(emptyK + 8 * sl);        // K_j's slot is free
-                // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
-                const int c0 = j * Bc;
-                if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
-                    mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
-                // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
-                float a0, a1, rs0, rs1;
-                softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
-                if (C::INTRA) {
-                    // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
-                    // instruction without inputs and hoists it to the top of its basic block, before
-                    // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
-                    // PTX order and the wait for the next K tile (a real loop) starts a new block.
+                for (int t = 1; t < Tc; ++t) {
+                    const int j = Tc - 1 - t, sl = (it + t) % ST, sp = (it + t - 1) % ST;
+                    mbar_wait(fullK + 8 * sl, ((it + t) / ST) & 1);           // K_j landed
+                    mbar_wait(fullV + 8 * sp, ((it + t - 1) / ST) & 1);       // V of the previous tile landed
+                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
                     fence_regs<NS>(s);
-                    if (t + 1 < Tc) mbar_wait(fullK + 8 * ((t + 1) % ST), ((t + 1) / ST) & 1);
-                    wgmma_wait<0>();                                // the previous P V is done
                     fence_regs<NO>(o);
-                }
-                if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
-                // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
-                l0 = l0 * a0 + rs0;
-                l1 = l1 * a1 + rs1;
+                    wgmma_fence();
+                    // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
+                    // previous tile: O_i += P V, both on the tensor cores at once.
+                    issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
+                    issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
+                    if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
+                    if (C::INTRA) {
+                        wgmma_wait<1>();                                // S_ij done; P V may still run
+                        fence_regs<NS>(s);
+                    } else {
+                        wgmma_wait<0>();
+                        fence_regs<NS>(s);
+                        fence_regs<NO>(o);
+                    }
+                    if (lane == 0) {
+                        mbar_arrive(emptyK + 8 * sl);                   // K_j's slot is free
+                        if (t == Tc - 1) mbar_arrive(emptyQ);           // the last S_ij: Q_i's buffer too
+                    }
+                    // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
+                    const int c0 = j * Bc;
+                    if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
+                        mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+                    // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
+                    float a0, a1, rs0, rs1;
+                    softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                    if (C::INTRA) {
+                        // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
+                        // instruction without inputs and hoists it to the top of its basic block, before
+                        // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
+                        // PTX order and the wait for the next K tile (a real loop) starts a new block.
+                        fence_regs<NS>(s);
+                        if (t + 1 < Tc) mbar_wait(fullK + 8 * ((it + t + 1) % ST), ((it + t + 1) / ST) & 1);
+                        wgmma_wait<0>();                                // the previous P V is done
+                        fence_regs<NO>(o);
+                    }
+                    if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
+                    // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
+                    l0 = l0 * a0 + rs0;
+                    l1 = l1 * a1 + rs1;
 #pragma unroll
-                for (int n8 = 0; n8 < D / 8; ++n8) {
-                    o[4 * n8 + 0] *= a0;
-                    o[4 * n8 + 1] *= a0;
-                    o[4 * n8 + 2] *= a1;
-                    o[4 * n8 + 3] *= a1;
+                    for (int n8 = 0; n8 < D / 8; ++n8) {
+                        o[4 * n8 + 0] *= a0;
+                        o[4 * n8 + 1] *= a0;
+                        o[4 * n8 + 2] *= a1;
+                        o[4 * n8 + 3] *= a1;
+                    }
+                    // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
+                    convert_P<DT, Bc>(p, s);
                 }
-                // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
-                convert_P<DT, Bc>(p, s);
+                // the last tile's O_i += P V
+                {
+                    const int sp = (it + Tc - 1) % ST;
+                    mbar_wait(fullV + 8 * sp, ((it + Tc - 1) / ST) & 1);
+                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    fence_regs<NO>(o);
+                    wgmma_fence();
+                    issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
+                    // the last turn: the last warpgroup passes it to nobody (every barrier balanced)
+                    if (C::PINGPONG && w != NWG - 1) bar_arrive(next_bar, PP_THREADS);
+                    wgmma_wait<0>();
+                    fence_regs<NO>(o);
+                    if (lane == 0) mbar_arrive(emptyV + 8 * sp);
+                }
+                it += Tc;
             }
-            // the last tile's O_i += P V
-            {
-                const int sp = (Tc - 1) % ST;
-                mbar_wait(fullV + 8 * sp, ((Tc - 1) / ST) & 1);
-                if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
-                fence_regs<NO>(o);
-                wgmma_fence();
-                issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
-                // the last turn: the last warpgroup passes it to nobody (every barrier balanced)
-                if (C::PINGPONG && w != NWG - 1) bar_arrive(next_bar, PP_THREADS);
-                wgmma_wait<0>();
-                fence_regs<NO>(o);
-            }
-        }
 
-        // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once.
-        l0 += __shfl_xor_sync(0xffffffff, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffff, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffff, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-        // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
-        const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
-        const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
-        u16* Op = O + b * sOb + h * sOh;
-        if (row0 < Nq) {
-            u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t4);
+            // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once
+            // (while the producer already loads the next tile's Q_i and K_j).
+            l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+            l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+            l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+            l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+            // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
+            const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
+            const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
+            u16* Op = O + b * sOb + h * sOh;
+            if (row0 < Nq) {
+                u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t4);
 #pragma unroll
-            for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
-        }
-        if (row1 < Nq) {
-            u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t4);
+                for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
+            }
+            if (row1 < Nq) {
+                u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t4);
 #pragma unroll
-            for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
-        }
-        if (t4 == 0) {
-            const float LN2 = 0.6931471805599453f;
-            float* L = lse + ((long long)b * H + h) * Nq;
-            if (row0 < Nq) L[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
-            if (row1 < Nq) L[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
+                for (int n8 = 0; n8 < D / 8; ++n8)
+                    dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
+            }
+            if (t4 == 0) {
+                const float LN2 = 0.6931471805599453f;
+                float* Lp = lse + ((long long)b * H + h) * Nq;
+                if (row0 < Nq) Lp[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
+                if (row1 < Nq) Lp[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
+            }
         }
     }
 #else
@@ -408,8 +462,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 #define FV_INST(DT, BR, BC, DD, C)                                                                  \
     template __global__ void flash_fwd_fa3<DT, BR, BC, DD, C>(                                      \
         const __grid_constant__ fvtma::TensorMap, const __grid_constant__ fvtma::TensorMap,         \
-        const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, long long, long long, \
-        long long, float);
+        const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, int, long long,      \
+        long long, long long, float);
 #define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
 #define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
 #define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128)

@@ -67,9 +67,9 @@ def test_variants_and_blocks():
     # fa3: its own blocks, threads (a producer warpgroup + Br/64 consumers) and shared memory
     assert ml.mma_blocks(128, "fa3") == [(128, 64), (128, 128), (192, 64), (192, 128)]
     assert ml.mma_threads(128, "fa3") == 384 and ml.mma_threads(192, "fa3") == 512
-    # Q_i + 2 stages of K_j and V_j + 9 mbarriers (d = 128); 3 stages, 13 barriers (d = 64)
-    assert ml.mma_smem_bytes(128, 128, 128, "fa3") == 1024 + 2 * (128 * 128 + 4 * 128 * 128) + 8 * 9
-    assert ml.mma_smem_bytes(192, 64, 64, "fa3") == 1024 + 2 * (192 * 64 + 6 * 64 * 64) + 8 * 13
+    # Q_i + 2 stages of K_j and V_j + 10 mbarriers (d = 128); 3 stages, 14 barriers (d = 64)
+    assert ml.mma_smem_bytes(128, 128, 128, "fa3") == 1024 + 2 * (128 * 128 + 4 * 128 * 128) + 8 * 10
+    assert ml.mma_smem_bytes(192, 64, 64, "fa3") == 1024 + 2 * (192 * 64 + 6 * 64 * 64) + 8 * 14
     with pytest.raises(ValueError, match=r"Br=64 is not supported by the GPU kernel; supported: 128, 192"):
         ml.check_mma_sizes(64, 64, 64, "fa3")
 

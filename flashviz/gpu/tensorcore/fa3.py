@@ -7,8 +7,8 @@ into it in place on every launch (the pointers change from call to call), so a l
 three driver calls that build maps (a few µs of host time, measured in the benchmark's
 ``fa3_host_us``) and one cuLaunchKernel.
 
-Grid: (Tr, H, B) without a mask; causal (H, B, Tr), the kernel reading its query block from
-the last axis backwards, so the longest query blocks of every head start first.
+Persistent grid: one block per SM (at most one per tile); block c walks the tiles c, c + grid,
+... of the kernel's work list (``tile_coords``: causal, the longest query blocks first).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import numpy as np
 from ..common import LOG2E
 from .tma import MAP_BYTES, encode_bhsd
 
-#: after the three maps (3 x 128 bytes): O, lse pointers; Nq, Nk, H; 4 bytes padding; O's three
-#: int64 strides; scale·log2(e)
-_TAIL = struct.Struct("<2Q3i4x3qf")
+#: after the three maps (3 x 128 bytes): O, lse pointers; Nq, Nk, H, B; O's three int64 strides;
+#: scale·log2(e)
+_TAIL = struct.Struct("<2Q4i3qf")
 _TAIL_AT = 3 * MAP_BYTES
-_OFFSETS = (0, 128, 256, 384, 392, 400, 404, 408, 416, 424, 432, 440)
+_OFFSETS = (0, 128, 256, 384, 392, 400, 404, 408, 412, 416, 424, 432, 440)
 
 
 class _Params(threading.local):
@@ -58,9 +58,8 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
     encode_bhsd(p.base, qp, (B, H, Nq, d), (*qs, 1), dt, mk.Br)
     encode_bhsd(p.base + MAP_BYTES, kp, (B, H, Nk, d), (*ks, 1), dt, mk.Bc)
     encode_bhsd(p.base + 2 * MAP_BYTES, vp, (B, H, Nk, d), (*vs, 1), dt, mk.Bc)
-    _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, os_[0], os_[1], os_[2], scale * LOG2E)
-    Tr = -(-Nq // mk.Br)
-    if mk.causal:
-        launch(mk.function_ptr, H, B, Tr, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
-    else:
-        launch(mk.function_ptr, Tr, H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
+    _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, B, os_[0], os_[1], os_[2], scale * LOG2E)
+    tiles = -(-Nq // mk.Br) * H * B
+    if tiles >= 1 << 31:
+        raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
+    launch(mk.function_ptr, min(tiles, mk.sm_count), 1, 1, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)

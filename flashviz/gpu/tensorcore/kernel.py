@@ -58,6 +58,7 @@ class MMAKernel:
     local_bytes: int
     function: object = None   #: the loaded cupy.cuda.Function (launched directly, with a stream)
     function_ptr: int = 0     #: its CUfunction handle
+    sm_count: int = 0         #: the device's SMs (fa3's persistent grid: one block per SM)
 
 
 def device_variant(dev: int | None = None) -> str:
@@ -133,7 +134,7 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
         compile_ms = (time.perf_counter() - t0) * 1e3
         mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
                        compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes), function,
-                       int(function.ptr))
+                       int(function.ptr), facts.sm_count)
         _CACHE[key] = mk
     if fast:
         _CACHE[given] = mk

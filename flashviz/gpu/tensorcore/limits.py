@@ -15,7 +15,7 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
 A third, ``kernels/flash_fwd_fa3.cu`` — ``flash_fwd_fa3<DT, Br, Bc, d, causal>``, Hopper only —
 is FlashAttention-3: a producer warpgroup loads K_j, V_j with TMA into a ring of ``fa3_stages(d)``
 slots (mbarriers), Br/64 consumer warpgroups compute. Br in {128, 192}, Bc in {64, 128};
-(Br/64 + 1)·128 threads; 1024 + 2·(Br·d + 2·stages·Bc·d) + 8·(1 + 4·stages) bytes.
+(Br/64 + 1)·128 threads; 1024 + 2·(Br·d + 2·stages·Bc·d) + 8·(2 + 4·stages) bytes.
 
 A kernel has two spellings: its variant, the argument every function takes ("wgmma" |
 "mma.sync", the instruction it is built on), and its implementation name, the prefix of its
@@ -53,7 +53,7 @@ DEFAULT_BLOCKS = {
     ("wgmma", 128, False): (128, 64), ("wgmma", 128, True): (128, 128),
     ("mma.sync", 64, False): (128, 64), ("mma.sync", 64, True): (64, 64),
     ("mma.sync", 128, False): (64, 64), ("mma.sync", 128, True): (64, 64),
-    ("fa3", 64, False): (128, 128), ("fa3", 64, True): (128, 128),
+    ("fa3", 64, False): (192, 128), ("fa3", 64, True): (192, 128),
     ("fa3", 128, False): (128, 128), ("fa3", 128, True): (128, 128),
 }
 
@@ -103,14 +103,14 @@ def mma_smem_bytes(Br: int, Bc: int, d: int, variant: str = "wgmma") -> int:
     """Dynamic shared memory of one block of the tensor-core kernel, in bytes.
 
     wgmma: 1024 + 2·(Br·d + 4·Bc·d); mma.sync: 2·(Br·d + 4·Bc·d); fa3: 1024 + 2·(Br·d +
-    2·stages·Bc·d) + 8·(1 + 4·stages) (Q_i, the K and V rings, the mbarriers).
+    2·stages·Bc·d) + 8·(2 + 4·stages) (Q_i, the K and V rings, the mbarriers).
     Example: wgmma 128, 128, 128 -> 164,864; mma.sync 128, 64, 64 -> 49,152;
-    fa3 128, 128, 128 -> 164,936. Raises like ``check_mma_sizes`` / ``check_variant``.
+    fa3 128, 128, 128 -> 164,944. Raises like ``check_mma_sizes`` / ``check_variant``.
     """
     Br, Bc, d = check_mma_sizes(Br, Bc, d, variant)
     if variant == "fa3":
         st = fa3_stages(d)
-        return 1024 + 2 * (Br * d + 2 * st * Bc * d) + 8 * (1 + 4 * st)
+        return 1024 + 2 * (Br * d + 2 * st * Bc * d) + 8 * (2 + 4 * st)
     return (1024 if variant == "wgmma" else 0) + 2 * (Br * d + 4 * Bc * d)
 
 
