@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 from flashviz.gpu.common import environment, source  # noqa: E402
 from flashviz.gpu.tensorcore import bench as mb  # noqa: E402
+from flashviz.gpu.tensorcore import fa3 as fa3mod  # noqa: E402
 from flashviz.gpu.tensorcore import kernel as kmod  # noqa: E402
 from flashviz.gpu.tensorcore import limits  # noqa: E402
 from flashviz.gpu.tensorcore.kernel import compile_mma, flash_forward_mma  # noqa: E402
@@ -122,8 +123,9 @@ def call_ms(fn) -> float:
 
 
 #: fa3 builds timed beside the defaults: (Br, Bc, FA3_FEAT, FA3_STAGES); None = the kernel's own choice
-FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 3, None)],
-              128: [(128, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, f, 3) for f in (1, 3)]}
+FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 3, None), (192, 128, 3, "persistent")],
+              128: [(128, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, f, 3) for f in (1, 3)]
+              + [(128, 128, 3, "persistent")]}
 
 
 def impls(d, causal):
@@ -133,7 +135,7 @@ def impls(d, causal):
     rows.append(("wgmma", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="wgmma"), None))
     rows.append(("fa3", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="fa3"), None))
     for Br, Bc, feat, st in FA3_BUILDS[d]:
-        name = f"fa3_{Br}x{Bc}_f{feat}" + (f"_s{st}" if st else "")
+        name = f"fa3_{Br}x{Bc}_f{feat}" + (f"_s{st}" if type(st) is int else f"_{st}" if st else "")
         rows.append((name, (lambda Br, Bc: lambda q, k, v: flash_forward_mma(
             q, k, v, causal=causal, variant="fa3", Br=Br, Bc=Bc))(Br, Bc), (feat, st)))
     return rows
@@ -148,9 +150,13 @@ def override(build) -> None:
     """Compile the next fa3 kernels with FA3_FEAT / FA3_STAGES defined (None: the file as it is)."""
     kmod.SOURCE_OVERRIDE.clear()
     limits.fa3_stages = _stages
+    fa3mod.PERSISTENT = False
     if build is None:
         return
     feat, st = build
+    if st == "persistent":           # the file's kernel, one block per SM
+        fa3mod.PERSISTENT = True
+        return
     text = f"#define FA3_FEAT {feat}\n" + (f"#define FA3_STAGES {st}\n" if st else "") + source("flash_fwd_fa3.cu")
     kmod.SOURCE_OVERRIDE["fa3"] = text
     if st:

@@ -22,10 +22,12 @@
 // m_new)); lse_i = scale·m_i + log l_i (natural log, fp32).
 //
 // Partitioning: a tile of work is one (query block i, head h, batch b); (Br/64 + 1) warpgroups a
-// thread block. The grid is *persistent*: one block per SM walks the tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... (causal: the longest query blocks of every head first, the order
-// chapter 7 measured 1.16-1.24x faster; otherwise one head's query blocks side by side, for L2),
-// and its producer loads the next tile's Q_i and K_j while the consumers write this tile's O_i.
+// thread block. Block c walks the tiles c, c + gridDim.x, ... of one list (causal: the longest
+// query blocks of every head first, the order chapter 7 measured 1.16-1.24x faster; otherwise one
+// head's query blocks side by side, for L2). The runner launches one block per tile (the
+// hardware hands blocks to SMs as they free up) or, persistent, one block per SM; then the rings
+// run on across tiles and the producer loads the next tile's Q_i and K_j while the consumers
+// write this tile's O_i (flashviz/gpu/tensorcore/fa3.py, PERSISTENT).
 // Key tiles are visited from the last to the first, as FlashAttention-3 does: the tiles that
 // need a mask (the partial last tile, the causal diagonal) come first, the rest run unmasked.
 //

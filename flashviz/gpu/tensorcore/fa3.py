@@ -7,8 +7,11 @@ into it in place on every launch (the pointers change from call to call), so a l
 three driver calls that build maps (a few µs of host time, measured in the benchmark's
 ``fa3_host_us``) and one cuLaunchKernel.
 
-Persistent grid: one block per SM (at most one per tile); block c walks the tiles c, c + grid,
-... of the kernel's work list (``tile_coords``: causal, the longest query blocks first).
+Grid: block c walks the tiles c, c + grid, ... of the kernel's work list (``tile_coords`` in
+the kernel: causal, the longest query blocks first). With ``PERSISTENT`` false (the default) the
+grid has one block per tile and the hardware hands blocks to SMs as they free up; with it true,
+one block per SM walks its share (FlashAttention-3's persistent kernel). Same kernel, same
+tile order: only the grid differs, so the two can be timed in one run (benchmarks/NOTES.md).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class _Params(threading.local):
 
 
 _PARAMS = _Params()
+#: one block per SM (True) or one block per tile (False, measured faster on the H200: NOTES.md, fa3 v3)
+PERSISTENT = False
 
 
 def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, H: int, Nq: int, Nk: int,
@@ -62,4 +67,5 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
     tiles = -(-Nq // mk.Br) * H * B
     if tiles >= 1 << 31:
         raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
-    launch(mk.function_ptr, min(tiles, mk.sm_count), 1, 1, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
+    grid = min(tiles, mk.sm_count) if PERSISTENT else tiles
+    launch(mk.function_ptr, grid, 1, 1, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
