@@ -83,7 +83,10 @@ struct Config {
 #ifdef FA3_FEAT
     static constexpr int FEAT = FA3_FEAT;
 #else
-    static constexpr int FEAT = 3;
+    // ping-pong only: with two or three consumer warpgroups taking turns, a warpgroup's softmax
+    // already runs while the others' products keep the tensor cores busy; the intra-warpgroup
+    // overlap measured no faster on top of it on the H200 (benchmarks/NOTES.md, fa3 v4)
+    static constexpr int FEAT = 1;
 #endif
     static constexpr bool PINGPONG = (FEAT & 1) != 0;
     static constexpr bool INTRA = (FEAT & 2) != 0;
