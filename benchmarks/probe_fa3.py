@@ -6,7 +6,8 @@ kernel-only times (CUDA-graph replay of 10 public calls, median of 7 replays: th
 for every implementation) and public-call times (CUDA events around 30 back-to-back calls) of
 SDPA-cuDNN, SDPA-flash, our FA2 wgmma kernel and fa3 — the default build and the builds of
 FA3_BUILDS: block sizes, the measured steps (FA3_FEAT 0: producer + TMA only; 1: + ping-pong;
-2: + intra-warpgroup overlap; 3: both) and ring depths (FA3_STAGES). Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
+2: + intra-warpgroup overlap; 3: both), ring depths (FA3_STAGES), the O rescale without its
+skip (FA3_RESCALE_ALWAYS) and the persistent grid. Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
 
     python benchmarks/probe_fa3.py [--quick]
 """
@@ -122,22 +123,29 @@ def call_ms(fn) -> float:
     return float(np.median(call_times_ms(fn, repeat=30, warmup=3)))
 
 
-#: fa3 builds timed beside the defaults: (Br, Bc, FA3_FEAT, FA3_STAGES); None = the kernel's own choice
-FA3_BUILDS = {64: [(192, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, 3, None), (192, 128, 3, "persistent")],
-              128: [(128, 128, f, None) for f in (0, 1, 2, 3)] + [(128, 128, f, 3) for f in (1, 3)]
-              + [(128, 128, 3, "persistent")]}
+#: fa3 builds timed beside the default: name -> (Br, Bc, #defines, persistent grid)
+FA3_BUILDS = {
+    64: {"192x128_f0": (192, 128, {"FA3_FEAT": 0}, False), "192x128_f3": (192, 128, {"FA3_FEAT": 3}, False),
+         "192x128_always": (192, 128, {"FA3_RESCALE_ALWAYS": 1}, False),
+         "128x128": (128, 128, {}, False), "128x176": (128, 176, {}, False),
+         "192x128_persistent": (192, 128, {}, True)},
+    128: {"128x128_f0": (128, 128, {"FA3_FEAT": 0}, False), "128x128_f3": (128, 128, {"FA3_FEAT": 3}, False),
+          "128x128_always": (128, 128, {"FA3_RESCALE_ALWAYS": 1}, False),
+          "128x128_s3": (128, 128, {"FA3_STAGES": 3}, False),
+          "128x176": (128, 176, {}, False), "128x176_f3": (128, 176, {"FA3_FEAT": 3}, False),
+          "128x128_persistent": (128, 128, {}, True)},
+}
 
 
 def impls(d, causal):
-    """(name, callable(q, k, v), (FA3_FEAT, FA3_STAGES) or None)."""
+    """(name, callable(q, k, v), (#defines, persistent) or None for the file as it is)."""
     rows = [(n, (lambda be: lambda q, k, v: _sdpa(be, q, k, v, causal))(be), None)
             for n, be in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION))]
     rows.append(("wgmma", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="wgmma"), None))
     rows.append(("fa3", lambda q, k, v: flash_forward_mma(q, k, v, causal=causal, variant="fa3"), None))
-    for Br, Bc, feat, st in FA3_BUILDS[d]:
-        name = f"fa3_{Br}x{Bc}_f{feat}" + (f"_s{st}" if type(st) is int else f"_{st}" if st else "")
-        rows.append((name, (lambda Br, Bc: lambda q, k, v: flash_forward_mma(
-            q, k, v, causal=causal, variant="fa3", Br=Br, Bc=Bc))(Br, Bc), (feat, st)))
+    for tag, (Br, Bc, defs, pers) in FA3_BUILDS[d].items():
+        rows.append((f"fa3_{tag}", (lambda Br, Bc: lambda q, k, v: flash_forward_mma(
+            q, k, v, causal=causal, variant="fa3", Br=Br, Bc=Bc))(Br, Bc), (defs, pers)))
     return rows
 
 
@@ -147,20 +155,19 @@ def _sdpa(be, q, k, v, causal):
 
 
 def override(build) -> None:
-    """Compile the next fa3 kernels with FA3_FEAT / FA3_STAGES defined (None: the file as it is)."""
+    """Compile the next fa3 kernels with the build's #defines and launch them on its grid
+    (None: the file as it is, one block per tile)."""
     kmod.SOURCE_OVERRIDE.clear()
     limits.fa3_stages = _stages
     fa3mod.PERSISTENT = False
     if build is None:
         return
-    feat, st = build
-    if st == "persistent":           # the file's kernel, one block per SM
-        fa3mod.PERSISTENT = True
-        return
-    text = f"#define FA3_FEAT {feat}\n" + (f"#define FA3_STAGES {st}\n" if st else "") + source("flash_fwd_fa3.cu")
-    kmod.SOURCE_OVERRIDE["fa3"] = text
-    if st:
-        limits.fa3_stages = lambda d: st
+    defs, pers = build
+    fa3mod.PERSISTENT = pers
+    if defs:
+        kmod.SOURCE_OVERRIDE["fa3"] = "".join(f"#define {k} {v}\n" for k, v in defs.items()) + source("flash_fwd_fa3.cu")
+    if "FA3_STAGES" in defs:
+        limits.fa3_stages = lambda d: defs["FA3_STAGES"]
 
 
 _stages = limits.fa3_stages

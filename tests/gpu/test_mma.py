@@ -65,7 +65,7 @@ def test_variants_and_blocks():
         brs, bcs = ml.BLOCK_CHOICES[variant]
         assert Br in brs and Bc in bcs
     # fa3: its own blocks, threads (a producer warpgroup + Br/64 consumers) and shared memory
-    assert ml.mma_blocks(128, "fa3") == [(128, 64), (128, 128), (192, 64), (192, 128)]
+    assert ml.mma_blocks(128, "fa3") == [(128, 64), (128, 128), (128, 176), (192, 64), (192, 128), (192, 176)]
     assert ml.mma_threads(128, "fa3") == 384 and ml.mma_threads(192, "fa3") == 512
     # Q_i + 2 stages of K_j and V_j + 10 mbarriers (d = 128); 3 stages, 14 barriers (d = 64)
     assert ml.mma_smem_bytes(128, 128, 128, "fa3") == 1024 + 2 * (128 * 128 + 4 * 128 * 128) + 8 * 10

@@ -14,7 +14,7 @@ Both keep Q_i plus two stages each of K_j and V_j in shared memory (2 bytes an e
 
 A third, ``kernels/flash_fwd_fa3.cu`` — ``flash_fwd_fa3<DT, Br, Bc, d, causal>``, Hopper only —
 is FlashAttention-3: a producer warpgroup loads K_j, V_j with TMA into a ring of ``fa3_stages(d)``
-slots (mbarriers), Br/64 consumer warpgroups compute. Br in {128, 192}, Bc in {64, 128};
+slots (mbarriers), Br/64 consumer warpgroups compute. Br in {128, 192}, Bc in {64, 128, 176};
 (Br/64 + 1)·128 threads; 1024 + 2·(Br·d + 2·stages·Bc·d) + 8·(2 + 4·stages) bytes.
 
 A kernel has two spellings: its variant, the argument every function takes ("wgmma" |
@@ -41,7 +41,7 @@ MMA_BR = (64, 128)
 MMA_BC = (32, 64, 128)
 MMA_D = (64, 128)
 FA3_BR = (128, 192)
-FA3_BC = (64, 128)
+FA3_BC = (64, 128, 176)
 #: variant -> (supported Br, supported Bc)
 BLOCK_CHOICES = {"wgmma": (MMA_BR, MMA_BC), "mma.sync": (MMA_BR, MMA_BC), "fa3": (FA3_BR, FA3_BC)}
 DTYPES = ("float16", "bfloat16")
@@ -78,7 +78,7 @@ def check_mma_sizes(Br, Bc, d, variant: str = "wgmma") -> tuple[int, int, int]:
 
     Raises TypeError for non-integers, ValueError listing the supported values otherwise
     (wgmma, mma.sync: Br in {64, 128}, Bc in {32, 64, 128}; fa3: Br in {128, 192}, Bc in
-    {64, 128}; d in {64, 128}).
+    {64, 128, 176}; d in {64, 128}).
     """
     brs, bcs = BLOCK_CHOICES[check_variant(variant)]
     return (check_member(Br, "Br", brs), check_member(Bc, "Bc", bcs), check_member(d, "d", MMA_D))
