@@ -6,8 +6,7 @@ kernel-only times (CUDA-graph replay of 10 public calls, median of 7 replays: th
 for every implementation) and public-call times (CUDA events around 30 back-to-back calls) of
 SDPA-cuDNN, SDPA-flash, our FA2 wgmma kernel and fa3 — the default build and the builds of
 FA3_BUILDS: block sizes, the measured steps (FA3_FEAT 0: producer + TMA only; 1: + ping-pong;
-2: + intra-warpgroup overlap; 3: both), ring depths (FA3_STAGES), the O rescale without its
-skip (FA3_RESCALE_ALWAYS) and the persistent grid. Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
+2: + intra-warpgroup overlap; 3: both), ring depths (FA3_STAGES) and the persistent grid. Writes $OUT/probe-fa3.json (or ./probe-fa3.json).
 
     python benchmarks/probe_fa3.py [--quick]
 """
@@ -126,11 +125,9 @@ def call_ms(fn) -> float:
 #: fa3 builds timed beside the default: name -> (Br, Bc, #defines, persistent grid)
 FA3_BUILDS = {
     64: {"192x128_f0": (192, 128, {"FA3_FEAT": 0}, False), "192x128_f3": (192, 128, {"FA3_FEAT": 3}, False),
-         "192x128_always": (192, 128, {"FA3_RESCALE_ALWAYS": 1}, False),
          "128x128": (128, 128, {}, False), "128x176": (128, 176, {}, False),
          "192x128_persistent": (192, 128, {}, True)},
     128: {"128x128_f0": (128, 128, {"FA3_FEAT": 0}, False), "128x128_f3": (128, 128, {"FA3_FEAT": 3}, False),
-          "128x128_always": (128, 128, {"FA3_RESCALE_ALWAYS": 1}, False),
           "128x128_s3": (128, 128, {"FA3_STAGES": 3}, False),
           "128x176": (128, 176, {}, False), "128x176_f3": (128, 176, {"FA3_FEAT": 3}, False),
           "128x128_persistent": (128, 128, {}, True)},

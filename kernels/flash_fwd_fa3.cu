@@ -57,9 +57,8 @@
 #include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
 
 // FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
-// FA3_STAGES (slots in the K and V rings) override the measured choices of Config below, and
-// FA3_RESCALE_ALWAYS turns off the skipped O rescale; the benchmarks define them to time each
-// step in one run (benchmarks/probe_fa3.py).
+// FA3_STAGES (slots in the K and V rings) override the measured choices of Config below; the
+// benchmarks define them to time each step in one run (benchmarks/probe_fa3.py).
 
 namespace fvfa3 {
 
@@ -401,23 +400,14 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     }
                     if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
                     // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
-                    // Once the row maxima settle, alpha is exactly 1 for all 16 rows of a warp on most
-                    // tiles; the warp then skips the D/2 multiplications (they sit on the softmax's path
-                    // to the next turn of the tensor cores).
                     l0 = l0 * a0 + rs0;
                     l1 = l1 * a1 + rs1;
-#ifdef FA3_RESCALE_ALWAYS
-                    if (true) {                 // (benchmarks: the same kernel without the skip)
-#else
-                    if (!__all_sync(0xffffffff, a0 == 1.f && a1 == 1.f)) {
-#endif
 #pragma unroll
-                        for (int n8 = 0; n8 < D / 8; ++n8) {
-                            o[4 * n8 + 0] *= a0;
-                            o[4 * n8 + 1] *= a0;
-                            o[4 * n8 + 2] *= a1;
-                            o[4 * n8 + 3] *= a1;
-                        }
+                    for (int n8 = 0; n8 < D / 8; ++n8) {
+                        o[4 * n8 + 0] *= a0;
+                        o[4 * n8 + 1] *= a0;
+                        o[4 * n8 + 2] *= a1;
+                        o[4 * n8 + 3] *= a1;
                     }
                     // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
                     convert_P<DT, Bc>(p, s);
