@@ -6,7 +6,7 @@ into DIR and prints one line per item. Needs CuPy,
 a CUDA GPU and, for the SDPA comparison, torch:
 
     python benchmarks/bench_mma.py [--quick] [--out DIR] [--only ceil,check,bench,sweep]
-                                   [--variants wgmma,mma.sync] [--N 512,1024,...] [--ab KERNEL.cu]
+                                   [--variants wgmma,mma.sync,fa3] [--N 512,1024,...] [--ab KERNEL.cu]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from . import _checks
-from .gpu.tensorcore.limits import BENCH_N, VARIANTS
+from .gpu.tensorcore.limits import ALL_VARIANTS, BENCH_N
 from .iomodel import (
     SWEEP_BLOCKS,
     best_of_sweep,
@@ -238,8 +238,8 @@ def _bench_args(args):
     if not parts or bad:
         raise ValueError(f"--only takes a comma list of ceil, check, bench, sweep; got {args.only!r}")
     variants = tuple(x for x in args.variants.split(",") if x)
-    if not variants or set(variants) - set(VARIANTS):
-        raise ValueError(f"--variants takes a comma list of {', '.join(VARIANTS)}; got {args.variants!r}")
+    if not variants or set(variants) - set(ALL_VARIANTS):
+        raise ValueError(f"--variants takes a comma list of {', '.join(ALL_VARIANTS)}; got {args.variants!r}")
     try:
         Ns = tuple(int(x) for x in args.N.split(",") if x)
     except ValueError:
@@ -330,7 +330,7 @@ def main(argv=None) -> int:
                                                        "benchmarks/results replaces the recorded run)")
     b.add_argument("--quick", action="store_true", help="fewer correctness shapes")
     b.add_argument("--only", default="ceil,check,bench,sweep", help="comma list of ceil,check,bench,sweep")
-    b.add_argument("--variants", default="wgmma,mma.sync")
+    b.add_argument("--variants", default="wgmma,mma.sync,fa3")
     b.add_argument("--N", default=",".join(map(str, BENCH_N)), help="comma list of sequence lengths")
     b.add_argument("--ab", default=None, metavar="KERNEL.cu", help="also sweep this wgmma kernel source (A/B)")
     b.add_argument("--plot-only", action="store_true", help="only draw the latest recorded results to PNG")

@@ -298,7 +298,7 @@ def test_dram_measurement_departs_from_the_model_as_explained():
 def _variants():
     from flashviz.gpu.tensorcore.kernel import device_variant
     v = device_variant()
-    return ["wgmma", "mma.sync"] if v == "wgmma" else [v]
+    return ["wgmma", "mma.sync", "fa3"] if v == "wgmma" else [v]
 
 
 @pytest.mark.gpu

@@ -1,11 +1,11 @@
 """Compile and launch the tensor-core FlashAttention kernels (fp16 / bf16) through CuPy.
 
-``flash_forward_mma(Q, K, V)`` is the fast path: FlashAttention-2 forward on the tensor
-cores, fp32 accumulators and softmax statistics, O in the input dtype, lse in fp32. It picks
-the kernel for the device (``wgmma`` on Hopper, sm_90; ``mma.sync`` on other GPUs from
-Ampere on) and, unless told, the block sizes measured best (``limits.DEFAULT_BLOCKS``).
-Compilation is NVRTC through ``flashviz.gpu.nvrtc`` (Hopper needs the sm_90a target),
-cached on disk; compile time is reported apart from run time.
+``flash_forward_mma(Q, K, V)`` is the fast path: the FlashAttention forward on the tensor
+cores, fp32 accumulators and softmax statistics, O in the input dtype, lse in fp32. Unless told,
+it picks the kernel (``auto_variant``: ``fa3``, FlashAttention-3, on Hopper; ``wgmma`` /
+``mma.sync``, FlashAttention-2, where fa3 cannot run) and the block sizes measured best
+(``limits.DEFAULT_BLOCKS``). Compilation is NVRTC through ``flashviz.gpu.nvrtc`` (Hopper needs
+the sm_90a target), cached on disk; compile time is reported apart from run time.
 """
 
 from __future__ import annotations
@@ -20,8 +20,18 @@ import numpy as np
 
 from ..common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
 from .fa3 import launch_fa3
-from .limits import KERNEL_FILES, check_mma_launch, check_mma_sizes, check_variant, default_blocks, mma_threads
+from .limits import (
+    FA3_BC,
+    FA3_BR,
+    KERNEL_FILES,
+    check_mma_launch,
+    check_mma_sizes,
+    check_variant,
+    default_blocks,
+    mma_threads,
+)
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_fields, torch_operand
+from .tma import tma_strides_ok
 
 #: (variant, dtype, Br, Bc, d, causal, device, override source) -> MMAKernel, and the same key
 #: with the caller's (variant, Br, Bc) as given (None for "the default") -> the same MMAKernel
@@ -74,6 +84,20 @@ def device_variant(dev: int | None = None) -> str:
         if cc < 80:
             raise RuntimeError(f"the tensor-core kernels need an Ampere or newer GPU (sm_80+); this one is sm_{cc}")
         v = _VARIANT[dev] = "wgmma" if cc == 90 else "mma.sync"
+    return v
+
+
+def auto_variant(dev: int, Br=None, Bc=None, operands=()) -> str:
+    """The kernel ``flash_forward_mma`` runs when the caller names none: "fa3" (FlashAttention-3,
+    kernels/flash_fwd_fa3.cu) on Hopper, measured faster than "wgmma" at every benchmarked shape
+    (benchmarks/NOTES.md), unless the block sizes asked for are not fa3's or an operand cannot be
+    read through a TMA tensor map (a broadcast axis: ``tma.tma_strides_ok``); then, and on other
+    GPUs, ``device_variant(dev)``. operands: Operand objects (shape, strides). Raises like
+    ``device_variant``."""
+    v = device_variant(dev)
+    if v == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
+            and all(tma_strides_ok(o.shape, o.strides) for o in operands):
+        return "fa3"
     return v
 
 
@@ -258,7 +282,8 @@ def out_like(q: Operand):
 
 def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
                       Br: int | None = None, Bc: int | None = None, variant: str | None = None):
-    """FlashAttention-2 forward on the tensor cores (FA2 Algorithm 1, fp16/bf16 in, fp32 accumulate).
+    """FlashAttention forward on the tensor cores (FA2 Algorithm 1; on Hopper by default the
+    FlashAttention-3 kernel: warp-specialised, TMA, ping-pong), fp16/bf16 in, fp32 accumulate.
 
     Parameters
     ----------
@@ -269,8 +294,11 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)).
     dtype : "float16" | "bfloat16" | None (torch: the tensors' own; arrays: "float16").
-    Br, Bc : block sizes (Br in {64, 128}, Bc in {32, 64, 128}); default: measured best.
-    variant : "wgmma" (Hopper) | "mma.sync" (sm_80+) | None (this GPU's).
+    Br, Bc : block sizes (wgmma, mma.sync: Br in {64, 128}, Bc in {32, 64, 128}; fa3: Br in
+        {128, 192}, Bc in {64, 128, 176}); default: measured best for the kernel.
+    variant : "fa3" (FlashAttention-3, Hopper) | "wgmma" (FlashAttention-2, Hopper) |
+        "mma.sync" (sm_80+) | None: the runner chooses (``auto_variant``: fa3 on Hopper unless
+        the blocks asked for are not fa3's or an operand has a broadcast axis; else this GPU's).
 
     Returns
     -------
@@ -378,6 +406,13 @@ def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
             and B <= 65_535 and H <= 65_535 and dev == fk[4] == fv[4] and _DRIVER[2]() == dev
             and _plain(variant) and _plain(Br) and _plain(Bc)):
         return None
+    if variant is None:                 # auto_variant, on plain fields
+        variant = _VARIANT.get(dev)
+        if variant == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
+                and (fq[2][0] or B == 1) and (fq[2][1] or H == 1) and (fq[2][2] or Nq == 1) \
+                and (fk[2][0] or B == 1) and (fk[2][1] or H == 1) and (fk[2][2] or ks[2] == 1) \
+                and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1):
+            variant = "fa3"
     mk = _CACHE.get((variant, fq[3], Br, Bc, d, causal, dev, None))
     if mk is None:
         return None
@@ -398,6 +433,8 @@ def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
     if switch:
         cupy().cuda.runtime.setDevice(dev)
     try:
+        if variant is None:
+            variant = auto_variant(dev, Br, Bc, (q, k, v))
         mk = compile_mma(q.dtype, Br, Bc, d, causal, variant, device=dev)
         o, O, lse, lse_ptr = _outputs(q, torch_out)
         launch_mma(mk, q, k, v, o, lse_ptr, scale, stream)

@@ -33,13 +33,14 @@ def _source_hashes(variants) -> dict:
 
 
 def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "bench", "sweep"),
-                   variants=("wgmma", "mma.sync"), Ns=BENCH_N, ab_source: str | None = None, log=print) -> Path:
+                   variants=("wgmma", "mma.sync", "fa3"), Ns=BENCH_N, ab_source: str | None = None,
+                   log=print) -> Path:
     """Measure on this GPU and write ``mma-<device>-<date>.json`` (``partial-mma-…`` unless
     every part ran on every size without quick) into out_dir; returns its path.
 
     parts: any of "ceil" (copy GB/s, matmul TFLOP/s), "check" (correctness grid, fewer shapes
     with quick), "bench" (every N in Ns × d ∈ {64, 128} × causal), "sweep" (every (Br, Bc) at
-    N = 4096); variants: kernels to include ("wgmma" needs a Hopper GPU); ab_source: kernel
+    N = 4096); variants: kernels to include ("wgmma" and "fa3" need a Hopper GPU); ab_source: kernel
     source text to sweep as "wgmma-ab" beside the file's kernel (A/B of kernel versions).
     log: called with one line per finished item. Raises RuntimeError without CuPy / a GPU.
     """
@@ -48,9 +49,9 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     from .kernel import device_variant
 
     env = environment()
-    if "wgmma" in variants and device_variant() != "wgmma":
-        variants = tuple(v for v in variants if v != "wgmma")
-        log("not a Hopper GPU: the wgmma kernel is skipped")
+    if device_variant() != "wgmma" and {"wgmma", "fa3"} & set(variants):
+        variants = tuple(v for v in variants if v not in ("wgmma", "fa3"))
+        log("not a Hopper GPU: the wgmma and fa3 kernels are skipped")
     data = {"kind": "flashviz tensor-core kernels", "env": env, "parts": list(parts), "variants": list(variants),
             "methods": dict(mb.METHODS), "kernel_sources": _source_hashes(variants)}
     out = Path(out_dir)

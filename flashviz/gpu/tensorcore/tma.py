@@ -26,11 +26,13 @@ MAP_BYTES = 128             #: sizeof(CUtensorMap)
 BOX_COLS = 64               #: columns of one box: 64 fp16/bf16 elements = 128 bytes, the swizzle's width
 
 
-def tma_strides_ok(strides, shape) -> bool:
-    """Whether a BHSD operand (element strides of (B, H, N, d), d's stride 1) can be read by a
-    tensor map: each of the sequence, head and batch strides must be a multiple of 8 elements
-    (16 bytes) and below 2^39 elements, unless its axis has size 1 (the stride is then unused)."""
-    if strides[3] != 1:
+def tma_strides_ok(shape, strides) -> bool:
+    """Whether a BHSD operand can be read through a tensor map. shape: (B, H, N, d); strides:
+    element strides of (B, H, N) (a 4th, d's, must be 1 if given). Each of the batch, head and
+    sequence strides must be positive, a multiple of 8 elements (16 bytes) and below 2^39
+    elements, unless its axis has size 1 (the stride is then unused). A broadcast axis (stride 0,
+    ``expand``) is not: the runner then uses the wgmma kernel."""
+    if len(strides) > 3 and strides[3] != 1:
         return False
     for ax in (0, 1, 2):
         s = strides[ax]
@@ -82,8 +84,9 @@ def encode_bhsd(dst_addr: int, ptr: int, shape, strides, dtype: str, rows: int) 
     B, H, N, d = shape
     e = _ENC
     e.dims[0], e.dims[1], e.dims[2], e.dims[3] = d, N, H, B
-    # an axis of size 1 never moves: give it the stride of a contiguous tensor (any legal value)
-    s_seq = strides[2] * 2
+    # an axis of size 1 never moves (the runner records its stride as 0): give it the stride of a
+    # contiguous tensor, a legal value
+    s_seq = strides[2] * 2 if N > 1 else d * 2
     s_head = strides[1] * 2 if H > 1 else s_seq * N
     s_batch = strides[0] * 2 if B > 1 else s_head * H
     e.strides[0], e.strides[1], e.strides[2] = s_seq, s_head, s_batch

@@ -1,0 +1,154 @@
+"""The FlashAttention-3 kernel (kernels/flash_fwd_fa3.cu): its launch parameters and tensor-map
+rules on the CPU; on a Hopper GPU (tests marked ``gpu``), the runner's choice of kernel, the
+block sizes, NaN and keyless rows, broadcast inputs and CUDA-graph capture, each against float64
+dense attention (flashviz.reference) or the wgmma kernel's exact semantics."""
+
+import math
+import re
+import struct
+
+import numpy as np
+import pytest
+
+from flashviz.gpu.tensorcore import fa3, tma
+from flashviz.gpu.tensorcore import limits as ml
+
+ROOT_KERNEL = "flash_fwd_fa3.cu"
+
+
+# ---------------------------------------------------------------- CPU
+
+def test_parameter_block_matches_the_kernel_signature():
+    """Three 128-byte tensor maps at 0, 128, 256 (64-byte aligned), then O, lse, Nq, Nk, H, B, O's
+    three strides and the scale, at the offsets C gives them (8-byte pointers and int64, 4-byte
+    int and float): the pointer array the driver reads must name exactly those fields."""
+    from flashviz.gpu.common import kernel_source
+    sig = re.search(r"flash_fwd_fa3\((.*?)\)\s*\{", kernel_source(ROOT_KERNEL), re.S).group(1)
+    types = [re.sub(r"\s+", " ", a.strip()).rsplit(" ", 1)[0] for a in sig.split(",")]
+    assert types == ["const __grid_constant__ fvtma::TensorMap"] * 3 + ["u16* __restrict__", "float* __restrict__"] \
+        + ["int"] * 4 + ["long long"] * 3 + ["float"]
+    size = {"TensorMap": 128, "*": 8, "int": 4, "long long": 8, "float": 4}
+    align = {"TensorMap": 64, "*": 8, "int": 4, "long long": 8, "float": 4}
+    off, expect = 0, []
+    for ty in types:
+        k = next(k for k in ("TensorMap", "*", "long long", "int", "float") if k in ty)
+        off = -(-off // align[k]) * align[k]
+        expect.append(off)
+        off += size[k]
+    assert list(fa3._OFFSETS) == expect
+    assert fa3._TAIL_AT == 384 and fa3._TAIL_AT + fa3._TAIL.size == off
+    buf = bytearray(fa3._TAIL.size)
+    fa3._TAIL.pack_into(buf, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5)
+    vals = [struct.unpack_from(fmt, buf, o - 384)[0] for fmt, o in zip("QQiiiiqqqf", expect[3:])]
+    assert vals == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5]
+    assert fa3._PARAMS.base % 64 == 0
+
+
+@pytest.mark.parametrize("shape, strides, ok", [
+    ((2, 3, 100, 64), (3 * 100 * 64, 100 * 64, 64), True),        # contiguous
+    ((2, 3, 100, 64), (100 * 3 * 64, 64, 3 * 64), True),          # BSHD viewed as BHSD
+    ((2, 3, 100, 64), (0, 100 * 64, 64), False),                  # batch broadcast (expand)
+    ((1, 3, 100, 64), (0, 100 * 64, 64), True),                   # size-1 batch: its stride is unused
+    ((2, 3, 1, 64), (3 * 64, 64, 0), True),                       # N = 1
+    ((2, 3, 100, 128), (3 * 100 * 136, 100 * 136, 132), False),   # rows not 16-byte multiples
+    ((2, 3, 100, 64), (3 * 100 * 64, 100 * 64, 64, 2), False),    # d not contiguous
+])
+def test_tma_strides_rule(shape, strides, ok):
+    assert tma.tma_strides_ok(shape, strides) is ok
+
+
+def test_fa3_limits_and_defaults():
+    for d in (64, 128):
+        for causal in (False, True):
+            Br, Bc = ml.default_blocks(d, causal, "fa3")
+            assert (Br, Bc) in ml.mma_blocks(d, "fa3")
+            assert ml.mma_smem_bytes(Br, Bc, d, "fa3") <= 232_448
+    with pytest.raises(ValueError, match="Bc=32 is not supported by the GPU kernel; supported: 64, 128, 176"):
+        ml.check_mma_sizes(128, 32, 64, "fa3")
+
+
+# ---------------------------------------------------------------- GPU (Hopper)
+
+def _hopper():
+    pytest.importorskip("torch")
+    from flashviz.gpu.tensorcore.kernel import device_variant
+    if device_variant() != "wgmma":
+        pytest.skip("fa3 needs a Hopper GPU")
+
+
+def _ref(q, k, v, causal):
+    """float64 dense attention of torch tensors (B, H, N, d) -> (O, lse) on the CPU (flashviz.reference)."""
+    from flashviz.reference import attention
+    Q, K, V = (x.double().cpu().numpy() for x in (q, k, v))
+    B, H, Nq, d = Q.shape
+    O = np.zeros_like(Q)
+    for b in range(B):
+        for h in range(H):
+            O[b, h] = attention(Q[b, h], K[b, h], V[b, h], causal=causal)
+    return O
+
+
+@pytest.mark.gpu
+def test_the_runner_chooses_fa3_on_hopper_and_wgmma_where_fa3_cannot_run():
+    _hopper()
+    import torch
+
+    from flashviz.gpu.tensorcore import kernel as km
+    q, k, v = (torch.randn(2, 3, 200, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    ops = [km.torch_operand(x, "Q", None) for x in (q, k, v)]
+    assert km.auto_variant(0, None, None, ops) == "fa3"
+    assert km.auto_variant(0, 64, 64, ops) == "wgmma"            # Br = 64 is not an fa3 block
+    kb = k[:1].expand(2, 3, 200, 64)                               # a broadcast batch axis
+    assert km.auto_variant(0, None, None, [ops[0], km.torch_operand(kb, "K", None), ops[2]]) == "wgmma"
+    ref = _ref(q, kb, v, False)
+    for _ in range(2):                                             # the general path, then the per-call one
+        O, _ = km.flash_forward_mma(q, kb, v)
+        assert np.abs(O.double().cpu().numpy() - ref).max() < 2e-3
+    with pytest.raises(ValueError, match="cuTensorMapEncodeTiled rejected|strides must be multiples"):
+        km.flash_forward_mma(q, kb, v, variant="fa3")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_block_size_and_dtype(d, causal):
+    _hopper()
+    from flashviz.gpu.tensorcore.bench import check_case
+    for Br, Bc in ml.mma_blocks(d, "fa3"):
+        for dtype in ("float16", "bfloat16"):
+            r = check_case("fa3", dtype, d, causal, 300, 257, Br, Bc, seed=Br + Bc + d)
+            assert r["pass"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_nan_rows_keyless_rows_and_graph_capture(causal):
+    _hopper()
+    import torch
+
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
+    q, k, v = (torch.randn(1, 2, n, 128, device="cuda", dtype=torch.bfloat16) for n in (300, 100, 100))
+    q[0, 1, 250, 7] = float("nan")
+    O, lse = flash_forward_mma(q, k, v, causal=causal, variant="fa3")
+    nan_rows = torch.isnan(O).any(-1)
+    assert nan_rows[0, 1, 250] and int(nan_rows.sum()) == 1 and torch.isnan(lse[0, 1, 250])
+    if causal:           # Nq - Nk = 200 rows see no key: O = 0 and lse = -inf, never NaN
+        assert bool((O[:, :, :200] == 0).all()) and bool(torch.isneginf(lse[:, :, :200]).all())
+        assert bool(torch.isfinite(lse[0, 0, 200:]).all())
+    # graph capture: replay gives the eager result bit for bit
+    q2 = q.clone()
+    q2[0, 1, 250, 7] = 0.0
+    eager, _ = flash_forward_mma(q2, k, v, causal=causal, variant="fa3")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        flash_forward_mma(q2, k, v, causal=causal, variant="fa3")
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, _ = flash_forward_mma(q2, k, v, causal=causal, variant="fa3")
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    ref = _ref(q2, k, v, causal)
+    err = np.abs(eager.double().cpu().numpy() - ref).max()
+    assert err < 2e-2 and math.isfinite(err)
