@@ -57,6 +57,22 @@ def test_tma_strides_rule(shape, strides, ok):
     assert tma.tma_strides_ok(shape, strides) is ok
 
 
+@pytest.mark.recorded_data
+def test_recorded_data_fa3_is_the_default_exactly_where_the_record_has_it_faster():
+    """A check of the committed record, not a speed test: for every benchmarked shape, the runner's
+    rule (limits.FA3_FROM_NK) picks fa3 exactly where fa3's public call is at least as fast as the
+    wgmma kernel's, or where every larger N is."""
+    from flashviz.gpu.results import latest_results
+    res = latest_results("mma")
+    rows = [r for r in res["bench"] if "fa3_call_ms" in r]
+    assert rows
+    for r in rows:
+        picked = r["N"] >= ml.FA3_FROM_NK.get((r["d"], r["causal"]), 1)
+        longer = [x for x in rows if (x["d"], x["causal"]) == (r["d"], r["causal"]) and x["N"] >= r["N"]]
+        faster_from_here = all(x["fa3_call_ms"] <= x["wgmma_call_ms"] * 1.005 for x in longer)
+        assert picked == faster_from_here, (r["N"], r["d"], r["causal"], r["fa3_call_ms"], r["wgmma_call_ms"])
+
+
 def test_fa3_limits_and_defaults():
     for d in (64, 128):
         for causal in (False, True):
@@ -98,6 +114,9 @@ def test_the_runner_chooses_fa3_on_hopper_and_wgmma_where_fa3_cannot_run():
     ops = [km.torch_operand(x, "Q", None) for x in (q, k, v)]
     assert km.auto_variant(0, None, None, ops) == "fa3"
     assert km.auto_variant(0, 64, 64, ops) == "wgmma"            # Br = 64 is not an fa3 block
+    assert km.auto_variant(0, None, None, ops, causal=True) == "wgmma"     # d = 64 causal, 200 keys < 2048
+    long = [km.torch_operand(torch.empty(1, 2, 2048, 64, device="cuda", dtype=torch.float16), "Q", None)] * 3
+    assert km.auto_variant(0, None, None, long, causal=True) == "fa3"
     kb = k[:1].expand(2, 3, 200, 64)                               # a broadcast batch axis
     assert km.auto_variant(0, None, None, [ops[0], km.torch_operand(kb, "K", None), ops[2]]) == "wgmma"
     ref = _ref(q, kb, v, False)

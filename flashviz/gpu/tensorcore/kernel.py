@@ -23,6 +23,7 @@ from .fa3 import launch_fa3
 from .limits import (
     FA3_BC,
     FA3_BR,
+    FA3_FROM_NK,
     KERNEL_FILES,
     check_mma_launch,
     check_mma_sizes,
@@ -87,17 +88,18 @@ def device_variant(dev: int | None = None) -> str:
     return v
 
 
-def auto_variant(dev: int, Br=None, Bc=None, operands=()) -> str:
+def auto_variant(dev: int, Br=None, Bc=None, operands=(), causal: bool = False) -> str:
     """The kernel ``flash_forward_mma`` runs when the caller names none: "fa3" (FlashAttention-3,
-    kernels/flash_fwd_fa3.cu) on Hopper, measured faster than "wgmma" at every benchmarked shape
-    (benchmarks/NOTES.md), unless the block sizes asked for are not fa3's or an operand cannot be
-    read through a TMA tensor map (a broadcast axis: ``tma.tma_strides_ok``); then, and on other
-    GPUs, ``device_variant(dev)``. operands: Operand objects (shape, strides). Raises like
-    ``device_variant``."""
+    kernels/flash_fwd_fa3.cu) on Hopper, where the recorded benchmark has it faster than "wgmma"
+    (``limits.FA3_FROM_NK``: not for d = 64 causal below 2048 keys), unless the block sizes asked
+    for are not fa3's or an operand cannot be read through a TMA tensor map (a broadcast axis:
+    ``tma.tma_strides_ok``); then, and on other GPUs, ``device_variant(dev)``. operands: Operand
+    objects (shape, strides), Q first, K second. Raises like ``device_variant``."""
     v = device_variant(dev)
     if v == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
             and all(tma_strides_ok(o.shape, o.strides) for o in operands):
-        return "fa3"
+        if len(operands) < 2 or operands[1].shape[2] >= FA3_FROM_NK.get((operands[0].shape[3], causal), 1):
+            return "fa3"
     return v
 
 
@@ -411,7 +413,8 @@ def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
         if variant == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
                 and (fq[2][0] or B == 1) and (fq[2][1] or H == 1) and (fq[2][2] or Nq == 1) \
                 and (fk[2][0] or B == 1) and (fk[2][1] or H == 1) and (fk[2][2] or ks[2] == 1) \
-                and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1):
+                and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1) \
+                and ks[2] >= FA3_FROM_NK.get((d, causal), 1):
             variant = "fa3"
     mk = _CACHE.get((variant, fq[3], Br, Bc, d, causal, dev, None))
     if mk is None:
@@ -434,7 +437,7 @@ def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
         cupy().cuda.runtime.setDevice(dev)
     try:
         if variant is None:
-            variant = auto_variant(dev, Br, Bc, (q, k, v))
+            variant = auto_variant(dev, Br, Bc, (q, k, v), causal)
         mk = compile_mma(q.dtype, Br, Bc, d, causal, variant, device=dev)
         o, O, lse, lse_ptr = _outputs(q, torch_out)
         launch_mma(mk, q, k, v, o, lse_ptr, scale, stream)

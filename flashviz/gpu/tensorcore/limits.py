@@ -58,6 +58,12 @@ DEFAULT_BLOCKS = {
 }
 
 
+#: (d, causal) -> the fewest keys Nk from which the runner picks fa3 over wgmma on Hopper: where the
+#: recorded benchmark (mma-h200-2026-12-01.json, public call) has fa3 slower at small N (d = 64
+#: causal: 0.79x wgmma at N = 512, 0.88x at 1024, 1.11x at 2048); elsewhere fa3 from N = 1
+FA3_FROM_NK = {(64, True): 2048}
+
+
 def check_variant(variant) -> str:
     """Validate a kernel variant name ("wgmma", "mma.sync" or "fa3"); raises ValueError/TypeError."""
     if not isinstance(variant, str):
