@@ -92,7 +92,7 @@ struct Config {
     static constexpr bool INTRA = (FEAT & 2) != 0;
 };
 
-// [compute_S] S = Q_i K_jᵀ for one warpgroup's 64 rows (sQw: its rows of Q_i; sKj: the K slot):
+// compute_S (Alg. 1 line 8): S = Q_i K_jᵀ for one warpgroup's 64 rows (sQw: its rows of Q_i; sKj: the K slot):
 // d/16 k-slices of m64nBck16, committed as one group.
 template <int DT, int Br, int Bc, int D>
 __device__ __forceinline__ void issue_S(float* s, u32 sQw, u32 sKj) {
@@ -107,7 +107,7 @@ __device__ __forceinline__ void issue_S(float* s, u32 sQw, u32 sKj) {
 #endif
 }
 
-// [accumulate_O] O_i += P V_j: Bc/16 k-slices, one m64n64k16 (A = P from registers) per 64
+// accumulate_O (Alg. 1 line 10): O_i += P V_j: Bc/16 k-slices, one m64n64k16 (A = P from registers) per 64
 // columns of d; committed as one group.
 template <int DT, int Bc, int D>
 __device__ __forceinline__ void issue_PV(float* o, const u32 (*p)[4], u32 sVj) {
@@ -122,7 +122,7 @@ __device__ __forceinline__ void issue_PV(float* o, const u32 (*p)[4], u32 sVj) {
 #endif
 }
 
-// [mask_S] columns past Nk, and (causal) past the row's last visible key, become -inf.
+// mask_S (Alg. 1 line 8): columns past Nk, and (causal) past the row's last visible key, become -inf.
 template <int Bc, bool CAUSAL>
 __device__ __forceinline__ void mask_S(float* s, int c0, int Nk, int last0, int last1, int t) {
 #pragma unroll
@@ -136,7 +136,7 @@ __device__ __forceinline__ void mask_S(float* s, int c0, int Nk, int last0, int 
     }
 }
 
-// [update_ml] the online softmax of one tile (exp2 domain), this thread's rows g and g + 8:
+// update_ml (Alg. 1 line 9): the online softmax of one tile (exp2 domain), this thread's rows g and g + 8:
 // m_new = max(m_i, rowmax S); alpha = exp(m_i − m_new); S becomes P = exp(S − m_new) in place;
 // rs = this thread's part of rowsum P.
 template <int Bc>
@@ -172,7 +172,7 @@ __device__ __forceinline__ void softmax_tile(float* s, float& m0, float& m1, flo
     }
 }
 
-// [convert_P] P to fp16/bf16 in registers: two adjacent n8 column groups of the accumulator are
+// convert_P (Alg. 1 line 10): P to fp16/bf16 in registers: two adjacent n8 column groups of the accumulator are
 // exactly one 64 x 16 A slice of the next product.
 template <int DT, int Bc>
 __device__ __forceinline__ void convert_P(u32 (*p)[4], const float* s) {
