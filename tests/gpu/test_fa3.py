@@ -44,6 +44,41 @@ def test_parameter_block_matches_the_kernel_signature():
     assert fa3._PARAMS.base % 64 == 0
 
 
+def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(monkeypatch):
+    """launch_fa3 without a GPU: a stand-in encoder writes a map that names its operand and pointer,
+    a stand-in cuLaunchKernel records the grid and copies the parameter block. A repeated call on
+    the same buffers copies the cached maps (no encode); another pointer encodes again."""
+    import ctypes
+    from types import SimpleNamespace
+    calls, launches = [], []
+
+    def encode(dst, ptr, shape, strides, dtype, rows):
+        calls.append((ptr, rows))
+        ctypes.memmove(dst, struct.pack("<QQ", ptr, rows) + bytes(112), 128)
+
+    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, ptrs, extra):
+        launches.append(((gx, gy, gz), bytes(fa3._PARAMS.buf)))
+
+    monkeypatch.setattr(fa3, "encode_bhsd", encode)
+    monkeypatch.setattr(fa3, "_MAPS", {})
+    mk = SimpleNamespace(d=64, dtype="float16", Br=192, Bc=128, causal=True, sm_count=132, function_ptr=1,
+                         threads=512, smem_bytes=1)
+    args = (2, 3, 1000, 900, (192000, 64000, 64), (172800, 57600, 64), (172800, 57600, 64), (192000, 64000, 64),
+            0.125, 0)
+    for qp in (4096, 4096, 8192):
+        fa3.launch_fa3(launch, mk, qp, 2048, 1024, 7, 9, *args)
+    assert calls == [(4096, 192), (2048, 128), (1024, 128)] * 1 + [(8192, 192), (2048, 128), (1024, 128)]
+    for (grid, block), qp in zip(launches, (4096, 4096, 8192)):
+        assert grid == (math.ceil(1000 / 192) * 3 * 2, 1, 1)              # one block per (i, h, b)
+        assert struct.unpack_from("<QQ", block, 0) == (qp, 192)          # Q's map, then K's and V's
+        assert struct.unpack_from("<QQ", block, 128) == (2048, 128)
+        assert struct.unpack_from("<QQ", block, 256) == (1024, 128)
+        assert struct.unpack_from("<QQiiii", block, 384) == (7, 9, 1000, 900, 3, 2)
+    monkeypatch.setattr(fa3, "PERSISTENT", True)
+    fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
+    assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1)
+
+
 @pytest.mark.parametrize("shape, strides, ok", [
     ((2, 3, 100, 64), (3 * 100 * 64, 100 * 64, 64), True),        # contiguous
     ((2, 3, 100, 64), (100 * 3 * 64, 64, 3 * 64), True),          # BSHD viewed as BHSD
