@@ -116,13 +116,13 @@ def check_flag(value, name: str) -> bool:
     return bool(value)
 
 
-def check_member(value, name: str, allowed) -> int:
-    """``value`` as an int from ``allowed``; TypeError for a non-integer, ValueError (listing
-    the supported values) otherwise."""
+def check_member(value, name: str, allowed, kernel: str = "GPU kernel") -> int:
+    """``value`` as an int from ``allowed``; TypeError for a non-integer, ValueError (naming
+    ``kernel`` and listing the supported values) otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
     if int(value) not in allowed:
-        raise ValueError(f"{name}={value} is not supported by the GPU kernel; "
+        raise ValueError(f"{name}={value} is not supported by the {kernel}; "
                          f"supported: {', '.join(map(str, allowed))}")
     return int(value)
 

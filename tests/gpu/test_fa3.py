@@ -79,6 +79,31 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1)
 
 
+def test_auto_variant_rules_without_a_gpu(monkeypatch):
+    """The runner's choice on a (faked) Hopper GPU: fa3 by default; wgmma for FA2-only blocks, for
+    d = 64 causal below 2048 keys (the speed rule) and for broadcast axes; fa3 for fa3-only blocks
+    whatever the speed rule or the strides say (wgmma could not run them)."""
+    from flashviz.gpu.tensorcore import kernel as km
+    from flashviz.gpu.tensorcore.operands import Operand
+    monkeypatch.setitem(km._VARIANT, 0, "wgmma")
+
+    def op(N, d=64, sb=None):
+        return Operand(0, (2, 4, N, d), (4 * N * d if sb is None else sb, N * d, d, 1), "float16", None, "torch", 0)
+
+    short, long_, bcast = [op(1000)] * 3, [op(4096)] * 3, [op(4096), op(4096, sb=0), op(4096)]
+    assert km.auto_variant(0, None, None, long_, causal=True) == "fa3"
+    assert km.auto_variant(0, None, None, short, causal=True) == "wgmma"          # speed rule
+    assert km.auto_variant(0, None, None, short, causal=False) == "fa3"
+    assert km.auto_variant(0, 64, 64, long_) == "wgmma"                            # FA2-only Br
+    assert km.auto_variant(0, 128, 32, long_) == "wgmma"                           # FA2-only Bc
+    assert km.auto_variant(0, None, None, bcast) == "wgmma"
+    for Br, Bc in ((192, None), (None, 176), (192, 128)):                          # fa3-only blocks
+        assert km.auto_variant(0, Br, Bc, short, causal=True) == "fa3"
+        assert km.auto_variant(0, Br, Bc, bcast) == "fa3"
+    monkeypatch.setitem(km._VARIANT, 0, "mma.sync")
+    assert km.auto_variant(0, None, None, long_) == "mma.sync"
+
+
 @pytest.mark.parametrize("shape, strides, ok", [
     ((2, 3, 100, 64), (3 * 100 * 64, 100 * 64, 64), True),        # contiguous
     ((2, 3, 100, 64), (100 * 3 * 64, 64, 3 * 64), True),          # BSHD viewed as BHSD
@@ -114,7 +139,7 @@ def test_fa3_limits_and_defaults():
             Br, Bc = ml.default_blocks(d, causal, "fa3")
             assert (Br, Bc) in ml.mma_blocks(d, "fa3")
             assert ml.mma_smem_bytes(Br, Bc, d, "fa3") <= 232_448
-    with pytest.raises(ValueError, match="Bc=32 is not supported by the GPU kernel; supported: 64, 128, 176"):
+    with pytest.raises(ValueError, match="Bc=32 is not supported by the fa3 kernel; supported: 64, 128, 176"):
         ml.check_mma_sizes(128, 32, 64, "fa3")
 
 
@@ -128,7 +153,7 @@ def _hopper():
 
 
 def _ref(q, k, v, causal):
-    """float64 dense attention of torch tensors (B, H, N, d) -> (O, lse) on the CPU (flashviz.reference)."""
+    """float64 dense attention of torch tensors (B, H, N, d) -> O (B, H, Nq, d) on the CPU (flashviz.reference)."""
     from flashviz.reference import attention
     Q, K, V = (x.double().cpu().numpy() for x in (q, k, v))
     B, H, Nq, d = Q.shape
@@ -240,3 +265,29 @@ def test_recorded_data_readme_fa3_figures_match_the_record():
             f"N = {best['N']})") in para
     fa3_checks = [c for c in res["check"] if c["variant"] == "fa3"]
     assert f"Correct on the whole grid ({len(fa3_checks)} cases" in para and all(c["pass"] for c in fa3_checks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, Br, Bc", [(64, 192, 128), (128, 128, 128), (128, 128, 176)])
+def test_the_persistent_grid_walks_many_tiles_and_gives_the_same_bits(monkeypatch, d, Br, Bc):
+    """One block per SM walking ~3 tiles each, causal with Nq > Nk (the first 400 query rows see no
+    key: whole tiles with no key tile, which producer and consumers must both skip): the rings,
+    the Q buffer's parity and the ping-pong barriers run on across tiles. Same bits as one block
+    per tile, and float64 attention."""
+    _hopper()
+    import torch
+
+    from flashviz.gpu.tensorcore.kernel import flash_forward_mma
+    B, H = 2, 32
+    q = torch.randn(B, H, 700, d, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(B, H, 300, d, device="cuda", dtype=torch.float16) for _ in range(2))
+    tiles = math.ceil(700 / Br) * B * H
+    assert tiles > 2 * 132
+    O1, l1 = flash_forward_mma(q, k, v, causal=True, variant="fa3", Br=Br, Bc=Bc)
+    monkeypatch.setattr(fa3, "PERSISTENT", True)
+    O2, l2 = flash_forward_mma(q, k, v, causal=True, variant="fa3", Br=Br, Bc=Bc)
+    torch.cuda.synchronize()
+    assert torch.equal(O1, O2) and torch.equal(l1, l2)
+    assert bool((O2[:, :, :400] == 0).all()) and bool(torch.isneginf(l2[:, :, :400]).all())
+    ref = _ref(q[:1, :4], k[:1, :4], v[:1, :4], True)
+    assert np.abs(O2[:1, :4].double().cpu().numpy() - ref).max() < 2e-3

@@ -70,7 +70,7 @@ def test_variants_and_blocks():
     # Q_i + 2 stages of K_j and V_j + 10 mbarriers (d = 128); 3 stages, 14 barriers (d = 64)
     assert ml.mma_smem_bytes(128, 128, 128, "fa3") == 1024 + 2 * (128 * 128 + 4 * 128 * 128) + 8 * 10
     assert ml.mma_smem_bytes(192, 64, 64, "fa3") == 1024 + 2 * (192 * 64 + 6 * 64 * 64) + 8 * 14
-    with pytest.raises(ValueError, match=r"Br=64 is not supported by the GPU kernel; supported: 128, 192"):
+    with pytest.raises(ValueError, match=r"Br=64 is not supported by the fa3 kernel; supported: 128, 192"):
         ml.check_mma_sizes(64, 64, 64, "fa3")
 
 

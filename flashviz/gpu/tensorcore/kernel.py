@@ -25,6 +25,8 @@ from .limits import (
     FA3_BR,
     FA3_FROM_NK,
     KERNEL_FILES,
+    MMA_BC,
+    MMA_BR,
     check_mma_launch,
     check_mma_sizes,
     check_variant,
@@ -46,7 +48,7 @@ _VARIANT: dict = {}
 class MMAKernel:
     """One compiled instantiation of a tensor-core kernel.
 
-    variant: "wgmma" | "mma.sync"; dtype: "float16" | "bfloat16"; Br, Bc, d, causal: its
+    variant: "wgmma" | "mma.sync" | "fa3"; dtype: "float16" | "bfloat16"; Br, Bc, d, causal: its
     template values; kernel: cupy RawKernel; threads: per block; smem_bytes: dynamic shared
     memory per block (bytes); compile_ms: NVRTC + load time (ms; a disk-cache hit is ~1 ms);
     cache_hit: loaded from the on-disk cache; num_regs: registers per thread; local_bytes:
@@ -94,12 +96,17 @@ def auto_variant(dev: int, Br=None, Bc=None, operands=(), causal: bool = False) 
     (``limits.FA3_FROM_NK``: not for d = 64 causal below 2048 keys), unless the block sizes asked
     for are not fa3's or an operand cannot be read through a TMA tensor map (a broadcast axis:
     ``tma.tma_strides_ok``); then, and on other GPUs, ``device_variant(dev)``. operands: Operand
-    objects (shape, strides), Q first, K second. Raises like ``device_variant``."""
+    objects (shape, strides), Q first, K second. Blocks only fa3 has (Br = 192, Bc = 176) always
+    get fa3 (it also reads a broadcast axis, stride 0, correctly: tests/gpu/test_fa3.py). Raises
+    like ``device_variant``."""
     v = device_variant(dev)
-    if v == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
-            and all(tma_strides_ok(o.shape, o.strides) for o in operands):
-        if len(operands) < 2 or operands[1].shape[2] >= FA3_FROM_NK.get((operands[0].shape[3], causal), 1):
-            return "fa3"
+    if v != "wgmma" or not (Br is None or Br in FA3_BR) or not (Bc is None or Bc in FA3_BC):
+        return v
+    if (Br is not None and Br not in MMA_BR) or (Bc is not None and Bc not in MMA_BC):
+        return "fa3"                    # blocks only fa3 has: the speed rule does not apply
+    if all(tma_strides_ok(o.shape, o.strides) for o in operands) and (
+            len(operands) < 2 or operands[1].shape[2] >= FA3_FROM_NK.get((operands[0].shape[3], causal), 1)):
+        return "fa3"
     return v
 
 
@@ -326,8 +333,11 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     Notes
     -----
     Host cost: a repeated call is a few dict lookups, two allocations and one cuLaunchKernel
-    (about 16 µs on the H200's host, median over the recorded shapes, SDPA-flash's 17.5;
-    ``benchmarks/probe_call.py`` times each piece).
+    (fa3: plus three tensor maps, cached per buffer set). The recorded run
+    (benchmarks/results/mma-h200-2026-12-01.json, ``<impl>_host_us``) measured 30 µs for wgmma
+    and 29 µs for fa3 (maps encoded every call then), median over its shapes, against 18 µs for
+    SDPA-flash; an earlier run on another machine 14 µs against 15 (benchmarks/NOTES.md);
+    ``benchmarks/probe_call.py`` times each piece.
     Forward only: no autograd (torch outputs carry no gradient). The first call for a
     (dtype, Br, Bc, d, causal) compiles with NVRTC (about a second) and caches the cubin in
     ``~/.cache/flashviz/cubin`` ($FLASHVIZ_CACHE); later processes load it. Needs CuPy
@@ -410,12 +420,13 @@ def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
         return None
     if variant is None:                 # auto_variant, on plain fields
         variant = _VARIANT.get(dev)
-        if variant == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC) \
-                and (fq[2][0] or B == 1) and (fq[2][1] or H == 1) and (fq[2][2] or Nq == 1) \
-                and (fk[2][0] or B == 1) and (fk[2][1] or H == 1) and (fk[2][2] or ks[2] == 1) \
-                and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1) \
-                and ks[2] >= FA3_FROM_NK.get((d, causal), 1):
-            variant = "fa3"
+        if variant == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC):
+            if (Br is not None and Br not in MMA_BR) or (Bc is not None and Bc not in MMA_BC) or (
+                    (fq[2][0] or B == 1) and (fq[2][1] or H == 1) and (fq[2][2] or Nq == 1)
+                    and (fk[2][0] or B == 1) and (fk[2][1] or H == 1) and (fk[2][2] or ks[2] == 1)
+                    and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1)
+                    and ks[2] >= FA3_FROM_NK.get((d, causal), 1)):
+                variant = "fa3"
     mk = _CACHE.get((variant, fq[3], Br, Bc, d, causal, dev, None))
     if mk is None:
         return None

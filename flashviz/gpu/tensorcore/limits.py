@@ -87,7 +87,8 @@ def check_mma_sizes(Br, Bc, d, variant: str = "wgmma") -> tuple[int, int, int]:
     {64, 128, 176}; d in {64, 128}).
     """
     brs, bcs = BLOCK_CHOICES[check_variant(variant)]
-    return (check_member(Br, "Br", brs), check_member(Bc, "Bc", bcs), check_member(d, "d", MMA_D))
+    k = f"{variant} kernel"
+    return (check_member(Br, "Br", brs, k), check_member(Bc, "Bc", bcs, k), check_member(d, "d", MMA_D, k))
 
 
 def fa3_stages(d: int) -> int:

@@ -31,7 +31,9 @@ def tma_strides_ok(shape, strides) -> bool:
     element strides of (B, H, N) (a 4th, d's, must be 1 if given). Each of the batch, head and
     sequence strides must be positive, a multiple of 8 elements (16 bytes) and below 2^39
     elements, unless its axis has size 1 (the stride is then unused). A broadcast axis (stride 0,
-    ``expand``) is not: the runner then uses the wgmma kernel."""
+    ``expand``) is outside this rule: the H200's driver encoded it and fa3 read it correctly
+    (tests/gpu/test_fa3.py), but the runner prefers the wgmma kernel there unless the blocks
+    asked for are fa3's alone."""
     if len(strides) > 3 and strides[3] != 1:
         return False
     for ax in (0, 1, 2):
