@@ -15,6 +15,8 @@ One module per chapter (module → replay class → the state of one frame):
 * ``loop_order`` — chapter 5, LoopOrderExplorer: ``LoopOrderReplay`` (two ``TileSteps``) →
   ``LoopOrderState`` (two ``RunFrame``)
 * ``backward``   — chapter 6, BackwardExplorer: ``BackwardReplay`` → ``BackwardState``
+* ``fa3_roles``  — chapter 8, the FlashAttention-3 block's schematic: ``roles_schedule`` → ``RolesSchedule``
+  (no widget; ``views.fa3_roles.plot_fa3_roles`` draws it)
 * ``grid``       — shared: ``tile_kinds``, the grid of tile kinds (full / partial / skipped)
 
 ``flashviz.replay`` itself re-exports the tile explorer's names (``Replay``, ``FrameState``,

@@ -1,0 +1,141 @@
+"""Exercises of chapter 8 (FlashAttention-3 on Hopper), checked against the recorded probe and
+the kernel's own parameters (no GPU needed).
+
+``check_step_gain(step, gain, d=128, causal=False)``: which step of the recorded "steps" probe
+(``gpu.fa3_records.STEPS``: "producer", "pingpong", "intra") made the kernel the most faster
+than the step before it, and by what factor (the step before's kernel-only time ÷ this step's,
+the same run); the factor within 2 %.
+``check_consumer_registers(answer, Br=128)``: the share of an SM's 65,536 registers that the
+consumer warpgroups hold after ``setmaxnreg`` (a fraction); within 0.001.
+``check_fa3_smem(answer, d=128)``: the bytes of shared memory of the default fa3 block for d —
+Q_i, the K and V rings, the mbarriers and the 1024-byte alignment slack — exactly
+(``limits.mma_smem_bytes``).
+
+Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
+answer or the question's parameters.
+"""
+
+from __future__ import annotations
+
+from . import CheckResult, _fmt, close_number, direction, finite_number, never_raises, right, say, wrong
+
+#: names a learner may give a step by → the step's key in gpu.fa3_records.STEPS
+STEP_NAMES = {"producer": "producer", "tma": "producer", "f0": "producer", "pingpong": "pingpong",
+              "ping-pong": "pingpong", "ping pong": "pingpong", "f1": "pingpong", "intra": "intra",
+              "intra-warpgroup": "intra", "f3": "intra"}
+
+
+def _gains(d: int, causal: bool) -> tuple[dict, list]:
+    """{step: previous kernel_ms / its kernel_ms} and the steps' rows of the steps probe."""
+    from ..gpu.fa3_records import latest_probe, steps_table
+
+    rec = latest_probe("steps")
+    if rec is None:
+        raise LookupError("no recorded steps probe (benchmarks/results/probe-fa3-steps-*.json)")
+    rows = [r for r in steps_table(rec) if (r["d"], r["causal"]) == (d, bool(causal))]
+    if not rows:
+        raise LookupError(f"the steps probe has no row for d = {d}, causal = {bool(causal)}")
+    return {b["step"]: a["kernel_ms"] / b["kernel_ms"] for a, b in zip(rows, rows[1:])}, rows
+
+
+@never_raises(say)
+def check_step_gain(step, gain, d: int = 128, causal: bool = False) -> CheckResult:
+    """Is ``step`` ("producer", "pingpong" or "intra") the step with the largest gain over the
+    step before it at this d and mask, and ``gain`` that factor (kernel-only, the one recorded
+    run)? The factor within 2 %."""
+    gains, rows = _gains(d, causal)
+    if not isinstance(step, str) or step.strip().lower() not in STEP_NAMES:
+        return say(wrong(f"name the step as a string: 'producer', 'pingpong' or 'intra'; got {step!r:.40}"))
+    key = STEP_NAMES[step.strip().lower()]
+    best = max(gains, key=gains.get)
+    if key != best:
+        return say(wrong(f"'{key}' is not the step with the largest gain: compare each step's kernel-only time with "
+                         "the step just before it (not with the FA2 kernel)"))
+    g, want = finite_number(gain), gains[best]
+    if g is not None and abs(g - (want - 1)) <= 0.02 * want:
+        return say(wrong(f"the step is right; give the gain as a factor (the time before ÷ the time after, "
+                         f"above 1 when faster), not the increase; you said {_fmt(g)}"))
+    if g is not None and abs(g - 100 * (want - 1)) <= 2 * want:
+        return say(wrong(f"the step is right; give the gain as a factor such as 1.3, not a percentage; you said {_fmt(g)}"))
+    res = close_number(gain, want, rel=0.02, what=f"gain of '{key}'", unit="x",
+                       hint="the step is right: divide the kernel-only time of the step before by this step's")
+    if res.ok:
+        prev = rows[[r["step"] for r in rows].index(best) - 1]
+        now = next(r for r in rows if r["step"] == best)
+        others = ", ".join(f"{k} {v:.2f}x" for k, v in gains.items() if k != best)
+        res = CheckResult(True, f"{res.message}: {prev['kernel_ms']:.3f} → {now['kernel_ms']:.3f} ms kernel-only, "
+                                f"one run; the others: {others}. Is the gap to the next one larger than the ±5 % "
+                                "that separates two runs?")
+    return say(res)
+
+
+@never_raises(say)
+def check_consumer_registers(answer, Br: int = 128) -> CheckResult:
+    """Is ``answer`` the share (a fraction) of an SM's 65,536 registers held by the Br/64
+    consumer warpgroups (128 threads each) after setmaxnreg? Within 0.001."""
+    from ..gpu.fa3_records import REGISTER_FILE, fa3_registers
+
+    producer, consumer = fa3_registers(Br)
+    n = Br // 64
+    want = n * 128 * consumer / REGISTER_FILE
+    a = finite_number(answer)
+    if a is None:
+        return say(wrong(f"give the share as a number, a fraction such as 0.5; got {answer!r:.60}"))
+    if abs(a - want) <= 1e-3:
+        total = (n * consumer + producer) * 128
+        return say(right(f"{a:.4g} of the register file: {n} × 128 threads × {consumer} = {n * 128 * consumer:,} "
+                         f"registers; with the producer's 128 × {producer} the block holds {total:,} of "
+                         f"{REGISTER_FILE:,}, so one such block fills an SM"))
+    hints = [
+        (consumer / (consumer + producer), "that is one consumer thread's share of one producer and one consumer "
+                                          "thread; count the threads: 128 in each warpgroup"),
+        (consumer * (n + 1) * 128 / REGISTER_FILE, "only the consumer warpgroups get the larger count; the producer's "
+                                                   "128 threads keep the small one"),
+        (n * 128 * consumer / ((n * consumer + producer) * 128), "that is their share of the block's registers; "
+                                                                 "the question asks for the share of the 65,536"),
+        (100 * want, "give a fraction, not a percentage"),
+        (n * 128 * consumer, "that is a number of registers; divide by the register file, 65,536"),
+    ]
+    hint = next((h for v, h in hints if abs(a - v) <= 1e-3 * abs(v)), None)
+    if hint:
+        return say(wrong(f"you said {_fmt(a)} — {hint}"))
+    if 1 < a <= 100:
+        return say(wrong(f"{_fmt(a)} is more than the whole register file: give a fraction (e.g. 0.5)"))
+    return say(wrong(f"{_fmt(a)} is {direction(a, want)}. hint: consumer warpgroups × 128 threads × their "
+                     "registers per thread, over 65,536"))
+
+
+@never_raises(say)
+def check_fa3_smem(answer, d: int = 128) -> CheckResult:
+    """Is ``answer`` the shared memory, in bytes, of the runner's fa3 block for head dimension d
+    (no mask): Q_i, the K and V rings, the mbarriers (8 bytes each) and 1024 bytes of alignment
+    slack? Exact."""
+    from ..gpu.fa3_records import fa3_config
+
+    c = fa3_config(d)
+    want = c.smem_bytes
+    a = finite_number(answer)
+    if a is None:
+        return say(wrong(f"give a number of bytes; got {answer!r:.60}"))
+    if a == want:
+        return say(right(f"{want:,} B: Q_i {c.q_bytes:,} + K ring {c.ring_bytes:,} + V ring {c.ring_bytes:,} + "
+                         f"mbarriers {c.barrier_bytes} + alignment {c.align_bytes:,} (limits.mma_smem_bytes agrees)"))
+    one_slot = 2 * c.Bc * c.d
+    hints = [
+        (want - c.align_bytes, "add the 1024 bytes of slack the kernel keeps to align the tiles to 1024 bytes"),
+        (want - c.barrier_bytes, "the mbarriers live in shared memory too: 8 bytes each, a full and an empty one "
+                                 "for Q_i and for every slot of each ring"),
+        (want - c.barrier_bytes - c.align_bytes, "add the mbarriers (8 bytes each: full and empty for Q_i and for "
+                                                 "every slot) and the 1024 bytes of alignment slack"),
+        (want - c.ring_bytes, "there are two rings, one for K and one for V"),
+        (want - 2 * c.ring_bytes + 2 * one_slot, "each ring has more than one slot (fa3_stages(d))"),
+        (want - c.q_bytes, "Q_i stays in shared memory for the whole tile: count it"),
+        ((want - c.barrier_bytes - c.align_bytes) / 2 + c.barrier_bytes + c.align_bytes,
+         "Q, K and V are fp16: 2 bytes an element"),
+        (want / 1024, "give bytes, not KiB"),
+    ]
+    hint = next((h for v, h in hints if abs(a - v) < 0.5), None)
+    if hint:
+        return say(wrong(f"you said {_fmt(a)} B — {hint}"))
+    return say(wrong(f"{_fmt(a)} B is {direction(a, want)}. hint: Q_i (Br × d), stages slots of Bc × d for each "
+                     "of K and V, 2 bytes an element; then the mbarriers and the alignment slack"))
