@@ -119,7 +119,7 @@ def plot_fa3_benchmark(res: dict, *, figsize=(11, 7)):
         ax.set_xlabel("sequence length N (B·N = 16k tokens)", fontsize=pt(9))
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.suptitle("Against SDPA-cuDNN (dashed line at 1: as fast as cuDNN; grey band: ±"
-                 f"{100 * RUN_NOISE:.0f} %, run-to-run noise) — {run_label(res)}, fp16\nsolid, filled: public call "
+                 f"{100 * RUN_NOISE:.0f} %, run-to-run noise)\n{run_label(res)}, fp16\nsolid, filled: public call "
                  "(CUDA events, median); dotted, hollow: kernel-only (the profiler's kernel time, median)",
                  fontsize=pt(9.5), x=0.01, ha="left")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
