@@ -43,7 +43,8 @@ lessons-reset: $(STAMP)
 ## Lint (ruff: pyflakes, pycodestyle, import order, bugbear; [tool.ruff] in pyproject.toml), compile
 ## every CUDA kernel to PTX (when nvcc is present), then run every test.
 ## -DFLASHVIZ_PTX_CHECK makes each .cu instantiate its templates, so their bodies really compile;
-## a kernel that uses Hopper's wgmma is compiled for the arch-specific target compute_90a.
+## a kernel that uses Hopper's wgmma (itself or through fv_wgmma.cuh) is compiled for the
+## arch-specific target compute_90a.
 test: $(STAMP) lint ptx
 	$(BIN)/python -m pytest -q
 
@@ -53,7 +54,7 @@ lint: $(STAMP)
 ptx:
 	@if command -v nvcc >/dev/null 2>&1; then \
 	  for cu in kernels/*.cu; do \
-	    arch=sm_90; if grep -q "wgmma.mma_async" $$cu; then arch=compute_90a; fi; \
+	    arch=sm_90; if grep -q "wgmma.mma_async\|fv_wgmma.cuh" $$cu; then arch=compute_90a; fi; \
 	    echo "nvcc -arch=$$arch --ptx $$cu"; \
 	    nvcc -std=c++17 -arch=$$arch --ptx -DFLASHVIZ_PTX_CHECK -o /dev/null $$cu || exit 1; \
 	  done; \
