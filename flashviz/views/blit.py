@@ -75,7 +75,8 @@ class Blitter:
         if self.static_bg is None or self._size != size:
             self._size = size
             self.slow_key = slow_key
-            self.canvas.draw()      # fires draw_event: rebuilds both caches
+            self.canvas.draw()      # fires draw_event: rebuilds both caches, draws the animated
+            return                  # artists; the canvas sends this image (a blit would send a second)
         else:
             if slow_key != self.slow_key:
                 self.slow_key = slow_key
@@ -178,6 +179,7 @@ class RegionBlitter:
         if not self._static_ok or self._size != size:
             self._size = size
             self.canvas.draw()                 # fires draw_event: caches the static pieces, draws every area
+            return                             # (and the canvas sends the image: no blit after it)
         elif not self._draw_changed(keys):
             return
         self.canvas.blit(self.fig.bbox)

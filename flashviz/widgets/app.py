@@ -1,13 +1,18 @@
 """ChapterApp: every lesson's widget behind one chapter picker — the page Voilà serves in class.
 
-A chapter's widgets are made on its first visit and kept (a revisit finds them as they were
-left); ``close()`` closes them all. The page fills the window: one header row (title and
-chapter picker), a one-line caption, and the chapter's widgets, the controls in a column
-beside the figure (a 16:9 window is wider than the figure needs, so beside the controls it
-gets the window's height: its text about 1.3x larger on screen at 1280×720 than with the
-controls above it), the figure's canvas scaled by the browser to the box left, keeping its
-aspect (the bitmap drawn at about its 1080p size). ``presenter=True`` for a projector:
-controls in a 20 px font, the export row and speed controls hidden; every figure text 1.4x larger.
+A chapter's widgets are made once and kept (a revisit finds them as they were left);
+``close()`` closes them all. In a running kernel (Voilà, JupyterLab) the chapter after the one
+shown, in picker order, is made in the kernel's idle time shortly after a chapter opens, so a
+class going through the lessons in order finds the next one, figure included, already made
+(a click that arrives during that build waits for it: at most one chapter's build, about 1 s).
+
+The page fills the window: one header row (title and chapter picker), a one-line caption, and
+the chapter's widgets, the controls in a column beside the figure (a 16:9 window is wider than
+the figure needs, so beside the controls it gets the window's height: its text about 1.3x
+larger on screen at 1280×720 than with the controls above it), the figure's canvas scaled by
+the browser to the box left, keeping its aspect (the bitmap drawn at about its 1080p size).
+``presenter=True`` for a projector: controls in a 20 px font, the export row and speed
+controls hidden; every figure text 1.4x larger.
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ APP_FIGURE = {"figsize": (11.0, 6.8), "dpi": 130}
 #: presenter: the same inches, a sharper bitmap, and every text of the figure 1.4x its notebook
 #: size (the views lay themselves out for it; tests/chapters/test_no_overlap.py checks both scales)
 PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140, "text_scale": 1.4}
+
+#: seconds after a chapter opens before the next one is made in idle time: the chapter shown
+#: first gets its figure (the browser asks for a redraw right after a chapter appears)
+PREFETCH_DELAY_S = 0.6
 
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
 #: scaled by the browser into that box, keeping its aspect (object-fit: contain)
@@ -121,6 +130,15 @@ def _close_all(widgets, folds) -> None:
         close_widget(box)
 
 
+def _kernel_loop():
+    """The running kernel's event loop (ipykernel's tornado IOLoop), or None outside a kernel."""
+    try:
+        from IPython import get_ipython
+    except ImportError:      # pragma: no cover - IPython comes with ipywidgets
+        return None
+    return getattr(getattr(get_ipython(), "kernel", None), "io_loop", None)
+
+
 def available_chapters() -> list[str]:
     """Chapter labels whose widget modules are importable in this installation."""
     out = []
@@ -137,17 +155,22 @@ def available_chapters() -> list[str]:
 class ChapterApp:
     """A chapter picker over the lesson widgets.
 
-    chapter: label to open first (default: the first); presenter: larger figures and fonts.
-    Public: ``chapter`` (the Dropdown), ``current`` (the widgets shown), ``widget``, ``close()``.
-    Raises ValueError for an unknown chapter label.
+    chapter: label to open first (default: the first); presenter: larger figures and fonts;
+    prefetch: make the next chapter in the kernel's idle time (only where a kernel runs;
+    ``loop`` is that event loop, found by default: anything with tornado's ``call_later`` and
+    ``remove_timeout``). Public: ``chapter`` (the Dropdown), ``current`` (the widgets shown),
+    ``widget``, ``built`` (labels made so far), ``close()``.
+    Raises ValueError for an unknown chapter label, TypeError for a non-bool flag.
     """
 
-    def __init__(self, chapter: str | None = None, *, presenter: bool = False, key=None):
+    def __init__(self, chapter: str | None = None, *, presenter: bool = False, prefetch: bool = True,
+                 key=None, loop=None):
         labels = available_chapters()
         if chapter is not None and chapter not in labels:
             raise ValueError(f"chapter must be one of {labels}, got {chapter!r}")
-        if not isinstance(presenter, bool):
-            raise TypeError(f"presenter must be True or False, got {presenter!r}")
+        for name, flag in (("presenter", presenter), ("prefetch", prefetch)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
         self.presenter = presenter
         _checks.check_key(key)
         self._key = registry.caller_key() if key is None else key
@@ -163,6 +186,8 @@ class ChapterApp:
         self.status = W.HTML()
         self.current, self._folds = [], []
         self._chapters, self._failed = {}, None     #: label -> (widgets, folds, body children); a failed build
+        self._loop = (loop or _kernel_loop()) if prefetch else None
+        self._skip, self._timer = set(), None       #: labels whose idle build failed; the pending call
         self.header = W.HBox([self.title, self.chapter], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([self.header, self.caption, self.status, self.body])
         self.widget.add_class("flashviz-app")
@@ -176,19 +201,50 @@ class ChapterApp:
         self._drop_failed()
         built = self._chapters.get(label)
         if built is None:
-            built = self._build(label)
-            if self.status.value:
+            *built, error = self._build(label)
+            if error:
                 self._failed = built
             else:
                 self._chapters[label] = built
+            self.status.value = error
         else:
             self.status.value = ""
         self.current, self._folds, children = built
         self.body.children = children
         self.caption.value = f"<i>{CAPTIONS.get(label, '')}</i>"     # last: the page shows the chapter whole
+        self._schedule_prefetch()
+
+    @property
+    def built(self) -> list[str]:
+        """Labels of the chapters made so far (visited or made in idle time), in picker order."""
+        return [label for label in self.chapter.options if label in self._chapters]
+
+    def _schedule_prefetch(self) -> None:
+        """(Re)start the timer that makes the next chapter; a new pick cancels the previous one."""
+        if self._loop is None:
+            return
+        if self._timer is not None:
+            self._loop.remove_timeout(self._timer)
+        self._timer = self._loop.call_later(PREFETCH_DELAY_S, self._prefetch)
+
+    def _prefetch(self) -> None:
+        """Make the chapter after the shown one (picker order, wrapping) if it is not made yet.
+        One that fails here is not kept: its visit builds it again and shows the error."""
+        self._timer = None
+        labels = list(self.chapter.options)
+        label = labels[(labels.index(self.chapter.value) + 1) % len(labels)]
+        if label in self._chapters or label in self._skip:
+            return
+        widgets, folds, children, error = self._build(label)
+        if error:
+            self._skip.add(label)
+            _close_all(widgets, folds)
+        else:
+            self._chapters[label] = (widgets, folds, children)
 
     def _build(self, label: str):
-        current, self._folds = [], []
+        """(widgets, folds, body children, error HTML or ""): the chapter made, not shown."""
+        current, folds, error = [], [], ""
         fig = PRESENTER_FIGURE if self.presenter else APP_FIGURE
         try:
             for module, cls, kwargs in CHAPTERS[label]:
@@ -196,13 +252,12 @@ class ChapterApp:
                 kw = {k: (current[v] if k == "explorer" else v) for k, v in kwargs.items()}
                 extra = {"key": ("ChapterApp", id(self), label, cls), **({} if "explorer" in kw else fig)}
                 current.append(Widget(**kw, **_accepted(Widget, extra)))
-            self.status.value = ""
         except Exception as exc:  # a chapter that fails says so; the picker keeps working
-            self.status.value = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
+            error = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
         for w in current:
-            self._fit(w)
-        children = tuple(self._placed(n, w) for n, w in enumerate(current))
-        return current, self._folds, children
+            folds.extend(self._fit(w))
+        children = tuple(self._placed(n, w, folds) for n, w in enumerate(current))
+        return current, folds, children, error
 
     def _drop_failed(self) -> None:
         if self._failed is not None:
@@ -210,29 +265,32 @@ class ChapterApp:
             self._failed = None
             _close_all(widgets, folds)
 
-    def _placed(self, n: int, w):
+    @staticmethod
+    def _placed(n: int, w, folds: list):
         """The chapter's first widget as it is; a GPU panel after it folded under a header
-        (closed: the figure keeps the window's height; a click opens it)."""
+        (closed: the figure keeps the window's height; a click opens it), the header added to
+        ``folds``."""
         if n == 0 or getattr(w, "fig", None) is not None:
             return w.widget
         box = W.Accordion(children=[w.widget], titles=(type(w).__name__.replace("Panel", " panel"),),
                           selected_index=None)
-        self._folds.append(box)
+        folds.append(box)
         return box
 
-    def _fit(self, w) -> None:
+    def _fit(self, w) -> tuple:
         """A widget with a figure: controls in a column beside it, the figure takes the height
         left and scales its canvas into it (APP_CSS); presenter: hide what a class does not
-        need (the export row, the speed controls)."""
+        need (the export row, the speed controls). Returns the boxes made here (they close
+        with the chapter)."""
         if getattr(w, "fig", None) is None:
-            return
+            return ()
         w.widget.add_class("flashviz-fit")
         if self.presenter:
             for name in ("export_row", "speed", "skip"):
                 part = getattr(w, name, None)
                 if isinstance(part, W.Widget):
                     part.layout.display = "none"
-        self._folds.extend(self._side_by_side(w))     # the boxes made here close with the chapter
+        return self._side_by_side(w)
 
     @staticmethod
     def _side_by_side(w):
@@ -252,7 +310,11 @@ class ChapterApp:
         return (controls, row, *controls.children)    # the widget's close() no longer sees its old rows
 
     def close(self):
-        """Close every chapter's widgets and the picker (idempotent)."""
+        """Close every chapter's widgets and the picker (idempotent); nothing more is made."""
+        if self._timer is not None:
+            self._loop.remove_timeout(self._timer)
+            self._timer = None
+        self._loop = None
         self._drop_failed()
         for widgets, folds, _ in self._chapters.values():
             _close_all(widgets, folds)

@@ -170,3 +170,96 @@ def test_closing_the_app_closes_every_widget_it_made():
     finally:
         second.close()
     assert set(_instances) - before == set() and plt.get_fignums() == []
+
+
+class _Loop:
+    """A stand-in for the kernel's IOLoop: keeps the calls ChapterApp schedules, runs them on demand."""
+
+    def __init__(self):
+        self.pending = []
+
+    def call_later(self, delay, fn):
+        handle = (delay, fn)
+        self.pending.append(handle)
+        return handle
+
+    def remove_timeout(self, handle):
+        self.pending.remove(handle)
+
+    def run(self):
+        delay, fn = self.pending.pop(0)
+        fn()
+        return delay
+
+
+def test_the_next_chapter_is_made_in_idle_time_without_changing_the_page():
+    """In a kernel, PREFETCH_DELAY_S after a chapter opens, the chapter after it (picker order,
+    wrapping) is made once; the page shown does not change; a visit then finds it made (no new
+    figure); a new pick before the timer fires replaces the timer; close() cancels it."""
+    from flashviz.widgets import app as app_module
+
+    plt.close("all")
+    loop = _Loop()
+    labels = available_chapters()
+    app = ChapterApp(labels[2], loop=loop)
+    try:
+        assert app.built == [labels[2]] and [d for d, _ in loop.pending] == [app_module.PREFETCH_DELAY_S]
+        shown, body, caption = app.current, app.body.children, app.caption.value
+        figures = len(plt.get_fignums())
+        loop.run()
+        assert app.built == labels[2:4] and loop.pending == []
+        assert app.current is shown and app.body.children == body and app.caption.value == caption
+        assert app.status.value == "" and len(plt.get_fignums()) > figures
+        figures = len(plt.get_fignums())
+        made = app._chapters[labels[3]][0]
+        app.chapter.value = labels[3]                          # the visit finds it made
+        assert app.current is made and len(plt.get_fignums()) == figures
+        assert app.current[0].n_frames > 0 and app.caption.value == f"<i>{CAPTIONS[labels[3]]}</i>"
+        assert len(loop.pending) == 1
+        app.chapter.value = labels[-1]                         # a new pick replaces the timer
+        assert len(loop.pending) == 1
+        loop.run()                                             # after the last comes the first
+        assert app.built == [labels[0], *labels[2:4], labels[-1]] and loop.pending == []
+        app.chapter.value = labels[5]
+        loop.run()
+        assert labels[6] in app.built
+        app.chapter.value = labels[6]
+        assert app.current is app._chapters[labels[6]][0]
+    finally:
+        app.close()
+    assert loop.pending == [] and plt.get_fignums() == []
+
+    quiet = ChapterApp(loop=_Loop(), prefetch=False)                # prefetch off: nothing scheduled
+    assert quiet._loop is None and quiet._timer is None
+    quiet.close()
+    plain = ChapterApp()                                            # outside a kernel: no loop, nothing made ahead
+    assert plain._loop is None and plain._timer is None and plain.built == [labels[0]]
+    plain.close()
+    assert plt.get_fignums() == []
+
+
+def test_a_next_chapter_that_fails_in_idle_time_is_not_kept_and_its_visit_shows_the_error(monkeypatch):
+    from flashviz.widgets import app as app_module
+
+    label = "2 · Online softmax"
+    monkeypatch.setitem(app_module.CHAPTERS, label, [("flashviz.widgets.online_softmax", "OnlineSoftmaxExplorer",
+                                                      {"N": -1})])
+    plt.close("all")
+    labels = available_chapters()
+    loop = _Loop()
+    app = ChapterApp(labels[labels.index(label) - 1], loop=loop)
+    try:
+        loop.run()
+        assert label not in app.built and app.status.value == ""      # nothing said until it is visited
+        app.chapter.value = label
+        assert "could not start" in app.status.value and "ValueError" in app.status.value
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
+def test_prefetch_must_be_a_bool():
+    import pytest
+
+    with pytest.raises(TypeError, match="prefetch must be True or False"):
+        ChapterApp(prefetch="yes")
