@@ -55,6 +55,7 @@
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, ex2, pack2
 #include "fv_wgmma.cuh" // wgmma_ss / wgmma_rs, desc128, fence_regs, wgmma fence/commit/wait
 #include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
+#include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 // FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
 // FA3_STAGES (slots in the K and V rings) override the measured choices of Config below; the
@@ -217,7 +218,8 @@ template <int DT, int Br, int Bc, int D, bool CAUSAL>
 __global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
 flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
               const __grid_constant__ fvtma::TensorMap tmV, u16* __restrict__ O, float* __restrict__ lse,
-              int Nq, int Nk, int H, int B, long long sOb, long long sOh, long long sOs, float scale_log2)
+              int Nq, int Nk, int H, int B, long long sOb, long long sOh, long long sOs, float scale_log2
+              FV_TRACE_PARAMS)
 {
     static_assert(Br == 128 || Br == 192, "Br must be 128 or 192 (two or three consumer warpgroups)");
     static_assert(Bc == 64 || Bc == 128 || Bc == 176, "Bc must be 64, 128 or 176");
@@ -273,6 +275,12 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
                 const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
                 if (Tc == 0) continue;
+                // timeline (traced build only): one record per tile L; the producer is group 0, its
+                // steps run from waiting for the slot to the copy issued (it never sees a copy land)
+                FV_TRACE_BEGIN_AT(L, NWG + 1, 0, true, false);
+                FV_DECL32(t_a);
+                FV_DECL32(t_b);
+                FV_NOW32(t_a);
                 // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
                 // when the consumers no longer read the previous tile's.
                 mbar_wait(emptyQ, (qn & 1) ^ 1);
@@ -281,20 +289,27 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 for (int cb = 0; cb < D / 64; ++cb)
                     tma_load_4d(sQ + cb * (Br * 128), &tmQ, fullQ, cb * 64, i_blk * Br, h, b);
                 ++qn;
+                FV_NOW32(t_b);
+                FV_EVENT32(-1, FV_STAGE_LOAD_Q, t_a, t_b);
                 // [load_KV] Alg. 1 line 7: K_j, V_j into the ring, last tile first.
                 for (int t = 0; t < Tc; ++t, ++it) {
                     const int j = Tc - 1 - t, s = it % ST;
                     const u32 ph = (it / ST) & 1;
+                    FV_NOW32(t_a);
                     mbar_wait(emptyK + 8 * s, ph ^ 1);
                     mbar_arrive_expect_tx(fullK + 8 * s, TILE_KV);
 #pragma unroll
                     for (int cb = 0; cb < D / 64; ++cb)
                         tma_load_4d(sK + s * TILE_KV + cb * (Bc * 128), &tmK, fullK + 8 * s, cb * 64, j * Bc, h, b);
+                    FV_NOW32(t_b);
+                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_a, t_b);
                     mbar_wait(emptyV + 8 * s, ph ^ 1);
                     mbar_arrive_expect_tx(fullV + 8 * s, TILE_KV);
 #pragma unroll
                     for (int cb = 0; cb < D / 64; ++cb)
                         tma_load_4d(sV + s * TILE_KV + cb * (Bc * 128), &tmV, fullV + 8 * s, cb * 64, j * Bc, h, b);
+                    FV_NOW32(t_a);
+                    FV_EVENT32(j, FV_STAGE_LOAD_V, t_b, t_a);
                 }
             }
         }
@@ -318,6 +333,19 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
             const int first_row = r0 + w * 64;       // this warpgroup's first row: tiles past its
                                                      // last visible key need the causal mask
+            // timeline (traced build only): consumer warpgroup w is group w + 1, its thread 0 the
+            // writer; the first consumer thread writes the tile's header. A consumer's load_Q /
+            // load_K / load_V is its wait for the copy to land; compute_S and accumulate_O run from
+            // the products' issue (after its turn) to their completion.
+            FV_TRACE_BEGIN_AT(L, NWG + 1, wg, (tid & 127) == 0, tid == 128);
+            FV_DECL32(t_k0);
+            FV_DECL32(t_k1);
+            FV_DECL32(t_v1);
+            FV_DECL32(t_s0);
+            FV_DECL32(t_s1);
+            FV_DECL32(t_ml);
+            FV_DECL32(t_o1);
+            FV_DECL32(t_cv);
 
             // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (registers).
             float o[NO];
@@ -330,19 +358,27 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             if (Tc > 0) {
                 mbar_wait(fullQ, qn & 1);
                 ++qn;
+                FV_NOW32(t_k0);
+                FV_EVENT32(-1, FV_STAGE_LOAD_Q, 0u, t_k0);
                 if (C::PINGPONG && w == NWG - 1) bar_arrive(1, PP_THREADS);   // warpgroup 0 goes first
 
                 // first tile (j = Tc - 1): S only; there is no previous P V yet
                 {
                     const int j = Tc - 1, sl = it % ST;
+                    FV_NOW32(t_k0);
                     mbar_wait(fullK + 8 * sl, (it / ST) & 1);
+                    FV_NOW32(t_k1);
+                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);
                     if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    FV_NOW32(t_s0);
                     fence_regs<NS>(s);
                     wgmma_fence();
                     issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
                     if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
                     wgmma_wait<0>();
                     fence_regs<NS>(s);
+                    FV_NOW32(t_s1);
+                    FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
                     if (lane == 0) {
                         mbar_arrive(emptyK + 8 * sl);
                         if (Tc == 1) mbar_arrive(emptyQ);     // the last S_ij: Q_i's buffer is free
@@ -352,15 +388,25 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
                     float a0, a1, rs0, rs1;
                     softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                    FV_NOW32(t_ml);
+                    FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_s1, t_ml);
                     l0 = rs0;
                     l1 = rs1;
                     convert_P<DT, Bc>(p, s);
+                    FV_NOW32(t_cv);
+                    FV_EVENT32(j, FV_STAGE_CONVERT_P, t_ml, t_cv);
                 }
                 for (int t = 1; t < Tc; ++t) {
                     const int j = Tc - 1 - t, sl = (it + t) % ST, sp = (it + t - 1) % ST;
+                    FV_NOW32(t_k0);
                     mbar_wait(fullK + 8 * sl, ((it + t) / ST) & 1);           // K_j landed
+                    FV_NOW32(t_k1);
                     mbar_wait(fullV + 8 * sp, ((it + t - 1) / ST) & 1);       // V of the previous tile landed
+                    FV_NOW32(t_v1);
+                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);
+                    FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
                     if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    FV_NOW32(t_s0);
                     fence_regs<NS>(s);
                     fence_regs<NO>(o);
                     wgmma_fence();
@@ -377,6 +423,9 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         fence_regs<NS>(s);
                         fence_regs<NO>(o);
                     }
+                    FV_NOW32(t_s1);
+                    FV_SET(t_o1, t_s1);                                 // without the overlap P V is done too
+                    FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
                     if (lane == 0) {
                         mbar_arrive(emptyK + 8 * sl);                   // K_j's slot is free
                         if (t == Tc - 1) mbar_arrive(emptyQ);           // the last S_ij: Q_i's buffer too
@@ -388,6 +437,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
                     float a0, a1, rs0, rs1;
                     softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
+                    FV_NOW32(t_ml);
+                    FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_s1, t_ml);
                     if (C::INTRA) {
                         // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
                         // instruction without inputs and hoists it to the top of its basic block, before
@@ -397,7 +448,9 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         if (t + 1 < Tc) mbar_wait(fullK + 8 * ((it + t + 1) % ST), ((it + t + 1) / ST) & 1);
                         wgmma_wait<0>();                                // the previous P V is done
                         fence_regs<NO>(o);
+                        FV_NOW32(t_o1);
                     }
+                    FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
                     if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
                     // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
                     l0 = l0 * a0 + rs0;
@@ -411,12 +464,18 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     }
                     // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
                     convert_P<DT, Bc>(p, s);
+                    FV_NOW32(t_cv);
+                    FV_EVENT32(j, FV_STAGE_CONVERT_P, C::INTRA ? t_o1 : t_ml, t_cv);
                 }
                 // the last tile's O_i += P V
                 {
                     const int sp = (it + Tc - 1) % ST;
+                    FV_NOW32(t_k0);
                     mbar_wait(fullV + 8 * sp, ((it + Tc - 1) / ST) & 1);
+                    FV_NOW32(t_v1);
+                    FV_EVENT32(0, FV_STAGE_LOAD_V, t_k0, t_v1);
                     if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    FV_NOW32(t_s0);
                     fence_regs<NO>(o);
                     wgmma_fence();
                     issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
@@ -424,6 +483,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     if (C::PINGPONG && w != NWG - 1) bar_arrive(next_bar, PP_THREADS);
                     wgmma_wait<0>();
                     fence_regs<NO>(o);
+                    FV_NOW32(t_o1);
+                    FV_EVENT32(0, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);
                     if (lane == 0) mbar_arrive(emptyV + 8 * sp);
                 }
                 it += Tc;
@@ -431,6 +492,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 
             // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once
             // (while the producer already loads the next tile's Q_i and K_j).
+            FV_DECL32(t_w0);
+            FV_NOW32(t_w0);
             l0 += __shfl_xor_sync(0xffffffff, l0, 1);
             l0 += __shfl_xor_sync(0xffffffff, l0, 2);
             l1 += __shfl_xor_sync(0xffffffff, l1, 1);
@@ -456,6 +519,10 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 if (row0 < Nq) Lp[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
                 if (row1 < Nq) Lp[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
             }
+            FV_DECL32(t_w1);
+            FV_NOW32(t_w1);
+            FV_EVENT32(-1, FV_STAGE_WRITE_O, t_w0, t_w1);
+            FV_TRACE_END(i_blk, h, b, Tc);
         }
     }
 #else
@@ -468,7 +535,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     template __global__ void flash_fwd_fa3<DT, BR, BC, DD, C>(                                      \
         const __grid_constant__ fvtma::TensorMap, const __grid_constant__ fvtma::TensorMap,         \
         const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, int, long long,      \
-        long long, long long, float);
+        long long, long long, float FV_TRACE_TYPES);
 #define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
 #define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
 #define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128) FV_INST_D(DT, BR, 176)

@@ -4,7 +4,9 @@
 // A traced kernel takes two more parameters (FV_TRACE_PARAMS): a device buffer of u64 words and
 // jmax, the most key tiles any block visits. Thread block `cta` (blockIdx.x + gridDim.x·(blockIdx.y
 // + gridDim.y·blockIdx.z)) owns the record rec = buf + cta·stride, stride = FV_HEAD + groups +
-// FV_NSTAGE·groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching):
+// FV_NSTAGE·groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching).
+// A kernel whose blocks walk a list of tiles (flash_fwd_fa3.cu) keeps one record per tile L instead
+// (FV_TRACE_BEGIN_AT; its groups: the producer warpgroup, then the consumers):
 //   rec[0] %globaltimer at the start (ns; one clock for all SMs, 32 ns steps on the H200)
 //   rec[1] %globaltimer at the end       rec[2], rec[3] %clock64 at the start / end (this SM's cycles)
 //   rec[4] %smid   rec[5] the block's work: i | h << 24 | b << 44 (query block, head, batch; the teaching
@@ -78,9 +80,10 @@ struct Rec {
     }
 };
 
-__device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int groups, int group, bool writer, bool head) {
-    const unsigned long long cta = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
-    unsigned long long* rec = buf + cta * (FV_HEAD + groups + (unsigned long long)FV_NSTAGE * groups * (jmax + 1));
+// record `at` of the buffer: the block's (begin) or the tile's (begin_at, one record per tile of work)
+__device__ __forceinline__ Rec begin_at(unsigned long long* buf, unsigned long long at, int jmax, int groups, int group,
+                                        bool writer, bool head) {
+    unsigned long long* rec = buf + at * (FV_HEAD + groups + (unsigned long long)FV_NSTAGE * groups * (jmax + 1));
     Rec r{rec + FV_HEAD + groups + (unsigned long long)group * FV_NSTAGE * (jmax + 1), rec, clock(), writer, head};
     if (head) {
         rec[0] = gtimer();
@@ -91,12 +94,19 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
     return r;
 }
 
+__device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int groups, int group, bool writer, bool head) {
+    const unsigned long long cta = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    return begin_at(buf, cta, jmax, groups, group, writer, head);
+}
+
 }  // namespace fvtrace
 
 #define FV_TRACE_PARAMS , unsigned long long* __restrict__ fv_trace, int fv_jmax
 #define FV_TRACE_TYPES , unsigned long long*, int
 #define FV_TRACE_BEGIN(groups, group, writer, head) \
     const fvtrace::Rec fv_rec = fvtrace::begin(fv_trace, fv_jmax, groups, group, writer, head)
+#define FV_TRACE_BEGIN_AT(at, groups, group, writer, head) \
+    const fvtrace::Rec fv_rec = fvtrace::begin_at(fv_trace, at, fv_jmax, groups, group, writer, head)
 #define FV_DECL(var) unsigned long long var = 0
 #define FV_NOW(var) var = fvtrace::clock()
 #define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
@@ -117,6 +127,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_TRACE_PARAMS
 #define FV_TRACE_TYPES
 #define FV_TRACE_BEGIN(groups, group, writer, head)
+#define FV_TRACE_BEGIN_AT(at, groups, group, writer, head)
 #define FV_DECL(var)
 #define FV_NOW(var)
 #define FV_EVENT(j, stage, t0, t1)

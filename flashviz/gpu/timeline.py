@@ -19,7 +19,8 @@ named with the project's one vocabulary (``flashviz.steps``), on the SM's cycle 
   file keeps them for ``detail_ctas`` only (a sample of blocks, ``save(detail=…)``), the
   blocks and tiles for all.
 
-and the run's facts: ``kernel`` ("teaching" | "wgmma"), ``grid`` (Tr, H, B), ``N``, ``d``,
+and the run's facts: ``kernel`` ("teaching" | "wgmma" | "fa3"; fa3's rows are the tiles of its
+work list, its group 0 the producer warpgroup), ``grid`` (Tr, H, B), ``N``, ``d``,
 ``Br``, ``Bc``, ``causal``, ``dtype``, ``sm_count``, ``device``, ``date``, ``kernel_ms`` (the
 uninstrumented kernel, same inputs, same run), ``traced_ms`` (the instrumented one), ``order``
 (which query blocks the hardware starts first, ``ORDERS``: "kernel" — the kernel's own order,
@@ -43,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 FORMAT = "flashviz-timeline/1"
-KERNELS = ("teaching", "wgmma")
+KERNELS = ("teaching", "wgmma", "fa3")
 #: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
 #: the longest rows of every head first
 ORDERS = ("kernel", "ascending", "longest_first")

@@ -92,8 +92,9 @@ def _median_launch_ms(launches: dict, repeat: int, rounds: int) -> dict:
 
 def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: int | None = None,
                  Bc: int | None = None, repeat: int = 10, rounds: int = 5, order: str = "kernel") -> Timeline:
-    """Run ``kernel`` ("wgmma": kernels/flash_fwd_mma.cu on Hopper; "teaching":
-    kernels/flash_fwd.cu) on Q, K, V (B, H, N, d) with its timeline switch on; return the
+    """Run ``kernel`` ("wgmma": kernels/flash_fwd_mma.cu on Hopper; "fa3":
+    kernels/flash_fwd_fa3.cu on Hopper, its own tile order only, one record per tile, group 0 its
+    producer warpgroup; "teaching": kernels/flash_fwd.cu) on Q, K, V (B, H, N, d) with its timeline switch on; return the
     Timeline (see flashviz.gpu.timeline) with ``kernel_ms`` / ``traced_ms`` (kernel-only, ms,
     same run). Br, Bc: block sizes (None: the kernel's default; the teaching kernel 64×64).
     order: which query blocks start first (``timeline.ORDERS``; see the module docstring).
@@ -113,7 +114,7 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     if not isinstance(order, str) or order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
     cp = cupy()
-    dtype = np.float16 if kernel == "wgmma" else np.float32
+    dtype = np.float32 if kernel == "teaching" else np.float16
     Qd, Kd, Vd = _bhsd(Q, "Q", dtype), _bhsd(K, "K", dtype), _bhsd(V, "V", dtype)
     B, H, Nq, d = Qd.shape
     Nk = Kd.shape[2]
@@ -123,6 +124,10 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     facts = device_facts(dev)
     scale = 1.0 / np.sqrt(d)
 
+    if kernel == "fa3":
+        if order != "kernel":
+            raise ValueError(f"the fa3 kernel runs its own tile order only (order='kernel'); got {order!r}")
+        return _trace_fa3(Qd, Kd, Vd, causal=causal, Br=Br, Bc=Bc, repeat=repeat, rounds=rounds, facts=facts)
     if kernel == "wgmma":
         from .common import LOG2E
         from .tensorcore.kernel import compile_mma
@@ -195,12 +200,9 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     lse_tr.fill(np.nan)
     run_traced()
     cp.cuda.Device().synchronize()
-    pairs = [(O, O_tr), (lse, lse_tr)] + ([(O, O_def), (lse, lse_def)] if opts else [])
-    same = [bool(cp.array_equal(a.view(cp.uint16 if a.dtype == cp.float16 else cp.uint32),
-                                b.view(cp.uint16 if b.dtype == cp.float16 else cp.uint32))) for a, b in pairs]
-    if not all(same[:2]):
+    if not _same_bits([(O, O_tr), (lse, lse_tr)]):
         raise RuntimeError(f"the traced {kernel} kernel's O or lse differ from the normal kernel's (bit for bit)")
-    if not all(same[2:]):
+    if opts and not _same_bits([(O, O_def), (lse, lse_def)]):
         raise RuntimeError(f"the {kernel} kernel in the {order} block order gives another O or lse than in its own "
                            "order (bit for bit)")
     env = environment()
@@ -213,6 +215,74 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
                     f"{repeat} back-to-back launches, {rounds} alternating rounds, median")
     if opts:
         tl.notes["kernel_order_ms"] = times["kernel_order"]
+    return tl
+
+
+def _same_bits(pairs) -> bool:
+    from .common import cupy
+
+    cp = cupy()
+    return all(bool(cp.array_equal(a.view(cp.uint16 if a.dtype == cp.float16 else cp.uint32),
+                                   b.view(cp.uint16 if b.dtype == cp.float16 else cp.uint32))) for a, b in pairs)
+
+
+def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, facts) -> Timeline:
+    """trace_kernel for kernels/flash_fwd_fa3.cu: its parameters go through fa3.launch_fa3 (tensor
+    maps by value); one record per tile of its work list, Br/64 + 1 groups (0: the producer
+    warpgroup, 1..: the consumers). Grid as the runner launches it (fa3.PERSISTENT)."""
+    import dataclasses
+
+    from .common import cupy, environment, source
+    from .nvrtc import compile_cubin
+    from .tensorcore.fa3 import launch_fa3
+    from .tensorcore.kernel import compile_mma
+    from .tensorcore.limits import KERNEL_FILES
+
+    cp = cupy()
+    B, H, Nq, d = Qd.shape
+    Nk = Kd.shape[2]
+    mk = compile_mma("float16", Br, Bc, d, causal, variant="fa3")
+    Br, Bc = mk.Br, mk.Bc
+    traced, _, _ = compile_cubin(source(KERNEL_FILES["fa3"][0]), mk.name, "sm_90a", options=("-DFLASHVIZ_TRACE=1",))
+    traced.max_dynamic_shared_size_bytes = mk.smem_bytes
+    tk = dataclasses.replace(mk, kernel=traced, function=traced.kernel, function_ptr=int(traced.kernel.ptr))
+    Tr, jmax, groups = -(-Nq // Br), -(-Nk // Bc), Br // 64 + 1
+    n_tiles = Tr * H * B
+    words = trace_words(n_tiles, groups, jmax)
+    free = cp.cuda.runtime.memGetInfo()[0]
+    limit = min(MAX_TRACE_BYTES, free // 4)
+    if 8 * words > limit:
+        raise ValueError(f"the timeline of {n_tiles:,} tiles × {jmax} key tiles needs {8 * words / 2**20:.0f} MiB of "
+                         f"trace buffer; at most {limit / 2**20:.0f} MiB: trace a smaller B·H or N")
+    buf = cp.zeros(words, cp.uint64)
+    O, O_tr = cp.empty_like(Qd), cp.empty_like(Qd)
+    lse, lse_tr = (cp.empty((B * H, Nq), cp.float32) for _ in range(2))
+    st = lambda x: tuple(int(s // x.itemsize) for s in x.strides[:3])  # noqa: E731 (b, h, s)
+    drv = cp.cuda.driver.launchKernel
+
+    def run(k, o, lse_, trace=None):
+        launch_fa3(drv, k, Qd.data.ptr, Kd.data.ptr, Vd.data.ptr, o.data.ptr, lse_.data.ptr, B, H, Nq, Nk,
+                   st(Qd), st(Kd), st(Vd), st(o), 1.0 / float(np.sqrt(d)), cp.cuda.get_current_stream().ptr, trace)
+
+    for x in (O, O_tr, lse, lse_tr):
+        x.fill(np.nan)
+    times = _median_launch_ms({"normal": lambda: run(mk, O, lse),
+                               "traced": lambda: run(tk, O_tr, lse_tr, (buf.data.ptr, jmax))}, repeat, rounds)
+    buf.fill(0)
+    O_tr.fill(np.nan)
+    lse_tr.fill(np.nan)
+    run(tk, O_tr, lse_tr, (buf.data.ptr, jmax))
+    cp.cuda.Device().synchronize()
+    if not _same_bits([(O, O_tr), (lse, lse_tr)]):
+        raise RuntimeError("the traced fa3 kernel's O or lse differ from the normal kernel's (bit for bit)")
+    env = environment()
+    tl = decode(cp.asnumpy(buf), grid=(Tr, H, B), groups=groups, jmax=jmax, kernel="fa3", N=Nq, d=d, Br=Br, Bc=Bc,
+                causal=causal, order="kernel", dtype="float16", sm_count=facts.sm_count,
+                device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
+                kernel_ms=times["normal"], traced_ms=times["traced"])
+    tl.notes.update(Nk=Nk, B=B, H=H, repeat=repeat, rounds=rounds, groups="0: producer warpgroup; 1..: consumers",
+                    records="one per tile of the kernel's work list", method="kernel-only: CUDA events around "
+                    f"{repeat} back-to-back launches, {rounds} alternating rounds, median")
     return tl
 
 

@@ -134,7 +134,8 @@ class TimelineFigure(BlittedView):
         line = 1.3                                   # a text line's height in font sizes
         tick = 3.5 + 3.5 + pt(7) * line              # an axis's ticks and tick labels
         # header: the title, then the run's facts (two lines in presenter mode)
-        kind = {"wgmma": "tensor-core kernel (wgmma)", "teaching": "teaching kernel (fp32)"}[tl.kernel]
+        kind = {"wgmma": "tensor-core kernel (wgmma)", "teaching": "teaching kernel (fp32)",
+                "fa3": "FlashAttention-3 kernel (fa3)"}[tl.kernel]
         if big:
             kind = f"{tl.kernel} kernel"
         title = (f"{'' if big else 'What the GPU did: '}the {kind}, N = {tl.N}, d = {tl.d}, Br × Bc = {tl.Br} × {tl.Bc}"
@@ -303,13 +304,17 @@ class TimelineFigure(BlittedView):
 
     def _group_rows(self):
         """{(group, row kind): lane} over the detailed blocks: one lane per group, two (loads,
-        math) for the tensor-core kernels, where a group's loads run under its math."""
+        math) for the tensor-core kernels, where a group's loads run under its math (fa3: one
+        lane for its producer warpgroup, group 0, which only issues copies)."""
         groups = sorted({int(g) for ev in self._events.values() for g in np.unique(ev["group"])}) or [0]
         self.two_rows = self.tl.kernel != "teaching"
         rows, labels = {}, []
         unit = "wg" if self.tl.kernel != "teaching" else "warp"
         for g in groups:
-            if self.two_rows:
+            if self.tl.kernel == "fa3" and g == 0:          # fa3's producer warpgroup: copies only
+                rows[(g, "math")] = rows[(g, "load")] = len(labels)
+                labels.append("producer")
+            elif self.two_rows:
                 rows[(g, "load")] = len(labels)
                 labels.append(f"{unit} {g} loads")
                 rows[(g, "math")] = len(labels)

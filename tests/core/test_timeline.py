@@ -194,3 +194,46 @@ def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
         T.latest_timeline("wgmma", causal=False, order="longest_first")
     with pytest.raises(ValueError, match="order must be one of"):
         T.latest_timeline("wgmma", order="reversed")
+
+
+def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
+    """kernels/flash_fwd_fa3.cu's layout: one record per tile of its work list, Br/64 + 1 groups,
+    group 0 the producer warpgroup (copies only), groups 1, 2 the consumers. A ping-pong schedule
+    written by hand (warpgroup 1's softmax while warpgroup 2's products run, and back) decodes to
+    those times, the view gives the producer one lane, and softmax_overlap measures the share
+    computed here by hand."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from flashviz.gpu.timeline_stats import softmax_overlap
+    from flashviz.views.timeline_view import TimelineFigure
+
+    evs = [(0, -1, "load_Q", 0, 100), (0, 1, "load_K", 100, 150), (0, 1, "load_V", 150, 200),
+           (0, 0, "load_K", 200, 250), (0, 0, "load_V", 250, 300),
+           (1, -1, "load_Q", 10, 300), (2, -1, "load_Q", 10, 300),
+           (1, 1, "compute_S", 300, 500), (1, 1, "update_ml", 500, 800),        # wg 1 softmax 500..800
+           (2, 1, "compute_S", 500, 700), (2, 1, "update_ml", 700, 1000),       # wg 2 S under it
+           (1, 0, "compute_S", 800, 1000), (1, 0, "update_ml", 1000, 1300),
+           (1, 1, "accumulate_O", 800, 1100), (2, 0, "compute_S", 1000, 1200), (2, 0, "update_ml", 1200, 1500),
+           (1, 0, "accumulate_O", 1300, 1500), (2, 1, "accumulate_O", 1000, 1300), (2, 0, "accumulate_O", 1500, 1700),
+           (1, -1, "write_O", 1500, 1600), (2, -1, "write_O", 1700, 1800)]
+    plan = {0: (5, (1, 0, 0), 0, evs, 2100), 1: (9, (0, 0, 0), 0, [], 50)}   # tile 1: a keyless tile (no steps)
+    meta = {**META, "kernel": "fa3", "Br": 128, "Bc": 128}
+    tl = decode(_buffer((2, 1, 1), 3, 2, plan), grid=(2, 1, 1), groups=3, jmax=2, **meta)
+    assert list(tl.blocks["i"]) == [1, 0] and list(tl.blocks["n_j"]) == [2, 0]
+    p = tl.events[tl.events["group"] == 0]
+    assert sorted(STAGES[s] for s in p["stage"]) == ["load_K", "load_K", "load_Q", "load_V", "load_V"]
+    share, soft = softmax_overlap(tl)
+    # softmax (update_ml) per consumer, against the other consumer's compute_S / accumulate_O:
+    # wg1 500-800 vs wg2 S 500-700 -> 200; wg1 1000-1300 vs wg2 S 1000-1200, PV 1000-1300 -> 300
+    # wg2 700-1000 vs wg1 S 800-1000, PV 800-1100 -> 200; wg2 1200-1500 vs wg1 PV 1300-1500 -> 200
+    assert soft == pytest.approx(1200, abs=4) and share == pytest.approx(900 / 1200, abs=0.01)
+    fig = plt.figure(figsize=(11, 6.8))
+    try:
+        view = TimelineFigure(fig, tl)
+        _, labels = view._group_rows()
+        assert labels == ["producer", "wg 1 loads", "wg 1 math", "wg 2 loads", "wg 2 math"]
+    finally:
+        plt.close(fig)

@@ -18,29 +18,49 @@ ROOT_KERNEL = "flash_fwd_fa3.cu"
 
 # ---------------------------------------------------------------- CPU
 
-def test_parameter_block_matches_the_kernel_signature():
-    """Three 128-byte tensor maps at 0, 128, 256 (64-byte aligned), then O, lse, Nq, Nk, H, B, O's
-    three strides and the scale, at the offsets C gives them (8-byte pointers and int64, 4-byte
-    int and float): the pointer array the driver reads must name exactly those fields."""
-    from flashviz.gpu.common import kernel_source
-    sig = re.search(r"flash_fwd_fa3\((.*?)\)\s*\{", kernel_source(ROOT_KERNEL), re.S).group(1)
-    types = [re.sub(r"\s+", " ", a.strip()).rsplit(" ", 1)[0] for a in sig.split(",")]
-    assert types == ["const __grid_constant__ fvtma::TensorMap"] * 3 + ["u16* __restrict__", "float* __restrict__"] \
-        + ["int"] * 4 + ["long long"] * 3 + ["float"]
+def _offsets(types):
     size = {"TensorMap": 128, "*": 8, "int": 4, "long long": 8, "float": 4}
     align = {"TensorMap": 64, "*": 8, "int": 4, "long long": 8, "float": 4}
-    off, expect = 0, []
+    off, out = 0, []
     for ty in types:
         k = next(k for k in ("TensorMap", "*", "long long", "int", "float") if k in ty)
         off = -(-off // align[k]) * align[k]
-        expect.append(off)
+        out.append(off)
         off += size[k]
+    return out, off
+
+
+def test_parameter_block_matches_the_kernel_signature():
+    """Three 128-byte tensor maps at 0, 128, 256 (64-byte aligned), then O, lse, Nq, Nk, H, B, O's
+    three strides and the scale, at the offsets C gives them (8-byte pointers and int64, 4-byte
+    int and float): the pointer array the driver reads must name exactly those fields. The traced
+    build (-DFLASHVIZ_TRACE=1) adds FV_TRACE_PARAMS as kernels/fv_trace.cuh defines them: the
+    trace buffer's pointer and jmax, after the scale."""
+    from flashviz.gpu.common import kernel_source
+    sig = re.search(r"flash_fwd_fa3\((.*?)\)\s*\{", kernel_source(ROOT_KERNEL), re.S).group(1)
+    assert sig.rstrip().endswith("FV_TRACE_PARAMS")
+    traced = re.search(r"#define FV_TRACE_PARAMS (.*)", kernel_source("fv_trace.cuh")).group(1)
+
+    def types(text):
+        return [re.sub(r"\s+", " ", a.strip()).rsplit(" ", 1)[0] for a in text.split(",") if a.strip()]
+
+    plain = types(sig.replace("FV_TRACE_PARAMS", ""))
+    assert plain == ["const __grid_constant__ fvtma::TensorMap"] * 3 + ["u16* __restrict__", "float* __restrict__"] \
+        + ["int"] * 4 + ["long long"] * 3 + ["float"]
+    assert types(sig.replace("FV_TRACE_PARAMS", traced))[len(plain):] == ["unsigned long long* __restrict__", "int"]
+    expect, end = _offsets(plain)
     assert list(fa3._OFFSETS) == expect
-    assert fa3._TAIL_AT == 384 and fa3._TAIL_AT + fa3._TAIL.size == off
+    assert fa3._TAIL_AT == 384 and fa3._TAIL_AT + fa3._TAIL.size == end
+    expect_tr, end_tr = _offsets(types(sig.replace("FV_TRACE_PARAMS", traced)))
+    assert list(fa3._TRACE_OFFSETS) == expect_tr and expect_tr[-2] == fa3._TRACE_AT
+    assert fa3._TRACE_AT + fa3._TRACE.size == end_tr <= fa3._PARAMS.buf.size
     buf = bytearray(fa3._TAIL.size)
     fa3._TAIL.pack_into(buf, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5)
     vals = [struct.unpack_from(fmt, buf, o - 384)[0] for fmt, o in zip("QQiiiiqqqf", expect[3:])]
     assert vals == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5]
+    buf = bytearray(fa3._TRACE.size)
+    fa3._TRACE.pack_into(buf, 0, 0xABCDEF12345, 17)
+    assert [struct.unpack_from(f, buf, o - fa3._TRACE_AT)[0] for f, o in zip("Qi", expect_tr[-2:])] == [0xABCDEF12345, 17]
     assert fa3._PARAMS.base % 64 == 0
 
 
@@ -57,7 +77,7 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
         ctypes.memmove(dst, struct.pack("<QQ", ptr, rows) + bytes(112), 128)
 
     def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, ptrs, extra):
-        launches.append(((gx, gy, gz), bytes(fa3._PARAMS.buf)))
+        launches.append(((gx, gy, gz), bytes(fa3._PARAMS.buf), ptrs))
 
     monkeypatch.setattr(fa3, "encode_bhsd", encode)
     monkeypatch.setattr(fa3, "_MAPS", {})
@@ -68,7 +88,8 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     for qp in (4096, 4096, 8192):
         fa3.launch_fa3(launch, mk, qp, 2048, 1024, 7, 9, *args)
     assert calls == [(4096, 192), (2048, 128), (1024, 128)] * 1 + [(8192, 192), (2048, 128), (1024, 128)]
-    for (grid, block), qp in zip(launches, (4096, 4096, 8192)):
+    for (grid, block, ptrs), qp in zip(launches, (4096, 4096, 8192)):
+        assert ptrs == fa3._PARAMS.ptrs_addr
         assert grid == (math.ceil(1000 / 192) * 3 * 2, 1, 1)              # one block per (i, h, b)
         assert struct.unpack_from("<QQ", block, 0) == (qp, 192)          # Q's map, then K's and V's
         assert struct.unpack_from("<QQ", block, 128) == (2048, 128)
@@ -77,6 +98,10 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     monkeypatch.setattr(fa3, "PERSISTENT", True)
     fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
     assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1)
+    fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))   # the traced build
+    _, block, ptrs = launches[-1]
+    assert ptrs == fa3._PARAMS.traced_ptrs_addr and struct.unpack_from("<Qi", block, 448) == (0xBEEF000, 6)
+    assert np.array_equal(fa3._PARAMS.traced_ptrs[:-2], fa3._PARAMS.ptrs)
 
 
 def test_auto_variant_rules_without_a_gpu(monkeypatch):

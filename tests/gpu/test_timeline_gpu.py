@@ -181,3 +181,51 @@ def test_timeline_explorer_live_mode_end_to_end(gpu, kernel):
         assert not w.run_button.disabled and w.stop_button.disabled
     finally:
         w.close()
+
+
+FA3_CONSUMER = ("load_K", "compute_S", "update_ml", "convert_P", "load_V", "accumulate_O")
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("causal,Nq,Nk,d", [(False, 512, 512, 128), (True, 520, 300, 64), (True, 300, 520, 128)])
+def test_fa3_timeline_is_complete_ordered_and_exact(gpu, monkeypatch, causal, Nq, Nk, d, persistent):
+    """kernels/flash_fwd_fa3.cu traced: one record per tile of its work list (one block per tile or
+    the persistent grid), group 0 the producer (load_Q, then load_K and load_V of every visited
+    tile: from waiting for the slot to the copy issued), groups 1.. the consumers (every step of
+    every visited tile, their waits for the copies before the products that read them); a tile
+    that sees no key has only its write_O. The traced O and lse are bit-identical (trace_kernel)."""
+    from flashviz.gpu.tensorcore import fa3
+    from flashviz.gpu.tensorcore.kernel import device_variant
+
+    if device_variant() != "wgmma":
+        pytest.skip("the fa3 kernel needs a Hopper GPU")
+    monkeypatch.setattr(fa3, "PERSISTENT", persistent)
+    Q, K, V = _inputs(1, 3, Nq, Nk, d)
+    tl = gpu.trace_kernel(Q, K, V, kernel="fa3", causal=causal, repeat=3, rounds=2)
+    Tr, H, B = tl.grid
+    assert tl.kernel == "fa3" and len(tl.blocks) == Tr * H * B
+    names = np.array(tl.stages)[tl.events["stage"]]
+    for blk in tl.blocks:
+        want = _visible_tiles(int(blk["i"]), tl.Br, tl.Bc, Nq, Nk, causal)
+        assert blk["n_j"] == want, (blk, want)
+        sel_blk = tl.events["cta"] == blk["cta"]
+        mine, mnames = tl.events[sel_blk], names[sel_blk]
+        for g in range(tl.Br // 64 + 1):
+            sel = mine["group"] == g
+            got = {(int(j), s) for j, s in zip(mine["j"][sel], mnames[sel])}
+            if g == 0:
+                expect = {(-1, "load_Q")} | {(j, s) for j in range(want) for s in ("load_K", "load_V")} if want else set()
+            else:
+                expect = {(-1, "write_O")} | ({(-1, "load_Q")} | {(j, s) for j in range(want) for s in FA3_CONSUMER}
+                                              if want else set())
+            assert got == expect, (int(blk["cta"]), g, sorted(got ^ expect)[:6])
+            for j in range(want):
+                t = {s: (e["t0_ns"], e["t1_ns"]) for e, s in zip(mine[sel], mnames[sel]) if e["j"] == j}
+                if g == 0:
+                    assert t["load_K"][1] <= t["load_V"][0] + 1
+                    continue
+                for a, b in (("load_K", "compute_S"), ("compute_S", "update_ml"), ("update_ml", "convert_P"),
+                             ("load_V", "accumulate_O")):
+                    assert t[a][1] <= t[b][0] + 1, (j, a, t[a], b, t[b])
+                assert t["compute_S"][0] <= t["accumulate_O"][0]      # P V of tile j goes with S of tile j - 1
+    assert tl.kernel_ms > 0 and tl.traced_ms > 0

@@ -30,19 +30,27 @@ from .tma import MAP_BYTES, encode_bhsd
 _TAIL = struct.Struct("<2Q4i3qf")
 _TAIL_AT = 3 * MAP_BYTES
 _OFFSETS = (0, 128, 256, 384, 392, 400, 404, 408, 412, 416, 424, 432, 440)
+#: the traced build's two more parameters (kernels/fv_trace.cuh FV_TRACE_PARAMS): the trace
+#: buffer's pointer (8-byte aligned after the scale) and jmax
+_TRACE = struct.Struct("<Qi")
+_TRACE_AT = 448
+_TRACE_OFFSETS = (*_OFFSETS, 448, 456)
 
 
 class _Params(threading.local):
     """One 64-byte aligned parameter block per thread and the array of pointers to its fields."""
 
     def __init__(self):
-        raw = np.zeros(_TAIL_AT + _TAIL.size + 64, dtype=np.uint8)
+        size = _TRACE_AT + _TRACE.size
+        raw = np.zeros(size + 64, dtype=np.uint8)
         off = (-raw.ctypes.data) % 64
         self.raw = raw
-        self.buf = raw[off:off + _TAIL_AT + _TAIL.size]
+        self.buf = raw[off:off + size]
         self.base = int(self.buf.ctypes.data)
         self.ptrs = np.array([self.base + o for o in _OFFSETS], dtype=np.uint64)
         self.ptrs_addr = int(self.ptrs.ctypes.data)
+        self.traced_ptrs = np.array([self.base + o for o in _TRACE_OFFSETS], dtype=np.uint64)
+        self.traced_ptrs_addr = int(self.traced_ptrs.ctypes.data)
 
 
 _PARAMS = _Params()
@@ -57,14 +65,16 @@ _MAPS_MAX = 1024
 
 
 def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, H: int, Nq: int, Nk: int,
-               qs, ks, vs, os_, scale: float, sptr: int) -> None:
+               qs, ks, vs, os_, scale: float, sptr: int, trace: tuple[int, int] | None = None) -> None:
     """Put Q's, K's and V's tensor maps into this thread's parameter block and launch.
 
     launch: the driver's cuLaunchKernel (CuPy's ``cuda.driver.launchKernel``); mk: the compiled
     fa3 MMAKernel; pointers, sizes and element strides (B, H, N of each operand) as for the other
     kernels; scale: the softmax scale; sptr: the stream. The maps are encoded once per
     (pointers, shapes, strides, dtype, blocks) and copied from ``_MAPS`` after that (a map holds
-    no data, only where the data is). Raises ValueError when a map cannot be encoded (see
+    no data, only where the data is). trace: (device pointer of the trace buffer, jmax) for a
+    build with the timeline switch on (``mk.function_ptr`` must be that build's; see
+    flashviz.gpu.tracing). Raises ValueError when a map cannot be encoded (see
     ``tma.tma_strides_ok``).
     """
     p = _PARAMS
@@ -85,4 +95,8 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
     if tiles >= 1 << 31:
         raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
     grid = min(tiles, mk.sm_count) if PERSISTENT else tiles
-    launch(mk.function_ptr, grid, 1, 1, mk.threads, 1, 1, mk.smem_bytes, sptr, p.ptrs_addr, 0)
+    ptrs = p.ptrs_addr
+    if trace is not None:
+        _TRACE.pack_into(p.buf, _TRACE_AT, *trace)
+        ptrs = p.traced_ptrs_addr
+    launch(mk.function_ptr, grid, 1, 1, mk.threads, 1, 1, mk.smem_bytes, sptr, ptrs, 0)
