@@ -13,7 +13,11 @@ step events of 16 sampled blocks (all blocks and tiles kept), and a summary
 timelines-<device>-<date>.json lists every run: kernel_ms, traced_ms, overhead, blocks, SMs,
 span, file size.
 
-Usage: python benchmarks/record_timelines.py [--out DIR]   (default: benchmarks/results)
+The FlashAttention-3 kernel (fa3) is traced at the same four N = 4096 shapes as the wgmma kernel,
+for chapter 8's side-by-side timelines (its records are per tile; group 0 its producer).
+
+Usage: python benchmarks/record_timelines.py [--out DIR] [--kernels fa3,...]   (default: benchmarks/results,
+every kernel; with --kernels only those runs, and the summary is timelines-<kernels>-<device>-<date>.json)
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RUNS = [(k, d, c, 4096, 1, 2048 // d, "kernel") for k in ("wgmma", "teaching") for d in (64, 128)
+RUNS = [(k, d, c, 4096, 1, 2048 // d, "kernel") for k in ("wgmma", "teaching", "fa3") for d in (64, 128)
         for c in (False, True)]
 RUNS += [("wgmma", 64, False, 16384, 1, 4, "kernel"), ("wgmma", 64, True, 16384, 1, 4, "kernel")]
 RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
@@ -48,7 +52,9 @@ def _tail_share(tl) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
+    only = [k for k in args.kernels.split(",") if k]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import flashviz.gpu as gpu
@@ -57,6 +63,8 @@ def main(argv=None) -> int:
     dev = str(env.get("device", "gpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
     rows = []
     for kernel, d, causal, N, B, H, order in RUNS:
+        if only and kernel not in only:
+            continue
         rng = np.random.default_rng(0)
         Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
         t0 = time.perf_counter()
@@ -88,7 +96,8 @@ def main(argv=None) -> int:
                "method": "trace_kernel: normal and traced builds on the same inputs, outputs compared bit for bit; "
                          "kernel-only times by CUDA events around 10 back-to-back launches, 7 alternating rounds, "
                          "median per launch", "runs": rows}
-    (out / f"timelines-{dev}-{env.get('date', 'unknown')}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    tag = "-".join(only) + "-" if only else ""
+    (out / f"timelines-{tag}{dev}-{env.get('date', 'unknown')}.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0 if all("error" not in r for r in rows) else 1
 
 
