@@ -14,7 +14,9 @@ solid lines, filled markers) and kernel-only (the profiler's kernel time, median
 hollow markers); a band of ±``RUN_NOISE`` around 1.
 
 Both return a new Figure and raise ValueError (one line) for a record without the rows they
-draw. Laid out for the notebook's text size.
+draw. Laid out from their measured texts at the current text scale (``style.scaled_text``; the
+app's presenter mode draws them at 1.4): long titles wrap, the legends take the columns that
+fit, the bars' height leaves room for their labels under the legend.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ import numpy as np
 from ..gpu.fa3_records import RUN_NOISE, STEPS, fa3_bench_table, probe_label, steps_table
 from . import style
 from .bench_plot import run_label
+from .text import line_height, text_width, wrap_text
+
+#: texts are wrapped to this share of the room they have (Agg draws a text up to ~3 % wider at
+#: a low dpi than ``text_width`` measures)
+SAFE = 0.96
+PAD = 4.0       #: points between the figure's edge and its legend
 
 STEP_TICKS = {"wgmma": "FA2\n(wgmma)", "producer": "+ TMA,\nproducer", "pingpong": "+ ping-pong\n(default)",
               "intra": "+ intra-\nWG overlap"}
@@ -38,6 +46,50 @@ BENCH_SERIES = (("fa3", "fa3 (ours, FlashAttention-3 design)", "#d62728"),
 def _panels(keys):
     """(d, causal) panels in a 2 × 2 grid order."""
     return sorted(keys, key=lambda k: (k[0], k[1]))
+
+
+def _pt(fig, bbox) -> tuple[float, float]:
+    """(width, height) in points of a display-space bbox of ``fig``."""
+    return bbox.width * 72 / fig.dpi, bbox.height * 72 / fig.dpi
+
+
+def _wrapped_suptitle(fig, text: str, size: float) -> None:
+    """The figure's title at the left, every line wrapped to the figure's width."""
+    W = fig.get_figwidth() * 72
+    fig.suptitle(wrap_text(text, size, SAFE * (W - 2 * PAD)), fontsize=size, x=0.01, ha="left")
+
+
+def _fit_legend(fig, options, size: float):
+    """A figure legend at the bottom centre: the first of ``options`` ((ncol, handles, labels),
+    most columns first) that fits the figure's width as drawn, else the last; returns (legend,
+    its height in points)."""
+    W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72
+    renderer = fig.canvas.get_renderer()
+    for k, (ncol, handles, labels) in enumerate(options):
+        leg = fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=size, frameon=False,
+                         bbox_to_anchor=(0.5, PAD / H), borderaxespad=0)
+        w, h = _pt(fig, leg.get_window_extent(renderer))
+        if w <= SAFE * (W - 2 * PAD) or k == len(options) - 1:
+            return leg, h
+        leg.remove()
+
+
+def _bar_room(fig, axes, peaks, top: float) -> float:
+    """The y limit at which every bar's label (two lines, above the bar) stays under its axes'
+    legend (upper left): the largest over ``axes`` of the limit its height in points asks for,
+    ``peaks`` the tallest bar of each axes; at least 1.32 × ``top``."""
+    renderer = fig.canvas.get_renderer()
+    pt = style.pt
+    label = line_height(pt(8), 2, 1.1) + 2 * 0.6 + 2          # two lines, their white box's pad
+    out = 1.32 * top
+    for ax, peak in zip(axes, peaks):
+        h_ax = _pt(fig, ax.get_window_extent(renderer))[1]
+        leg = ax.get_legend()
+        h_leg = _pt(fig, leg.get_window_extent(renderer))[1] + leg.borderaxespad * pt(7.5) + 3   # its size
+        room = h_ax - h_leg - label
+        if room > 0:
+            out = max(out, (peak + 0.015 * top) * h_ax / room)
+    return out
 
 
 def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
@@ -73,16 +125,26 @@ def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
         ax.set_ylim(0, top * 1.32)
         ax.tick_params(labelsize=pt(8))
         fa3 = by["pingpong"]
-        ax.set_title(f"d = {d}, {'causal' if causal else 'no mask'}, N = {r0['N']:,}: blocks {by['wgmma']['Br']}×"
-                     f"{by['wgmma']['Bc']} (FA2), {fa3['Br']}×{fa3['Bc']} (fa3)", fontsize=pt(9), loc="left")
+        title = (f"d = {d}, {'causal' if causal else 'no mask'}, N = {r0['N']:,}: blocks {by['wgmma']['Br']}×"
+                 f"{by['wgmma']['Bc']} (FA2), {fa3['Br']}×{fa3['Bc']} (fa3)")
+        if text_width(title, pt(9)) > SAFE * 0.8 * figsize[0] * 72 / ncol:      # wider than its panel: two lines
+            title = title.replace(": ", ":\n", 1)
+        ax.set_title(title, fontsize=pt(9), loc="left")
         ax.set_ylabel("TFLOP/s, kernel-only", fontsize=pt(8.5))
         ax.legend(loc="upper left", fontsize=pt(7.5), frameon=False, ncol=2, handlelength=2.2)
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle("From the FlashAttention-2 kernel to FlashAttention-3, one step at a time: kernel-only TFLOP/s "
-                 "(CUDA-graph replay of 10 calls, median of 7)\nabove each bar: TFLOP/s and cuDNN's time ÷ the step's. "
-                 f"Every bar from one run:\n{probe_label(rec)}", fontsize=pt(9.5), x=0.01, ha="left")
+    _wrapped_suptitle(fig, "From the FlashAttention-2 kernel to FlashAttention-3, one step at a time: kernel-only "
+                      "TFLOP/s (CUDA-graph replay of 10 calls, median of 7)\nabove each bar: TFLOP/s and cuDNN's time "
+                      f"÷ the step's. Every bar from one run:\n{probe_label(rec)}", pt(9.5))
+    shown = list(axes.flat)[:len(panels)]
+    peaks = [max(r["kernel_tflops"] for r in rows if (r["d"], r["causal"]) == k) for k in panels]
+    for _ in range(2):      # the limit follows the axes' height, which follows the tick labels
+        fig.tight_layout(rect=(0, 0, 1, 0.99))
+        ylim = _bar_room(fig, shown, peaks, top)
+        for ax in shown:
+            ax.set_ylim(0, ylim)
     fig.tight_layout(rect=(0, 0, 1, 0.99))
     return fig
 
@@ -118,10 +180,15 @@ def plot_fa3_benchmark(res: dict, *, figsize=(11, 7)):
     for ax in axes[-1, :]:
         ax.set_xlabel("sequence length N (B·N = 16k tokens)", fontsize=pt(9))
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.suptitle("Against SDPA-cuDNN (dashed line at 1: as fast as cuDNN; grey band: ±"
-                 f"{100 * RUN_NOISE:.0f} %, run-to-run noise)\n{run_label(res)}, fp16\nsolid, filled: public call "
-                 "(CUDA events, median); dotted, hollow: kernel-only (the profiler's kernel time, median)",
-                 fontsize=pt(9.5), x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=pt(8), frameon=False)
+    _wrapped_suptitle(fig, "Against SDPA-cuDNN (dashed line at 1: as fast as cuDNN; grey band: ±"
+                      f"{100 * RUN_NOISE:.0f} %, run-to-run noise)\n{run_label(res)}, fp16\nsolid, filled: public "
+                      "call (CUDA events, median); dotted, hollow: kernel-only (the profiler's kernel time, median)",
+                      pt(9.5))
+    # three columns: one implementation each (public call above kernel-only); two: the public
+    # calls in the first, kernel-only in the second (a legend fills its columns top to bottom)
+    calls, kernels = range(0, len(handles), 2), range(1, len(handles), 2)
+    by_method = [*calls, *kernels]
+    _, h = _fit_legend(fig, [(3, handles, labels),
+                             (2, [handles[k] for k in by_method], [labels[k] for k in by_method])], pt(8))
+    fig.tight_layout(rect=(0, (h + PAD + 4) / (fig.get_figheight() * 72), 1, 1))
     return fig
