@@ -115,6 +115,18 @@ def test_runs_without_errors_and_is_driven(executed):
     assert "No Hopper GPU here" in texts            # the live cell says so and changes nothing
 
 
+def test_the_kernel_excerpts_show_the_algorithm_without_the_timeline_hooks(executed):
+    """The producer loop and the consumer step are cut from the kernel file when the cell runs; the
+    GPU timeline's hooks (FV_*, compiled out of normal builds) are left out of both, and the
+    algorithm's lines are all there."""
+    _, texts = executed
+    producer = _block(texts, "producer, kernels/flash_fwd_fa3.cu lines", "consumer, one key tile")
+    consumer = _block(texts, "consumer, one key tile, from line", "mbar_arrive(emptyK + 8 * sl);")
+    assert "tma_load_4d(sV" in producer and "mbar_wait(emptyK" in producer
+    assert "issue_S<" in consumer and "issue_PV<" in consumer and "bar_arrive(next_bar" in consumer
+    assert "FV_" not in producer and "FV_" not in consumer and "FV_" in KERNEL
+
+
 def test_the_smem_answer_agrees_with_the_limits():
     from flashviz.gpu.tensorcore.limits import mma_smem_bytes
     assert RIGHT_SMEM == mma_smem_bytes(128, 128, 128, "fa3")
