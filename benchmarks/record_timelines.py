@@ -55,6 +55,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
     only = [k for k in args.kernels.split(",") if k]
+    known = sorted({r[0] for r in RUNS})
+    if any(k not in known for k in only):
+        ap.error(f"--kernels: each must be one of {', '.join(known)}; got {args.kernels!r}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import flashviz.gpu as gpu

@@ -403,7 +403,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     FV_NOW32(t_k1);
                     mbar_wait(fullV + 8 * sp, ((it + t - 1) / ST) & 1);       // V of the previous tile landed
                     FV_NOW32(t_v1);
-                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);
+                    if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
                     FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
                     if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
                     FV_NOW32(t_s0);
@@ -445,7 +445,10 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
                         // PTX order and the wait for the next K tile (a real loop) starts a new block.
                         fence_regs<NS>(s);
+                        FV_NOW32(t_k0);
                         if (t + 1 < Tc) mbar_wait(fullK + 8 * ((it + t + 1) % ST), ((it + t + 1) / ST) & 1);
+                        FV_NOW32(t_k1);
+                        if (t + 1 < Tc) FV_EVENT32(j - 1, FV_STAGE_LOAD_K, t_k0, t_k1);   // the next tile's K
                         wgmma_wait<0>();                                // the previous P V is done
                         fence_regs<NO>(o);
                         FV_NOW32(t_o1);

@@ -6,7 +6,9 @@
 // + gridDim.y·blockIdx.z)) owns the record rec = buf + cta·stride, stride = FV_HEAD + groups +
 // FV_NSTAGE·groups·(jmax + 1), where groups = the kernel's warpgroups (tensor cores) or warps (teaching).
 // A kernel whose blocks walk a list of tiles (flash_fwd_fa3.cu) keeps one record per tile L instead
-// (FV_TRACE_BEGIN_AT; its groups: the producer warpgroup, then the consumers):
+// (FV_TRACE_BEGIN_AT; its groups: the producer warpgroup, then the consumers; its header is written by
+// the first consumer warpgroup's thread 0, so rec[1], rec[3] and rec[7] mark when *that* warpgroup
+// finished the tile: the others may end later, which the decoder takes from their last steps):
 //   rec[0] %globaltimer at the start (ns; one clock for all SMs, 32 ns steps on the H200)
 //   rec[1] %globaltimer at the end       rec[2], rec[3] %clock64 at the start / end (this SM's cycles)
 //   rec[4] %smid   rec[5] the block's work: i | h << 24 | b << 44 (query block, head, batch; the teaching

@@ -57,7 +57,7 @@ BLOCK_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("i", "<i4"), ("h", "<i4"
 TILE_DTYPE = np.dtype([("cta", "<i4"), ("i", "<i4"), ("j", "<i4"), ("t0_ns", "<f8"), ("t1_ns", "<f8")])
 EVENT_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("group", "<i2"), ("j", "<i4"), ("stage", "<i1"),
                         ("t0_ns", "<f8"), ("t1_ns", "<f8")])
-_NAME = re.compile(r"timeline-(?P<kernel>[a-z]+)-d(?P<d>\d+)(?P<causal>-causal)?(?:-(?P<order>ascending|longest_first))?"
+_NAME = re.compile(rf"timeline-(?P<kernel>{'|'.join(KERNELS)})-d(?P<d>\d+)(?P<causal>-causal)?(?:-(?P<order>ascending|longest_first))?"
                    r"-n(?P<N>\d+)-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
 #: how each column is stored in a file (times as float32 ns: exact to well under the 32 ns tick)
 _STORED = {"<f8": "<f4"}
@@ -253,7 +253,7 @@ def recorded_timelines() -> list[dict]:
 
 def latest_timeline(kernel: str = "wgmma", causal: bool = False, d: int | None = None, N: int | None = None,
                     order: str = "kernel") -> Timeline:
-    """The newest committed timeline of ``kernel`` ("wgmma" | "teaching") with this causal flag
+    """The newest committed timeline of ``kernel`` (``KERNELS``: "teaching" | "wgmma" | "fa3") with this causal flag
     and block ``order`` (``ORDERS``; default the kernel's own), and d, N when given (otherwise the
     smallest d and N recorded): works without a GPU.
     Raises ValueError for a bad kernel or order name and LookupError naming what is recorded when none matches."""

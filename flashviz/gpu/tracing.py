@@ -22,8 +22,8 @@ the kernel's registers); the kernel in its own order is timed in the same rounds
 arithmetic does not depend on when it starts).
 
 Shapes: Q (B, H, Nq, d), K and V (B, H, Nk, d) NumPy or CuPy arrays, C-contiguous after
-conversion (float16 for "wgmma", float32 for "teaching"). The trace buffer needs
-``blocks · (8 + groups + 9·groups·(jmax + 1))`` 8-byte words; a run whose buffer would exceed
+conversion (float16 for "wgmma" and "fa3", float32 for "teaching"). The trace buffer needs
+``records · (8 + groups + 9·groups·(jmax + 1))`` 8-byte words (a record per block; fa3: per tile); a run whose buffer would exceed
 ``MAX_TRACE_BYTES`` or a quarter of the free device memory is refused with a ValueError
 naming both numbers.
 """
@@ -163,10 +163,12 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
 
     default = normal                       # the kernel in its own block order, as the public API runs it
     opts = () if order == "kernel" else (f"-DFLASHVIZ_BLOCK_ORDER={ORDER_MACRO[order]}",)
+    from .tensorcore.kernel import SOURCE_OVERRIDE
+    src = (SOURCE_OVERRIDE.get("wgmma") if kernel == "wgmma" else None) or source(fname)   # the normal build's source
     if opts:
-        normal, _, _ = compile_cubin(source(fname), name, arch, options=opts)
+        normal, _, _ = compile_cubin(src, name, arch, options=opts)
         normal.max_dynamic_shared_size_bytes = smem
-    traced, _, _ = compile_cubin(source(fname), name, arch, options=("-DFLASHVIZ_TRACE=1", *opts))
+    traced, _, _ = compile_cubin(src, name, arch, options=("-DFLASHVIZ_TRACE=1", *opts))
     traced.max_dynamic_shared_size_bytes = smem
     jmax = -(-Nk // Bc)
     n_blocks = int(np.prod(grid))
@@ -235,7 +237,7 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
     from .common import cupy, environment, source
     from .nvrtc import compile_cubin
     from .tensorcore.fa3 import launch_fa3
-    from .tensorcore.kernel import compile_mma
+    from .tensorcore.kernel import SOURCE_OVERRIDE, compile_mma
     from .tensorcore.limits import KERNEL_FILES
 
     cp = cupy()
@@ -243,9 +245,11 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
     Nk = Kd.shape[2]
     mk = compile_mma("float16", Br, Bc, d, causal, variant="fa3")
     Br, Bc = mk.Br, mk.Bc
-    traced, _, _ = compile_cubin(source(KERNEL_FILES["fa3"][0]), mk.name, "sm_90a", options=("-DFLASHVIZ_TRACE=1",))
+    src = SOURCE_OVERRIDE.get("fa3") or source(KERNEL_FILES["fa3"][0])     # the source the normal build came from
+    traced, _, _ = compile_cubin(src, mk.name, "sm_90a", options=("-DFLASHVIZ_TRACE=1",))
     traced.max_dynamic_shared_size_bytes = mk.smem_bytes
-    tk = dataclasses.replace(mk, kernel=traced, function=traced.kernel, function_ptr=int(traced.kernel.ptr))
+    tk = dataclasses.replace(mk, kernel=traced, function=traced.kernel, function_ptr=int(traced.kernel.ptr),
+                             num_regs=int(traced.num_regs), local_bytes=int(traced.local_size_bytes), traced=True)
     Tr, jmax, groups = -(-Nq // Br), -(-Nk // Bc), Br // 64 + 1
     n_tiles = Tr * H * B
     words = trace_words(n_tiles, groups, jmax)
@@ -289,8 +293,10 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
 def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline:
     """The trace buffer ``raw`` (uint64 words, layout of kernels/fv_trace.cuh) of a run with
     ``grid`` (Tr, H, B) blocks, ``groups`` writers per block and ``jmax`` key-tile rows, as a
-    Timeline; rows in launch order (``cta``), each with the (i, h, b) its block recorded (the
-    teaching kernel records b·H + h, split here with H). Each block's clock cycles become ns with its own ns/cycle (its globaltimer span
+    Timeline; rows in launch order (``cta``; fa3: in the order of its work list, one row per tile,
+    its start and key-tile spans from the consumer groups), each with the (i, h, b) its block
+    recorded (the teaching kernel records b·H + h, split here with H). Time 0 is the earliest
+    start of a row or of a step. Each block's clock cycles become ns with its own ns/cycle (its globaltimer span
     over its clock64 span; blocks shorter than 2 µs take the median of the others), and the
     block is placed at its globaltimer start and ends at its globaltimer end (or its last step).
     ValueError for a buffer too small for the grid; RuntimeError when a block's record is
@@ -345,11 +351,15 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     if np.any((blocks["i"] >= Tr) | (hh >= H) | (bb >= B)) or len(np.unique(work_id)) != n:
         raise RuntimeError(f"the {n} blocks did not record each (i, head, batch) of the grid {Tr}×{H}×{B} once")
     blocks["n_j"] = head[:, 6].astype(np.int64)
+    # fa3 (one record per tile, group 0 its producer): the producer waits for a free slot up to
+    # STAGES tiles ahead (on the persistent grid, during the previous tile), so a tile's start and
+    # the spans of its key tiles come from the consumers' steps
+    doers = events["group"] >= (1 if meta.get("kernel") == "fa3" else 0)
     first = np.full(n, np.inf)
-    np.minimum.at(first, cta, events["t0_ns"])
+    np.minimum.at(first, cta[doers], events["t0_ns"][doers])
     blocks["t0_ns"] = np.minimum(base, first)            # a group's writer may start before thread 0
     blocks["t1_ns"] = np.maximum((gt1 - origin).astype(float), np.maximum(last, base))    # its own timer end
-    tiles_mask = events["j"] >= 0
+    tiles_mask = (events["j"] >= 0) & doers
     te = events[tiles_mask]
     key = te["cta"].astype(np.int64) * (jmax + 1) + te["j"]
     uk, inv = np.unique(key, return_inverse=True)
@@ -361,6 +371,12 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     tiles["cta"], tiles["j"] = uk // (jmax + 1), uk % (jmax + 1)
     tiles["i"] = blocks["i"][tiles["cta"]]
     tiles["t0_ns"], tiles["t1_ns"] = t_start, t_end
+    # time 0 is the earliest record's start, or an earlier step (a writer that started before the
+    # header's thread, fa3's producer): no time is negative
+    zero = min(float(blocks["t0_ns"].min()), float(events["t0_ns"].min()) if len(events) else np.inf)
+    for table in (blocks, tiles, events):
+        table["t0_ns"] -= zero
+        table["t1_ns"] -= zero
     tl = Timeline(grid=(Tr, H, B), blocks=blocks, tiles=tiles, events=events, stages=STAGES, **meta)
     tl.notes.update(ns_per_cycle=median, ns_per_cycle_range=[float(np.nanmin(own)), float(np.nanmax(own))]
                     if ok.any() else [median, median], clock_conversion="per block (globaltimer / clock64 spans)")

@@ -181,7 +181,10 @@ class TimelineExplorer(GPUJob, FrameWidget):
             self._results = latest_results("mma")
         except Exception:                       # a corrupt recording only drops the ceiling
             self._results = None
-        self.kernel = W.Dropdown(options=list(KERNELS), value=kernel, description="kernel",
+        # the kernels there is something to show for: a recorded timeline (fa3's comes later than
+        # the others), or the one given
+        shown = [k for k in KERNELS if k == kernel or any(r["kernel"] == k for r in recorded_timelines())]
+        self.kernel = W.Dropdown(options=shown, value=kernel, description="kernel",
                                  layout=W.Layout(width="200px"))
         self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="90px"))
         self.d = W.Dropdown(options=self._d_options(), value=d, description="d",
@@ -232,7 +235,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
         (counted with the smallest blocks the kernel may choose, 64 × 64: an upper bound)."""
         B, H = self._live_shape(key)
         tiles = -(-key[3] // 64)
-        groups = 8 if key[0] == "teaching" else 2
+        groups = {"teaching": 8, "fa3": 4}.get(key[0], 2)     # fa3: its producer + up to three consumers
         return 8 * trace_words(tiles * H * B, groups, tiles) <= MAX_TRACE_BYTES
 
     @staticmethod
@@ -346,8 +349,8 @@ class TimelineExplorer(GPUJob, FrameWidget):
         kernel, _, d, N = self._choice()
         if d is None or N is None:
             return "choose d and N"
-        if kernel == "wgmma" and self.variant != "wgmma":
-            return f"the wgmma kernel needs a Hopper GPU (sm_90a); this one runs {self.variant}"
+        if kernel in ("wgmma", "fa3") and self.variant != "wgmma":
+            return f"the {kernel} kernel needs a Hopper GPU (sm_90a); this one runs {self.variant}"
         return None
 
     def _refresh_run(self):

@@ -199,7 +199,7 @@ def test_controls_switch_the_recorded_run():
 def test_bad_arguments_give_one_line_errors():
     cases = [
         (dict(timeline="timeline.json"), TypeError, "flashviz.gpu.Timeline"),
-        (dict(kernel="fa3"), ValueError, "kernel"),
+        (dict(kernel="fa4"), ValueError, "kernel"),
         (dict(kernel=1), TypeError, "kernel"),
         (dict(causal="yes"), TypeError, "causal"),
         (dict(d=96), ValueError, "d must be one of 64, 128"),

@@ -94,6 +94,10 @@ INSTANCE = {  # one instantiation per kernel, appended to the text under test
                         "const u16*, u16*, float*, int, int, int, long long, long long, long long, long long, "
                         "long long, long long, long long, long long, long long, long long, long long, long long, "
                         "float);",
+    "flash_fwd_fa3.cu": "template __global__ void flash_fwd_fa3<0, 128, 128, 128, true>("
+                        "const __grid_constant__ fvtma::TensorMap, const __grid_constant__ fvtma::TensorMap, "
+                        "const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, int, long long, "
+                        "long long, long long, float);",
 }
 
 
@@ -111,7 +115,7 @@ def test_timeline_hooks_compile_to_nothing(tmp_path, name):
     stripped = "\n".join(without_timeline_hooks(text.splitlines())) + "\n"
     hook = r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|SET|EVENT|TRACE_BEGIN|TRACE_END|WRITER_BLOCK)\w*\("
     assert re.search(hook, text, re.M) and not re.search(hook, stripped, re.M)
-    arch = "sm_90a" if "mma" in name else "sm_90"
+    arch = "sm_90a" if "mma" in name or "fa3" in name else "sm_90"     # wgmma, setmaxnreg: sm_90a only
     outs = []
     for tag, src in (("hooks", text), ("none", stripped)):
         cu = tmp_path / f"{tag}.cu"

@@ -30,9 +30,10 @@ def test_stage_numbers_match_the_kernel_header_and_the_vocabulary():
         assert steps.step(name).name == name
 
 
-def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_origin=5_000_000):
+def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_origin=5_000_000, bases=None):
     """A trace buffer as the kernel writes it. plan: {cta: (sm, i, start_ns, [(group, j, stage,
-    t0_ns, t1_ns) from the block's start], end_ns)}."""
+    t0_ns, t1_ns) from the block's start], end_ns)}; bases: {cta: [each group's writer start in
+    cycles from the header's, or None for a writer that never started]} (default 3·group)."""
     Tr, H, B = grid
     stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
     buf = np.zeros(trace_words(Tr * H * B, groups, jmax), np.uint64)
@@ -45,8 +46,9 @@ def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_
         i, h, b = i if isinstance(i, tuple) else (i, 0, 0)           # the block's work: i | h << 24 | b << 44
         rec[4], rec[5] = sm, i | (h << 24) | (b << 44)
         rec[6], rec[7] = len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
-        gbase = [c0 + 3 * g for g in range(groups)]  # each writer's own start clock
-        rec[FV_HEAD:FV_HEAD + groups] = gbase
+        offs = (bases or {}).get(cta, [3 * g for g in range(groups)])
+        gbase = [c0 + (o or 0) for o in offs]        # each writer's own start clock
+        rec[FV_HEAD:FV_HEAD + groups] = [0 if o is None else b for o, b in zip(offs, gbase)]
         for g, j, stage, t0, t1 in evs:
             k = FV_HEAD + groups + (g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage)
             a, b = (c0 + round(t / npc) - gbase[g] for t in (t0, t1))
@@ -196,6 +198,21 @@ def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
         T.latest_timeline("wgmma", order="reversed")
 
 
+def test_every_kernel_s_recorded_name_reads_back(monkeypatch, tmp_path):
+    """The names benchmarks/record_timelines.py writes, for every kernel of KERNELS (fa3's has a
+    digit in it), are found by recorded_timelines and latest_timeline."""
+    import flashviz.gpu.common as common
+    from flashviz.gpu import timeline as T
+
+    tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
+    for kernel in T.KERNELS:
+        tl.save(tmp_path / f"timeline-{kernel}-d128-causal-n4096-h200-2026-12-02.json.gz")
+    monkeypatch.setattr(common, "package_dir", lambda pkg: tmp_path)
+    assert sorted(r["kernel"] for r in T.recorded_timelines()) == sorted(T.KERNELS)
+    for kernel in T.KERNELS:
+        assert T.latest_timeline(kernel, causal=True, d=128, N=4096).N == tl.N
+
+
 def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
     """kernels/flash_fwd_fa3.cu's layout: one record per tile of its work list, Br/64 + 1 groups,
     group 0 the producer warpgroup (copies only), groups 1, 2 the consumers. A ping-pong schedule
@@ -210,7 +227,7 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
     from flashviz.gpu.timeline_stats import softmax_overlap
     from flashviz.views.timeline_view import TimelineFigure
 
-    evs = [(0, -1, "load_Q", 0, 100), (0, 1, "load_K", 100, 150), (0, 1, "load_V", 150, 200),
+    evs = [(0, -1, "load_Q", -100, 100), (0, 1, "load_K", 100, 150), (0, 1, "load_V", 150, 200),
            (0, 0, "load_K", 200, 250), (0, 0, "load_V", 250, 300),
            (1, -1, "load_Q", 10, 300), (2, -1, "load_Q", 10, 300),
            (1, 1, "compute_S", 300, 500), (1, 1, "update_ml", 500, 800),        # wg 1 softmax 500..800
@@ -219,10 +236,19 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
            (1, 1, "accumulate_O", 800, 1100), (2, 0, "compute_S", 1000, 1200), (2, 0, "update_ml", 1200, 1500),
            (1, 0, "accumulate_O", 1300, 1500), (2, 1, "accumulate_O", 1000, 1300), (2, 0, "accumulate_O", 1500, 1700),
            (1, -1, "write_O", 1500, 1600), (2, -1, "write_O", 1700, 1800)]
-    plan = {0: (5, (1, 0, 0), 0, evs, 2100), 1: (9, (0, 0, 0), 0, [], 50)}   # tile 1: a keyless tile (no steps)
+    # tile 1 sees no key: no steps, and its producer never started (its base word stays 0); the
+    # producer of tile 0 started 200 cycles (100 ns) before the header's thread
+    plan = {0: (5, (1, 0, 0), 0, evs, 2100), 1: (9, (0, 0, 0), 0, [], 50)}
     meta = {**META, "kernel": "fa3", "Br": 128, "Bc": 128}
-    tl = decode(_buffer((2, 1, 1), 3, 2, plan), grid=(2, 1, 1), groups=3, jmax=2, **meta)
+    buf = _buffer((2, 1, 1), 3, 2, plan, bases={0: [-200, 3, 6], 1: [None, 3, 6]})
+    tl = decode(buf, grid=(2, 1, 1), groups=3, jmax=2, **meta)
     assert list(tl.blocks["i"]) == [1, 0] and list(tl.blocks["n_j"]) == [2, 0]
+    # time 0 is the producer's first step; a tile starts with its consumers, its key tiles too
+    assert tl.events["t0_ns"].min() == pytest.approx(0, abs=1)
+    np.testing.assert_allclose(tl.blocks["t0_ns"], [100, 100], atol=1)
+    spans = {int(j): (t0, t1) for j, t0, t1 in zip(tl.tiles["j"], tl.tiles["t0_ns"], tl.tiles["t1_ns"])}
+    np.testing.assert_allclose(spans[1], [100 + 300, 100 + 1300], atol=1)     # not the producer's 100-200
+    np.testing.assert_allclose(spans[0], [100 + 800, 100 + 1700], atol=1)
     p = tl.events[tl.events["group"] == 0]
     assert sorted(STAGES[s] for s in p["stage"]) == ["load_K", "load_K", "load_Q", "load_V", "load_V"]
     share, soft = softmax_overlap(tl)

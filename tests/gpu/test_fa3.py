@@ -82,7 +82,7 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     monkeypatch.setattr(fa3, "encode_bhsd", encode)
     monkeypatch.setattr(fa3, "_MAPS", {})
     mk = SimpleNamespace(d=64, dtype="float16", Br=192, Bc=128, causal=True, sm_count=132, function_ptr=1,
-                         threads=512, smem_bytes=1)
+                         threads=512, smem_bytes=1, traced=False)
     args = (2, 3, 1000, 900, (192000, 64000, 64), (172800, 57600, 64), (172800, 57600, 64), (192000, 64000, 64),
             0.125, 0)
     for qp in (4096, 4096, 8192):
@@ -98,10 +98,17 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     monkeypatch.setattr(fa3, "PERSISTENT", True)
     fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
     assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1)
-    fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))   # the traced build
+    traced = SimpleNamespace(**{**vars(mk), "traced": True})
+    fa3.launch_fa3(launch, traced, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))   # the traced build
     _, block, ptrs = launches[-1]
     assert ptrs == fa3._PARAMS.traced_ptrs_addr and struct.unpack_from("<Qi", block, 448) == (0xBEEF000, 6)
     assert np.array_equal(fa3._PARAMS.traced_ptrs[:-2], fa3._PARAMS.ptrs)
+    n = len(launches)
+    with pytest.raises(ValueError, match="trace buffer goes with the traced build only"):
+        fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))
+    with pytest.raises(ValueError, match="traced build"):
+        fa3.launch_fa3(launch, traced, 4096, 2048, 1024, 7, 9, *args)
+    assert len(launches) == n                                            # neither was launched
 
 
 def test_auto_variant_rules_without_a_gpu(monkeypatch):

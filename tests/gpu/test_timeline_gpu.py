@@ -193,13 +193,21 @@ def test_fa3_timeline_is_complete_ordered_and_exact(gpu, monkeypatch, causal, Nq
     the persistent grid), group 0 the producer (load_Q, then load_K and load_V of every visited
     tile: from waiting for the slot to the copy issued), groups 1.. the consumers (every step of
     every visited tile, their waits for the copies before the products that read them); a tile
-    that sees no key has only its write_O. The traced O and lse are bit-identical (trace_kernel)."""
+    that sees no key has only its write_O. The traced O and lse are bit-identical (trace_kernel).
+    Persistent: the grid is cut to two blocks (as if the GPU had two SMs), so each walks many tiles
+    and the producer runs on into the next tile while the consumers finish one."""
+    import dataclasses
+
     from flashviz.gpu.tensorcore import fa3
+    from flashviz.gpu.tensorcore import kernel as kmod
     from flashviz.gpu.tensorcore.kernel import device_variant
 
     if device_variant() != "wgmma":
         pytest.skip("the fa3 kernel needs a Hopper GPU")
     monkeypatch.setattr(fa3, "PERSISTENT", persistent)
+    if persistent:
+        compile_mma = kmod.compile_mma
+        monkeypatch.setattr(kmod, "compile_mma", lambda *a, **k: dataclasses.replace(compile_mma(*a, **k), sm_count=2))
     Q, K, V = _inputs(1, 3, Nq, Nk, d)
     tl = gpu.trace_kernel(Q, K, V, kernel="fa3", causal=causal, repeat=3, rounds=2)
     Tr, H, B = tl.grid
@@ -227,5 +235,14 @@ def test_fa3_timeline_is_complete_ordered_and_exact(gpu, monkeypatch, causal, Nq
                 for a, b in (("load_K", "compute_S"), ("compute_S", "update_ml"), ("update_ml", "convert_P"),
                              ("load_V", "accumulate_O")):
                     assert t[a][1] <= t[b][0] + 1, (j, a, t[a], b, t[b])
-                assert t["compute_S"][0] <= t["accumulate_O"][0]      # P V of tile j goes with S of tile j - 1
+                if j >= 1:      # P V of tile j is issued with S of tile j - 1, after waiting for V_j (one clock read)
+                    t_prev = {s: (e["t0_ns"], e["t1_ns"]) for e, s in zip(mine[sel], mnames[sel]) if e["j"] == j - 1}
+                    assert t["accumulate_O"][0] == pytest.approx(t_prev["compute_S"][0], abs=0.01)
+                    assert t["load_V"][0] == pytest.approx(t_prev["load_K"][1], abs=0.01)
     assert tl.kernel_ms > 0 and tl.traced_ms > 0
+    per_sm = np.bincount(tl.blocks["sm"])
+    if persistent:          # two blocks, each on its SM, walk the tiles b, b + 2, ... in order
+        assert np.count_nonzero(per_sm) == 2 and per_sm.max() >= 2
+        for sm in np.flatnonzero(per_sm):
+            rows = np.sort(tl.blocks[tl.blocks["sm"] == sm], order="t0_ns")
+            assert np.all(np.diff(rows["cta"]) == 2), rows["cta"]

@@ -96,6 +96,9 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
         raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
     grid = min(tiles, mk.sm_count) if PERSISTENT else tiles
     ptrs = p.ptrs_addr
+    if (trace is not None) != mk.traced:      # the driver would read past the pointer array, or miss two
+        raise ValueError("fa3: a trace buffer goes with the traced build only (MMAKernel.traced); "
+                         f"got trace={trace!r} for a {'traced' if mk.traced else 'normal'} build")
     if trace is not None:
         _TRACE.pack_into(p.buf, _TRACE_AT, *trace)
         ptrs = p.traced_ptrs_addr

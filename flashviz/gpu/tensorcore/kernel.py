@@ -72,6 +72,7 @@ class MMAKernel:
     function: object = None   #: the loaded cupy.cuda.Function (launched directly, with a stream)
     function_ptr: int = 0     #: its CUfunction handle
     sm_count: int = 0         #: the device's SMs (fa3's persistent grid: one block per SM)
+    traced: bool = False      #: built with the GPU-timeline switch (-DFLASHVIZ_TRACE=1: two more parameters)
 
 
 def device_variant(dev: int | None = None) -> str:
