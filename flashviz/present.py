@@ -1,7 +1,9 @@
 """``flashviz present``: serve the chapters as an app (Voilà: no code cells), for class.
 
 Binds to 127.0.0.1 unless ``--ip`` says otherwise; a token protects it (printed in the URL).
-``--presenter`` enlarges figures and fonts for a projector.
+``--presenter`` enlarges figures and fonts for a projector. ``--no-prefetch``: chapters are made
+only when picked (by default the next chapter is made in each kernel's idle time: on a small
+server shared by a whole class, each student's kernel then works ahead at the same moment).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ APP_NOTEBOOK = "app.ipynb"
 
 APP_SOURCE = (
     "%matplotlib widget\nimport os\nfrom flashviz.widgets.app import ChapterApp\n\n"
-    "app = ChapterApp(presenter=os.environ.get(\"FLASHVIZ_PRESENTER\") == \"1\")\napp"
+    "app = ChapterApp(presenter=os.environ.get(\"FLASHVIZ_PRESENTER\") == \"1\",\n"
+    "                 prefetch=os.environ.get(\"FLASHVIZ_PREFETCH\") != \"0\")\napp"
 )
 
 
@@ -62,6 +65,8 @@ def main(argv=None) -> int:
     p.add_argument("--token", default=None, help="access token (default: a random one, printed)")
     p.add_argument("--root", default=".", help="folder holding notebooks/app.ipynb (default: current folder)")
     p.add_argument("--presenter", action="store_true", help="large figures and fonts for a projector")
+    p.add_argument("--no-prefetch", action="store_true",
+                   help="make a chapter only when it is picked (default: the next one ahead, in idle time)")
     p.add_argument("--no-browser", action="store_true")
     args = p.parse_args(argv)
     if shutil.which("voila") is None and subprocess.run([sys.executable, "-c", "import voila"]).returncode:
@@ -78,7 +83,8 @@ def main(argv=None) -> int:
     root = Path(args.root).resolve()
     nb = app_notebook(root)
     token = args.token or secrets.token_hex(16)
-    env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0")
+    env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0",
+               FLASHVIZ_PREFETCH="0" if args.no_prefetch else "1")
     cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
            f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}",
            "--Voila.port_retries=0"]    # serve on this port or fail: never on another than the URL printed

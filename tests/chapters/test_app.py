@@ -119,6 +119,29 @@ def test_present_on_a_taken_port_fails_with_one_line(capsys):
     assert len(lines) == 1 and f"port {port} on 127.0.0.1 is already in use" in lines[0] and "--port" in lines[0]
 
 
+def test_present_passes_presenter_and_prefetch_to_the_app_kernel(monkeypatch, tmp_path):
+    """present becomes Voilà (os.execve) with FLASHVIZ_PRESENTER and FLASHVIZ_PREFETCH in its
+    environment; the app notebook's cell reads them (the kernel inherits the server's environment)."""
+    import os
+    import socket
+    from pathlib import Path
+
+    from flashviz import present
+
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda exe, cmd, env: calls.append((cmd, env)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for argv, want in (([], ("0", "1")), (["--presenter", "--no-prefetch"], ("1", "0"))):
+        present.main(["--port", str(port), "--no-browser", "--root", str(tmp_path), *argv])
+        env = calls[-1][1]
+        assert (env["FLASHVIZ_PRESENTER"], env["FLASHVIZ_PREFETCH"]) == want
+    assert 'os.environ.get("FLASHVIZ_PREFETCH") != "0"' in present.APP_SOURCE
+    app_md = (Path(__file__).resolve().parents[2] / "notebooks" / "app.md").read_text()
+    assert 'prefetch=os.environ.get("FLASHVIZ_PREFETCH") != "0"' in app_md
+
+
 def test_present_rejects_an_impossible_port(capsys):
     from flashviz.present import main
     assert main(["--port", "70000", "--no-browser"]) == 2
