@@ -61,9 +61,10 @@ ptx:
 	else echo "nvcc not found: skipping the PTX compile check"; fi
 
 ## Serve the chapters as an app (Voila, no code cells) on 127.0.0.1:8866 (its own port, so it runs
-## beside `make lab`); PRESENTER=1 for a projector; PRESENT_PORT=... for another port.
+## beside `make lab`); PRESENTER=1 for a projector; PRESENT_PORT=... for another port;
+## NO_PREFETCH=1 to make each chapter only when picked (a small server shared by a class).
 present: $(STAMP)
-	$(BIN)/python -m flashviz.present --port=$(PRESENT_PORT) $(if $(PRESENTER),--presenter,)
+	$(BIN)/python -m flashviz.present --port=$(PRESENT_PORT) $(if $(PRESENTER),--presenter,) $(if $(NO_PREFETCH),--no-prefetch,)
 
 ## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
 bench: $(STAMP)
