@@ -13,7 +13,7 @@ from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
 from widget_contract import assert_close_frees_every_comm
 
 from flashviz.gpu.common import package_dir
-from flashviz.widgets import recorded_figures
+from flashviz.widgets import figure_tabs
 from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE, _accepted
 from flashviz.widgets.recorded_figures import RecordedFigures, captions
 
@@ -131,7 +131,7 @@ def test_presenter_texts_are_large_and_scaled(size):
 @pytest.mark.recorded_data
 def test_the_app_passes_its_text_scale_and_the_png_cache_keeps_scales_apart():
     assert _accepted(RecordedFigures, PRESENTER_FIGURE)["text_scale"] == PRESENTER_FIGURE["text_scale"]
-    recorded_figures._PNGS.clear()
+    figure_tabs.PNG_CACHE.clear()
     pngs = {}
     for scale in (1.0, 1.4):
         w = RecordedFigures(key=("t-rf-cache", scale), dpi=30, text_scale=scale)
@@ -140,4 +140,4 @@ def test_the_app_passes_its_text_scale_and_the_png_cache_keeps_scales_apart():
         finally:
             w.close()
     assert pngs[1.0] != pngs[1.4]
-    assert {k[-1] for k in recorded_figures._PNGS if k[0] == "sweep"} == {1.0, 1.4}
+    assert {k[-1] for k in figure_tabs.PNG_CACHE if k[:2] == ("RecordedFigures", "sweep")} == {1.0, 1.4}
