@@ -50,6 +50,7 @@ _WIDGETS = {
     "ChapterApp": "flashviz.widgets.app",
     "TensorCorePanel": "flashviz.widgets.mma_panel",
     "RecordedFigures": "flashviz.widgets.recorded_figures",
+    "Fa3Figures": "flashviz.widgets.fa3_figures",
     "TimelineExplorer": "flashviz.widgets.timeline",
 }
 

@@ -40,6 +40,7 @@ CHAPTERS = {
     "7 · The GPU kernel": [("flashviz.widgets.recorded_figures", "RecordedFigures", {}),
                            ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
     "7 · What the GPU actually does": [("flashviz.widgets.timeline", "TimelineExplorer", {})],
+    "8 · FlashAttention-3 on Hopper": [("flashviz.widgets.fa3_figures", "Fa3Figures", {})],
 }
 
 # one line per chapter, under the picker
@@ -57,6 +58,8 @@ CAPTIONS = {
     "7 · The GPU kernel": "The same tiling on tensor cores: recorded H200 figures, and a live run where a GPU is.",
     "7 · What the GPU actually does": "A measured H200 run: every thread block on its SM, one block's steps, "
                                       "the tiles in flight.",
+    "8 · FlashAttention-3 on Hopper": "A producer warpgroup copies by TMA, consumers take turns on the tensor "
+                                      "cores: the design, then H200 timings.",
 }
 
 #: the figure every animated widget gets in the app: (width, height) inches and dpi. The
@@ -88,6 +91,7 @@ APP_CSS = """<style>
 .flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
   object-fit: contain; object-position: left top; }
 .flashviz-app-caption .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.flashviz-app .lm-TabBar-tab { flex: 0 0 auto !important; }
 .flashviz-side > .widget-hbox { flex: 1 1 0; min-height: 0; align-items: stretch; }
 .flashviz-side-controls { flex: 0 0 330px; width: 330px; overflow-x: hidden !important; }
 .flashviz-side-controls .widget-hbox { flex-wrap: wrap; }

@@ -177,11 +177,14 @@ def test_figures_too_many_pixels_are_capped(cls):
     (dict(dpi=True), "dpi"), (dict(dpi=float("inf")), "dpi"), (dict(dpi=float("nan")), "dpi"),
     (dict(figsize=(40, 5), dpi=100), "million pixels"), (dict(key={}), "key must be hashable"),
 ])
-def test_recorded_figures_bad_arguments(kw, words):
-    from flashviz.widgets.recorded_figures import RecordedFigures
+@pytest.mark.parametrize("module,name", [("recorded_figures", "RecordedFigures"), ("fa3_figures", "Fa3Figures")])
+def test_recorded_figures_bad_arguments(kw, words, module, name):
+    """The image chapters' widgets (FigureTabs: chapter 7's and chapter 8's) check alike."""
+    import importlib
 
+    cls = getattr(importlib.import_module(f"flashviz.widgets.{module}"), name)
     exc = TypeError if "key" in kw else ValueError
-    refused(lambda: RecordedFigures(**kw), exc, words)
+    refused(lambda: cls(**kw), exc, words)
 
 
 # ------------------------------------------------------------------------------ methods: frames, paths, exports

@@ -1,7 +1,9 @@
 """No overlapping text (issue 10, item 6): in every animation widget, at the notebook's default
 size, which the app also uses (ChapterApp, presenter or not), over sampled frames, no two visible
 texts of the figure overlap and none leaves the figure; and no figure text shows a raw
-exponent (``e^-46``) outside mathtext (``$e^{-46}$``).
+exponent (``e^-46``) outside mathtext (``$e^{-46}$``). The app's image chapters (widgets made of
+``FigureTabs``: recorded figures drawn to PNG) are checked the same way, every tab at the app's
+figure and at the presenter's, at the dpi the app draws them at.
 
 Texts: titles, axis labels, drawn tick labels, offset texts, annotations, legend texts,
 figure texts — every visible, non-empty matplotlib Text, with its window extent from a real
@@ -277,3 +279,83 @@ def test_status_lines_write_powers_of_ten_in_html():
             assert "10<sup>" in w.status.value and not re.search(r"\d[eE][-+]?\d", w.status.value), w.status.value
         finally:
             w.close()
+
+
+# --- the app's image chapters: tabs of PNG figures (FigureTabs) ---------------------------------
+
+def _image_chapters() -> list[tuple[str, type]]:
+    """(chapter label, widget class) of every app chapter widget that is a FigureTabs."""
+    import importlib
+
+    from flashviz.widgets.app import CHAPTERS
+    from flashviz.widgets.figure_tabs import FigureTabs
+
+    out = []
+    for label, parts in CHAPTERS.items():
+        for module, name, _ in parts:
+            cls = getattr(importlib.import_module(module), name)
+            if isinstance(cls, type) and issubclass(cls, FigureTabs):
+                out.append((label, cls))
+    return out
+
+
+IMAGE_CHAPTERS = _image_chapters()
+#: the figure the app passes (figsize, dpi, text_scale), plain and presenter
+APP_MODES = {"app": APP_FIGURE, "presenter": PRESENTER_FIGURE}
+
+
+@functools.cache
+def scan_tabs(i: int, mode: str):
+    """{tab name: (overlap problems, raw exponents, {text: points})} of every tab of
+    IMAGE_CHAPTERS[i], each figure built as the widget builds it (``figure(name)``) with the
+    app's arguments in ``mode`` and laid out at the dpi its PNG is drawn at. A tab whose data
+    this installation lacks is left out."""
+    label, cls = IMAGE_CHAPTERS[i]
+    w = cls(key=("test_no_overlap", label, mode), **APP_MODES[mode])
+    out = {}
+    try:
+        for name in cls.NAMES:
+            try:
+                fig = w.figure(name)
+            except (ValueError, LookupError):
+                continue
+            try:
+                fig.set_dpi(APP_MODES[mode]["dpi"])
+                out[name] = (text_problems(fig), raw_exponents(fig),
+                             {_name(t): t.get_fontsize() for t, _ in visible_texts(fig, fig.canvas.get_renderer())})
+            finally:
+                import matplotlib.pyplot as plt
+                plt.close(fig)
+    finally:
+        w.close()
+    return out
+
+
+def test_the_app_has_image_chapters():
+    labels = [label for label, _ in IMAGE_CHAPTERS]
+    assert "7 · The GPU kernel" in labels and "8 · FlashAttention-3 on Hopper" in labels, labels
+
+
+@pytest.mark.recorded_data
+@pytest.mark.parametrize("mode", list(APP_MODES))
+@pytest.mark.parametrize("i", range(len(IMAGE_CHAPTERS)), ids=[f"{c.__name__}" for _, c in IMAGE_CHAPTERS])
+def test_image_chapters_no_text_overlaps(i, mode):
+    found = scan_tabs(i, mode)
+    assert set(found) == set(IMAGE_CHAPTERS[i][1].NAMES), sorted(found)   # the recordings are committed
+    problems = [f"{name}: {p}" for name, (ps, raw, _) in found.items() for p in ps + raw]
+    assert not problems, f"{IMAGE_CHAPTERS[i][0]}, {mode}:\n" + "\n".join(problems)
+
+
+@pytest.mark.recorded_data
+@pytest.mark.parametrize("i", range(len(IMAGE_CHAPTERS)), ids=[f"{c.__name__}" for _, c in IMAGE_CHAPTERS])
+def test_image_chapters_presenter_texts_are_large_and_scaled(i):
+    scale = PRESENTER_FIGURE["text_scale"]
+    app, presenter = scan_tabs(i, "app"), scan_tabs(i, "presenter")
+    for name in presenter:
+        default, big = app[name][2], presenter[name][2]
+        small = {t: s for t, s in big.items() if s < PRESENTER_MIN_PT - 1e-6}
+        assert not small, f"{name}: texts under {PRESENTER_MIN_PT} pt in presenter mode: {small}"
+        both = default.keys() & big.keys()
+        assert len(both) >= 5, (name, sorted(both))
+        unscaled = {t: (default[t], big[t]) for t in both if abs(big[t] - scale * default[t]) > 0.05}
+        assert not unscaled, f"{name}: (app pt, presenter pt) not scaled by {scale}: {unscaled}"
