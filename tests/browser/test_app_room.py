@@ -2,7 +2,10 @@
 presenter: the chapter picker and the whole figure are visible without scrolling, the figure is
 scaled to the window (its canvas fills the box the page leaves, keeping its aspect), no control
 label is cut, a chapter opens in ≤ 1.5 s (median of first visits; every revisit), and the text sizes inside the figures on screen
-are recorded (artifacts/browser/app_room.json) beside a screenshot of every chapter.
+are recorded (artifacts/browser/app_room.json) beside a screenshot of every chapter. Image
+chapters (recorded figures as tabs of PNGs: FigureTabs) are checked alike: their first tab's
+image is decoded and shown whole inside the window (nothing covers or clips its corners, its
+aspect kept), and no tab title is cut.
 
 First visits go in picker order, as a class does, about 1.5 s apart: the app makes the next
 chapter in the kernel's idle time PREFETCH_DELAY_S after one opens, so a first visit finds its
@@ -36,7 +39,8 @@ LAYOUT_JS = """() => {
       .filter(c => c.getBoundingClientRect().width > 0);
   const ctx = document.createElement('canvas').getContext('2d');
   const cut = [];
-  for (const e of app.querySelectorAll('.widget-label, .jupyter-button, .widget-readout, .widget-label-basic span')) {
+  for (const e of app.querySelectorAll('.widget-label, .jupyter-button, .widget-readout, .widget-label-basic span, '
+                                     + '.lm-TabBar-tabLabel')) {
     if (e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1) cut.push(e.textContent.trim());
   }
   for (const s of app.querySelectorAll('select')) {
@@ -47,8 +51,13 @@ LAYOUT_JS = """() => {
     if (ctx.measureText(text).width > s.clientWidth - 18) cut.push(text);
   }
   const images = [...app.querySelectorAll('.flashviz-app-body img')].filter(i => i.getBoundingClientRect().width > 0);
+  // an image is shown whole when the element found at each of its corners (2 px inside) is itself
+  const whole = i => { const b = i.getBoundingClientRect();
+    return [[b.left + 2, b.top + 2], [b.right - 2, b.top + 2], [b.left + 2, b.bottom - 2], [b.right - 2, b.bottom - 2]]
+      .every(([x, y]) => document.elementFromPoint(x, y) === i); };
   return {picker: box(sel), canvases: canvases.map(c => ({box: box(c), w: c.width, h: c.height})),
-          images: images.map(i => box(i)),
+          images: images.map(i => ({box: box(i), w: i.naturalWidth, h: i.naturalHeight, complete: i.complete,
+                                    whole: whole(i), fit: getComputedStyle(i).objectFit})),
           caption: app.querySelector('i') ? app.querySelector('i').textContent : '', cut,
           viewport: [window.innerWidth, window.innerHeight], dpr: window.devicePixelRatio};
 }"""
@@ -57,7 +66,7 @@ LAYOUT_JS = """() => {
 def _text_points(label: str, presenter: bool = False) -> tuple[float, float]:
     """(smallest, median) size in points of the visible texts in the chapter's figure, drawn on
     the CPU the way the app builds it (Agg: the same figure the kernel draws; presenter mode
-    builds it at PRESENTER_FIGURE's text scale)."""
+    builds it at PRESENTER_FIGURE's text scale); for an image chapter, its first tab's figure."""
     import matplotlib
     import numpy as np
     from matplotlib.text import Text
@@ -65,15 +74,38 @@ def _text_points(label: str, presenter: bool = False) -> tuple[float, float]:
     from flashviz.widgets.app import ChapterApp
 
     matplotlib.use("Agg")
-    app = ChapterApp(label, key=("test_app_room", label, presenter), presenter=presenter)
+    app = ChapterApp(label, key=("test_app_room", label, presenter), presenter=presenter, prefetch=False)
+    w = app.current[0]
+    fig = getattr(w, "fig", None) or w.figure(w.NAMES[0])
     try:
-        fig = app.current[0].fig
         fig.canvas.draw()
         sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
                  and t.get_window_extent().width > 0]
         return float(min(sizes)), float(np.median(sizes))
     finally:
+        if fig is not getattr(w, "fig", None):
+            import matplotlib.pyplot as plt
+            plt.close(fig)
         app.close()
+
+
+#: an image of the app's body is shown (laid out) and decoded
+SHOWN_IMAGE_JS = ("() => [...document.querySelectorAll('.flashviz-app-body img')].some(m =>"
+                  " m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0)")
+
+
+def _image_shown(what: str, info: dict, vw: int, vh: int):
+    """The image an image chapter shows (``info`` from LAYOUT_JS): decoded, inside the window,
+    nothing covering or clipping its corners, scaled into its box keeping its aspect. Returns
+    (the image's facts, shown width, shown height) in CSS pixels."""
+    assert info["images"], (what, "no figure shown")
+    im = info["images"][0]
+    ix, iy, iw, ih = im["box"]
+    assert im["complete"] and im["w"] > 0, (what, "image not decoded", im)
+    assert 0 <= ix and 0 <= iy and iy + ih <= vh + 1 and ix + iw <= vw + 1, (what, "figure not inside the window", im)
+    assert im["whole"], (what, "something covers or clips the figure", im)
+    assert im["fit"] == "contain", (what, "image aspect not kept", im)      # object-fit: contain
+    return (im, *_fit({"box": im["box"], "w": im["w"], "h": im["h"]}))
 
 
 def _fit(canvas):
@@ -88,6 +120,7 @@ def test_every_chapter_fits_the_window(browser, presenter):
     from flashviz.widgets.app import APP_FIGURE, CAPTIONS, PRESENTER_FIGURE, available_chapters
 
     inches = (PRESENTER_FIGURE if presenter else APP_FIGURE)["figsize"]
+    dpi = (PRESENTER_FIGURE if presenter else APP_FIGURE)["dpi"]
     labels = available_chapters()
     tag = "presenter" if presenter else "app"
     report, points = {}, {}
@@ -104,15 +137,18 @@ def test_every_chapter_fits_the_window(browser, presenter):
                 rows, switch, again = [], [], []
 
                 def pick(n: int, label: str) -> float:
+                    """Pick chapter n; seconds until its caption and its figure are shown: a
+                    canvas, or for an image chapter its first tab's image, decoded."""
                     t0 = time.perf_counter()
                     select.select_option(index=n)
                     page.wait_for_function(
-                        "([cap, fig]) => { const a = document.querySelector('.flashviz-app');"
+                        "(cap) => { const a = document.querySelector('.flashviz-app');"
                         " const i = a.querySelector('i'); if (!i || i.textContent !== cap) return false;"
-                        " if (!fig) return a.innerText.includes('Recorded on a GPU');"
                         " const c = a.querySelector('.jupyter-matplotlib-canvas-div canvas');"
-                        " return c && c.getBoundingClientRect().width > 0; }",
-                        arg=[CAPTIONS[label], label != "7 · The GPU kernel"], timeout=30_000)
+                        " if (c && c.getBoundingClientRect().width > 0) return true;"
+                        " return [...a.querySelectorAll('.flashviz-app-body img')].some(m =>"
+                        "   m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0); }",
+                        arg=CAPTIONS[label], timeout=30_000)
                     return time.perf_counter() - t0
 
                 for n, label in enumerate(labels):
@@ -128,10 +164,30 @@ def test_every_chapter_fits_the_window(browser, presenter):
                     assert 0 <= y and y + h <= vh and x + w <= vw, (label, "picker off screen", info["picker"])
                     assert not info["cut"], (label, "cut labels", info["cut"])
                     row = {"chapter": label}
-                    if not info["canvases"]:                  # recorded figures (PNG): the shown one fits
-                        assert info["images"], (label, "no figure shown")
-                        ix, iy, iw, ih = info["images"][0]
-                        assert iy + ih <= vh + 1 and ix + iw <= vw + 1, (label, "figure below the fold", info["images"])
+                    if not info["canvases"]:                  # an image chapter: its shown tab's PNG fits, whole
+                        im, fw, fh = _image_shown(label, info, vw, vh)
+                        px_per_in = fw / (im["w"] / dpi)       # the PNG is inches × dpi pixels
+                        if label not in points:
+                            points[label] = _text_points(label, presenter)
+                        smallest, median = points[label]
+                        row.update(kind="image", image_box=[round(v) for v in im["box"]], png=[im["w"], im["h"]],
+                                   shown=[round(fw), round(fh)],
+                                   shown_px_per_inch=round(px_per_in, 1), smallest_text_pt=smallest,
+                                   median_text_pt=median, smallest_text_px=round(smallest * px_per_in / 72, 1),
+                                   median_text_px=round(median * px_per_in / 72, 1))
+                        # every other tab: drawn when first shown, then shown whole too
+                        tabs = page.locator(".flashviz-app-body .lm-TabBar-tab")
+                        row["tabs_shown"] = [[round(fw), round(fh)]]
+                        for k in range(1, tabs.count()):
+                            tabs.nth(k).click()
+                            page.wait_for_function(SHOWN_IMAGE_JS, timeout=30_000)
+                            time.sleep(0.3)
+                            tab = page.evaluate(LAYOUT_JS)
+                            page.screenshot(path=str(ARTIFACTS / f"app_{tag}_{vw}x{vh}_{n}_tab{k}.png"))
+                            assert not tab["cut"], (label, k, "cut labels", tab["cut"])
+                            row["tabs_shown"].append([round(v) for v in _image_shown(f"{label}, tab {k}", tab, vw, vh)[1:]])
+                        tabs.nth(0).click()
+                        page.wait_for_function(SHOWN_IMAGE_JS, timeout=30_000)
                     if info["canvases"]:
                         c = info["canvases"][0]
                         cx, cy, cw, ch = c["box"]
@@ -143,7 +199,7 @@ def test_every_chapter_fits_the_window(browser, presenter):
                         if label not in points:
                             points[label] = _text_points(label, presenter)
                         smallest, median = points[label]
-                        row.update(canvas_box=[round(v) for v in c["box"]], bitmap=[c["w"], c["h"]],
+                        row.update(kind="canvas", canvas_box=[round(v) for v in c["box"]], bitmap=[c["w"], c["h"]],
                                    shown=[round(fw), round(fh)], shown_px_per_inch=round(px_per_in, 1),
                                    smallest_text_pt=smallest, median_text_pt=median,
                                    smallest_text_px=round(smallest * px_per_in / 72, 1),
@@ -172,7 +228,8 @@ def test_every_chapter_fits_the_window(browser, presenter):
         # presenter mode draws every figure text 1.4x larger (at least 9 pt): measured 2026-12-01, the
         # smallest text (tick labels) of every animated chapter is 17-18 px on a 1920×1080 projector
         # and 9.7-10.4 px at 1280×720 (1.3x the plain app's 7.6-8.1 px there: the presenter's controls
-        # column is wider, 410 px, for its 20 px labels)
+        # column is wider, 410 px, for its 20 px labels); the image chapters' first tabs 16.9-17.8 px
+        # and 9.6-10.1 px
         for size, least in (("1920x1080", 16.0), ("1280x720", 9.5)):
             for row in report[size]["chapters"]:
                 if "smallest_text_px" in row:
