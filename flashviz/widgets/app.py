@@ -3,8 +3,10 @@
 A chapter's widgets are made once and kept (a revisit finds them as they were left);
 ``close()`` closes them all. In a running kernel (Voilà, JupyterLab) the chapter after the one
 shown, in picker order, is made in the kernel's idle time shortly after a chapter opens, so a
-class going through the lessons in order finds the next one, figure included, already made
-(a click that arrives during that build waits for it: at most one chapter's build, about 1 s).
+class going through the lessons in order finds the next one, figure included, already made.
+The build waits while the shown chapter plays or is being stepped; a click or a slider move that
+arrives during it waits for it (one chapter's build: 0.6-1.6 s on a 2-core machine).
+``flashviz present --no-prefetch`` turns it off (``prefetch=False``).
 
 The page fills the window: one header row (title and chapter picker), a one-line caption, and
 the chapter's widgets, the controls in a column beside the figure (a 16:9 window is wider than
@@ -71,7 +73,8 @@ APP_FIGURE = {"figsize": (11.0, 6.8), "dpi": 130}
 PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140, "text_scale": 1.4}
 
 #: seconds after a chapter opens before the next one is made in idle time: the chapter shown
-#: first gets its figure (the browser asks for a redraw right after a chapter appears)
+#: first gets its figure (the browser asks for a redraw right after a chapter appears); the
+#: build waits this long again whenever the shown chapter played or moved in the meantime
 PREFETCH_DELAY_S = 0.6
 
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
@@ -192,6 +195,7 @@ class ChapterApp:
         self._chapters, self._failed = {}, None     #: label -> (widgets, folds, body children); a failed build
         self._loop = (loop or _kernel_loop()) if prefetch else None
         self._skip, self._timer = set(), None       #: labels whose idle build failed; the pending call
+        self._seen = ()                             #: the shown chapter's activity when the timer started
         self.header = W.HBox([self.title, self.chapter], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([self.header, self.caption, self.status, self.body])
         self.widget.add_class("flashviz-app")
@@ -223,18 +227,29 @@ class ChapterApp:
         """Labels of the chapters made so far (visited or made in idle time), in picker order."""
         return [label for label in self.chapter.options if label in self._chapters]
 
+    def _activity(self) -> tuple:
+        """What the shown chapter is doing: each animated widget's (step, playing)."""
+        return tuple((getattr(w.frame, "value", None), bool(getattr(w.play, "playing", False)))
+                     for w in self.current if hasattr(w, "frame") and hasattr(w, "play"))
+
     def _schedule_prefetch(self) -> None:
         """(Re)start the timer that makes the next chapter; a new pick cancels the previous one."""
         if self._loop is None:
             return
         if self._timer is not None:
             self._loop.remove_timeout(self._timer)
+        self._seen = self._activity()
         self._timer = self._loop.call_later(PREFETCH_DELAY_S, self._prefetch)
 
     def _prefetch(self) -> None:
-        """Make the chapter after the shown one (picker order, wrapping) if it is not made yet.
-        One that fails here is not kept: its visit builds it again and shows the error."""
+        """Make the chapter after the shown one (picker order, wrapping) if it is not made yet;
+        while the shown chapter plays or moved since the timer started, wait again. One that
+        fails here is not kept: its visit builds it again and shows the error."""
         self._timer = None
+        now = self._activity()
+        if now != self._seen or any(playing for _, playing in now):
+            self._schedule_prefetch()                   # a class is watching: do not stall it
+            return
         labels = list(self.chapter.options)
         label = labels[(labels.index(self.chapter.value) + 1) % len(labels)]
         if label in self._chapters or label in self._skip:
@@ -258,9 +273,13 @@ class ChapterApp:
                 current.append(Widget(**kw, **_accepted(Widget, extra)))
         except Exception as exc:  # a chapter that fails says so; the picker keeps working
             error = f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
-        for w in current:
-            folds.extend(self._fit(w))
-        children = tuple(self._placed(n, w, folds) for n, w in enumerate(current))
+        try:                      # the widgets made before a failure are shown (a GPU panel's, say, not the lesson's)
+            for w in current:
+                folds.extend(self._fit(w))
+            children = tuple(self._placed(n, w, folds) for n, w in enumerate(current))
+        except Exception as exc:  # laying them out failed: nothing shown, all closed with the chapter
+            error = error or f"<span style='color:#d62728'>This chapter could not start: {type(exc).__name__}: {exc}</span>"
+            children = ()
         return current, folds, children, error
 
     def _drop_failed(self) -> None:

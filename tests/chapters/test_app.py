@@ -286,3 +286,59 @@ def test_prefetch_must_be_a_bool():
 
     with pytest.raises(TypeError, match="prefetch must be True or False"):
         ChapterApp(prefetch="yes")
+
+
+def test_the_idle_build_waits_while_the_shown_chapter_plays_or_is_stepped():
+    """A class watching the shown chapter is never stalled by the build ahead: while it plays, or
+    when it moved since the timer started, the timer starts again; once it stays still for
+    PREFETCH_DELAY_S the next chapter is made."""
+    plt.close("all")
+    loop = _Loop()
+    labels = available_chapters()
+    app = ChapterApp(labels[2], loop=loop)            # Online softmax: an animated widget
+    try:
+        w = app.current[0]
+        w.frame.value = 3                              # stepped before the timer fired
+        loop.run()
+        assert app.built == [labels[2]] and len(loop.pending) == 1
+        w.play.playing = True
+        for _ in range(3):                             # playing: waits, however long
+            loop.run()
+            assert app.built == [labels[2]] and len(loop.pending) == 1
+        w.play.playing = False
+        loop.run()                                     # it just stopped: one more quiet wait
+        assert app.built == [labels[2]]
+        loop.run()
+        assert app.built == labels[2:4] and loop.pending == []
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
+def test_an_idle_build_whose_layout_fails_closes_what_it_made(monkeypatch):
+    """A failure after the widgets are made (laying them out) is caught like one while making
+    them: nothing kept, every widget and box it made closed, the visit shows the error."""
+    from ipywidgets.widgets.widget import _instances
+
+    plt.close("all")
+    labels = available_chapters()
+    loop = _Loop()
+    app = ChapterApp(labels[0], loop=loop, key="test-fit-fails")
+    before = set(_instances)
+    real_fit = ChapterApp._fit
+
+    def fit(self, w):
+        raise RuntimeError("layout broke")
+
+    monkeypatch.setattr(ChapterApp, "_fit", fit)
+    try:
+        loop.run()
+        assert app.built == [labels[0]] and labels[1] in app._skip
+        assert set(_instances) - before == set()                      # the build's widgets are all closed
+        app.chapter.value = labels[1]
+        assert "could not start" in app.status.value and "layout broke" in app.status.value
+        assert app.body.children == ()
+    finally:
+        monkeypatch.setattr(ChapterApp, "_fit", real_fit)
+        app.close()
+    assert plt.get_fignums() == []
