@@ -84,7 +84,7 @@ APP_CSS = """<style>
 .flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow-y: auto !important; }
 .flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 250px); object-fit: contain; }
 .flashviz-app-body > * { flex: 0 0 auto; }
-.flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: 0; overflow: hidden !important; }
+.flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: calc(100% - 48px); overflow: hidden !important; }
 .flashviz-fit > * { flex: 0 0 auto; }
 .flashviz-fit > .jupyter-matplotlib { flex: 1 1 0; min-height: 120px; width: 100%; display: flex;
   flex-direction: column; }

@@ -204,6 +204,8 @@ def test_every_chapter_fits_the_window(browser, presenter):
                                    smallest_text_pt=smallest, median_text_pt=median,
                                    smallest_text_px=round(smallest * px_per_in / 72, 1),
                                    median_text_px=round(median * px_per_in / 72, 1))
+                    if n == 0:                                 # opening the GPU panel keeps the explainer whole
+                        row["canvas_h_panel_open"] = _open_fold_keeps_the_figure(page, label)
                     rows.append(row)
                 for n, label in enumerate(labels):         # every chapter again: kept, so no drawing
                     again.append(pick(n, label))
@@ -234,6 +236,25 @@ def test_every_chapter_fits_the_window(browser, presenter):
             for row in report[size]["chapters"]:
                 if "smallest_text_px" in row:
                     assert row["smallest_text_pt"] >= 9.0 and row["smallest_text_px"] >= least, (size, row)
+
+
+CANVAS_H_JS = ("() => document.querySelector('.flashviz-app .jupyter-matplotlib-canvas-div canvas')"
+               ".getBoundingClientRect().height")
+
+
+def _open_fold_keeps_the_figure(page, label) -> float:
+    """Open the chapter's folded panel (chapter 0: the GPU panel) and close it again: the figure
+    keeps its height (the page scrolls to the panel; it once squeezed the figure to 0 px at
+    1280×720). Returns the figure's height with the panel open."""
+    before = page.evaluate(CANVAS_H_JS)
+    header = page.locator(".flashviz-app-body .jupyter-widget-Collapse-header").first
+    header.click()
+    time.sleep(1.0)
+    opened = page.evaluate(CANVAS_H_JS)
+    header.click()
+    time.sleep(0.5)
+    assert opened >= 0.95 * before, (label, "the open panel squeezes the figure", before, opened)
+    return round(opened)
 
 
 COLD_S = 2.0     #: a cold first visit (the chapter made when picked), median; 1.2-1.5 s measured here
