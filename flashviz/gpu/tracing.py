@@ -171,14 +171,7 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     traced, _, _ = compile_cubin(src, name, arch, options=("-DFLASHVIZ_TRACE=1", *opts))
     traced.max_dynamic_shared_size_bytes = smem
     jmax = -(-Nk // Bc)
-    n_blocks = int(np.prod(grid))
-    words = trace_words(n_blocks, groups, jmax)
-    free = cp.cuda.runtime.memGetInfo()[0]
-    limit = min(MAX_TRACE_BYTES, free // 4)
-    if 8 * words > limit:
-        raise ValueError(f"the timeline of {n_blocks:,} blocks × {jmax} key tiles needs {8 * words / 2**20:.0f} MiB of "
-                         f"trace buffer; at most {limit / 2**20:.0f} MiB: trace a smaller B·H or N")
-    buf = cp.zeros(words, cp.uint64)
+    buf = _trace_buffer(int(np.prod(grid)), groups, jmax, "blocks")
     tr_args = lambda: (*args(O_tr, lse_tr), buf, np.int32(jmax))  # noqa: E731
 
     # the launch grid: longest_first turns the axes (fv_trace.cuh); the records keep launch order
@@ -220,6 +213,20 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     return tl
 
 
+def _trace_buffer(records: int, groups: int, jmax: int, what: str):
+    """A zeroed device buffer for ``records`` trace records (CuPy uint64). ValueError, naming both
+    sizes, when it would exceed MAX_TRACE_BYTES or a quarter of the free device memory."""
+    from .common import cupy
+
+    cp = cupy()
+    words = trace_words(records, groups, jmax)
+    limit = min(MAX_TRACE_BYTES, cp.cuda.runtime.memGetInfo()[0] // 4)
+    if 8 * words > limit:
+        raise ValueError(f"the timeline of {records:,} {what} × {jmax} key tiles needs {8 * words / 2**20:.0f} MiB of "
+                         f"trace buffer; at most {limit / 2**20:.0f} MiB: trace a smaller B·H or N")
+    return cp.zeros(words, cp.uint64)
+
+
 def _same_bits(pairs) -> bool:
     from .common import cupy
 
@@ -251,14 +258,7 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
     tk = dataclasses.replace(mk, kernel=traced, function=traced.kernel, function_ptr=int(traced.kernel.ptr),
                              num_regs=int(traced.num_regs), local_bytes=int(traced.local_size_bytes), traced=True)
     Tr, jmax, groups = -(-Nq // Br), -(-Nk // Bc), Br // 64 + 1
-    n_tiles = Tr * H * B
-    words = trace_words(n_tiles, groups, jmax)
-    free = cp.cuda.runtime.memGetInfo()[0]
-    limit = min(MAX_TRACE_BYTES, free // 4)
-    if 8 * words > limit:
-        raise ValueError(f"the timeline of {n_tiles:,} tiles × {jmax} key tiles needs {8 * words / 2**20:.0f} MiB of "
-                         f"trace buffer; at most {limit / 2**20:.0f} MiB: trace a smaller B·H or N")
-    buf = cp.zeros(words, cp.uint64)
+    buf = _trace_buffer(Tr * H * B, groups, jmax, "tiles")
     O, O_tr = cp.empty_like(Qd), cp.empty_like(Qd)
     lse, lse_tr = (cp.empty((B * H, Nq), cp.float32) for _ in range(2))
     st = lambda x: tuple(int(s // x.itemsize) for s in x.strides[:3])  # noqa: E731 (b, h, s)

@@ -139,17 +139,7 @@ def test_every_chapter_fits_the_window(browser, presenter):
                 def pick(n: int, label: str) -> float:
                     """Pick chapter n; seconds until its caption and its figure are shown: a
                     canvas, or for an image chapter its first tab's image, decoded."""
-                    t0 = time.perf_counter()
-                    select.select_option(index=n)
-                    page.wait_for_function(
-                        "(cap) => { const a = document.querySelector('.flashviz-app');"
-                        " const i = a.querySelector('i'); if (!i || i.textContent !== cap) return false;"
-                        " const c = a.querySelector('.jupyter-matplotlib-canvas-div canvas');"
-                        " if (c && c.getBoundingClientRect().width > 0) return true;"
-                        " return [...a.querySelectorAll('.flashviz-app-body img')].some(m =>"
-                        "   m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0); }",
-                        arg=CAPTIONS[label], timeout=30_000)
-                    return time.perf_counter() - t0
+                    return _pick(page, select, n, CAPTIONS[label])
 
                 for n, label in enumerate(labels):
                     if n:
@@ -238,6 +228,24 @@ def test_every_chapter_fits_the_window(browser, presenter):
                     assert row["smallest_text_pt"] >= 9.0 and row["smallest_text_px"] >= least, (size, row)
 
 
+#: a pick is done when the page shows the chapter's caption and its figure: a canvas, or for an
+#: image chapter its first tab's image, decoded
+SHOWN_JS = ("(cap) => { const a = document.querySelector('.flashviz-app');"
+            " const i = a.querySelector('i'); if (!i || i.textContent !== cap) return false;"
+            " const c = a.querySelector('.jupyter-matplotlib-canvas-div canvas');"
+            " if (c && c.getBoundingClientRect().width > 0) return true;"
+            " return [...a.querySelectorAll('.flashviz-app-body img')].some(m =>"
+            "   m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0); }")
+
+
+def _pick(page, select, n: int, caption: str) -> float:
+    """Pick chapter n in the picker; seconds until SHOWN_JS holds for its caption."""
+    t0 = time.perf_counter()
+    select.select_option(index=n)
+    page.wait_for_function(SHOWN_JS, arg=caption, timeout=30_000)
+    return time.perf_counter() - t0
+
+
 CANVAS_H_JS = ("() => document.querySelector('.flashviz-app .jupyter-matplotlib-canvas-div canvas')"
                ".getBoundingClientRect().height")
 
@@ -278,17 +286,7 @@ def test_cold_first_visits_without_prefetch(browser):
             select = page.locator(".flashviz-app select").first
             cold = []
             for n, label in enumerate(labels[1:], 1):
-                t0 = time.perf_counter()
-                select.select_option(index=n)
-                page.wait_for_function(
-                    "(cap) => { const a = document.querySelector('.flashviz-app');"
-                    " const i = a.querySelector('i'); if (!i || i.textContent !== cap) return false;"
-                    " const c = a.querySelector('.jupyter-matplotlib-canvas-div canvas');"
-                    " if (c && c.getBoundingClientRect().width > 0) return true;"
-                    " return [...a.querySelectorAll('.flashviz-app-body img')].some(m =>"
-                    "   m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0); }",
-                    arg=_caption(label), timeout=30_000)
-                cold.append(time.perf_counter() - t0)
+                cold.append(_pick(page, select, n, _caption(label)))
                 time.sleep(1.5)                # longer than PREFETCH_DELAY_S: a prefetch would have run
             load = os.getloadavg()[0]
             stretch = max(1.0, load / 2)
