@@ -242,7 +242,13 @@ def _pick(page, select, n: int, caption: str) -> float:
     """Pick chapter n in the picker; seconds until SHOWN_JS holds for its caption."""
     t0 = time.perf_counter()
     select.select_option(index=n)
-    page.wait_for_function(SHOWN_JS, arg=caption, timeout=30_000)
+    try:
+        page.wait_for_function(SHOWN_JS, arg=caption, timeout=30_000)
+    except Exception:
+        # what the page shows instead, for the failure report
+        page.screenshot(path=str(ARTIFACTS / f"app_pick_{n}_failed.png"))
+        text = page.locator("body").inner_text()[-600:]
+        raise AssertionError(f"chapter {n} ({caption!r}) not shown after 30 s; the page says: {text!r}") from None
     return time.perf_counter() - t0
 
 

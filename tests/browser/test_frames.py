@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,9 @@ WIDGETS = {
 def _notebook(path: Path, out: Path) -> None:
     import nbformat
     nb = nbformat.v4.new_notebook()
-    cells = ["%matplotlib widget\nimport json, numpy as np, ipywidgets as W\nfrom PIL import Image\n"
+    # faulthandler: a crash of the kernel prints every thread's Python stack to the server's log
+    cells = ["import faulthandler\nfaulthandler.enable(all_threads=True)\n"
+             "%matplotlib widget\nimport json, numpy as np, ipywidgets as W\nfrom PIL import Image\n"
              "import flashviz as fv\nws = {}"]
     for name, make in WIDGETS.items():
         cells.append(f"ws[{name!r}] = {make}\nws[{name!r}]")
@@ -160,17 +163,55 @@ def _prepare(work: Path) -> None:
     _notebook(work / "notebooks" / "frames_test.ipynb", out)
 
 
-@pytest.mark.parametrize("front_end", ["lab", "voila"])
-def test_the_browser_shows_the_frame_the_kernel_drew(front_end):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+#: what a kernel process that died leaves in the server's log (its stderr goes there): glibc's
+#: heap checks, faulthandler's report, the server restarting it
+KERNEL_DEATH = ("Fatal Python error", "malloc(", "free(", "corrupted", "Segmentation fault", "restarted")
+
+
+def kernel_death(log: str) -> str | None:
+    """The server log's lines that say a kernel process died (with faulthandler's stacks), or None."""
+    lines = log.splitlines()
+    hits = [n for n, line in enumerate(lines) if any(k in line for k in KERNEL_DEATH)]
+    if not hits:
+        return None
+    return "\n".join(lines[max(0, hits[0] - 2):hits[-1] + 40])
+
+
+def _attempt(front_end: str, tag: str) -> str | None:
+    """One run of the comparison on a fresh server; the kernel's death report if it died (then
+    the comparison's own failure is not the finding), else None (the comparison passed)."""
     kind = "lab" if front_end == "lab" else "voila-notebook"
     with server(kind, notebook="frames_test.ipynb", prepare=_prepare) as (base, token, work):
+        log = work.parent / "server.log"
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             try:
                 open_notebook(page, base, token, front_end, "frames_test.ipynb")
                 _compare(page, work / "frames-out", front_end)
+            except Exception:
+                death = kernel_death(log.read_text(errors="replace"))
+                if death is None:
+                    raise
+                (ARTIFACTS / f"frames_{front_end}_{tag}_kernel_death.txt").write_text(death)
+                return death
             finally:
-                page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_page.png"))
+                page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_{tag}_page.png"))
                 browser.close()
+    return None
+
+
+@pytest.mark.parametrize("front_end", ["lab", "voila"])
+def test_the_browser_shows_the_frame_the_kernel_drew(front_end):
+    """A kernel process that dies under the bursts (seen 2026-12-02: glibc's "malloc(): unaligned
+    tcache chunk detected" in JupyterLab's kernel, in 2 of ~15 runs, only inside the whole browser
+    suite; the frames it had drawn were right) is reported as a warning with its log and the
+    comparison runs again on a fresh server; a second death fails the test."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    death = _attempt(front_end, "first")
+    if death is None:
+        return
+    warnings.warn(f"the {front_end} kernel died during the frame bursts; compared again on a fresh server. "
+                  f"Its log:\n{death}", stacklevel=1)
+    again = _attempt(front_end, "second")
+    assert again is None, f"the {front_end} kernel died twice; the second time:\n{again}"
