@@ -43,6 +43,22 @@ def app_notebook(root: Path) -> Path:
     return path
 
 
+#: seconds a closed page's kernel may sit idle before Voilà shuts it down (each page load starts
+#: a kernel of its own, 150-250 MB; without this, every reload or closed tab leaves one running)
+CULL_IDLE_S = 600
+
+
+def cull_args(idle_s: int) -> list[str]:
+    """Voilà's options that shut down the kernels of closed pages idle for ``idle_s`` seconds
+    (jupyter_server's culler: ``cull_connected`` stays False, so a page still open keeps its kernel
+    however long it is left alone); checked every min(60, idle_s / 2) s. ``idle_s = 0``: none."""
+    if idle_s <= 0:
+        return []
+    return [f"--MappingKernelManager.cull_idle_timeout={idle_s}",
+            f"--MappingKernelManager.cull_interval={max(1, min(60, idle_s // 2))}",
+            "--MappingKernelManager.cull_connected=False"]
+
+
 def port_problem(ip: str, port: int) -> str | None:
     """None if (ip, port) can be bound now, else one line saying why not (e.g. the port is
     taken by another server, such as JupyterLab from ``make lab``)."""
@@ -67,6 +83,9 @@ def main(argv=None) -> int:
     p.add_argument("--presenter", action="store_true", help="large figures and fonts for a projector")
     p.add_argument("--no-prefetch", action="store_true",
                    help="make a chapter only when it is picked (default: the next one ahead, in idle time)")
+    p.add_argument("--cull-idle", type=int, default=CULL_IDLE_S, metavar="SECONDS",
+                   help="shut down the kernel of a page that was closed once it has been idle this long "
+                        f"(default {CULL_IDLE_S}; 0: never; an open page's kernel is never shut down)")
     p.add_argument("--no-browser", action="store_true")
     args = p.parse_args(argv)
     if shutil.which("voila") is None and subprocess.run([sys.executable, "-c", "import voila"]).returncode:
@@ -74,6 +93,10 @@ def main(argv=None) -> int:
         return 2
     if not 1 <= args.port <= 65535:
         print(f"flashviz present: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
+        return 2
+    if args.cull_idle < 0:
+        print(f"flashviz present: --cull-idle must be 0 (never) or a number of seconds, got {args.cull_idle}",
+              file=sys.stderr)
         return 2
     problem = port_problem(args.ip, args.port)
     if problem:
@@ -87,7 +110,8 @@ def main(argv=None) -> int:
                FLASHVIZ_PREFETCH="0" if args.no_prefetch else "1")
     cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
            f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}",
-           "--Voila.port_retries=0"]    # serve on this port or fail: never on another than the URL printed
+           "--Voila.port_retries=0",    # serve on this port or fail: never on another than the URL printed
+           *cull_args(args.cull_idle)]
     if args.no_browser:
         cmd.append("--no-browser")
     print(f"flashviz present: http://{args.ip}:{args.port}/?token={token}", flush=True)

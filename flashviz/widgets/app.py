@@ -19,6 +19,7 @@ controls hidden; every figure text 1.4x larger.
 
 from __future__ import annotations
 
+import html
 import importlib
 import inspect
 
@@ -77,6 +78,9 @@ PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140, "text_scale": 1.4}
 #: build waits this long again whenever the shown chapter played or moved in the meantime
 PREFETCH_DELAY_S = 0.6
 
+#: beside the picker while a chapter is made on its visit (0.6-2 s on a 2-core machine)
+BUSY_HTML = "<span class='flashviz-app-busy-line' title='{label}'>⏳ making this chapter…</span>"
+
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
 #: scaled by the browser into that box, keeping its aspect (object-fit: contain)
 APP_CSS = """<style>
@@ -93,6 +97,7 @@ APP_CSS = """<style>
 .flashviz-app .jupyter-matplotlib-canvas-div { width: 100% !important; height: 100% !important; flex: 1 1 0; }
 .flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
   object-fit: contain; object-position: left top; }
+.flashviz-app-busy .flashviz-app-body { opacity: 0.35; cursor: progress; }
 .flashviz-app-caption .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .flashviz-app .lm-TabBar-tab { flex: 0 0 auto !important; }
 .flashviz-side > .widget-hbox { flex: 1 1 0; min-height: 0; align-items: stretch; }
@@ -115,6 +120,9 @@ PRESENTER_CSS = """<style>
 .flashviz-app .widget-checkbox label, .flashviz-app .widget-checkbox input { font-size: 20px !important; }
 .flashviz-app .widget-checkbox, .flashviz-app .widget-label-basic, .flashviz-app .widget-label-basic span {
   width: auto !important; max-width: none !important; overflow: visible !important; }
+.flashviz-app .widget-checkbox { margin-right: 12px !important; }
+.flashviz-app .flashviz-side-controls .widget-dropdown { max-width: 100% !important; }
+.flashviz-app .flashviz-side-controls .widget-dropdown select { min-width: 0 !important; flex: 1 1 auto; }
 </style>"""
 
 
@@ -166,7 +174,8 @@ class ChapterApp:
     prefetch: make the next chapter in the kernel's idle time (only where a kernel runs;
     ``loop`` is that event loop, found by default: anything with tornado's ``call_later`` and
     ``remove_timeout``). Public: ``chapter`` (the Dropdown), ``current`` (the widgets shown),
-    ``widget``, ``built`` (labels made so far), ``close()``.
+    ``busy`` (beside the picker: says which chapter is being made while it is; the page dims the
+    last chapter meanwhile), ``widget``, ``built`` (labels made so far), ``close()``.
     Raises ValueError for an unknown chapter label, TypeError for a non-bool flag.
     """
 
@@ -196,7 +205,8 @@ class ChapterApp:
         self._loop = (loop or _kernel_loop()) if prefetch else None
         self._skip, self._timer = set(), None       #: labels whose idle build failed; the pending call
         self._seen = ()                             #: the shown chapter's activity when the timer started
-        self.header = W.HBox([self.title, self.chapter], layout=W.Layout(align_items="center"))
+        self.busy = W.HTML(layout=W.Layout(margin="0 0 0 16px"))    #: says a chapter is being made
+        self.header = W.HBox([self.title, self.chapter, self.busy], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([self.header, self.caption, self.status, self.body])
         self.widget.add_class("flashviz-app")
         self.chapter.observe(lambda change: self._open(change["new"]), names="value")
@@ -209,7 +219,15 @@ class ChapterApp:
         self._drop_failed()
         built = self._chapters.get(label)
         if built is None:
-            *built, error = self._build(label)
+            # said before the build, so the page shows it while the kernel works (a widget's
+            # update leaves at once); the last chapter shown is dimmed under it
+            self.busy.value = BUSY_HTML.format(label=html.escape(label))
+            self.widget.add_class("flashviz-app-busy")
+            try:
+                *built, error = self._build(label)
+            finally:
+                self.busy.value = ""
+                self.widget.remove_class("flashviz-app-busy")
             if error:
                 self._failed = built
             else:
@@ -343,7 +361,8 @@ class ChapterApp:
             _close_all(widgets, folds)
         self._chapters.clear()
         self.current, self._folds = [], []
-        for w in (self.chapter, self.title, self.header, self.caption, self.status, self.body, self.widget):
+        for w in (self.chapter, self.title, self.busy, self.header, self.caption, self.status, self.body,
+                  self.widget):
             close_widget(w)
         registry.unregister("ChapterApp", self._key, self)
 

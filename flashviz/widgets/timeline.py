@@ -28,7 +28,7 @@ from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
 from .base import FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
 
-AUTO = "a detailed block running now"
+AUTO = "any running block"     #: each frame zooms on a block running at that moment
 #: the zoom menu's value for AUTO (ipywidgets 8 shows a None value as nothing selected)
 AUTO_BLOCK = -1
 #: sequence lengths a live run offers besides the recorded ones (on a machine with a GPU)

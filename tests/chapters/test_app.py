@@ -49,7 +49,7 @@ def test_app_layout_fits_a_window():
         controls, canvas = row.children
         assert w.transport in controls.children and w.export_row in controls.children and canvas not in controls.children
         assert "object-fit: contain" in app.title.value and "100vh" in app.title.value
-        assert app.header.children == (app.title, app.chapter)
+        assert app.header.children == (app.title, app.chapter, app.busy) and app.busy.value == ""
         for label in available_chapters():
             assert CAPTIONS[label] and "\n" not in CAPTIONS[label] and len(CAPTIONS[label]) <= 110, label
         gpu = app.body.children[1]
@@ -342,3 +342,60 @@ def test_an_idle_build_whose_layout_fails_closes_what_it_made(monkeypatch):
         monkeypatch.setattr(ChapterApp, "_fit", real_fit)
         app.close()
     assert plt.get_fignums() == []
+
+
+def test_a_chapter_made_on_its_visit_says_so_while_it_is_made(monkeypatch):
+    """A pick of a chapter not made yet: the line beside the picker says a chapter is being made
+    and the page dims the last one for as long as the build takes (the widget updates leave the
+    kernel at once, so the page shows them during the build); both are gone once it is shown.
+    A revisit (nothing to make) says nothing."""
+    from flashviz.widgets import app as app_module
+
+    labels = available_chapters()
+    app = ChapterApp(labels[0])
+    seen = []
+    real_build = ChapterApp._build
+
+    def build(self, label):
+        seen.append((label, self.busy.value, "flashviz-app-busy" in self.widget._dom_classes))
+        return real_build(self, label)
+
+    monkeypatch.setattr(ChapterApp, "_build", build)
+    try:
+        app.chapter.value = labels[2]
+        assert seen == [(labels[2], app_module.BUSY_HTML.format(label=labels[2]), True)]
+        assert app.busy.value == "" and "flashviz-app-busy" not in app.widget._dom_classes
+        app.chapter.value = labels[0]                     # made before: no build, nothing said
+        assert len(seen) == 1 and app.busy.value == ""
+        assert ".flashviz-app-busy .flashviz-app-body" in app_module.APP_CSS
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
+def test_present_shuts_down_the_kernels_of_closed_pages(monkeypatch, tmp_path, capsys):
+    """present hands Voilà jupyter_server's culler: a closed page's kernel goes after --cull-idle
+    seconds idle (default CULL_IDLE_S), an open page's never (cull_connected False); 0 turns it
+    off; a negative value is refused in one line. (The browser test test_present_kernels checks
+    that Voilà really does it.)"""
+    import os
+    import socket
+
+    from flashviz import present
+
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda exe, cmd, env: calls.append(cmd))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = ["--port", str(port), "--no-browser", "--root", str(tmp_path)]
+    present.main(base)
+    assert f"--MappingKernelManager.cull_idle_timeout={present.CULL_IDLE_S}" in calls[-1]
+    assert "--MappingKernelManager.cull_connected=False" in calls[-1]
+    assert "--MappingKernelManager.cull_interval=60" in calls[-1]
+    present.main([*base, "--cull-idle", "4"])
+    assert {"--MappingKernelManager.cull_idle_timeout=4", "--MappingKernelManager.cull_interval=2"} <= set(calls[-1])
+    present.main([*base, "--cull-idle", "0"])
+    assert not [a for a in calls[-1] if "cull" in a]
+    assert present.main([*base, "--cull-idle", "-5"]) == 2 and len(calls) == 3
+    assert "--cull-idle must be 0 (never) or a number of seconds, got -5" in capsys.readouterr().err

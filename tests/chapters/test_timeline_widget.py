@@ -716,12 +716,12 @@ def test_the_zoom_menu_shows_its_automatic_choice():
     menu): the menu's label reads it, choosing it again zooms on the blocks running each frame."""
     w = TimelineExplorer(kernel="wgmma", causal=True, d=64, key="test-timeline-zoom-menu")
     try:
-        assert w.block.value == AUTO_BLOCK and w.block.label == "a detailed block running now"
+        assert w.block.value == AUTO_BLOCK and w.block.label == "any running block"
         chosen = w.timeline.detail_ctas[0]
         w.block.value = chosen
         assert w.block.label.startswith(f"block {chosen}:") and w.show_frame(0).block == chosen
         w.block.value = AUTO_BLOCK
-        assert w.block.label == "a detailed block running now"
+        assert w.block.label == "any running block"
         s = w.show_frame(w.n_frames // 2)
         assert s.block in w.timeline.detail_ctas and s.block_running
     finally:
