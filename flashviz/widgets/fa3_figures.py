@@ -1,6 +1,6 @@
 """Fa3Figures: chapter 8 (FlashAttention-3 on Hopper) as captioned figures, for class and app mode.
 
-Three tabs (a ``figure_tabs.FigureTabs``), no GPU needed:
+Four tabs (a ``figure_tabs.FigureTabs``), no GPU needed:
 
 * **roles** — one thread block's warpgroups: the producer's TMA copies into the K/V ring, the
   consumers in lock-step and with ping-pong (``views.fa3_roles.plot_fa3_roles`` for the d = 128
@@ -11,6 +11,9 @@ Three tabs (a ``figure_tabs.FigureTabs``), no GPU needed:
   (``views.fa3_plots.plot_fa3_steps`` of ``fa3_records.latest_probe("steps")``).
 * **benchmark** — fa3, the wgmma kernel and SDPA-flash against SDPA-cuDNN over N, by public
   call and kernel-only (``plot_fa3_benchmark`` of ``gpu.results.latest_results("mma")``).
+* **timeline** — one thread block's measured steps (GPU timeline) of the FA2 wgmma kernel at
+  d = 128, N = 4096, and of the fa3 kernel beside it once one is recorded
+  (``views.timeline_pair.plot_block_steps`` of ``measured_blocks()``).
 
 Each tab has a one-line caption (``captions``) whose numbers are computed from the same data
 as its figure, naming its method.
@@ -20,11 +23,27 @@ from __future__ import annotations
 
 from ..gpu.fa3_records import STEPS, fa3_bench_table, fa3_config, latest_probe, steps_table
 from ..gpu.results import latest_results
+from ..gpu.timeline import latest_timeline, recorded_timelines
+from ..gpu.timeline_stats import softmax_overlap
 from ..replay.fa3_roles import roles_schedule
 from .figure_tabs import FigureTabs, Loaded
 
 #: the block the roles tab draws (the notebook's): d = 128, two consumer warpgroups
 ROLES_D = 128
+#: the shape of the measured timelines the timeline tab shows (chapter 7's recorded runs)
+TIMELINE_SHAPE = {"d": 128, "N": 4096}
+
+
+def measured_blocks() -> dict:
+    """{label: gpu.Timeline}: the newest recorded timeline of the FA2 wgmma kernel at
+    TIMELINE_SHAPE (no mask), and the fa3 kernel's when one is recorded; {} without the wgmma one."""
+    out = {}
+    for kernel, label in (("wgmma", "FlashAttention-2 on wgmma (chapter 7), measured"),
+                          ("fa3", "FlashAttention-3 (this chapter's kernel), measured")):
+        if any(r["kernel"] == kernel and not r["causal"] and r["order"] == "kernel"
+               and (r["d"], r["N"]) == (TIMELINE_SHAPE["d"], TIMELINE_SHAPE["N"]) for r in recorded_timelines()):
+            out[label] = latest_timeline(kernel, **TIMELINE_SHAPE)
+    return out if any(tl.kernel == "wgmma" for tl in out.values()) else {}
 
 
 def _span(xs) -> str:
@@ -82,11 +101,27 @@ def benchmark_caption(mma: dict | None) -> str:
             f"{len(rows)} shapes.")
 
 
-def captions(cfg, schedules, steps: dict | None, mma: dict | None) -> dict:
-    """{"roles", "steps", "benchmark"}: one line each (``roles_caption``, ``steps_caption``,
-    ``benchmark_caption``); a tab without its data gets ""."""
+def timeline_caption(blocks: dict) -> str:
+    """The timeline tab's line, from ``measured_blocks()``: the run (device, date), the shape, and
+    per kernel the share of a warpgroup's softmax under another warpgroup's products
+    (``softmax_overlap`` over the run's kept blocks). "" without a recording."""
+    if not blocks:
+        return ""
+    tls = list(blocks.values())
+    shares = ", ".join(f"{'fa3' if tl.kernel == 'fa3' else 'FA2 (wgmma)'} {100 * softmax_overlap(tl)[0]:.0f} %"
+                       for tl in tls)
+    more = "" if any(tl.kernel == "fa3" for tl in tls) else "; no fa3 timeline is recorded yet"
+    return (f"Measured (GPU timeline of a traced run, {tls[0].device}, {tls[0].date}): one block's steps over four "
+            f"key tiles, d = {tls[0].d}, N = {tls[0].N:,}; share of a warpgroup's softmax under another's products: "
+            f"{shares}{more}.")
+
+
+def captions(cfg, schedules, steps: dict | None, mma: dict | None, blocks: dict | None = None) -> dict:
+    """{"roles", "steps", "benchmark", "timeline"}: one line each (``roles_caption``,
+    ``steps_caption``, ``benchmark_caption``, ``timeline_caption``); a tab without its data gets ""."""
     return {"roles": roles_caption(cfg, schedules) if cfg is not None else "",
-            "steps": steps_caption(steps), "benchmark": benchmark_caption(mma)}
+            "steps": steps_caption(steps), "benchmark": benchmark_caption(mma),
+            "timeline": timeline_caption(blocks or {})}
 
 
 def _file(rec: dict | None) -> str:
@@ -94,11 +129,12 @@ def _file(rec: dict | None) -> str:
 
 
 class Fa3Figures(FigureTabs):
-    """Chapter 8's figures in three captioned tabs: the warpgroups' roles (a schematic), the
-    measured steps from FA2 to FlashAttention-3, the benchmark against SDPA-flash and cuDNN.
+    """Chapter 8's figures in four captioned tabs: the warpgroups' roles (a schematic), the
+    measured steps from FA2 to FlashAttention-3, the benchmark against SDPA-flash and cuDNN, one
+    block's measured steps (GPU timeline).
 
     figsize: (width, height) in inches; only the width counts (default 11: the roles figure
-    11 × 6.8, the steps 11 × 6.4, the benchmark 11 × 7, scaled together); dpi: resolution of the
+    11 × 6.8, the steps 11 × 6.4, the benchmark 11 × 7, one block 11 × 4.6, scaled together); dpi: resolution of the
     PNGs (default 90); key: registry key (re-running a cell replaces the widget); text_scale:
     every text of the figures at this many times its notebook size (0.5–2.5, default 1; the
     app's presenter mode uses 1.4: the figures lay themselves out for it on the same inches).
@@ -110,20 +146,22 @@ class Fa3Figures(FigureTabs):
 
     TABS = {"roles": ("warpgroups' roles (schematic)", (11.0, 6.8)),
             "steps": ("measured steps", (11.0, 6.4)),
-            "benchmark": ("vs SDPA-flash and cuDNN", (11.0, 7.0))}
+            "benchmark": ("vs SDPA-flash and cuDNN", (11.0, 7.0)),
+            "timeline": ("one block, measured", (11.0, 4.6))}
     NAMES = tuple(TABS)
     MISSING = "Not available in this installation (no recording of this kind, or no kernel source)."
 
     def _load(self) -> Loaded:
         from ..views.fa3_plots import plot_fa3_benchmark, plot_fa3_steps
         from ..views.fa3_roles import plot_fa3_roles
+        from ..views.timeline_pair import plot_block_steps
 
         try:
             cfg = fa3_config(ROLES_D)
             schedules = tuple(roles_schedule(cfg.consumers, cfg.stages, cfg.d, 4, pp) for pp in (False, True))
         except (LookupError, OSError):          # the kernel's source is not installed
             cfg, schedules = None, None
-        steps, mma = latest_probe("steps"), latest_results("mma")
+        steps, mma, blocks = latest_probe("steps"), latest_results("mma"), measured_blocks()
         device = (steps or mma or {}).get("env", {}).get("device", "a GPU")
         header = f"<b>Recorded on a GPU</b> — {device} · steps: {_file(steps)} · benchmark: {_file(mma)}"
 
@@ -132,8 +170,15 @@ class Fa3Figures(FigureTabs):
                 raise LookupError("the fa3 kernel's source is not installed")
             return plot_fa3_roles(cfg, schedules, figsize=figsize)
 
-        return Loaded(header=header, captions=captions(cfg, schedules, steps, mma),
+        def timeline(figsize):
+            if not blocks:
+                raise LookupError("no recorded timeline of the wgmma kernel")
+            return plot_block_steps(blocks, figsize=(figsize[0], figsize[1] * (1 + 0.75 * (len(blocks) - 1))))
+
+        return Loaded(header=header, captions=captions(cfg, schedules, steps, mma, blocks),
                       draws={"roles": roles,
                              "steps": lambda figsize: plot_fa3_steps(steps, figsize=figsize),
-                             "benchmark": lambda figsize: plot_fa3_benchmark(mma, figsize=figsize)},
-                      labels=(ROLES_D, _file(steps), (mma or {}).get("source_file")))
+                             "benchmark": lambda figsize: plot_fa3_benchmark(mma, figsize=figsize),
+                             "timeline": timeline},
+                      labels=(ROLES_D, _file(steps), (mma or {}).get("source_file"),
+                              tuple((tl.kernel, tl.date) for tl in blocks.values())))

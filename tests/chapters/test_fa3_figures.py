@@ -86,6 +86,16 @@ def test_recorded_data_captions_carry_the_numbers_of_the_json_by_method():
             s = roles_schedule(cfg.consumers, cfg.stages, 128, 4, pp)
             busy = sum(b.t1 - b.t0 for b in s.bars if b.kind == "tc") / max(b.t1 for b in s.bars)
             assert f"{100 * busy:.0f} % of the span {words}" in cap or f"{100 * busy:.0f} % {words}" in cap, cap
+        # timeline: the recorded FA2 wgmma run at d = 128, N = 4096 (and fa3's once recorded); the
+        # overlap share of each, the run's device and date, and that fa3's is not recorded yet
+        from flashviz.gpu.timeline import latest_timeline, recorded_timelines
+        from flashviz.gpu.timeline_stats import softmax_overlap
+        tl = latest_timeline("wgmma", d=128, N=4096)
+        cap = w.captions["timeline"]
+        assert cap.startswith(f"Measured (GPU timeline of a traced run, {tl.device}, {tl.date})") and "N = 4,096" in cap
+        assert f"FA2 (wgmma) {100 * softmax_overlap(tl)[0]:.0f} %" in cap
+        fa3 = [r for r in recorded_timelines() if r["kernel"] == "fa3"]
+        assert ("no fa3 timeline is recorded yet" in cap) == (not fa3)
         for line in w.captions.values():
             assert line and "\n" not in line
         header = w.widget.children[0].value
@@ -108,14 +118,14 @@ def test_tabs_draw_when_first_shown_and_are_kept_per_process(monkeypatch):
     w = Fa3Figures(key="t-fa3-lazy", dpi=30)
     try:
         assert drawn == ["roles"]                                           # the first tab at once
-        assert [isinstance(p.children[1], W.Image) for p in w.tabs.children] == [True, False, False]
+        assert [isinstance(p.children[1], W.Image) for p in w.tabs.children] == [True, False, False, False]
         w.tabs.selected_index = 2                                           # another, when it is shown
         assert drawn == ["roles", "benchmark"] and isinstance(w.tabs.children[2].children[1], W.Image)
         w.tabs.selected_index = 0
         w.tabs.selected_index = 2                                           # shown again: not redrawn
         assert drawn == ["roles", "benchmark"]
         pngs = [w.image(name).value for name in Fa3Figures.NAMES]
-        assert drawn == ["roles", "benchmark", "steps"]
+        assert drawn == ["roles", "benchmark", "steps", "timeline"]
         assert [p.children[1].value for p in w.tabs.children] == pngs
         assert all(p[:8] == PNG and len(p) > 5_000 for p in pngs)
     finally:
@@ -123,12 +133,12 @@ def test_tabs_draw_when_first_shown_and_are_kept_per_process(monkeypatch):
     again = Fa3Figures(key="t-fa3-lazy-2", dpi=30)                         # the same size: from the cache
     try:
         assert [again.image(name).value for name in Fa3Figures.NAMES] == pngs
-        assert drawn == ["roles", "benchmark", "steps"]
+        assert drawn == ["roles", "benchmark", "steps", "timeline"]
     finally:
         again.close()
     bigger = Fa3Figures(key="t-fa3-lazy-3", dpi=30, text_scale=1.4)         # another text scale: drawn anew
     try:
-        assert drawn[-1] == "roles" and len(drawn) == 4 and bigger.image("roles").value != pngs[0]
+        assert drawn[-1] == "roles" and len(drawn) == 5 and bigger.image("roles").value != pngs[0]
     finally:
         bigger.close()
     assert {k[:2] for k in figure_tabs.PNG_CACHE} == {("Fa3Figures", n) for n in Fa3Figures.NAMES}
@@ -155,15 +165,16 @@ def test_bad_arguments_raise_one_line_errors():
 
 
 def test_without_recordings_the_tabs_say_so(monkeypatch):
-    assert captions(None, None, None, None) == {"roles": "", "steps": "", "benchmark": ""}
+    assert captions(None, None, None, None) == {"roles": "", "steps": "", "benchmark": "", "timeline": ""}
     monkeypatch.setattr(fa3_figures, "latest_probe", lambda run="steps": None)
     monkeypatch.setattr(fa3_figures, "latest_results", lambda kind="mma": None)
+    monkeypatch.setattr(fa3_figures, "recorded_timelines", lambda: [])
     figure_tabs.PNG_CACHE.clear()
     w = Fa3Figures(key="t-fa3-none", dpi=30)
     try:
-        assert w.captions["steps"] == w.captions["benchmark"] == "" and w.captions["roles"]
+        assert w.captions["steps"] == w.captions["benchmark"] == w.captions["timeline"] == "" and w.captions["roles"]
         assert isinstance(w.image("roles"), W.Image)                    # the schematic needs no recording
-        for name in ("steps", "benchmark"):
+        for name in ("steps", "benchmark", "timeline"):
             note = w.image(name)
             assert isinstance(note, W.HTML) and Fa3Figures.MISSING in note.value
     finally:

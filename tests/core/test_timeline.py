@@ -213,20 +213,10 @@ def test_every_kernel_s_recorded_name_reads_back(monkeypatch, tmp_path):
         assert T.latest_timeline(kernel, causal=True, d=128, N=4096).N == tl.N
 
 
-def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
-    """kernels/flash_fwd_fa3.cu's layout: one record per tile of its work list, Br/64 + 1 groups,
-    group 0 the producer warpgroup (copies only), groups 1, 2 the consumers. A ping-pong schedule
-    written by hand (warpgroup 1's softmax while warpgroup 2's products run, and back) decodes to
-    those times, the view gives the producer one lane, and softmax_overlap measures the share
-    computed here by hand."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from flashviz.gpu.timeline_stats import softmax_overlap
-    from flashviz.views.timeline_view import TimelineFigure
-
+def _fa3_timeline():
+    """The fa3 ping-pong trace written by hand below, decoded: cta 0 (i = 1) visits key tiles 1
+    then 0, cta 1 sees no key; a consumer's softmax overlapped by the other's products 900 of
+    1200 ns."""
     evs = [(0, -1, "load_Q", -100, 100), (0, 1, "load_K", 100, 150), (0, 1, "load_V", 150, 200),
            (0, 0, "load_K", 200, 250), (0, 0, "load_V", 250, 300),
            (1, -1, "load_Q", 10, 300), (2, -1, "load_Q", 10, 300),
@@ -241,7 +231,24 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
     plan = {0: (5, (1, 0, 0), 0, evs, 2100), 1: (9, (0, 0, 0), 0, [], 50)}
     meta = {**META, "kernel": "fa3", "Br": 128, "Bc": 128}
     buf = _buffer((2, 1, 1), 3, 2, plan, bases={0: [-200, 3, 6], 1: [None, 3, 6]})
-    tl = decode(buf, grid=(2, 1, 1), groups=3, jmax=2, **meta)
+    return decode(buf, grid=(2, 1, 1), groups=3, jmax=2, **meta)
+
+
+def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
+    """kernels/flash_fwd_fa3.cu's layout: one record per tile of its work list, Br/64 + 1 groups,
+    group 0 the producer warpgroup (copies only), groups 1, 2 the consumers. A ping-pong schedule
+    written by hand (warpgroup 1's softmax while warpgroup 2's products run, and back) decodes to
+    those times, the view gives the producer one lane, and softmax_overlap measures the share
+    computed here by hand."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from flashviz.gpu.timeline_stats import softmax_overlap
+    from flashviz.views.timeline_view import TimelineFigure
+
+    tl = _fa3_timeline()
     assert list(tl.blocks["i"]) == [1, 0] and list(tl.blocks["n_j"]) == [2, 0]
     # time 0 is the producer's first step; a tile starts with its consumers, its key tiles too
     assert tl.events["t0_ns"].min() == pytest.approx(0, abs=1)
@@ -263,3 +270,47 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
         assert labels == ["producer", "wg 1 loads", "wg 1 math", "wg 2 loads", "wg 2 math"]
     finally:
         plt.close(fig)
+
+
+def test_the_block_steps_of_two_kernels_side_by_side():
+    """Chapter 8's figure (views.timeline_pair): one panel per timeline — the recorded FA2 wgmma
+    run and the hand-written fa3 trace; the fa3 block's window is its two key tiles' span (400 to
+    1800 ns, from the trace), its lanes put the producer on one, the title gives the overlap
+    computed by hand (75 %), every event of the block inside the window is one bar; the FA2
+    block's lanes are two per warpgroup. Bad arguments: one-line errors."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    from flashviz.gpu.timeline import latest_timeline
+    from flashviz.views.timeline_pair import block_window, plot_block_steps
+
+    fa3, fa2 = _fa3_timeline(), latest_timeline("wgmma", d=128, N=4096)
+    fig = plot_block_steps({"FA2": fa2, "FA3": fa3})
+    try:
+        p2, p3 = fig.panels
+        assert p3["cta"] == 0 and p3["window_ns"] == pytest.approx((400, 1800), abs=1)
+        assert p3["lanes"] == ["producer", "wg 1 loads", "wg 1 math", "wg 2 loads", "wg 2 math"]
+        assert p3["softmax_overlap"] == pytest.approx(0.75, abs=0.01) and "75 % of its time" in p3["title"]
+        e = fa3.events
+        inside = (e["cta"] == 0) & (e["t1_ns"] > 400 + 1) & (e["t0_ns"] < 1800 - 1)
+        assert p3["bars"] == int(inside.sum())
+        ax3 = fig.axes[1]
+        (bars,) = [c for c in ax3.collections if isinstance(c, PolyCollection)]
+        assert len(bars.get_paths()) == p3["bars"] and ax3.get_xlim() == pytest.approx((0, 1.4))
+        assert p2["lanes"] == ["wg 0 loads", "wg 0 math", "wg 1 loads", "wg 1 math"]
+        cta, w0, w1 = block_window(fa2)
+        assert cta == p2["cta"] and cta in fa2.detail_ctas and w1 > w0
+        t = fa2.tiles[fa2.tiles["cta"] == cta]
+        assert ((t["t0_ns"] >= w0 - 1) & (t["t1_ns"] <= w1 + 1)).sum() >= 4      # four key tiles shown
+        assert fig.axes[0].get_title(loc="left").startswith("FA2: d = 128, N = 4096")
+    finally:
+        plt.close(fig)
+    with pytest.raises(TypeError, match="Timeline"):
+        plot_block_steps(["not a timeline"])
+    with pytest.raises(ValueError, match="tiles must be a positive int"):
+        plot_block_steps([fa3], tiles=0)
+    with pytest.raises(ValueError, match="at least one timeline"):
+        plot_block_steps({})

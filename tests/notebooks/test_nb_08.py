@@ -110,7 +110,7 @@ def test_runs_without_errors_and_is_driven(executed):
     nb, texts = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
-    assert len(widget_views(nb)) == 3, "the three figures are shown as canvases"
+    assert len(widget_views(nb)) == 4, "the four figures are shown as canvases"
     assert "DRIVEN-OK" in texts
     assert "No Hopper GPU here" in texts            # the live cell says so and changes nothing
 
@@ -347,19 +347,29 @@ def test_recorded_data_what_did_not_work_table_and_prose(executed):
     from flashviz.gpu.fa3_records import comparison
 
     _, texts = executed
-    block = _block(texts, "candidate (against its baseline)", "faster / slower:")
+    block = _block(texts, "candidate (against its baseline)", "faster / slower:").splitlines()
+    assert max(len(ln) for ln in block) <= 110, "the table is wider than a notebook column"
     for key in _PAIRS:
+        start = block.index(comparison(key).what)           # the candidate's line, then one per d
+        rows = []
+        for ln in block[start + 1:]:
+            if not ln.startswith("   d = "):
+                break
+            rows.append(ln)
+        seen = []
         for d in (64, 128):
             got = _speedups(key, d)
             if not got:
                 continue
+            seen.append(d)
             x = [s for _, s in got]
             faster, slower = sum(s > 1 + NOISE for s in x), sum(s < 1 / (1 + NOISE) for s in x)
-            line = next(ln for ln in block.splitlines() if ln.startswith(comparison(key).what)
-                        and ln[len(comparison(key).what):].split()[0] == str(d))
-            nums = line[len(comparison(key).what):].split("(")[0].replace("│", " ").split()
-            assert nums == [str(d), str(len(x)), f"{statistics.median(x):.2f}x", f"{min(x):.2f}–{max(x):.2f}x",
-                            str(faster), str(len(x) - faster - slower), str(slower)], line
+            line = next(ln for ln in rows if ln.split()[2] == str(d))
+            nums = line.split("(")[0].replace("│", " ").split()
+            assert nums == ["d", "=", str(d), str(len(x)), "rows", "median", f"{statistics.median(x):.2f}x",
+                            f"{min(x):.2f}–{max(x):.2f}x", "faster", str(faster), "within",
+                            str(len(x) - faster - slower), "slower", str(slower)], line
+        assert len(rows) == len(seen), (key, rows)
     md = _markdown()
 
     def stats(key, d):
@@ -409,6 +419,41 @@ def test_the_chapter_names_its_methods_and_its_limits():
     assert "The fa3 kernel has the same timeline switch" in md and "FV_TRACE_BEGIN_AT" in KERNEL
     assert "no traced run of it has been recorded on a GPU yet" in md
     assert not [r for r in recorded_timelines() if r["kernel"] == "fa3"]
+
+
+@recorded_data
+def test_recorded_data_the_measured_block_steps_beside_each_other(executed):
+    """Section 1's measured block: the FA2 wgmma run at d = 128 (and fa3's once one is recorded);
+    its printed line recomputed from the timeline — the block with the most key tiles among the
+    kept ones, the steps inside four of its key tiles' span, the overlap share of the run."""
+    import numpy as np
+
+    from flashviz.gpu.timeline import latest_timeline, recorded_timelines
+    from flashviz.gpu.timeline_stats import softmax_overlap
+
+    _, texts = executed
+    fa3 = [r for r in recorded_timelines() if r["kernel"] == "fa3" and r["d"] == 128 and r["N"] == 4096
+           and not r["causal"]]
+    assert ("no timeline of the fa3 kernel is recorded yet" in texts) == (not fa3)
+    shown = [("FlashAttention-2 on wgmma (chapter 7), measured", latest_timeline("wgmma", d=128, N=4096))]
+    if fa3:
+        shown.append(("FlashAttention-3 (this chapter's kernel), measured", latest_timeline("fa3", d=128, N=4096)))
+    for label, tl in shown:
+        e = tl.events
+        keyed = e[e["j"] >= 0]
+        counts = {int(c): len(np.unique(keyed["j"][keyed["cta"] == c])) for c in np.unique(keyed["cta"])}
+        cta = max(counts, key=lambda c: (counts[c], -c))
+        t = np.sort(tl.tiles[tl.tiles["cta"] == cta], order="t0_ns")
+        k = max(0, min(len(t) - 4, len(t) // 2 - 2))
+        w0, w1 = t["t0_ns"][k:k + 4].min(), t["t1_ns"][k:k + 4].max()
+        bars = int(((e["cta"] == cta) & (e["t1_ns"] > w0) & (e["t0_ns"] < w1)).sum())
+        line = re.search(rf"{re.escape(label)}: block (\d+), (\d+) steps shown, softmax under the other "
+                         rf"warpgroup's products (\d+) % of its time", texts)
+        assert line, label
+        share, _ = softmax_overlap(tl)
+        assert (int(line[1]), int(line[2]), int(line[3])) == (cta, bars, round(100 * share)), line[0]
+    if not fa3:      # the lock-step the text describes: FA2's warpgroups overlap little
+        assert softmax_overlap(shown[0][1])[0] < 0.2
 
 
 # --- the checks, outside the notebook -----------------------------------------------------------

@@ -1,0 +1,143 @@
+"""One thread block's measured steps, kernel beside kernel (chapter 8: FlashAttention-2's wgmma
+kernel against FlashAttention-3's): ``plot_block_steps(timelines)``.
+
+For each ``gpu.Timeline`` (recorded or live) one panel: the detailed block (``detail_ctas``) that
+visits the most key tiles, over ``tiles`` of its key tiles from the middle of its run (time in µs
+from the window's start), a lane per warpgroup — two for a consumer (its loads, its math) and one
+for fa3's producer warpgroup, which only issues copies — each step a bar in the colours of
+chapter 7 (``timeline_view.STAGE_COLOURS``). The title gives the kernel, its shape and blocks, and
+``softmax_overlap`` over every detailed block of the run: the share of a warpgroup's softmax
+(update_ml, convert_P) during which another warpgroup of the block runs a product (compute_S,
+accumulate_O) — near 0 in lock-step, high with ping-pong. Nothing here runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.patches import Patch
+
+from ..gpu.timeline import Timeline
+from ..gpu.timeline_stats import softmax_overlap
+from . import style
+from .text import font_height, text_width, tick_row, wrap_text
+from .timeline_view import LOAD_STAGES, STAGE_COLOURS, _rects  # one rectangle builder for every timeline view
+
+#: how each kernel is named in the panel titles
+KERNEL_NAMES = {"wgmma": "FlashAttention-2 on wgmma (chapter 7)", "fa3": "FlashAttention-3 (flash_fwd_fa3)",
+                "teaching": "teaching kernel (mma.sync)"}
+
+
+def _block(tl: Timeline) -> int:
+    """The detailed block with the most key tiles (the lowest cta among equals)."""
+    e = tl.events
+    ctas = np.unique(e["cta"][e["j"] >= 0])
+    if len(ctas) == 0:
+        raise ValueError(f"the {tl.kernel} timeline keeps no step of any key tile")
+    n_j = [len(np.unique(e["j"][(e["cta"] == c) & (e["j"] >= 0)])) for c in ctas]
+    return int(ctas[int(np.argmax(n_j))])
+
+
+def block_window(tl: Timeline, tiles: int = 4) -> tuple[int, float, float]:
+    """(cta, t0_ns, t1_ns): the block ``plot_block_steps`` shows and the span of ``tiles`` of its
+    key tiles from the middle of its run (all of them when it has fewer). ValueError when the
+    timeline keeps no key-tile step."""
+    cta = _block(tl)
+    t = tl.tiles[tl.tiles["cta"] == cta]
+    t = t[np.argsort(t["t0_ns"], kind="stable")]
+    k = max(0, min(len(t) - tiles, len(t) // 2 - tiles // 2))
+    shown = t[k:k + tiles]
+    return cta, float(shown["t0_ns"].min()), float(shown["t1_ns"].max())
+
+
+def _lanes(tl: Timeline, ev) -> tuple[dict, list[str]]:
+    """{(group, "load" | "math"): lane} and the lanes' labels (fa3's group 0: one producer lane)."""
+    rows, labels = {}, []
+    unit = "wg" if tl.kernel != "teaching" else "warp"
+    for g in sorted({int(x) for x in ev["group"]}):
+        if tl.kernel == "fa3" and g == 0:
+            rows[(g, "load")] = rows[(g, "math")] = len(labels)
+            labels.append("producer")
+        else:
+            rows[(g, "load")] = len(labels)
+            labels.append(f"{unit} {g} loads")
+            rows[(g, "math")] = len(labels)
+            labels.append(f"{unit} {g} math")
+    return rows, labels
+
+
+def _title(tl: Timeline, label: str | None, share: float) -> str:
+    name = label or KERNEL_NAMES.get(tl.kernel, tl.kernel)
+    return (f"{name}: d = {tl.d}, N = {tl.N}{', causal' if tl.causal else ''}, Br × Bc = {tl.Br} × {tl.Bc}, "
+            f"{tl.device} {tl.date} — a warpgroup's softmax runs under another's products {100 * share:.0f} % "
+            f"of its time")
+
+
+def _panel(ax, tl: Timeline, tiles: int, title: str, share: float) -> dict:
+    pt = style.pt
+    cta, w0, w1 = block_window(tl, tiles)
+    e = tl.events
+    ev = e[(e["cta"] == cta) & (e["t1_ns"] > w0) & (e["t0_ns"] < w1)]
+    rows, labels = _lanes(tl, e[e["cta"] == cta])
+    names = [tl.stages[int(s)] for s in ev["stage"]]
+    lane = np.array([rows[(int(g), "load" if n in LOAD_STAGES else "math")] for g, n in zip(ev["group"], names)])
+    us = 1e-3
+    x0 = (np.clip(ev["t0_ns"], w0, w1) - w0) * us
+    x1 = (np.clip(ev["t1_ns"], w0, w1) - w0) * us
+    bars = PolyCollection(_rects(x0, x1, lane - 0.38, 0.76), facecolors=[STAGE_COLOURS.get(n, "0.5") for n in names],
+                          edgecolors="white", linewidths=0.3)
+    ax.add_collection(bars)
+    ax.set_xlim(0, (w1 - w0) * us)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.tick_params(labelsize=pt(7.5))
+    ax.set_xlabel(f"µs from the window's start ({tiles} key tiles of block {cta})", fontsize=pt(8), labelpad=1)
+    ax.set_title(title, fontsize=pt(8.5), loc="left", pad=3)
+    return {"cta": cta, "window_ns": (w0, w1), "bars": len(ev), "lanes": labels, "softmax_overlap": share,
+            "title": title.replace("\n", " "), "stages": set(names)}
+
+
+def plot_block_steps(timelines, *, tiles: int = 4, figsize=(10.0, 6.0)):
+    """A new Figure: one panel per timeline of ``timelines`` (a list of ``gpu.Timeline``, or
+    {label: Timeline} to name the panels), one above the other, as the module docstring says.
+    ``fig.panels`` lists, per panel, the block shown ("cta"), its window in ns, the bars drawn,
+    the lanes, ``softmax_overlap``, the title and the step names drawn (the legend lists those).
+    Laid out from its texts' sizes (``style.pt``: the app's presenter scale too). TypeError for
+    anything but Timelines, ValueError for no timeline, tiles < 1, a figsize too small for the
+    panels, or a timeline without key-tile steps or with one group a block (``softmax_overlap``'s
+    error)."""
+    items = list(timelines.items()) if isinstance(timelines, dict) else [(None, t) for t in timelines]
+    if not items:
+        raise ValueError("plot_block_steps needs at least one timeline")
+    for _, tl in items:
+        if not isinstance(tl, Timeline):
+            raise TypeError(f"expected flashviz.gpu.Timeline objects, got {type(tl).__name__}")
+    if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 1:
+        raise ValueError(f"tiles must be a positive int, got {tiles!r}")
+    pt = style.pt
+    fig = plt.figure(figsize=figsize)
+    W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72        # points
+    lanes = [_lanes(tl, tl.events[tl.events["cta"] == _block(tl)])[1] for _, tl in items]
+    left = max(text_width(lab, pt(7.5)) for labels in lanes for lab in labels) + pt(7.5) + 8
+    width = W - left - 12
+    shares = [softmax_overlap(tl)[0] for _, tl in items]
+    titles = [wrap_text(_title(tl, label, sh), pt(8.5), width) for (label, tl), sh in zip(items, shares)]
+    # from the bottom: the legend's row; per panel its tick labels and x label, its lanes, its title
+    legend = font_height(pt(7.5)) + 10
+    below = tick_row(7.5) + font_height(pt(8)) + 6
+    above = [font_height(pt(8.5), t.count("\n") + 1) + 8 for t in titles]
+    slot = (H - legend - 6) / len(items)
+    if min(slot - below - a for a in above) < 30:
+        raise ValueError(f"figsize {tuple(figsize)} leaves no room for {len(items)} panels of lanes at this text size")
+    fig.panels = []
+    for k, ((_, tl), title, a, sh) in enumerate(zip(items, titles, above, shares)):
+        y0 = legend + (len(items) - 1 - k) * slot + below
+        ax = fig.add_axes([left / W, y0 / H, width / W, (slot - below - a) / H])
+        fig.panels.append(_panel(ax, tl, tiles, title, sh))
+    present = [s for s in STAGE_COLOURS if any(s in p["stages"] for p in fig.panels)]    # the steps drawn
+    fig.legend(handles=[Patch(color=STAGE_COLOURS[s], label=s) for s in present], loc="lower center",
+               bbox_to_anchor=(0.5, 2 / H), ncol=len(present), fontsize=pt(7.5), frameon=False, handlelength=1.0,
+               columnspacing=1.0, borderaxespad=0.0, borderpad=0.0)
+    return fig
