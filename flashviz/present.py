@@ -43,8 +43,10 @@ def app_notebook(root: Path) -> Path:
     return path
 
 
-#: seconds a closed page's kernel may sit idle before Voilà shuts it down (each page load starts
-#: a kernel of its own, 150-250 MB; without this, every reload or closed tab leaves one running)
+#: seconds the kernel of a page that went away may sit idle before it is shut down. Each page load
+#: starts a kernel of its own (150-250 MB); Voilà's page asks for its kernel's shutdown when it
+#: unloads, and this catches the kernels of pages that could not ask (a browser that crashed or was
+#: killed, a lost connection, a laptop closed for longer than this)
 CULL_IDLE_S = 600
 
 
@@ -84,8 +86,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-prefetch", action="store_true",
                    help="make a chapter only when it is picked (default: the next one ahead, in idle time)")
     p.add_argument("--cull-idle", type=int, default=CULL_IDLE_S, metavar="SECONDS",
-                   help="shut down the kernel of a page that was closed once it has been idle this long "
-                        f"(default {CULL_IDLE_S}; 0: never; an open page's kernel is never shut down)")
+                   help="shut down the kernel of a page that went away (crashed, lost its connection) once it "
+                        f"has been idle this long (default {CULL_IDLE_S}; 0: never; a page still connected keeps its "
+                        "kernel)")
     p.add_argument("--no-browser", action="store_true")
     args = p.parse_args(argv)
     if shutil.which("voila") is None and subprocess.run([sys.executable, "-c", "import voila"]).returncode:

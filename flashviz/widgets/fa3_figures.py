@@ -102,18 +102,17 @@ def benchmark_caption(mma: dict | None) -> str:
 
 
 def timeline_caption(blocks: dict) -> str:
-    """The timeline tab's line, from ``measured_blocks()``: the run (device, date), the shape, and
-    per kernel the share of a warpgroup's softmax under another warpgroup's products
+    """The timeline tab's line, from ``measured_blocks()``: the shape, and per kernel its run
+    (device, date) and the share of a warpgroup's softmax under another warpgroup's products
     (``softmax_overlap`` over the run's kept blocks). "" without a recording."""
     if not blocks:
         return ""
     tls = list(blocks.values())
-    shares = ", ".join(f"{'fa3' if tl.kernel == 'fa3' else 'FA2 (wgmma)'} {100 * softmax_overlap(tl)[0]:.0f} %"
-                       for tl in tls)
+    runs = "; ".join(f"{'fa3' if tl.kernel == 'fa3' else 'FA2 (wgmma)'} ({tl.device}, {tl.date}): a warpgroup's "
+                     f"softmax under another's products {100 * softmax_overlap(tl)[0]:.0f} % of its time" for tl in tls)
     more = "" if any(tl.kernel == "fa3" for tl in tls) else "; no fa3 timeline is recorded yet"
-    return (f"Measured (GPU timeline of a traced run, {tls[0].device}, {tls[0].date}): one block's steps over four "
-            f"key tiles, d = {tls[0].d}, N = {tls[0].N:,}; share of a warpgroup's softmax under another's products: "
-            f"{shares}{more}.")
+    return (f"Measured (GPU timeline, one traced run each, d = {tls[0].d}, N = {tls[0].N:,}): one block's steps over "
+            f"the span of four of its key tiles. {runs}{more}.")
 
 
 def captions(cfg, schedules, steps: dict | None, mma: dict | None, blocks: dict | None = None) -> dict:

@@ -246,8 +246,11 @@ def _pick(page, select, n: int, caption: str) -> float:
         page.wait_for_function(SHOWN_JS, arg=caption, timeout=30_000)
     except Exception:
         # what the page shows instead, for the failure report
-        page.screenshot(path=str(ARTIFACTS / f"app_pick_{n}_failed.png"))
-        text = page.locator("body").inner_text()[-600:]
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"app_pick_{n}_failed.png"))
+            text = page.locator("body").inner_text()[-600:]
+        except Exception as exc:        # a crashed page: say so rather than lose the timeout
+            text = f"(the page could not be read: {type(exc).__name__})"
         raise AssertionError(f"chapter {n} ({caption!r}) not shown after 30 s; the page says: {text!r}") from None
     return time.perf_counter() - t0
 

@@ -163,15 +163,22 @@ def _prepare(work: Path) -> None:
     _notebook(work / "notebooks" / "frames_test.ipynb", out)
 
 
-#: what a kernel process that died leaves in the server's log (its stderr goes there): glibc's
-#: heap checks, faulthandler's report, the server restarting it
-KERNEL_DEATH = ("Fatal Python error", "malloc(", "free(", "corrupted", "Segmentation fault", "restarted")
+#: what a kernel process that died writes to its stderr (the server's log; the server's own lines
+#: start with "[" and a level): glibc's heap checks, faulthandler's report, a signal
+KERNEL_STDERR = ("Fatal Python error", "malloc(): ", "malloc_consolidate(): ", "free(): ", "double free",
+                 "corrupted size", "corrupted double-linked list", "Segmentation fault")
+
+
+def _died(line: str) -> bool:
+    if line.startswith("["):       # the server's own line: only its note that it restarted a dead kernel
+        return ("kernel" in line and line.rstrip().endswith("restarted")) or "KernelRestarter: restarting" in line
+    return line.startswith(KERNEL_STDERR)
 
 
 def kernel_death(log: str) -> str | None:
     """The server log's lines that say a kernel process died (with faulthandler's stacks), or None."""
     lines = log.splitlines()
-    hits = [n for n, line in enumerate(lines) if any(k in line for k in KERNEL_DEATH)]
+    hits = [n for n, line in enumerate(lines) if _died(line)]
     if not hits:
         return None
     return "\n".join(lines[max(0, hits[0] - 2):hits[-1] + 40])
@@ -196,7 +203,10 @@ def _attempt(front_end: str, tag: str) -> str | None:
                 (ARTIFACTS / f"frames_{front_end}_{tag}_kernel_death.txt").write_text(death)
                 return death
             finally:
-                page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_{tag}_page.png"))
+                try:                    # a crashed page cannot be photographed: keep the first error
+                    page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_{tag}_page.png"))
+                except Exception:
+                    pass
                 browser.close()
     return None
 

@@ -1,6 +1,8 @@
 """``flashviz present`` in a room over a lesson: every page load runs a kernel of its own; a page
-that is closed gives its kernel back once it has been idle ``--cull-idle`` seconds, while a page
-left open keeps its kernel however long it sits (a student reading). Also in the browser: a
+that went away without asking for its kernel's shutdown (playwright's ``page.close()`` skips the
+page's unload step, as a crashed browser or a lost connection would) gives its kernel back once it
+has been idle ``--cull-idle`` seconds, while a page left open keeps its kernel however long it sits
+(a student reading). Also in the browser: a
 chapter made on its visit says so beside the picker while it is made (the page shows the line
 during the build, not only after it).
 

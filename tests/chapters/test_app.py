@@ -349,6 +349,8 @@ def test_a_chapter_made_on_its_visit_says_so_while_it_is_made(monkeypatch):
     and the page dims the last one for as long as the build takes (the widget updates leave the
     kernel at once, so the page shows them during the build); both are gone once it is shown.
     A revisit (nothing to make) says nothing."""
+    import html
+
     from flashviz.widgets import app as app_module
 
     labels = available_chapters()
@@ -363,7 +365,7 @@ def test_a_chapter_made_on_its_visit_says_so_while_it_is_made(monkeypatch):
     monkeypatch.setattr(ChapterApp, "_build", build)
     try:
         app.chapter.value = labels[2]
-        assert seen == [(labels[2], app_module.BUSY_HTML.format(label=labels[2]), True)]
+        assert seen == [(labels[2], app_module.BUSY_HTML.format(label=html.escape(labels[2])), True)]
         assert app.busy.value == "" and "flashviz-app-busy" not in app.widget._dom_classes
         app.chapter.value = labels[0]                     # made before: no build, nothing said
         assert len(seen) == 1 and app.busy.value == ""

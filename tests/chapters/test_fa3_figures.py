@@ -92,8 +92,9 @@ def test_recorded_data_captions_carry_the_numbers_of_the_json_by_method():
         from flashviz.gpu.timeline_stats import softmax_overlap
         tl = latest_timeline("wgmma", d=128, N=4096)
         cap = w.captions["timeline"]
-        assert cap.startswith(f"Measured (GPU timeline of a traced run, {tl.device}, {tl.date})") and "N = 4,096" in cap
-        assert f"FA2 (wgmma) {100 * softmax_overlap(tl)[0]:.0f} %" in cap
+        assert cap.startswith("Measured (GPU timeline, one traced run each, d = 128, N = 4,096)")
+        assert (f"FA2 (wgmma) ({tl.device}, {tl.date}): a warpgroup's softmax under another's products "
+                f"{100 * softmax_overlap(tl)[0]:.0f} % of its time") in cap
         fa3 = [r for r in recorded_timelines() if r["kernel"] == "fa3"]
         assert ("no fa3 timeline is recorded yet" in cap) == (not fa3)
         for line in w.captions.values():

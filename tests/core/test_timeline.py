@@ -274,10 +274,12 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
 
 def test_the_block_steps_of_two_kernels_side_by_side():
     """Chapter 8's figure (views.timeline_pair): one panel per timeline — the recorded FA2 wgmma
-    run and the hand-written fa3 trace; the fa3 block's window is its two key tiles' span (400 to
-    1800 ns, from the trace), its lanes put the producer on one, the title gives the overlap
-    computed by hand (75 %), every event of the block inside the window is one bar; the FA2
-    block's lanes are two per warpgroup. Bad arguments: one-line errors."""
+    run and the hand-written fa3 trace. fa3: the block's window is its two key tiles' span (400 to
+    1800 ns, from the trace; j = 1 starts first), the producer on one lane, the overlap computed by
+    hand (75 %) in the title, every event of the block inside the window one bar. FA2: two lanes a
+    warpgroup, four key tiles consecutive in start order from the middle of the block's run (as
+    many of its tiles start before them as after), the window their span. At 2.5x text the legend
+    stays inside the figure. Bad arguments: one-line errors, raised before any figure is made."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -285,13 +287,15 @@ def test_the_block_steps_of_two_kernels_side_by_side():
     from matplotlib.collections import PolyCollection
 
     from flashviz.gpu.timeline import latest_timeline
-    from flashviz.views.timeline_pair import block_window, plot_block_steps
+    from flashviz.views.style import scaled_text
+    from flashviz.views.timeline_pair import plot_block_steps
 
     fa3, fa2 = _fa3_timeline(), latest_timeline("wgmma", d=128, N=4096)
+    before = plt.get_fignums()
     fig = plot_block_steps({"FA2": fa2, "FA3": fa3})
     try:
         p2, p3 = fig.panels
-        assert p3["cta"] == 0 and p3["window_ns"] == pytest.approx((400, 1800), abs=1)
+        assert p3["cta"] == 0 and p3["window_ns"] == pytest.approx((400, 1800), abs=1) and p3["tiles_j"] == (1, 0)
         assert p3["lanes"] == ["producer", "wg 1 loads", "wg 1 math", "wg 2 loads", "wg 2 math"]
         assert p3["softmax_overlap"] == pytest.approx(0.75, abs=0.01) and "75 % of its time" in p3["title"]
         e = fa3.events
@@ -300,17 +304,38 @@ def test_the_block_steps_of_two_kernels_side_by_side():
         ax3 = fig.axes[1]
         (bars,) = [c for c in ax3.collections if isinstance(c, PolyCollection)]
         assert len(bars.get_paths()) == p3["bars"] and ax3.get_xlim() == pytest.approx((0, 1.4))
+        assert "key tiles j = 1, 0 of block 0" in ax3.get_xlabel().replace("\n", " ")
         assert p2["lanes"] == ["wg 0 loads", "wg 0 math", "wg 1 loads", "wg 1 math"]
-        cta, w0, w1 = block_window(fa2)
-        assert cta == p2["cta"] and cta in fa2.detail_ctas and w1 > w0
+        cta = p2["cta"]
+        kept = {int(c): len(np.unique(fa2.events["j"][(fa2.events["cta"] == c) & (fa2.events["j"] >= 0)]))
+                for c in fa2.detail_ctas}
+        assert kept[cta] == max(kept.values())                               # the block with the most key tiles
         t = fa2.tiles[fa2.tiles["cta"] == cta]
-        assert ((t["t0_ns"] >= w0 - 1) & (t["t1_ns"] <= w1 + 1)).sum() >= 4      # four key tiles shown
+        starts = np.sort(t["t0_ns"])
+        mine = t[np.isin(t["j"], p2["tiles_j"])]
+        assert len(mine) == 4 and p2["window_ns"] == pytest.approx((mine["t0_ns"].min(), mine["t1_ns"].max()))
+        n_before = int((starts < mine["t0_ns"].min()).sum())
+        n_after = int((starts > mine["t0_ns"].max()).sum())
+        assert n_before + n_after + 4 == len(t) and abs(n_before - n_after) <= 1       # consecutive, in the middle
+        assert "over the 16 blocks whose steps were kept" in p2["title"] and len(fa2.detail_ctas) == 16
         assert fig.axes[0].get_title(loc="left").startswith("FA2: d = 128, N = 4096")
     finally:
         plt.close(fig)
-    with pytest.raises(TypeError, match="Timeline"):
-        plot_block_steps(["not a timeline"])
-    with pytest.raises(ValueError, match="tiles must be a positive int"):
-        plot_block_steps([fa3], tiles=0)
-    with pytest.raises(ValueError, match="at least one timeline"):
-        plot_block_steps({})
+    with scaled_text(2.5):                                                    # Fa3Figures' largest text scale
+        big = plot_block_steps([fa2], tiles=np.int64(4), figsize=(11, 6.0))
+        try:
+            big.canvas.draw()
+            box = big.legends[0].get_window_extent()
+            assert box.x0 >= 0 and box.x1 <= big.bbox.width and box.y0 >= 0
+        finally:
+            plt.close(big)
+    for bad, err, what in ((dict(timelines=["not a timeline"]), TypeError, "Timeline"),
+                           (dict(timelines=[fa3], tiles=0), ValueError, "tiles must be a positive int"),
+                           (dict(timelines={}), ValueError, "at least one timeline"),
+                           (dict(timelines=[fa3], figsize="ab"), TypeError, "figsize must be"),
+                           (dict(timelines=[fa3], figsize=(10, 1)), ValueError, "leaves no room"),
+                           (dict(timelines=[fa3], figsize=(1, 6)), ValueError, "too narrow")):
+        with pytest.raises(err, match=what) as info:
+            plot_block_steps(**bad)
+        assert "\n" not in str(info.value)
+    assert plt.get_fignums() == before                                        # no figure left behind

@@ -442,16 +442,20 @@ def test_recorded_data_the_measured_block_steps_beside_each_other(executed):
         e = tl.events
         keyed = e[e["j"] >= 0]
         counts = {int(c): len(np.unique(keyed["j"][keyed["cta"] == c])) for c in np.unique(keyed["cta"])}
-        cta = max(counts, key=lambda c: (counts[c], -c))
-        t = np.sort(tl.tiles[tl.tiles["cta"] == cta], order="t0_ns")
-        k = max(0, min(len(t) - 4, len(t) // 2 - 2))
-        w0, w1 = t["t0_ns"][k:k + 4].min(), t["t1_ns"][k:k + 4].max()
-        bars = int(((e["cta"] == cta) & (e["t1_ns"] > w0) & (e["t0_ns"] < w1)).sum())
-        line = re.search(rf"{re.escape(label)}: block (\d+), (\d+) steps shown, softmax under the other "
-                         rf"warpgroup's products (\d+) % of its time", texts)
+        line = re.search(rf"{re.escape(label)}: block (\d+), key tiles j = ([\d, ]+), (\d+) steps shown; a "
+                         rf"warpgroup's softmax under the other's products (\d+) % of its time", texts)
         assert line, label
+        cta, js = int(line[1]), [int(j) for j in line[2].split(", ")]
+        assert counts[cta] == max(counts.values())                 # the kept block with the most key tiles
+        t = tl.tiles[tl.tiles["cta"] == cta]
+        mine = t[np.isin(t["j"], js)]
+        assert len(mine) == len(js) == min(4, len(t))
+        w0, w1 = mine["t0_ns"].min(), mine["t1_ns"].max()
+        before, after = (t["t0_ns"] < w0).sum(), (t["t0_ns"] > mine["t0_ns"].max()).sum()
+        assert abs(int(before) - int(after)) <= 1                  # from the middle of the block's run
+        bars = int(((e["cta"] == cta) & (e["t1_ns"] > w0) & (e["t0_ns"] < w1)).sum())
         share, _ = softmax_overlap(tl)
-        assert (int(line[1]), int(line[2]), int(line[3])) == (cta, bars, round(100 * share)), line[0]
+        assert (int(line[3]), int(line[4])) == (bars, round(100 * share)), line[0]
     if not fa3:      # the lock-step the text describes: FA2's warpgroups overlap little
         assert softmax_overlap(shown[0][1])[0] < 0.2
 
