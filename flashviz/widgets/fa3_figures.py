@@ -108,7 +108,7 @@ def timeline_caption(blocks: dict) -> str:
     if not blocks:
         return ""
     tls = list(blocks.values())
-    runs = "; ".join(f"{'fa3' if tl.kernel == 'fa3' else 'FA2 (wgmma)'} ({tl.device}, {tl.date}): a warpgroup's "
+    runs = "; ".join(f"{'fa3' if tl.kernel == 'fa3' else 'FA2 on wgmma'}, {tl.device}, {tl.date}: a warpgroup's "
                      f"softmax under another's products {100 * softmax_overlap(tl)[0]:.0f} % of its time" for tl in tls)
     more = "" if any(tl.kernel == "fa3" for tl in tls) else "; no fa3 timeline is recorded yet"
     return (f"Measured (GPU timeline, one traced run each, d = {tls[0].d}, N = {tls[0].N:,}): one block's steps over "

@@ -93,7 +93,7 @@ def test_recorded_data_captions_carry_the_numbers_of_the_json_by_method():
         tl = latest_timeline("wgmma", d=128, N=4096)
         cap = w.captions["timeline"]
         assert cap.startswith("Measured (GPU timeline, one traced run each, d = 128, N = 4,096)")
-        assert (f"FA2 (wgmma) ({tl.device}, {tl.date}): a warpgroup's softmax under another's products "
+        assert (f"FA2 on wgmma, {tl.device}, {tl.date}: a warpgroup's softmax under another's products "
                 f"{100 * softmax_overlap(tl)[0]:.0f} % of its time") in cap
         fa3 = [r for r in recorded_timelines() if r["kernel"] == "fa3"]
         assert ("no fa3 timeline is recorded yet" in cap) == (not fa3)
