@@ -79,7 +79,7 @@ PRESENTER_FIGURE = {"figsize": (11.0, 6.8), "dpi": 140, "text_scale": 1.4}
 PREFETCH_DELAY_S = 0.6
 
 #: beside the picker while a chapter is made on its visit (0.6-2 s on a 2-core machine)
-BUSY_HTML = "<span class='flashviz-app-busy-line' title='{label}'>⏳ making this chapter…</span>"
+BUSY_HTML = "<span class='flashviz-app-busy-line' title='{label}'>making this chapter…</span>"
 
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
 #: scaled by the browser into that box, keeping its aspect (object-fit: contain)
@@ -98,6 +98,8 @@ APP_CSS = """<style>
 .flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
   object-fit: contain; object-position: left top; }
 .flashviz-app-busy .flashviz-app-body { opacity: 0.35; cursor: progress; }
+.flashviz-app-busy-line { font-style: italic; color: #555; }
+.flashviz-tabs-header .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .flashviz-app-caption .widget-html-content { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .flashviz-app .lm-TabBar-tab { flex: 0 0 auto !important; }
 .flashviz-side > .widget-hbox { flex: 1 1 0; min-height: 0; align-items: stretch; }
@@ -121,6 +123,8 @@ PRESENTER_CSS = """<style>
 .flashviz-app .widget-checkbox, .flashviz-app .widget-label-basic, .flashviz-app .widget-label-basic span {
   width: auto !important; max-width: none !important; overflow: visible !important; }
 .flashviz-app .widget-checkbox { margin-right: 12px !important; }
+.flashviz-app .widget-checkbox input { width: 20px; height: 20px; }
+.flashviz-app .lm-TabBar-tab { font-size: 17px !important; }
 .flashviz-app .flashviz-side-controls .widget-dropdown { max-width: 100% !important; }
 .flashviz-app .flashviz-side-controls .widget-dropdown select { min-width: 0 !important; flex: 1 1 auto; }
 </style>"""

@@ -95,7 +95,9 @@ class FigureTabs:
         pages = [W.VBox([W.HTML(f"<div style='font-size:13px'>{self.captions[name]}</div>"), W.HTML("<i>drawing…</i>")])
                  for name in self.NAMES]
         self.tabs = W.Tab(children=pages, titles=tuple(self.TABS[name][0] for name in self.NAMES))
-        self.widget = W.VBox([W.HTML(loaded.header), self.tabs])
+        header = W.HTML(loaded.header)
+        header.add_class("flashviz-tabs-header")      # the app keeps it to one line (APP_CSS)
+        self.widget = W.VBox([header, self.tabs])
         # a tab's figure is drawn when the tab is first shown (the first now), and kept per
         # process: opening the chapter again, or another tab, costs no drawing
         self.tabs.observe(lambda change: self._show(change["new"]), names="selected_index")
