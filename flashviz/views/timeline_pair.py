@@ -5,7 +5,7 @@ For each ``gpu.Timeline`` (recorded or live) one panel: the detailed block (``de
 visits the most key tiles, over the span of ``tiles`` of its key tiles from the middle of its run
 (time in µs from the span's start; steps of the tiles next to them overlap it and are drawn too),
 a lane per warpgroup — two for a consumer (its loads, its math) and one for fa3's producer
-warpgroup, which only issues copies — each step a bar in the colours of chapter 7
+warpgroup, which only issues copies (``timeline_view.group_lanes``, as chapter 7's zoom) — each step a bar in the colours of chapter 7
 (``timeline_view.STAGE_COLOURS``). The title gives the kernel, its shape and blocks, and
 ``softmax_overlap`` over every kept block of the run (not only the one drawn): the share of a
 warpgroup's (teaching kernel: a warp's) softmax (update_ml, convert_P) during which another
@@ -26,7 +26,7 @@ from ..gpu.timeline import Timeline
 from ..gpu.timeline_stats import softmax_overlap
 from . import style
 from .text import font_height, text_width, tick_row, wrap_text
-from .timeline_view import LOAD_STAGES, STAGE_COLOURS, _rects  # one rectangle builder for every timeline view
+from .timeline_view import LOAD_STAGES, STAGE_COLOURS, _rects, group_lanes  # one rectangle builder, one lane rule
 
 #: how each kernel is named in the panel titles
 KERNEL_NAMES = {"wgmma": "FlashAttention-2 on wgmma (chapter 7)", "fa3": "FlashAttention-3 (flash_fwd_fa3)",
@@ -58,19 +58,8 @@ def block_window(tl: Timeline, tiles: int = 4) -> tuple[int, float, float, tuple
 
 
 def _lanes(tl: Timeline, ev) -> tuple[dict, list[str]]:
-    """{(group, "load" | "math"): lane} and the lanes' labels (fa3's group 0: one producer lane)."""
-    rows, labels = {}, []
-    unit = "wg" if tl.kernel != "teaching" else "warp"
-    for g in sorted({int(x) for x in ev["group"]}):
-        if tl.kernel == "fa3" and g == 0:
-            rows[(g, "load")] = rows[(g, "math")] = len(labels)
-            labels.append("producer")
-        else:
-            rows[(g, "load")] = len(labels)
-            labels.append(f"{unit} {g} loads")
-            rows[(g, "math")] = len(labels)
-            labels.append(f"{unit} {g} math")
-    return rows, labels
+    """The lanes of the groups in ``ev`` (one block's events), as chapter 7's zoom draws them."""
+    return group_lanes(tl.kernel, sorted({int(x) for x in ev["group"]}))
 
 
 def _unit(tl: Timeline) -> str:

@@ -48,6 +48,28 @@ LOAD_STAGES = ("load_Q", "load_KV", "load_K", "load_V", "write_O")
 TILE_WINDOW = 2.5        # the zoom shows ± this many median tile times around now
 
 
+def group_lanes(kernel: str, groups) -> tuple[dict, list[str]]:
+    """The zoom's lanes for a block's ``groups`` (ints): {(group, "load" | "math"): lane index}
+    and the lanes' labels, top to bottom. Two lanes a group (its loads, its math) for the
+    tensor-core kernels, where a group's loads run under its math; one for the teaching kernel's
+    warps, and one for fa3's producer warpgroup (group 0), which only issues copies."""
+    rows, labels = {}, []
+    unit = "wg" if kernel != "teaching" else "warp"
+    for g in groups:
+        if kernel == "fa3" and g == 0:          # fa3's producer warpgroup: copies only
+            rows[(g, "math")] = rows[(g, "load")] = len(labels)
+            labels.append("producer")
+        elif kernel != "teaching":
+            rows[(g, "load")] = len(labels)
+            labels.append(f"{unit} {g} loads")
+            rows[(g, "math")] = len(labels)
+            labels.append(f"{unit} {g} math")
+        else:
+            rows[(g, "math")] = rows[(g, "load")] = len(labels)
+            labels.append(f"{unit} {g}")
+    return rows, labels
+
+
 @dataclass
 class TimelineState:
     """What frame k shows: ``now_ns``, ``busy`` (SMs running a block), ``tflops`` (achieved in
@@ -303,26 +325,10 @@ class TimelineFigure(BlittedView):
         self.now_rate = ax.axvline(self.t_start * us, color="k", lw=1.2)
 
     def _group_rows(self):
-        """{(group, row kind): lane} over the detailed blocks: one lane per group, two (loads,
-        math) for the tensor-core kernels, where a group's loads run under its math (fa3: one
-        lane for its producer warpgroup, group 0, which only issues copies)."""
+        """{(group, row kind): lane} over the detailed blocks (``group_lanes``)."""
         groups = sorted({int(g) for ev in self._events.values() for g in np.unique(ev["group"])}) or [0]
         self.two_rows = self.tl.kernel != "teaching"
-        rows, labels = {}, []
-        unit = "wg" if self.tl.kernel != "teaching" else "warp"
-        for g in groups:
-            if self.tl.kernel == "fa3" and g == 0:          # fa3's producer warpgroup: copies only
-                rows[(g, "math")] = rows[(g, "load")] = len(labels)
-                labels.append("producer")
-            elif self.two_rows:
-                rows[(g, "load")] = len(labels)
-                labels.append(f"{unit} {g} loads")
-                rows[(g, "math")] = len(labels)
-                labels.append(f"{unit} {g} math")
-            else:
-                rows[(g, "math")] = rows[(g, "load")] = len(labels)
-                labels.append(f"{unit} {g}")
-        return rows, labels
+        return group_lanes(self.tl.kernel, groups)
 
     def _draw_zoom(self):
         ax, tl, pt = self.ax_zoom, self.tl, style.pt
