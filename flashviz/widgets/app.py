@@ -26,6 +26,7 @@ import inspect
 import ipywidgets as W
 
 from .. import _checks
+from ..views.drawlock import serialised
 from . import registry
 from .base import close_widget
 
@@ -216,6 +217,7 @@ class ChapterApp:
         self.chapter.observe(lambda change: self._open(change["new"]), names="value")
         self._open(self.chapter.value)
 
+    @serialised
     def _open(self, label: str):
         """Show chapter ``label``: built on its first visit, kept afterwards (a teacher who goes
         back finds it at the step they left; a revisit costs no drawing). A chapter that
@@ -263,6 +265,7 @@ class ChapterApp:
         self._seen = self._activity()
         self._timer = self._loop.call_later(PREFETCH_DELAY_S, self._prefetch)
 
+    @serialised
     def _prefetch(self) -> None:
         """Make the chapter after the shown one (picker order, wrapping) if it is not made yet;
         while the shown chapter plays or moved since the timer started, wait again. One that

@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import _checks
+from ..views.drawlock import serialise_canvas, serialised
 from ..views.protocol import BlittedFrameView
 from ..views.style import scaled_text
 from . import registry
@@ -110,6 +111,7 @@ def canvas_widget(fig, use_ipympl: bool):
         c._size = (int(fig.bbox.width), int(fig.bbox.height))
         c.syncing_data_url = False
         send_full_frames(c)
+        serialise_canvas(c)                # its messages draw under the one drawing lock (views.drawlock)
         return c
     return W.Image(format="png", layout=W.Layout(width="100%", max_width="1200px"))
 
@@ -183,9 +185,13 @@ class FrameWidget:
 
         style = {"description_width": "initial"}
         self.play = W.Play(value=0, min=0, max=1, step=1, interval=interval, description="Play")
-        self.frame = W.IntSlider(value=0, min=0, max=1, description="step", continuous_update=True,
-                                 layout=W.Layout(width="420px"))
+        # frame: the 0-based frame index (the API's k; never shown); step_slider: the same step
+        # counted from 1, as every title counts it ("step 25/272" beside a slider at 25)
+        self.frame = W.IntSlider(value=0, min=0, max=1)
+        self.step_slider = W.IntSlider(value=1, min=1, max=2, description="step", continuous_update=True,
+                                       layout=W.Layout(width="420px"))
         W.link((self.play, "value"), (self.frame, "value"))
+        W.link((self.frame, "value"), (self.step_slider, "value"), transform=(lambda k: k + 1, lambda s: s - 1))
         self.prev_button = W.Button(description="◀", tooltip="previous step", layout=W.Layout(width="40px"))
         self.next_button = W.Button(description="▶", tooltip="next step", layout=W.Layout(width="40px"))
         self.prev_button.on_click(lambda _: self._step(-1))
@@ -206,7 +212,8 @@ class FrameWidget:
         self.png_button.on_click(lambda _: self._export("png"))
         self.gif_button.on_click(lambda _: self._export("gif"))
         self.frame.observe(self._on_frame, names="value")
-        self.transport = W.HBox([self.play, self.prev_button, self.next_button, self.frame, self.speed, self.skip])
+        self.transport = W.HBox([self.play, self.prev_button, self.next_button, self.step_slider, self.speed,
+                                 self.skip])
         self.export_row = W.HBox([self.export_name, self.png_button, self.gif_button, self.export_progress,
                                   self.export_status])
         self._controls = []          # config widgets, closed with the rest
@@ -242,6 +249,7 @@ class FrameWidget:
         """Number of frames of the current view."""
         return 0 if self._view is None else self._view.n_frames
 
+    @serialised
     def show_frame(self, k: int):
         """Draw frame k (0 <= k < n_frames); returns the frame's state.
         Raises TypeError for a non-integer k and IndexError out of range."""
@@ -256,6 +264,7 @@ class FrameWidget:
             self._render(int(k))
         return self.state
 
+    @serialised
     def save_png(self, path, k: int | None = None):
         """Save frame k (default: the current frame) as a PNG file; returns its Path.
 
@@ -277,6 +286,7 @@ class FrameWidget:
         finally:
             self._redraw_current()
 
+    @serialised
     def save_gif(self, path, *, frames=None, fps: float = 8, progress=None):
         """Save the run (or the given frame indices) as .gif (.mp4 with ffmpeg); returns its Path.
         progress: optional callable(i, n) after each frame (e.g. a tqdm update).
@@ -299,6 +309,7 @@ class FrameWidget:
         finally:
             self._redraw_current()
 
+    @serialised
     def close(self):
         """Close the figure and every control of this widget (idempotent)."""
         if self._closed:
@@ -315,7 +326,7 @@ class FrameWidget:
         plt.close(self.fig)
         if isinstance(toolbar, W.Widget):
             close_widget(toolbar)          # ipympl's toolbar widget: closed now, not when the canvas is collected
-        for w in (self.play, self.frame, self.prev_button, self.next_button, self.speed, self.skip, self.status,
+        for w in (self.play, self.frame, self.step_slider, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
                   self.export_progress,
                   self.transport, self.export_row, *self._controls, *self.widget.children, self.widget):
@@ -326,13 +337,16 @@ class FrameWidget:
         return self.widget._repr_mimebundle_(**kwargs)
 
     # --- internals ----------------------------------------------------------------------
+    @serialised
     def _step(self, delta: int):
         if self.n_frames:
             self.frame.value = int(np.clip(self.frame.value + delta, 0, self.n_frames - 1))
 
+    @serialised
     def _on_frame(self, change):
         self._render(change["new"])
 
+    @serialised
     def _on_config(self, change=None):
         if getattr(self, "_suspended", False):
             return
@@ -342,6 +356,7 @@ class FrameWidget:
             return
         self._rebuild()
 
+    @serialised
     def _on_source(self, change):
         """Switching the input source: lock d (and cap N) for the real inputs, then rebuild once."""
         real = change["new"] == "real"
@@ -356,6 +371,7 @@ class FrameWidget:
             self._suspended = False
         self._rebuild()
 
+    @serialised
     def _rebuild(self):
         """Re-make the view from the controls and go to frame 0; keep the old one if impossible."""
         if self._closed:
@@ -376,9 +392,12 @@ class FrameWidget:
             self.play.value = 0
             self.frame.value = 0
             self.play.max = self.frame.max = max(n - 1, 0)
+            self.step_slider.value = 1          # first: a lower max would clamp it, and the link move the frame
+            self.step_slider.max = max(n, 1)
             self.frame.observe(self._on_frame, names="value")
         self._render(0)
 
+    @serialised
     def _render(self, k: int):
         if self._closed or self._view is None:
             return
@@ -397,12 +416,14 @@ class FrameWidget:
         """The view's blitter (views.blit), or None (no view, a view that does not blit, or not yet enabled)."""
         return self._view.blitter if isinstance(self._view, BlittedFrameView) else None
 
+    @serialised
     def _redraw_current(self):
         blitter = self._blitter()
         if blitter is not None:
             blitter.static_bg = None     # force a full redraw of the live canvas
         self._render(self.frame.value)
 
+    @serialised
     def _export(self, kind: str):
         if kind == "gif" and self._export_job is not None:
             self._export_job.cancel()          # the button reads "stop" while an export runs

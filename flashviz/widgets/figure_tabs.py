@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import ipywidgets as W
 
 from .. import _checks
+from ..views.drawlock import serialised
 from ..views.style import scaled_text
 from . import registry
 from .base import close_widget
@@ -45,6 +46,7 @@ class Loaded:
     labels: tuple
 
 
+@serialised
 def png_bytes(fig, dpi: float) -> bytes:
     """``fig`` as PNG bytes at ``dpi``; the figure is closed."""
     import matplotlib.pyplot as plt
@@ -131,6 +133,7 @@ class FigureTabs:
         with scaled_text(self.text_scale):
             return self._draws[name]((w * self.scale, h * self.scale))
 
+    @serialised
     def _show(self, index) -> None:
         if index is None:
             return

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 
 from .. import _checks
 from ..roofline import ROOFLINE_N, copy_bandwidth, measure_intensity
+from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.roofline_view import draw_memory_wall
 from ..views.style import scaled_text
 from .base import canvas_widget, check_int, close_widget, ensure_ipympl
@@ -52,7 +53,7 @@ class MemoryWall:
         try:
             self.rows = measure_intensity(ROOFLINE_N, 64, repeat=self.repeat)
             self.roof_Bps = copy_bandwidth(repeat=self.repeat)
-            with scaled_text(self.text_scale):
+            with DRAW_LOCK, scaled_text(self.text_scale):       # views.drawlock: one draw at a time
                 self.info = draw_memory_wall(self.fig, self.rows, self.roof_Bps)
             mm = max(r["mm_flops"] / r["mm_s"] for r in self.rows) / 1e9
             ew = max(r["ew_flops"] / r["ew_s"] for r in self.rows) / 1e9
@@ -60,7 +61,8 @@ class MemoryWall:
                                  f"up to {ew:.2f} GFLOP/s; a copy moves {self.info['roof_GBps']:.0f} GB/s")
             if isinstance(self._canvas, W.Image):
                 buf = io.BytesIO()
-                self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
+                with DRAW_LOCK:
+                    self.fig.savefig(buf, format="png", dpi=self.fig.dpi)
                 self._canvas.value = buf.getvalue()
             else:
                 self.fig.canvas.draw_idle()
@@ -68,6 +70,7 @@ class MemoryWall:
             self.button.disabled = False
         return self.rows
 
+    @serialised
     def close(self):
         """Close the figure and the widgets (idempotent)."""
         toolbar = getattr(self.fig.canvas, "toolbar", None)

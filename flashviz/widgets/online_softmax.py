@@ -15,6 +15,7 @@ import numpy as np
 from .._checks import check_choice
 from ..data import load_real_qkv
 from ..replay.online import BREAK_MODES
+from ..views.drawlock import serialised
 from ..views.online_view import OnlineSoftmaxFigure
 from ..views.style import sci_html
 from .base import FrameWidget, check_int
@@ -129,6 +130,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
         self._layout(W.HBox([self.source, self.N, self.block, self.row]), W.HBox([self.break_it, self.dtype]))
         self._rebuild()
 
+    @serialised
     def _on_N(self, change):
         self.row.unobserve(self._on_config, names="value")
         self.row.max = change["new"] - 1          # clamps the row

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import threading
 
 import ipywidgets as W
 import numpy as np
@@ -24,6 +23,7 @@ from ..gpu.common import gpu_status
 from ..gpu.results import latest_results
 from ..gpu.timeline import KERNELS, Timeline, recorded_timelines
 from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
+from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
 from .base import FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
@@ -164,7 +164,6 @@ class TimelineExplorer(GPUJob, FrameWidget):
             raise
 
     def _build(self, timeline, kernel, causal, d, N, block):
-        self._draw_lock = threading.RLock()     # held while the figure is drawn, rebuilt or closed
         self._given = timeline
         self._cache = {(kernel, causal, d, N): timeline}
         self._live = set()                      # configurations measured now, in this widget
@@ -316,30 +315,16 @@ class TimelineExplorer(GPUJob, FrameWidget):
                              f"{len(tl.tiles):,} tiles · steps kept for {len(view.detail)} blocks")
         return view
 
-    def _render(self, k: int):
-        with self._draw_lock:
-            super()._render(k)
-
-    def _rebuild(self):
-        with self._draw_lock:
-            super()._rebuild()
-
-    def save_png(self, path, k: int | None = None):
-        with self._draw_lock:
-            return super().save_png(path, k)
-
-    save_png.__doc__ = FrameWidget.save_png.__doc__
-
     def _zoomed(self) -> int | None:
         """The cta chosen in the zoom menu, or None for AUTO (each frame: a block running then)."""
         return None if self.block.value == AUTO_BLOCK else int(self.block.value)
 
+    @serialised
     def _on_block(self, change):
-        with self._draw_lock:
-            if self._closed or self._view is None:
-                return
-            self._view.set_block(self._zoomed())
-            self._render(self.frame.value)
+        if self._closed or self._view is None:
+            return
+        self._view.set_block(self._zoomed())
+        self._render(self.frame.value)
 
     # ------------------------------------------------------------------ live mode
     def _run_problem(self) -> str | None:
@@ -429,7 +414,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
     def _show_live(self, key, shown):
         """Draw a live Timeline (on the main thread when the button started the run)."""
         try:
-            with self._draw_lock:
+            with DRAW_LOCK:                         # the figure's lock (views.drawlock): never while another thread draws
                 if self._closed:
                     return
                 self._cache[key] = shown
@@ -450,9 +435,4 @@ class TimelineExplorer(GPUJob, FrameWidget):
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop.set()
-        lock = getattr(self, "_draw_lock", None)
-        if lock is None:
-            super().close()
-            return
-        with lock:                                  # never while a live result is being drawn
-            super().close()
+        super().close()                             # under the drawing lock: never while a live result is drawn
