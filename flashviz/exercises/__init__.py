@@ -7,15 +7,40 @@ A wrong line never gives the expected value, nor anything it can be read off fro
 "2.00x the right value"): it says which way the answer is off and roughly how far
 (``direction``), and names the idea to revisit. A check never raises: an exception in the
 learner's code is reported in that one line too.
+
+One way to show a line: every check ends in ``say(result)``, which shows it through ``show``
+— in a notebook (any IPython) as the result's HTML, ``CheckResult._repr_html_``: ✓ in bold green,
+✗ in bold red, the same in every chapter; elsewhere (a script, pytest) printed as plain text —
+and returns it marked as shown (``Printed``), so a cell ending in the call shows it once.
+
+Known wrong answers are recognised by name, never hidden by a tolerance: a check lists the
+values of the mistakes a learner plausibly makes (a missing tensor, a missing factor of 2, the
+wrong element size, an off-by-one tile count, the causal skip forgotten, …) with the hint each
+deserves, ``known_mistake`` finds the one an answer equals, and ``safe_rel`` narrows a check's
+tolerance to under half the distance to the nearest of them, so none of them is ever accepted.
+Exact integer answers (bytes, tiles, FLOPs) are compared exactly.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import numbers
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+
+#: the class of the one <span> a check's line is shown in (a notebook's HTML output)
+CHECK_CLASS = "flashviz-check"
+#: colours of a right and a wrong line
+RIGHT_COLOUR, WRONG_COLOUR = "#2ca02c", "#d62728"
+
+
+def check_html(ok: bool, message: str) -> str:
+    """The markup of a check's line in a notebook: one bold span, green for ✓, red for ✗."""
+    colour = RIGHT_COLOUR if ok else WRONG_COLOUR
+    return f"<span class='{CHECK_CLASS}' style='color:{colour};font-weight:bold'>{html.escape(message)}</span>"
 
 
 @dataclass
@@ -29,8 +54,7 @@ class CheckResult:
         return self.ok
 
     def _repr_html_(self):
-        colour = "#2ca02c" if self.ok else "#d62728"
-        return f"<span style='color:{colour};font-weight:bold'>{self.message}</span>"
+        return check_html(self.ok, self.message)
 
     def __repr__(self):
         return self.message
@@ -45,18 +69,41 @@ def wrong(message: str) -> CheckResult:
 
 
 class Printed(CheckResult):
-    """A CheckResult its check has already printed: as a notebook cell's value it shows nothing
+    """A CheckResult its check has already shown: as a notebook cell's value it shows nothing
     more (the line is not repeated); ``ok``, ``message``, ``bool()`` and ``repr()`` as usual."""
 
     def _ipython_display_(self):
         pass
 
 
+def _ipython():
+    """The running IPython shell (a notebook's kernel, Voilà, the IPython console), or None.
+    IPython is not imported here: a plain script or pytest has none."""
+    ip = sys.modules.get("IPython")
+    return ip.get_ipython() if ip is not None else None
+
+
+def _display(obj) -> None:
+    from IPython.display import display
+
+    display(obj)
+
+
+def show(result: CheckResult) -> None:
+    """Show a check's line, the one way every exercise does: under IPython as a rich display of
+    a plain CheckResult (its ``_repr_html_``: ``check_html``; text/plain: the line), elsewhere
+    printed."""
+    if _ipython() is None:
+        print(result.message)
+    else:
+        _display(CheckResult(bool(result.ok), result.message))
+
+
 def say(result: CheckResult) -> CheckResult:
-    """Print a check's one line (for checks called as statements) and return it, marked as
-    printed so that a cell ending in the call does not show it a second time."""
-    print(result.message)
-    return Printed(result.ok, result.message)
+    """Show a check's one line (``show``) and return it, marked as shown, so that a cell ending
+    in the call does not show it a second time. Every check of every chapter ends here."""
+    show(result)
+    return Printed(bool(result.ok), result.message)
 
 
 def direction(answer: float, expected: float) -> str:
@@ -117,14 +164,59 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1e4 and float(x).is_integer() else f"{x:,.6g}"
 
 
+def _matches(answer: float, value: float, rel: float) -> bool:
+    """answer is value within rel of it (rel 0: equal, up to float rounding of an exact integer)."""
+    return abs(answer - value) <= max(rel, 1e-12) * abs(value) if value else answer == 0
+
+
+def known_mistake(answer: float, mistakes, expected: float | None = None, *, rel: float = 0.0) -> str | None:
+    """The hint of the first known wrong answer that ``answer`` is, or None. ``mistakes``: pairs
+    (value, hint) or triples (value, hint, rel): a value matches within its own rel, else within
+    ``rel`` (0: equal). A listed value equal to ``expected`` (a mistake that, for this question,
+    gives the right answer) is skipped."""
+    for m in mistakes:
+        value, hint, r = (*m, rel)[:3]
+        if expected is not None and _matches(value, expected, 0.0):
+            continue
+        if _matches(answer, value, r):
+            return hint
+    return None
+
+
+def safe_rel(expected: float, rel: float, mistakes) -> float:
+    """``rel`` narrowed to under half the relative distance from ``expected`` to the nearest
+    known wrong answer in ``mistakes`` (as for ``known_mistake``): a tolerance never accepts a
+    named mistake. Mistakes equal to ``expected`` are left out."""
+    if not expected:
+        return rel
+    gaps = [abs(m[0] - expected) / abs(expected) for m in mistakes]
+    return min([rel] + [g / 2 for g in gaps if g > 1e-12])
+
+
 def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "your answer", unit: str = "",
-                 hint: str = ""):
-    """Compare a numeric prediction with the computed value (relative tolerance ``rel``). Right:
-    both values are shown. Wrong: the learner's value, which way it is off and roughly how far,
-    and ``hint`` (the idea to revisit) — never the expected value."""
+                 hint: str = "", mistakes=()):
+    """Compare a numeric prediction with the computed value: within ``rel`` (narrowed by
+    ``safe_rel`` so that no known mistake passes; rel = 0: exactly, for exact integer answers).
+    Right: both values are shown. Wrong: the learner's value, which way it is off and roughly how
+    far, and the hint of the known mistake it is (``mistakes``, see ``known_mistake``) or else
+    ``hint`` (the idea to revisit) — never the expected value."""
     a = finite_number(answer)
     if a is None:
         return wrong(f"{what} should be a number (a finite one), got {answer!r:.60}")
-    if abs(a - expected) <= rel * max(abs(expected), 1e-300):
+    mistakes = list(mistakes)
+    rel = safe_rel(expected, rel, mistakes)
+    if _matches(a, expected, rel):
         return right(f"{what} = {_fmt(a)}{unit} (flashviz computes {_fmt(expected)}{unit})")
-    return wrong(f"{what} = {_fmt(a)}{unit} is {direction(a, expected)}" + (f". hint: {hint}" if hint else ""))
+    said = f"{what} = {_fmt(a)}{unit} is {direction(a, expected)}"
+    named = known_mistake(a, mistakes, expected, rel=rel)
+    if named:
+        return wrong(f"{said}. hint: {named}")
+    return wrong(said + (f". hint: {hint}" if hint else "") + exact_note(a, expected, rel))
+
+
+def exact_note(answer: float, expected: float, rel: float) -> str:
+    """For an exact answer (rel 0) within 1 % of it: say it is an exact count, to be worked out
+    in full (a rounded figure is not it). '' otherwise."""
+    if rel or not expected or abs(answer - expected) > 0.01 * abs(expected):
+        return ""
+    return " (the answer is an exact integer: work it out in full, Python can do the arithmetic)"

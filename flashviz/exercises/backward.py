@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..iomodel import recompute_extra_flops, stored_between_passes
-from . import CheckResult, close_number, finite_number, guarded, never_raises, right, say, wrong  # noqa: F401
+from . import CheckResult, close_number, finite_number, guarded, known_mistake, never_raises, right, say, wrong  # noqa: F401
 
 
 @never_raises(say)
@@ -45,17 +45,23 @@ def check_stored_bytes(answer, N: int, itemsize: int = 4) -> CheckResult:
                           "its bytes per number"))
     if a in (N * itemsize, N * lse_b) and b == N * N * itemsize:
         return say(wrong(f"P = {_fmt_b(a)}, lse = {_fmt_b(b)} — swapped: P is the N×N one"))
-    p_note = "" if a == P else (" (P has one number per (query, key) pair: N×N of them)"
-                                if a in (N * itemsize, N * lse_b) else "")
-    if b == lse:
-        l_note = ""
-    elif b == N * itemsize and itemsize < lse_b:
-        l_note = (f" (lse is kept in float{8 * lse_b}, {lse_b} bytes a row, even when Q, K, V are "
-                  f"{itemsize}-byte numbers)")
-    elif b == N * N * itemsize or b == N * N * lse_b:
-        l_note = " (lse has one number per query row, not per (query, key) pair)"
-    else:
-        l_note = f" (lse is one number per query row, in float{8 * lse_b})"
+    p_note = "" if a == P else known_mistake(a, [
+        (N * itemsize, "P has one number per (query, key) pair: N×N of them"),
+        (N * lse_b, "P has one number per (query, key) pair: N×N of them"),
+        *[(N * N * alt, f"P is kept in the activations' {itemsize}-byte numbers, not {alt}-byte ones")
+          for alt in (2, 4, 8) if alt != itemsize],
+        (N * N, f"that is P's element count: {itemsize} bytes each"),
+        (P / 2**20, "give bytes, not MiB", 5e-3), (P / 1e6, "give bytes, not MB", 5e-3)])
+    p_note = f" ({p_note})" if p_note else ""
+    l_note = "" if b == lse else known_mistake(b, [
+        *[(N * alt, f"lse is kept in float{8 * lse_b}, {lse_b} bytes a row, even when Q, K, V are "
+                    f"{itemsize}-byte numbers") for alt in (2, 4, 8) if alt < lse_b and alt == itemsize],
+        *[(N * alt, f"lse is kept in float{8 * lse_b}: {lse_b} bytes a row, not {alt}") for alt in (2, 4, 8)
+          if alt != lse_b],
+        (N * N * itemsize, "lse has one number per query row, not per (query, key) pair"),
+        (N * N * lse_b, "lse has one number per query row, not per (query, key) pair"),
+        (N, f"that is lse's element count: {lse_b} bytes each")])
+    l_note = f" ({l_note})" if l_note else f" (lse is one number per query row, in float{8 * lse_b})" if b != lse else ""
     parts = [f"P = {_fmt_b(a)} " + ("✓" if a == P else "✗") + p_note,
              f"lse = {_fmt_b(b)} " + ("✓" if b == lse else "✗") + l_note]
     return say(wrong(", ".join(parts)))
@@ -68,21 +74,25 @@ def _fmt_b(x: float) -> str:
 @never_raises(say)
 def check_extra_flops(answer, N: int, d: int, causal: bool = False) -> CheckResult:
     """answer = the matmul FLOPs the backward spends recomputing S = scale·QKᵀ for one head
-    (N queries, N keys, head dimension d; 2 FLOPs per multiply-add). Compared with
-    iomodel.recompute_extra_flops (1 % tolerance)."""
+    (N queries, N keys, head dimension d; 2 FLOPs per multiply-add). Compared exactly with
+    iomodel.recompute_extra_flops; a known wrong count (1 FLOP per multiply-add, PV counted too,
+    the causal skip forgotten or its diagonal) gets the hint that names it."""
     expected = recompute_extra_flops(N, N, d, causal)
     a = finite_number(answer)
     if a is None:
         return say(wrong(f"replace the placeholder with your prediction (a number of FLOPs); got {answer!r:.60}"))
     hint = "recomputing S = QKᵀ is one matmul of N×d by d×N: N·N·d multiply-adds, 2 FLOPs each"
-    if abs(a - expected / 2) <= 0.01 * expected:
-        hint = "a multiply-add counts as 2 FLOPs"
-    elif abs(a - 2 * expected) <= 0.01 * expected:
-        hint = "only S = QKᵀ is recomputed; PV is not needed again"
+    mistakes = [(expected / 2, "a multiply-add counts as 2 FLOPs"),
+                (2 * expected, "only S = QKᵀ is recomputed; PV is not needed again"),
+                (expected / 1e9, "give FLOPs, not GFLOPs", 5e-3), (expected / 1e12, "give FLOPs, not TFLOPs", 5e-3)]
     if causal:
-        hint += " (with the causal mask, only the tiles a query block can see)"
-    return say(close_number(a, expected, rel=0.01, what=f"the recomputation's extra FLOPs at N = {N}, d = {d}",
-                            hint=hint))
+        full = recompute_extra_flops(N, N, d, False)
+        hint += " (with the causal mask, only the (query, key) pairs a query sees)"
+        mistakes += [(full, "with the causal mask, query r sees only keys 0…r: count only the visible pairs"),
+                     (full / 2, "query r sees keys 0…r, r + 1 of them: N·(N + 1)/2 pairs, not N²/2"),
+                     (full / 4, "a multiply-add counts as 2 FLOPs, and query r sees r + 1 keys: N·(N + 1)/2 pairs")]
+    return say(close_number(a, expected, rel=0.0, what=f"the recomputation's extra FLOPs at N = {N}, d = {d}",
+                            hint=hint, mistakes=mistakes))
 
 
 def _recorded_tiles(runs):

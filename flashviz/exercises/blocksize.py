@@ -1,7 +1,8 @@
 """Chapter 4 exercises: predict the HBM traffic of a block size; find the best tile that fits.
 
-Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
-answer or the question's parameters.
+Each check shows its one line (✓ or ✗, ``say``) and returns a CheckResult; none raises, whatever
+the answer or the question's parameters. The traffic is exact: a known wrong total gets the hint
+that names it (``tiling.forward_bytes_mistakes``, shared with chapters 3 and 5).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import math
 import numbers
 
 from .. import iomodel
-from . import CheckResult, direction, first_line, never_raises, right, say, wrong
+from . import CheckResult, direction, exact_note, first_line, known_mistake, never_raises, right, safe_rel, say, wrong
+from .tiling import forward_bytes_mistakes
 
 
 def _budget_bytes(sram_budget) -> int:
@@ -21,13 +23,16 @@ def _budget_bytes(sram_budget) -> int:
 
 @never_raises(say)
 def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, itemsize: int = 4, *,
-                             order: str = "fa2", causal: bool = False, rel: float = 0.02) -> CheckResult:
+                             order: str = "fa2", causal: bool = False, rel: float = 0.0) -> CheckResult:
     """Is ``answer_bytes`` the HBM traffic (bytes read + written) of the tiled forward pass with
     these N (= Nq = Nk), d, Br, Bc, itemsize, order and mask? Compared with
-    ``iomodel.flash_forward_io`` within ``rel`` (2 %). Prints and returns a CheckResult."""
+    ``iomodel.flash_forward_io`` exactly (``rel`` 0; a larger one is narrowed so that no known
+    mistake passes). A known wrong total (``tiling.forward_bytes_mistakes``: lse left out, K and V
+    read Tc times instead of Tr, …) gets the hint that names it. Shows and returns a CheckResult."""
     try:
         expected = iomodel.flash_forward_io(N, N, d, Br=Br, Bc=Bc, itemsize=itemsize, order=order,
                                             causal=causal).hbm_bytes
+        mistakes = forward_bytes_mistakes(N, d, Br, Bc, itemsize, order=order, causal=causal)
     except (TypeError, ValueError) as exc:
         return say(wrong(f"the question itself is invalid ({first_line(exc)})"))
     if answer_bytes is None or isinstance(answer_bytes, bool):
@@ -38,9 +43,13 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
         return say(wrong(f"your prediction should be a number of bytes, got {answer_bytes!r}"))
     if not math.isfinite(mine):
         return say(wrong(f"your prediction should be a finite number of bytes, got {answer_bytes!r}"))
+    rel = safe_rel(expected, rel, mistakes)
     if abs(mine - expected) <= rel * expected:
         said = f"{mine:,.0f} B ({mine / 2**20:,.2f} MiB)"
         return say(right(f"Br = {Br}, Bc = {Bc} moves {expected:,} B ({expected / 2**20:,.2f} MiB); you said {said}"))
+    named = known_mistake(mine, mistakes, expected, rel=rel)
+    if named:
+        return say(wrong(f"you said {mine:,.0f} B: {direction(mine, expected)}. hint: {named}"))
     if order == "fa2":
         idea = ("Q is read once and O, lse written once; K and V are read once per query block, "
                 "Tr = ⌈N/Br⌉ times — so Br sets the traffic, Bc does not")
@@ -49,8 +58,8 @@ def check_traffic_prediction(answer_bytes, N: int, d: int, Br: int, Bc: int, ite
                 "block, Tc = ⌈N/Bc⌉ times, plus O, l, m initialised once")
     if causal:
         idea += "; with the causal mask, only the key blocks a query block can see are read"
-    return say(wrong(f"you said {mine:,.0f} B: that is {direction(mine, expected)}. hint: {idea} "
-                     f"({itemsize}-byte elements)"))
+    return say(wrong(f"you said {mine:,.0f} B: {direction(mine, expected)}. hint: {idea} "
+                     f"({itemsize}-byte elements)" + exact_note(mine, expected, rel)))
 
 
 @never_raises(say)

@@ -6,8 +6,10 @@
 compares every block with flashviz.online_softmax_steps. ``check_alpha`` / ``check_l``: predict
 the rescale factor and the running sum for the small row ``PREDICT_X``.
 
-Every check returns a CheckResult — one line, ✓ or ✗ (with the first wrong block), shown in colour
-as a cell's last expression — and never raises, whatever the learner's code does.
+Every check shows one line, ✓ or ✗ (with the first wrong block), the way every chapter's checks
+do (``say``), returns it as a CheckResult, and never raises, whatever the learner's code does.
+A known wrong prediction (the factor inverted, the old sum not rescaled, …) gets the hint that
+names it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import numpy as np
 
 from ..online import online_softmax_steps
-from . import CheckResult, close_number, direction, guarded, right, wrong
+from . import CheckResult, close_number, direction, guarded, never_raises, right, say, wrong
 
 PREDICT_X = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])
 PREDICT_BLOCK = 2
@@ -50,9 +52,14 @@ def _as_pair(out):
         return None, None, f"update must return two numbers (m_new, l_new), got {out!r:.60}"
 
 
+@never_raises(say)
 def check_rescale(update) -> CheckResult:
     """Stream test rows through the learner's ``update(m_old, l_old, x_block) -> (m_new, l_new)``
-    (starting from m = -inf, l = 0) and compare each block with flashviz. Prints one line."""
+    (starting from m = -inf, l = 0) and compare each block with flashviz. Shows one line."""
+    return say(_rescale_result(update))
+
+
+def _rescale_result(update) -> CheckResult:
     if not callable(update):
         return wrong(f"pass your function itself, e.g. check_rescale(update); got {update!r:.60}")
     blocks, rows = 0, _rows()
@@ -102,13 +109,45 @@ def _predict_steps():
     return online_softmax_steps(PREDICT_X, block=PREDICT_BLOCK)
 
 
+def _predict_mistakes():
+    """(alpha, l, [(wrong alpha, hint)], [(wrong l, hint)]) at block j = 1 of PREDICT_X: the
+    answers as flashviz.online_softmax_steps computes them, the mistakes a learner plausibly makes
+    worked out from the row (m0, l0 after block 0)."""
+    x, B = PREDICT_X, PREDICT_BLOCK
+    b0, b1 = x[:B], x[B:2 * B]
+    m0 = float(b0.max())
+    l0 = float(np.exp(b0 - m0).sum())
+    m1 = max(m0, float(b1.max()))
+    alpha = math.exp(m0 - m1)
+    s1 = float(np.exp(b1 - m1).sum())
+    alphas = [(1 / alpha, "that is exp(m_new − m_old): the factor shrinks the old sum, exp(m_old − m_new) ≤ 1"),
+              (m0 - m1, "that is m_old − m_new itself: the factor is its exponential"),
+              (m1 - m0, "the factor is exp(m_old − m_new), the exponential of the change of max"),
+              (1.0, "the max changes at block j = 1, so the old sum needs rescaling: exp(m_old − m_new)")]
+    ls = [(l0 + s1, "that is l_old + Σ exp(x − m_new): the old sum was taken against the old max, rescale it by "
+                    "exp(m_old − m_new) first"),
+          (s1, "that is block 1's sum alone: add the rescaled sum of block 0"),
+          (alpha * l0, "that is block 0's rescaled sum alone: add Σ exp(x − m_new) over block 1"),
+          (float(np.exp(x[:2 * B]).sum()), "that is Σ exp(x) without the max subtracted: use exp(x − m_new)"),
+          (l0 / alpha + s1, "the rescale factor is exp(m_old − m_new) (≤ 1), not its inverse"),
+          (l0 + float(np.exp(b1 - m0).sum()), "take both blocks against the new max m_new, not the old one")]
+    step = _predict_steps()[1]                     # what flashviz computes: the answers
+    return step.rescale, step.l, alphas, ls
+
+
+@never_raises(say)
 def check_alpha(answer) -> CheckResult:
-    """Your prediction of the rescale factor exp(m_old − m_new) at block j = 1 of PREDICT_X (blocks of 2)."""
-    return close_number(answer, _predict_steps()[1].rescale, rel=0.02, what="the rescale factor at block j = 1",
-                        hint="it is exp(m_old − m_new): the max before block j = 1 against the max after it")
+    """Your prediction of the rescale factor exp(m_old − m_new) at block j = 1 of PREDICT_X (blocks
+    of 2). Within 2 % (or less: no known mistake passes)."""
+    alpha, _, mistakes, _ = _predict_mistakes()
+    return say(close_number(answer, alpha, rel=0.02, what="the rescale factor at block j = 1", mistakes=mistakes,
+                            hint="it is exp(m_old − m_new): the max before block j = 1 against the max after it"))
 
 
+@never_raises(say)
 def check_l(answer) -> CheckResult:
-    """Your prediction of the running sum l after block j = 1 of PREDICT_X (blocks of 2)."""
-    return close_number(answer, _predict_steps()[1].l, rel=0.02, what="l after block j = 1",
-                        hint="rescale block 0's sum to the new max, then add Σ exp(x − m_new) over block 1")
+    """Your prediction of the running sum l after block j = 1 of PREDICT_X (blocks of 2). Within 2 %
+    (or less: no known mistake passes)."""
+    _, l1, _, mistakes = _predict_mistakes()
+    return say(close_number(answer, l1, rel=0.02, what="l after block j = 1", mistakes=mistakes,
+                            hint="rescale block 0's sum to the new max, then add Σ exp(x − m_new) over block 1"))

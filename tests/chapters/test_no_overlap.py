@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -359,3 +360,83 @@ def test_image_chapters_presenter_texts_are_large_and_scaled(i):
         assert len(both) >= 5, (name, sorted(both))
         unscaled = {t: (default[t], big[t]) for t in both if abs(big[t] - scale * default[t]) > 0.05}
         assert not unscaled, f"{name}: (app pt, presenter pt) not scaled by {scale}: {unscaled}"
+
+
+# --- chapter 1's roofline: the notebook's figure and the app's, at both text scales -------------
+# The QKᵀ points of N = 256…2048 sit at 21–30 FLOP/byte and wherever this machine's timing puts
+# them: close together on a quiet laptop, on top of each other, far apart on a loaded box, right
+# under the top of the axes. Their labels N=… stand in one column with leader lines
+# (views.roofline_view.place_point_labels): no two overlap, none leaves the axes, none covers the
+# legend — in the notebook's figure (draw_roofline, 7 × 4.2 in) and in the app's (draw_memory_wall).
+
+def roofline_rows(gflops, ew_gflops=(1.2, 1.0, 0.9, 0.8), Ns=(256, 512, 1024, 2048), d=64):
+    """Rows as roofline.measure_intensity returns them, with QKᵀ at ``gflops`` GFLOP/s."""
+    rows = []
+    for N, g, e in zip(Ns, gflops, ew_gflops):
+        mm_flops, ew_flops = 2 * N * N * d, N * N
+        rows.append(dict(N=N, d=d, mm_flops=mm_flops, mm_bytes=(2 * N * d + N * N) * 4, mm_s=mm_flops / (g * 1e9),
+                         ew_flops=ew_flops, ew_bytes=2 * N * N * 4, ew_s=ew_flops / (e * 1e9)))
+    return rows
+
+
+ROOFLINE_CASES = {
+    "quiet laptop": (roofline_rows((40, 60, 70, 75)), 10e9),
+    "on top of each other": (roofline_rows((50, 50, 50, 50)), 10e9),
+    "loaded box": (roofline_rows((0.53, 2.1, 98.5, 38.5), (0.37, 0.43, 0.1, 0.26)), 3e9),
+    "under the top": (roofline_rows((900, 1000, 1100, 1150)), 0.5e9),
+    "a slow roof": (roofline_rows((3, 4, 5, 5.5), (0.01, 0.01, 0.01, 0.01)), 0.08e9),
+}
+ROOFLINE_FIGURES = {"notebook": {"figsize": (7, 4.2)}, "app": {"figsize": APP_FIGURE["figsize"]}}
+
+
+def roofline_problems(fig, ax, labels) -> list[str]:
+    """text_problems of the figure, and the labels that leave their axes."""
+    out = text_problems(fig)
+    renderer = fig.canvas.get_renderer()
+    box = ax.bbox
+    for a in labels:
+        b = a.get_window_extent(renderer)
+        if b.x0 < box.x0 - TOL or b.x1 > box.x1 + TOL or b.y0 < box.y0 - TOL or b.y1 > box.y1 + TOL:
+            out.append(f"{_name(a)} leaves its axes: x {b.x0:.0f}…{b.x1:.0f}, y {b.y0:.0f}…{b.y1:.0f} "
+                       f"(axes x {box.x0:.0f}…{box.x1:.0f}, y {box.y0:.0f}…{box.y1:.0f})")
+    return out
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("figure", list(ROOFLINE_FIGURES))
+@pytest.mark.parametrize("case", list(ROOFLINE_CASES))
+def test_roofline_labels_keep_apart_inside_the_axes(case, figure, size):
+    import matplotlib.pyplot as plt
+
+    from flashviz.views.roofline_view import draw_memory_wall, draw_roofline
+    from flashviz.views.style import scaled_text
+
+    rows, roof = ROOFLINE_CASES[case]
+    fig = plt.figure(figsize=ROOFLINE_FIGURES[figure]["figsize"], dpi=90)
+    try:
+        with scaled_text(SIZES[size].get("text_scale", 1.0)):
+            if figure == "notebook":
+                info = draw_roofline(fig, rows, roof, roof_label=f"bandwidth roof ≈ {roof / 1e9:.1f} GB/s (measured)")
+                ax = info["axes"]
+            else:
+                info = draw_memory_wall(fig, rows, roof)
+                ax = info["axes"][0]
+        labels = info["labels"]
+        assert sorted(a.get_text() for a in labels) == sorted(f"N={r['N']}" for r in rows)
+        problems = roofline_problems(fig, ax, labels) + raw_exponents(fig)
+        assert not problems, f"roofline, {case}, {figure} figure, {size}:\n" + "\n".join(problems)
+        # each label is joined to its own point: a leader (an arrow without text) from the label to it
+        leaders = [c for c in ax.texts if c.get_gid() == "point-label-leader"]
+        assert sorted(tuple(a.xy) for a in leaders) == sorted(tuple(a.xy) for a in labels)
+        assert all(leader.xyann == a.xyann for leader in leaders for a in labels if a.xy == leader.xy)
+    finally:
+        plt.close(fig)
+
+
+def test_the_notebook_draws_its_roofline_with_draw_roofline():
+    """Chapter 1's notebook makes its roofline with the function checked above, not its own copy."""
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "01_memory_wall.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "draw_roofline(" in code and "ax.annotate(" not in code

@@ -478,6 +478,17 @@ def test_recorded_data_check_step_gain_right_and_wrong(capsys):
     assert "not the increase" in check_step_gain(RIGHT_STEP, RIGHT_GAIN - 1).message
     assert "not a percentage" in check_step_gain(RIGHT_STEP, 100 * (RIGHT_GAIN - 1)).message
     assert "name the step" in check_step_gain("wgmma", RIGHT_GAIN).message
+    # the other known slips are named too (issue 20): the inverse, the public call's times
+    assert_wrong(inverse := check_step_gain(RIGHT_STEP, 1 / RIGHT_GAIN), RIGHT_GAIN)
+    assert "not the other way round" in inverse.message
+    row = next(r for r in STEP_ROWS if (r["d"], r["causal"]) == (128, False))
+    impls = step_impls(row)
+    k = ("producer", "pingpong", "intra").index(RIGHT_STEP)
+    before, after = row.get(f"{impls[k]}_call_ms"), row.get(f"{impls[k + 1]}_call_ms")
+    if before and after and abs(before / after - RIGHT_GAIN) > 0.04 * RIGHT_GAIN:
+        res = check_step_gain(RIGHT_STEP, before / after)
+        assert_wrong(res, RIGHT_GAIN)
+        assert "kernel-only" in res.message, res.message
 
 
 def test_check_consumer_registers_right_and_wrong():
@@ -500,7 +511,8 @@ def test_check_fa3_smem_right_and_wrong():
     barriers = 8 * (2 + 4 * _st)
     hints = {RIGHT_SMEM - 1024: "1024 bytes of slack", RIGHT_SMEM - barriers: "mbarriers live in shared memory",
              RIGHT_SMEM - 1024 - barriers: "add the mbarriers", RIGHT_SMEM - 2 * _st * 128 * 128: "two rings",
-             RIGHT_SMEM / 1024: "not KiB", RIGHT_SMEM * 3: "too high"}
+             RIGHT_SMEM / 1024: "not KiB", RIGHT_SMEM * 3: "too high",
+             2 * (RIGHT_SMEM - 1024 - barriers) + 1024 + barriers: "not 4"}       # the tiles in fp32
     for answer, hint in hints.items():
         res = check_fa3_smem(answer)
         assert_wrong(res, RIGHT_SMEM)
