@@ -73,8 +73,9 @@ def step_slider(page, i: int):
 
 
 def slider_value(page, i: int) -> int:
-    """The step the i-th FrameWidget's slider shows (its readout)."""
-    return int(step_slider(page, i).locator(".widget-readout").inner_text())
+    """The frame index (0-based, the kernel's ``w.frame.value``) the i-th FrameWidget's step
+    slider shows: its readout counts steps from 1, as the figures' titles do."""
+    return int(step_slider(page, i).locator(".widget-readout").inner_text()) - 1
 
 
 def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -399,7 +399,7 @@ def test_timeline_frames_in_the_browser(browser, front_end):
             def type_middle():
                 readout.click()
                 page.keyboard.press("Control+A")
-                page.keyboard.type(str(middle))
+                page.keyboard.type(str(middle + 1))      # the readout counts steps from 1
                 page.keyboard.press("Enter")
 
             slider.scroll_into_view_if_needed()
