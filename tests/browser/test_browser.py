@@ -110,7 +110,7 @@ def test_start_here_renders_plays_and_redraws(browser, lab):
                 break
         assert br_readout.inner_text() != old_br, "the Br slider did not move"
         assert shot2 != shot1, "the grid did not redraw after Br changed"
-        assert readout.inner_text() == "0", "a new run starts at step 0"
+        assert readout.inner_text() == "1", "a new run starts at step 1 (the slider counts steps from 1)"
         page.screenshot(path=str(ARTIFACTS / "start_here_br_moved.png"))
     finally:
         page.close()
