@@ -26,8 +26,8 @@ checkpoint the test
 
 The kernel's side: in JupyterLab (ipykernel 7 subshells) the slider's and the canvas's comm
 messages are handled on a subshell's thread and the buttons' on the main thread, so the notebook
-serialises the frames, the canvas's full draws and the buttons' reading and drawing with one
-lock (without it the reference's full draw on the main thread ran into an ipympl "draw" request
+serialises the buttons' reading and drawing with flashviz's drawing lock (views.drawlock;
+without it the reference's full draw on the main thread ran into an ipympl "draw" request
 handled on the subshell and came out half drawn).
 
 Timing: an init script records in the page when each key or pointer event arrives and when
@@ -130,9 +130,10 @@ import flashviz as fv
 OUT = OUT_DIR
 w = fv.TimelineExplorer(key="t-timeline")
 # In JupyterLab (ipykernel 7 subshells) the slider's and the canvas's messages are handled on a
-# subshell's thread, the buttons' on the main thread: one lock keeps the test's reading and its
-# reference drawing (main thread) apart from the frames and from ipympl's own full draws.
-lock = threading.RLock()
+# subshell's thread, the buttons' on the main thread: flashviz's one drawing lock (a second lock
+# here would deadlock against it: a handler holding one waiting for the other) keeps the test's
+# reading and its reference drawing apart from the frames and from ipympl's own full draws.
+from flashviz.views.drawlock import DRAW_LOCK as lock
 _draw = w.fig.canvas.draw
 def _locked_draw():
     with lock:
