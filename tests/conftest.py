@@ -24,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def widget_backend():
+    """matplotlib on ipympl's backend for the test (figures get ipympl's web canvas), then back."""
+    import matplotlib
+    old = matplotlib.get_backend()
+    matplotlib.use("module://ipympl.backend_nbagg")
+    yield
+    matplotlib.use(old)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 

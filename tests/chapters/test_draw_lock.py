@@ -29,14 +29,6 @@ DIFF_LEVELS = 24
 MAX_DIFF_SHARE = 0.002
 
 
-@pytest.fixture
-def widget_backend():
-    old = matplotlib.get_backend()
-    matplotlib.use("module://ipympl.backend_nbagg")
-    yield
-    matplotlib.use(old)
-
-
 class Watch:
     """Counts the moments two threads were inside the figure's drawing primitives at once."""
 

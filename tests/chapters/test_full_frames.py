@@ -8,20 +8,11 @@ from __future__ import annotations
 
 import io
 
-import matplotlib
 import numpy as np
 import pytest
 from PIL import Image
 
 pytest.importorskip("ipympl")
-
-
-@pytest.fixture
-def widget_backend():
-    old = matplotlib.get_backend()
-    matplotlib.use("module://ipympl.backend_nbagg")
-    yield
-    matplotlib.use(old)
 
 
 @pytest.mark.parametrize("make", [
