@@ -45,8 +45,9 @@ def app_notebook(root: Path) -> Path:
 
 #: seconds the kernel of a page that went away may sit idle before it is shut down. Each page load
 #: starts a kernel of its own (150-250 MB); Voilà's page asks for its kernel's shutdown when it
-#: unloads, and this catches the kernels of pages that could not ask (a browser that crashed or was
-#: killed, a lost connection, a laptop closed for longer than this)
+#: unloads (accepted: flashviz.voila_page gives the page the xsrf cookie the request needs), and
+#: this catches the kernels of pages that could not ask (a browser that crashed or was killed, a
+#: lost connection, a laptop closed for longer than this)
 CULL_IDLE_S = 600
 
 
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
     token = args.token or secrets.token_hex(16)
     env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0",
                FLASHVIZ_PREFETCH="0" if args.no_prefetch else "1")
-    cmd = [sys.executable, "-m", "voila", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
+    cmd = [sys.executable, "-m", "flashviz.voila_page", str(nb), f"--Voila.ip={args.ip}", f"--port={args.port}",
            f"--token={token}", "--show_tracebacks=False", f"--Voila.root_dir={nb.parent}",
            "--Voila.port_retries=0",    # serve on this port or fail: never on another than the URL printed
            *cull_args(args.cull_idle)]

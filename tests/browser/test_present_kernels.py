@@ -1,4 +1,6 @@
 """``flashviz present`` in a room over a lesson: every page load runs a kernel of its own; a page
+that is left or reloaded asks for its kernel's shutdown as it unloads, and the kernel is gone within
+seconds (with the culler off, so nothing else could have stopped it); a page
 that went away without asking for its kernel's shutdown (playwright's ``page.close()`` skips the
 page's unload step, as a crashed browser or a lost connection would) gives its kernel back once it
 has been idle ``--cull-idle`` seconds, while a page left open keeps its kernel however long it sits
@@ -53,6 +55,40 @@ WATCH_BUSY_JS = """() => { window.__busy = [];
   const box = document.querySelector('.flashviz-app .widget-hbox');
   new MutationObserver(() => { const t = box.innerText; if (t.includes('making')) window.__busy.push(t); })
     .observe(box, {subtree: true, childList: true, characterData: true}); }"""
+
+
+def _gone_within(port: int, kernels: set[int], seconds: float, log: Path) -> None:
+    t0 = time.time()
+    while _kernels_of(port) & kernels:
+        assert time.time() - t0 < seconds, (f"the kernel of a page that unloaded still runs after {seconds} s "
+                                            f"(culler off); server log:\n{log.read_text()[-2000:]}")
+        time.sleep(0.2)
+
+
+def test_a_page_that_unloads_shuts_its_kernel_down_at_once(browser):
+    """A page that is left (the student goes to another address) and a page that is reloaded each
+    stop their old kernel within seconds, with the culler off; a third page keeps its kernel.
+    Before flashviz.voila_page the server refused the page's request every time (403: '_xsrf'
+    argument missing from POST). (Headless chromium drops a beacon sent while a tab closes, so
+    the tab-close case cannot be driven here; a real browser sends it.)"""
+    with server("voila", extra_args=["--cull-idle", "0", "--no-prefetch"]) as (base, token, work):
+        port, log = int(base.rsplit(":", 1)[1]), work.parent / "server.log"
+        pages, kernels = [], [set()]
+        for _ in range(3):
+            pages.append(_open(browser, base, token))
+            kernels.append(_kernels_of(port))
+            assert len(kernels[-1]) == len(pages) and kernels[-2] < kernels[-1], kernels
+        left, reloaded, kept = (kernels[1], kernels[2] - kernels[1], kernels[3] - kernels[2])
+        pages[0].goto("about:blank")
+        _gone_within(port, left, 10, log)
+        pages[1].reload(timeout=120_000)
+        pages[1].wait_for_selector(".flashviz-app .jupyter-matplotlib-canvas-div canvas", timeout=120_000)
+        _gone_within(port, reloaded, 10, log)
+        now = _kernels_of(port)
+        assert kept <= now and len(now) == 2, (kept, now)      # the open page's, and the reloaded page's new one
+        assert "_xsrf" not in log.read_text(), log.read_text()[-2000:]
+        for page in pages:
+            page.close()
 
 
 def test_a_closed_page_gives_its_kernel_back_and_an_open_one_keeps_it(browser):
