@@ -10,7 +10,10 @@ Two tracks with the same file names, and what they share beside them::
     gpu/timeline.py  Timeline: what a traced kernel run did, per block, tile and step (no GPU needed)
     gpu/tracing.py   trace_kernel: run a kernel built with its timeline switch on (kernels/fv_trace.cuh)
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
+                     backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32)
+    gpu/autograd.py  flash_attention: a torch.library custom op with its backward (torch imported lazily)
     gpu/tensorcore/  limits.py, kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores)
+                     backward.py (kernels/flash_bwd_mma.cu: FA2 Algorithm 2 on mma.sync)
                      run.py (the benchmark suite)
 
 Importing this package never imports CuPy; every function that needs it imports it lazily,
@@ -19,19 +22,25 @@ the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_bloc
 ``latest_results()``.
 """
 
+from .autograd import attention_with_lse, flash_attention
 from .common import device_smem_optin, environment, gpu_status, kernel_source
 from .results import latest_results
+from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
 from .teaching.limits import (
     SUPPORTED_BC,
     SUPPORTED_BR,
     SUPPORTED_D,
+    bwd_smem_bytes,
+    bwd_supported_blocks,
+    check_bwd_launch,
     check_launch,
     check_sizes,
     smem_bytes,
     supported_blocks,
 )
+from .tensorcore.backward import MMABackward, bwd_mma_smem_bytes, compile_backward_mma, flash_backward_mma
 from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
 from .tensorcore.limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
 from .timeline import Timeline, latest_timeline, recorded_timelines
@@ -44,4 +53,7 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "check_launch", "check_sizes", "supported_blocks", "SUPPORTED_BR", "SUPPORTED_BC",
            "SUPPORTED_D", "flash_forward_mma", "compile_mma", "MMAKernel", "device_variant",
            "mma_smem_bytes", "check_mma_launch", "mma_blocks", "default_blocks", "Timeline", "latest_timeline",
-           "recorded_timelines", "trace_kernel"]
+           "recorded_timelines", "trace_kernel",
+           "flash_backward_gpu", "compile_backward", "CompiledBackward", "launch_backward", "bwd_smem_bytes",
+           "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
+           "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes"]

@@ -21,7 +21,8 @@ from flashviz.views.code_pairs import tag_blocks
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted((ROOT / "kernels").glob("*.cu"))
 FORWARD_KERNELS = ["flash_fwd.cu", "flash_fwd_mma.cu", "flash_fwd_mma_sm80.cu"]
-TAGGED = {p: "Alg. 1" for p in KERNELS} | {ROOT / "flashviz" / "tiled.py": "Alg. 1",
+# kernels cite the forward (Alg. 1), the backward kernels (flash_bwd*.cu) Algorithm 2
+TAGGED = {p: "Alg. 2" if p.name.startswith("flash_bwd") else "Alg. 1" for p in KERNELS} | {ROOT / "flashviz" / "tiled.py": "Alg. 1",
                                           ROOT / "flashviz" / "backward.py": "Alg. 2"}
 MAIN_FORWARD = ["load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O"]
 LAST_LINE = {"Alg. 1": 17, "Alg. 2": 20, "FA1 Alg. 1": 16}     # the algorithms' lengths

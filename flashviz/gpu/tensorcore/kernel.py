@@ -339,7 +339,13 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     and 29 µs for fa3 (maps encoded every call then), median over its shapes, against 18 µs for
     SDPA-flash; an earlier run on another machine 14 µs against 15 (benchmarks/NOTES.md);
     ``benchmarks/probe_call.py`` times each piece.
-    Forward only: no autograd (torch outputs carry no gradient). The first call for a
+    Gradients: torch tensors that require grad (with grad mode on) go through the autograd
+    operator ``flashviz.gpu.flash_attention`` (``autograd.attention_with_lse``): O and lse then
+    carry a grad_fn, and the backward is the tensor-core backward (kernels/flash_bwd_mma.cu;
+    the fp32 teaching kernel, kernels/flash_bwd.cu, where that one does not apply: see
+    ``flashviz.gpu.autograd``). Q, K, V must then all be torch tensors (arrays cannot
+    receive gradients: TypeError, one line) — never an output that silently drops the gradient.
+    Otherwise the call is forward only. The first call for a
     (dtype, Br, Bc, d, causal) compiles with NVRTC (about a second) and caches the cubin in
     ``~/.cache/flashviz/cubin`` ($FLASHVIZ_CACHE); later processes load it. Needs CuPy
     (``pip install "flashviz[gpu]"`` or ``[gpu-cuda13]``) and, for torch inputs, torch.
@@ -350,6 +356,39 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     >>> q, k, v = (torch.randn(4, 32, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     >>> O, lse = fv.gpu.flash_forward_mma(q, k, v, causal=True)      # O: bf16 (4, 32, 4096, 64)
     """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.is_grad_enabled() and _requires_grad(torch, Q, K, V):
+        return _with_autograd(Q, K, V, causal, scale, dtype, Br, Bc, variant)
+    return _forward_mma(Q, K, V, causal=causal, scale=scale, dtype=dtype, Br=Br, Bc=Bc, variant=variant)
+
+
+def _requires_grad(torch, Q, K, V) -> bool:
+    T = torch.Tensor
+    return (isinstance(Q, T) and Q.requires_grad) or (isinstance(K, T) and K.requires_grad) or (
+        isinstance(V, T) and V.requires_grad)
+
+
+def _with_autograd(Q, K, V, causal, scale, dtype, Br, Bc, variant):
+    """flash_forward_mma for inputs that require grad: through the autograd operator (O, lse)."""
+    import torch
+    names = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    for x, n in ((Q, "Q"), (K, "K"), (V, "V")):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"flash_forward_mma records gradients only when Q, K and V are all torch tensors "
+                            f"({n} is {type(x).__name__}); pass tensors, or detach the ones that require grad")
+        if x.dtype not in names:
+            raise TypeError(f"{n} must be a float16 or bfloat16 torch tensor, got {x.dtype} "
+                            f"(flashviz.gpu.flash_attention also takes float32 / float64)")
+        if dtype is not None and dtype != names[x.dtype]:
+            raise TypeError(f"{n} is {names[x.dtype]} but dtype={dtype!r} was asked; convert the tensor first")
+    from ..autograd import attention_with_lse
+    return attention_with_lse(Q, K, V, causal=causal, scale=scale, Br=Br, Bc=Bc, variant=variant)
+
+
+def _forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
+                 Br: int | None = None, Bc: int | None = None, variant: str | None = None):
+    """``flash_forward_mma`` without the gradient check: the forward itself (the autograd
+    operator's forward calls this). Arguments, returns and errors as ``flash_forward_mma``."""
     out = _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant)
     if out is not None:
         return out

@@ -1,0 +1,46 @@
+"""Small backward launches for compute-sanitizer (issue 23): run as
+    compute-sanitizer --tool memcheck  python benchmarks/sanitize_bwd.py
+    compute-sanitizer --tool racecheck python benchmarks/sanitize_bwd.py
+The teaching backward (kernels/flash_bwd.cu: atomic and deterministic dQ) and the tensor-core
+backward (kernels/flash_bwd_mma.cu: fp16 / bf16, Bc = 64 / 128), every d once, causal and not, with
+partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk); prints one line per launch
+and "sanitize_bwd done". The cubins come from $FLASHVIZ_CACHE when it is warm."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from flashviz import gpu  # noqa: E402
+
+g = torch.Generator(device="cuda").manual_seed(0)
+
+
+def rnd(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device="cuda", dtype=dtype, generator=g)
+
+
+for d, (Br, Bc) in ((16, (16, 32)), (64, (64, 64)), (128, (32, 64))):
+    for causal in (False, True):
+        for Nq, Nk in ((77, 130), (130, 45)):
+            q, k, v, do = rnd(2, Nq, d), rnd(2, Nk, d), rnd(2, Nk, d), rnd(2, Nq, d)
+            O = torch.zeros_like(q)
+            lse = torch.logsumexp(q @ k.transpose(-1, -2) / d ** 0.5, -1)
+            for det in (False, True):
+                dq, dk, dv = gpu.flash_backward_gpu(q, k, v, O, do, lse, Br=Br, Bc=Bc, causal=causal,
+                                                    deterministic=det)
+                torch.cuda.synchronize()
+                print("teaching", d, Br, Bc, causal, Nq, Nk, det, "ok", bool(torch.isfinite(dq).all()), flush=True)
+for dt in (torch.float16, torch.bfloat16):
+    for d in (64, 128):
+        for Bc in (64, 128):
+            for causal in (False, True):
+                for Nq, Nk in ((77, 200), (200, 70)):
+                    q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
+                    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
+                    dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, rnd(1, 2, Nq, d, dtype=dt), lse, causal=causal,
+                                                        Bc=Bc)
+                    torch.cuda.synchronize()
+                    print("mma", dt, d, Bc, causal, Nq, Nk, "ok", bool(torch.isfinite(dq).all()), flush=True)
+print("sanitize_bwd done")

@@ -1,0 +1,185 @@
+"""The tensor-core backward: ``kernels/flash_bwd_mma.cu`` (mma.sync, sm_80 and later, Hopper
+included), fp16 / bf16 in, fp32 accumulation, through CuPy on torch tensors.
+
+FlashAttention-2's Algorithm 2 with the five products on the tensor cores: key blocks outer
+(Bc = 64 or 128 keys, one warp per 16 keys: S_ijᵀ, P_ijᵀ, dP_ijᵀ, dS_ijᵀ and dK_j, dV_j stay in that
+warp's registers), query blocks of Br = 64 inner, dQ accumulated in fp32 with atomicAdd and
+rounded to the input dtype by a last small kernel. This first version has no software pipeline
+(each tile is loaded, then computed) and no Hopper-only instructions (wgmma, TMA, warp
+specialisation): the FlashAttention-3 design remains the target of issue 23.
+
+Only the atomic dQ exists here; ``deterministic=True`` is refused with a one-line error that
+names the deterministic path that exists (the teaching kernel, ``flash_backward_gpu``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..common import check_flag, check_member, check_scale, cupy, device_facts, source, torch_stream
+
+_KERNEL_FILE = "flash_bwd_mma.cu"
+BWD_MMA_BR = 64                        #: query rows per inner step (fixed in the kernel)
+BWD_MMA_BC = (64, 128)                 #: key rows per block: Bc/16 warps
+BWD_MMA_D = (64, 128)
+_CACHE: dict = {}
+
+
+def bwd_mma_smem_bytes(Bc: int, d: int) -> int:
+    """Dynamic shared memory of one block of ``flash_bwd_mma<DT, Bc, d, causal>``, in bytes:
+    2·(2·Bc·d + 2·64·d + 64·Bc) + 8·64 (K_j, V_j, Q_i, dO_i, dS_ij in b16; L_i, D_i in fp32).
+    Bc = 64, d = 128: 74,240; Bc = 128, d = 128: 115,200. Raises ValueError / TypeError for
+    an unsupported Bc or d."""
+    Bc = check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    d = check_member(d, "d", BWD_MMA_D, "tensor-core backward")
+    return 2 * (2 * Bc * d + 2 * BWD_MMA_BR * d + BWD_MMA_BR * Bc) + 8 * BWD_MMA_BR
+
+
+@dataclass
+class MMABackward:
+    """The three compiled kernels of one (dtype, Bc, d, causal): preprocess, main, convert
+    (cupy RawKernels); smem_bytes of main; compile_ms (NVRTC + load, ms); num_regs and
+    local_bytes (spills, bytes per thread) of main."""
+
+    dtype: str
+    Bc: int
+    d: int
+    causal: bool
+    preprocess: object
+    main: object
+    convert: object
+    smem_bytes: int
+    compile_ms: float
+    num_regs: int
+    local_bytes: int
+
+
+def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, causal: bool = False) -> MMABackward:
+    """Compile (or fetch from the per-process cache) the tensor-core backward for one shape class.
+
+    dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}. Raises ValueError / TypeError
+    for unsupported values, RuntimeError without CuPy, on a GPU older than sm_80, or on an
+    NVRTC error (with its log)."""
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    key = (dtype, Bc, d, causal, dev)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
+    causal = check_flag(causal, "causal")
+    smem = bwd_mma_smem_bytes(Bc, d)
+    facts = device_facts(dev)
+    if facts.cc < 80:
+        raise RuntimeError(f"the tensor-core backward needs an Ampere or newer GPU (sm_80+); this one is sm_{facts.cc}")
+    if smem > facts.smem_optin:
+        raise ValueError(f"the tensor-core backward with Bc={Bc}, d={d} needs {smem:,} bytes of shared memory; the "
+                         f"device limit is {facts.smem_optin:,} per block (opt-in)")
+    from ..nvrtc import compile_cubin
+    dt = 0 if dtype == "float16" else 1
+    src, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
+    t0 = time.perf_counter()
+    pre, _, _ = compile_cubin(src, f"flash_bwd_mma_preprocess<{dt},{d}>", arch)
+    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{'true' if causal else 'false'}>", arch)
+    conv, _, _ = compile_cubin(src, f"flash_bwd_mma_convert<{dt}>", arch)
+    main.max_dynamic_shared_size_bytes = smem
+    mb = MMABackward(dtype, Bc, d, causal, pre, main, conv, smem, (time.perf_counter() - t0) * 1e3,
+                     int(main.num_regs), int(main.local_size_bytes))
+    _CACHE[key] = mb
+    return mb
+
+
+def _flat(t, name: str, dtype, dev: int):
+    """t as a contiguous, 16-byte aligned tensor (t itself when it already is one)."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"flash_backward_mma takes torch CUDA tensors; {name} is {type(t).__name__} "
+                        f"(arrays: flashviz.gpu.flash_backward_gpu)")
+    if not t.is_cuda:
+        raise TypeError(f"{name} is a CPU torch tensor; move it to the GPU (.cuda()) first")
+    if t.get_device() != dev:
+        raise ValueError(f"all inputs must be on one GPU, got {name} on cuda:{t.get_device()} and Q on cuda:{dev}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name} must be {dtype} like Q, got {t.dtype}")
+    x = t.detach().contiguous()
+    return x.clone() if x.data_ptr() % 16 else x
+
+
+def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None, deterministic: bool = False,
+                       dlse=None, Bc: int | None = None):
+    """FlashAttention-2 backward on the tensor cores (kernels/flash_bwd_mma.cu, mma.sync).
+
+    Source: Dao 2023, FlashAttention-2, Algorithm 2; the same step tags as flash_bwd.cu and
+    flashviz/backward.py.
+
+    Parameters
+    ----------
+    Q, O, dO : (..., Nq, d); K, V : (..., Nk, d); lse : (..., Nq)
+        torch CUDA tensors: Q, K, V, O, dO of one dtype, float16 or bfloat16 (any strides: copied
+        to contiguous where needed); lse the forward's float32 natural-log log-sum-exp (−inf for a
+        row that sees no key). One leading shape (such as (B, H)); d in {64, 128}; Nq, Nk >= 1.
+    causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
+    scale : float > 0 or None (1/sqrt(d)); must be the forward's.
+    deterministic : must be False here: dQ is accumulated with fp32 atomicAdd (its last bits may
+        change between runs). True raises ValueError naming the deterministic path that exists.
+    dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
+    Bc : key rows per block, 64 or 128 (None: 64).
+
+    Returns
+    -------
+    (dQ, dK, dV): contiguous torch tensors in the inputs' dtype, shapes of Q, K, V, computed on
+    torch's current stream. Rows that see no key: dQ = 0; never NaN from the masking.
+
+    Raises
+    ------
+    TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
+    (shapes, d, Bc, scale, deterministic=True, more than 65,535 batch·heads), RuntimeError
+    (no CuPy, a GPU older than sm_80); one line each.
+    """
+    from ..teaching.backward import check_backward_shapes
+    causal = check_flag(causal, "causal")
+    if check_flag(deterministic, "deterministic"):
+        raise ValueError("the tensor-core backward accumulates dQ with atomics only; for a deterministic dQ use "
+                         "flashviz.gpu.flash_backward_gpu(..., deterministic=True) (fp32 teaching kernel)")
+    lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(Q, torch.Tensor):
+        raise TypeError(f"flash_backward_mma takes torch CUDA tensors; Q is {type(Q).__name__} "
+                        f"(arrays: flashviz.gpu.flash_backward_gpu)")
+    if Q.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"Q must be a float16 or bfloat16 torch tensor, got {Q.dtype}")
+    check_member(d, "d", BWD_MMA_D, "tensor-core backward")
+    Bc = 64 if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    scale = check_scale(scale, d)
+    BH = math.prod(lead)
+    if BH > 65_535:
+        raise ValueError(f"the kernel's grid puts batch·heads on grid.y, at most 65,535; got {BH}")
+    if not Q.is_cuda:
+        raise TypeError("Q is a CPU torch tensor; move it to the GPU (.cuda()) first")
+    dev = Q.get_device()
+    dt = Q.dtype
+    q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
+    cp = cupy()
+    with cp.cuda.Device(dev), torch_stream(dev):
+        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal)
+        lse32 = lse.detach().to(torch.float32).contiguous()
+        dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
+        Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
+        dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device)
+        dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        P = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+        i32 = np.int32
+        mb.preprocess((-(-Nq // 8), BH, 1), (256, 1, 1),
+                      (P(o), P(do), np.uint64(0) if dl is None else P(dl), P(Dvec), P(dQacc), i32(Nq)))
+        mb.main((-(-Nk // Bc), BH, 1), (2 * Bc, 1, 1),
+                (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQacc), P(dK), P(dV), i32(Nq), i32(Nk),
+                 np.float32(scale)), shared_mem=mb.smem_bytes)
+        n = BH * Nq * d
+        mb.convert((-(-(n // 2) // 256), 1, 1), (256, 1, 1), (P(dQacc), P(dQ), np.int64(n)))
+    return dQ, dK, dV

@@ -1,0 +1,346 @@
+"""``flashviz.gpu.flash_attention``: the torch.library operator with its backward, and
+``flash_forward_mma`` with inputs that require grad (never a silent gradient drop).
+
+CPU tests (torch needed, no GPU): the operator's wiring — autograd formula, fake (meta) kernels,
+torch.compile, the gradient of lse, one-line errors — with the two kernels replaced by dense torch
+float64 math (``_forward`` / ``_backward`` monkeypatched), checked against torch's own autograd
+and ``torch.library.opcheck``. GPU tests (marked ``gpu``): the real kernels against float64 dense
+autograd (bottom-right causal, Nq ≠ Nk both ways, keyless rows), gradcheck on small float64
+inputs, a small attention layer trained for a few steps beside the same layer on SDPA, and
+torch.compile.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flashviz import gpu  # noqa: E402
+from flashviz.gpu import autograd as fa  # noqa: E402
+
+
+def dense(q, k, v, *, causal=False, scale=None):
+    """(O, lse) of softmax(scale·q kᵀ) v in torch, bottom-right causal; keyless rows: O = 0, lse = −inf.
+    Differentiable by torch's own autograd (the reference)."""
+    Nq, Nk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    s = scale * q @ k.transpose(-1, -2)
+    if causal:
+        r = torch.arange(Nq, device=q.device)[:, None]
+        c = torch.arange(Nk, device=q.device)[None, :]
+        s = s.masked_fill(c > r + Nk - Nq, -math.inf)
+    keyless = torch.isneginf(s).all(dim=-1)
+    lse0 = torch.logsumexp(s.masked_fill(keyless[..., None], 0.0), dim=-1).masked_fill(keyless, 0.0)
+    p = torch.exp(s - lse0[..., None])                  # keyless rows: exp(−inf − 0) = 0, no NaN in the gradient
+    return p @ v, lse0.masked_fill(keyless, -math.inf)
+
+
+def _fake_forward(q, k, v, causal, scale, Br, Bc, variant):
+    with torch.no_grad():
+        O, lse = dense(q.double(), k.double(), v.double(), causal=causal, scale=scale)
+    return O.to(q.dtype), lse.float()
+
+
+def _fake_backward(dO, dlse, q, k, v, O, lse, causal, scale, deterministic):
+    """The closed form (Dao et al. 2022, B.2) with D − dlse, in float64."""
+    q64, k64, v64, dO64 = q.double(), k.double(), v.double(), dO.double()
+    Nq, Nk = q.shape[-2], k.shape[-2]
+    s = scale * q64 @ k64.transpose(-1, -2)
+    if causal:
+        r = torch.arange(Nq)[:, None]
+        c = torch.arange(Nk)[None, :]
+        s = s.masked_fill(c > r + Nk - Nq, -math.inf)
+    L = lse.double()
+    P = torch.where(torch.isfinite(L)[..., None], torch.exp(s - torch.where(torch.isfinite(L), L, 0)[..., None]), 0)
+    D = (dO64 * O.double()).sum(-1)
+    if dlse is not None:
+        D = D - dlse.double()
+    dS = P * (dO64 @ v64.transpose(-1, -2) - D[..., None])
+    return ((scale * dS @ k64).to(q.dtype), (scale * dS.transpose(-1, -2) @ q64).to(k.dtype),
+            (P.transpose(-1, -2) @ dO64).to(v.dtype))
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch):
+    monkeypatch.setattr(fa, "_forward", _fake_forward)
+    monkeypatch.setattr(fa, "_backward", _fake_backward)
+
+
+def _leaves(*shapes, dtype=torch.float64, device="cpu", seed=0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randn(s, dtype=dtype, device=device, generator=g).requires_grad_() for s in shapes]
+
+
+# ---------------------------------------------------------------- CPU: the operator's wiring
+
+@pytest.mark.parametrize("causal, Nq, Nk", [(False, 7, 7), (True, 9, 5), (True, 4, 11)])
+def test_gradients_flow_through_the_operator(fake_kernels, causal, Nq, Nk):
+    q, k, v = _leaves((2, Nq, 8), (2, Nk, 8), (2, Nk, 8))
+    O = gpu.flash_attention(q, k, v, causal=causal, scale=0.4)
+    assert O.grad_fn is not None and O.shape == q.shape and O.dtype == q.dtype
+    w = torch.randn(O.shape, dtype=O.dtype)
+    got = torch.autograd.grad((O * w).sum(), (q, k, v))
+    ref = torch.autograd.grad((dense(q, k, v, causal=causal, scale=0.4)[0] * w).sum(), (q, k, v))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)          # lse travels as float32
+    if causal and Nq > Nk:                              # keyless rows: zero gradient, no NaN
+        assert torch.isfinite(got[0]).all() and (got[0][:, : Nq - Nk] == 0).all()
+
+
+def test_the_gradient_of_lse_flows_too(fake_kernels):
+    q, k, v = _leaves((3, 6, 8), (3, 10, 8), (3, 10, 8), seed=1)
+    O, lse = gpu.attention_with_lse(q, k, v, causal=True)
+    wo, wl = torch.randn(O.shape, dtype=O.dtype), torch.randn(lse.shape, dtype=torch.float64)
+    got = torch.autograd.grad((O * wo).sum() + (lse * wl).sum(), (q, k, v))
+    Or, lr = dense(q, k, v, causal=True)
+    ref = torch.autograd.grad((Or * wo).sum() + (lr * wl).sum(), (q, k, v))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)     # lse travels as float32
+
+
+def test_flash_forward_mma_routes_inputs_that_require_grad(fake_kernels, monkeypatch):
+    """Priority of issue 23: with grad enabled and an input that requires grad, the outputs carry a
+    grad_fn (the autograd operator), never a silently gradient-free O."""
+    from flashviz.gpu.tensorcore import kernel as mk
+    q, k, v = _leaves((1, 2, 12, 64), (1, 2, 20, 64), (1, 2, 20, 64), dtype=torch.float16, seed=2)
+    O, lse = gpu.flash_forward_mma(q, k, v, causal=True)
+    assert O.grad_fn is not None and lse.grad_fn is not None and O.dtype == torch.float16
+    O.float().sum().backward()
+    assert q.grad is not None and k.grad is not None and v.grad is not None and torch.isfinite(q.grad).all()
+    calls = []
+    monkeypatch.setattr(mk, "_forward_mma", lambda *a, **kw: calls.append(kw) or ("O", "lse"))
+    with torch.no_grad():                                              # grad mode off: the plain forward
+        assert gpu.flash_forward_mma(q, k, v) == ("O", "lse")
+    assert gpu.flash_forward_mma(q.detach(), k.detach(), v.detach(), causal=True) == ("O", "lse")
+    assert len(calls) == 2 and calls[1]["causal"] is True
+
+
+@pytest.mark.parametrize("make, text", [
+    (lambda q, k, v: (q, k.detach().numpy(), v), "records gradients only when Q, K and V are all torch tensors"),
+    (lambda q, k, v: (q.float(), k.float(), v.float()), "must be a float16 or bfloat16 torch tensor"),
+])
+def test_flash_forward_mma_with_grad_says_what_it_cannot_do_in_one_line(make, text):
+    q, k, v = _leaves((1, 1, 8, 64), (1, 1, 8, 64), (1, 1, 8, 64), dtype=torch.float16)
+    with pytest.raises(TypeError, match=text) as info:
+        gpu.flash_forward_mma(*make(q, k, v))
+    assert "\n" not in str(info.value)
+    with pytest.raises(TypeError, match="dtype='bfloat16' was asked"):
+        gpu.flash_forward_mma(q, k, v, dtype="bfloat16")
+
+
+def test_cpu_tensors_and_bad_arguments_are_one_line_errors():
+    q, k, v = _leaves((1, 2, 8, 64), (1, 2, 8, 64), (1, 2, 8, 64), dtype=torch.float16)
+    for call, err, text in [
+        (lambda: gpu.flash_forward_mma(q, k, v), TypeError, "CPU torch tensor"),
+        (lambda: gpu.flash_attention(q.float(), k.float(), v.float()), TypeError, "CPU torch tensor"),
+        (lambda: gpu.flash_attention(q, k, v, causal="no"), TypeError, "causal must be True or False"),
+        (lambda: gpu.flash_attention(q, k, v, scale=0.0), ValueError, "scale must be > 0"),
+        (lambda: gpu.flash_attention(q, k.float(), v), TypeError, "share one dtype"),
+        (lambda: gpu.flash_attention(q.int(), k, v), TypeError, "float16, bfloat16, float32 or float64"),
+        (lambda: gpu.flash_attention(q.detach().numpy(), k, v), TypeError, "takes torch tensors"),
+    ]:
+        with pytest.raises(err, match=text) as info:
+            call()
+        assert "\n" not in str(info.value)
+
+
+def test_opcheck_the_registrations(fake_kernels):
+    """torch.library.opcheck: schema, fake kernels against real outputs, the autograd registration
+    and AOT dispatch, for both operators (with the dense stand-in kernels)."""
+    ops = fa._ops()
+    q, k, v = _leaves((2, 5, 8), (2, 7, 8), (2, 7, 8), seed=3)
+    torch.library.opcheck(ops["fwd"], (q, k, v, True, 0.3, None, None, None, False))
+    O, lse = _fake_forward(q, k, v, True, 0.3, None, None, None)
+    dO = torch.randn(O.shape, dtype=O.dtype)
+    torch.library.opcheck(ops["bwd"], (dO, None, q.detach(), k.detach(), v.detach(), O, lse, True, 0.3, False))
+    torch.library.opcheck(ops["bwd"], (dO, torch.randn(lse.shape), q.detach(), k.detach(), v.detach(), O, lse,
+                                       True, 0.3, True))
+
+
+def test_torch_compile_fullgraph_matches_eager(fake_kernels):
+    q, k, v = _leaves((2, 9, 8), (2, 6, 8), (2, 6, 8), seed=4)
+
+    def f(q, k, v):
+        return (gpu.flash_attention(q, k, v, causal=True) ** 2).sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k, v), (q, k, v))
+    ref = torch.autograd.grad(f(q, k, v), (q, k, v))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_backward_blocks_fit_the_device_limit():
+    assert fa.backward_blocks(128, 232_448) == (64, 64)
+    assert fa.backward_blocks(128, 101_376) == (32, 32)                     # sm_86/89: 99 KB per block
+    assert fa.backward_blocks(64, 49_152) == (32, 32)
+    with pytest.raises(ValueError, match="d=96"):
+        fa.backward_blocks(96, 232_448)
+
+
+# ---------------------------------------------------------------- GPU: the real kernels
+
+@pytest.fixture
+def cuda():
+    ok, reason = gpu.gpu_status()
+    if not ok or not torch.cuda.is_available():
+        pytest.skip(reason if not ok else "torch sees no CUDA device")
+    return torch.device("cuda")
+
+
+def _rel(a, b, floor: float = 1e-30) -> float:
+    """max |a − b| / max(max |b|, floor) (floor: a natural scale when b cancels to about 0)."""
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(floor)).item()
+
+
+def _sdpa_errors(q, k, v, w, causal, ref):
+    """SDPA's own gradient errors on the same half-precision inputs (bottom-right causal), or None."""
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+        qs, ks, vs = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        mask = causal_lower_right(q.shape[-2], k.shape[-2]) if causal else None
+        O = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
+        g = torch.autograd.grad((O.float() * w).sum(), (qs, ks, vs))
+        return [_rel(a, b, 0.1 * ref[2].abs().max().item()) for a, b in zip(g, ref)]
+    except Exception:                   # a backend that refuses the mask: nothing to compare
+        return None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, tol", [(torch.float16, 5e-3), (torch.bfloat16, 3e-2)], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Nq, Nk", [(200, 200), (100, 333), (333, 100), (1, 1), (257, 64)])
+def test_half_precision_gradients_match_float64(cuda, record_property, dtype, tol, d, causal, Nq, Nk):
+    q, k, v = _leaves((2, 3, Nq, d), (2, 3, Nk, d), (2, 3, Nk, d), dtype=dtype, device="cuda", seed=Nq + d)
+    w = torch.randn(2, 3, Nq, d, device="cuda")
+    for deterministic in (False, True):
+        O = gpu.flash_attention(q, k, v, causal=causal, deterministic=deterministic)
+        assert O.dtype == dtype and O.shape == q.shape
+        got = torch.autograd.grad((O.float() * w).sum(), (q, k, v))
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref = torch.autograd.grad((dense(qd, kd, vd, causal=causal)[0] * w.double()).sum(), (qd, kd, vd))
+        floor = 0.1 * ref[2].abs().max().item()         # one key: dQ = dK = 0 up to rounding (dS = dP − D = 0)
+        errs = [_rel(a, b, floor) for a, b in zip(got, ref)]
+        assert all(g.dtype == dtype and torch.isfinite(g).all() for g in got)
+        assert max(errs) <= tol, errs
+        if causal and Nq > Nk:
+            assert (got[0][:, :, : Nq - Nk] == 0).all()                # keyless rows
+    record_property("ours_rel_err_dq_dk_dv", [f"{e:.2e}" for e in errs])
+    sdpa = _sdpa_errors(q, k, v, w, causal, ref)
+    record_property("sdpa_rel_err_dq_dk_dv", None if sdpa is None else [f"{e:.2e}" for e in sdpa])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal, Nq, Nk", [(False, 129, 129), (True, 129, 257), (True, 300, 70)])
+def test_float32_gradients_match_float64(cuda, causal, Nq, Nk):
+    q, k, v = _leaves((2, 2, Nq, 64), (2, 2, Nk, 64), (2, 2, Nk, 64), dtype=torch.float32, device="cuda", seed=5)
+    O, lse = gpu.attention_with_lse(q, k, v, causal=causal)
+    w, wl = torch.randn_like(O), torch.randn_like(lse)
+    got = torch.autograd.grad((O * w).sum() + (torch.nan_to_num(lse, neginf=0.0) * wl).sum(), (q, k, v))
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    Or, lr = dense(qd, kd, vd, causal=causal)
+    ref = torch.autograd.grad((Or * w.double()).sum() + (torch.nan_to_num(lr, neginf=0.0) * wl.double()).sum(),
+                              (qd, kd, vd))
+    for a, b in zip(got, ref):
+        assert _rel(a, b) <= 1e-4
+
+
+@pytest.mark.gpu
+def test_gradcheck_float64(cuda):
+    """torch.autograd.gradcheck on small float64 inputs; the operator computes in float32, so the
+    finite differences use eps = 1e-3 with tolerances to match (O and lse both checked)."""
+    q, k, v = _leaves((1, 2, 20, 32), (1, 2, 27, 32), (1, 2, 27, 32), device="cuda", seed=6)
+    for det in (False, True):
+        assert torch.autograd.gradcheck(lambda q, k, v: gpu.attention_with_lse(q, k, v, causal=True, deterministic=det),
+                                        (q, k, v), eps=1e-3, atol=2e-3, rtol=2e-2, fast_mode=True,
+                                        nondet_tol=0.0 if det else 1e-5)      # atomics: dQ's last bits may move
+
+
+@pytest.mark.gpu
+def test_flash_forward_mma_with_grad_goes_through_autograd(cuda):
+    q, k, v = _leaves((2, 4, 300, 64), (2, 4, 300, 64), (2, 4, 300, 64), dtype=torch.bfloat16, device="cuda", seed=8)
+    O, lse = gpu.flash_forward_mma(q, k, v, causal=True)
+    assert O.grad_fn is not None and lse.grad_fn is not None
+    gq, gk, gv = torch.autograd.grad(O.float().sum(), (q, k, v))
+    O2 = gpu.flash_attention(q, k, v, causal=True, deterministic=True)
+    assert torch.equal(O, O2)
+    r = torch.autograd.grad(O2.float().sum(), (q, k, v))
+    for a, b in zip((gq, gk, gv), r):
+        assert _rel(a, b) <= 1e-2
+    with torch.no_grad():
+        O3, _ = gpu.flash_forward_mma(q, k, v, causal=True)
+    assert O3.grad_fn is None and torch.equal(O3, O)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_small_attention_layer_trains_like_sdpa(cuda, dtype):
+    """Two copies of one layer (qkv projection → attention → output projection), one on
+    flash_attention, one on SDPA: the same gradients at the start, and after 5 Adam steps on the
+    same batch the same losses, going down (the layer fits the batch)."""
+    torch.manual_seed(0)
+    B, N, H, d = 2, 256, 4, 64
+
+    class Layer(torch.nn.Module):
+        def __init__(self, attn):
+            super().__init__()
+            self.qkv, self.out, self.attn = torch.nn.Linear(H * d, 3 * H * d), torch.nn.Linear(H * d, H * d), attn
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(B, N, 3, H, d).permute(2, 0, 3, 1, 4).contiguous().unbind(0)
+            return self.out(self.attn(q, k, v).transpose(1, 2).reshape(B, N, H * d))
+
+    ours = Layer(lambda q, k, v: gpu.flash_attention(q, k, v, causal=True)).to("cuda", dtype)
+    sdpa = Layer(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+    sdpa = sdpa.to("cuda", dtype)
+    sdpa.load_state_dict(ours.state_dict())
+    x = torch.randn(B, N, H * d, device="cuda", dtype=dtype)
+    y = torch.randn(B, N, H * d, device="cuda", dtype=dtype)
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in (ours, sdpa)]
+    losses = {0: [], 1: []}
+    for step in range(5):                                 # fit one batch
+        for n, (m, opt) in enumerate(zip((ours, sdpa), opts)):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(m(x).float(), y.float())
+            loss.backward()
+            losses[n].append(loss.item())
+            if step == 0 and n == 1:
+                tol = 1e-4 if dtype == torch.float32 else 5e-2
+                for (name, p1), p2 in zip(ours.named_parameters(), sdpa.parameters()):
+                    assert _rel(p1.grad, p2.grad) <= tol, name
+            opt.step()
+    assert losses[0][-1] < losses[0][0]
+    for a, b in zip(*losses.values()):
+        assert abs(a - b) <= (1e-4 if dtype == torch.float32 else 2e-2) * abs(b)
+
+
+@pytest.mark.gpu
+def test_torch_compile_aot_eager_fullgraph_on_the_gpu(cuda):
+    q, k, v = _leaves((2, 4, 200, 64), (2, 4, 300, 64), (2, 4, 300, 64), dtype=torch.float16, device="cuda", seed=9)
+
+    def f(q, k, v):
+        return (gpu.flash_attention(q, k, v, causal=True, deterministic=True).float() ** 2).sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k, v), (q, k, v))
+    ref = torch.autograd.grad(f(q, k, v), (q, k, v))
+    for a, b in zip(got, ref):
+        assert _rel(a, b) <= 1e-3
+
+
+@pytest.mark.gpu
+def test_torch_compile_inductor(cuda):
+    """The default backend (inductor) around the operator: the op stays one opaque node."""
+    q, k, v = _leaves((1, 2, 128, 64), (1, 2, 128, 64), (1, 2, 128, 64), dtype=torch.bfloat16, device="cuda", seed=10)
+
+    def f(q, k, v):
+        return (gpu.flash_attention(q * 2, k, v, deterministic=True).float().sin()).sum()
+
+    got = torch.autograd.grad(torch.compile(f, fullgraph=True)(q, k, v), (q, k, v))
+    ref = torch.autograd.grad(f(q, k, v), (q, k, v))
+    for a, b in zip(got, ref):
+        assert _rel(a, b) <= 1e-2

@@ -1,0 +1,157 @@
+"""The tensor-core backward (kernels/flash_bwd_mma.cu, ``flashviz.gpu.flash_backward_mma``).
+
+CPU tests: shared memory by hand, the step tags (Algorithm 2), one-line errors. GPU tests (marked
+``gpu``): dQ, dK, dV against float64 dense gradients (torch autograd of dense attention on the
+same rounded inputs, bottom-right causal) over fp16 / bf16, d = 64 / 128, Bc = 64 / 128, causal and
+not, N = 1, 3, 64, 129, 257, Nq ≠ Nk both ways, keyless rows (gradient exactly 0), strided views,
+leading axes, large logits and the gradient of lse.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flashviz import gpu
+from flashviz.steps import STEPS, find_tags
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bwd_mma_smem_bytes_counted_by_hand():
+    for Bc, d in ((64, 64), (64, 128), (128, 64), (128, 128)):
+        # K_j, V_j [Bc][d] + Q_i, dO_i [64][d] + dS_ij [64][Bc], 2 bytes each; L_i, D_i [64] fp32
+        assert gpu.bwd_mma_smem_bytes(Bc, d) == 2 * (2 * Bc * d + 2 * 64 * d + 64 * Bc) + 8 * 64
+    assert gpu.bwd_mma_smem_bytes(64, 128) == 74_240
+    with pytest.raises(ValueError, match="Bc=32 is not supported by the tensor-core backward"):
+        gpu.bwd_mma_smem_bytes(32, 64)
+
+
+def test_the_kernel_tags_every_backward_step_with_algorithm_2_lines():
+    text = (ROOT / "kernels" / "flash_bwd_mma.cu").read_text(encoding="utf-8")
+    tags = find_tags(text)
+    by = {s.name: s for s in STEPS}
+    assert {t.name for t in tags} == {s.name for s in STEPS if s.backward}
+    for t in tags:
+        assert t.paper == "Alg. 2" and set(t.lines) <= set(by[t.name].lines["Alg. 2"]), (t.index + 1, t.name)
+    start = text.index("flash_bwd_mma(const u16*")
+    end = text.index("flash_bwd_mma_convert(const float*")
+    assert [t.name for t in find_tags(text[start:end])] == [
+        "load_KV", "init_dKdV", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
+        "update_dQ", "write_dKdV"]
+
+
+def test_deterministic_and_arrays_are_one_line_errors_without_a_gpu(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    z = [np.zeros((2, 8, 64), np.float32)] * 5 + [np.zeros((2, 8), np.float32)]
+    with pytest.raises(ValueError, match="atomics only; for a deterministic dQ use flashviz.gpu.flash_backward_gpu"):
+        gpu.flash_backward_mma(*z, deterministic=True)
+    with pytest.raises(TypeError, match="takes torch CUDA tensors"):
+        gpu.flash_backward_mma(*z)
+
+
+# ---------------------------------------------------------------- GPU
+
+torch_cuda = pytest.mark.gpu
+
+
+@pytest.fixture
+def torch():
+    t = pytest.importorskip("torch")
+    ok, reason = gpu.gpu_status()
+    if not ok or not t.cuda.is_available():
+        pytest.skip(reason if not ok else "torch sees no CUDA device")
+    return t
+
+
+def _reference(torch, q, k, v, dO, *, causal, scale=None, dlse=None):
+    """float64 O, lse, dQ, dK, dV by torch autograd of dense attention (bottom-right causal)."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    Nq, Nk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    s = (1 / math.sqrt(d) if scale is None else scale) * q @ k.transpose(-1, -2)
+    if causal:
+        r = torch.arange(Nq, device=q.device)[:, None]
+        c = torch.arange(Nk, device=q.device)[None, :]
+        s = s.masked_fill(c > r + Nk - Nq, -math.inf)
+    keyless = torch.isneginf(s).all(-1)
+    lse0 = torch.logsumexp(s.masked_fill(keyless[..., None], 0.0), -1).masked_fill(keyless, 0.0)
+    O = torch.exp(s - lse0[..., None]) @ v
+    loss = (O * dO.double()).sum()
+    if dlse is not None:
+        loss = loss + (lse0 * dlse.double()).sum()
+    grads = torch.autograd.grad(loss, (q, k, v))
+    return O.detach(), lse0.detach().masked_fill(keyless, -math.inf).float(), grads
+
+
+def _rel(a, b, floor):
+    return ((a.double() - b.double()).abs().max() / max(b.abs().max().item(), floor)).item()
+
+
+def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, record=None):
+    dO = torch.randn(q.shape, device="cuda", dtype=q.dtype)
+    O, lse, ref = _reference(torch, q, k, v, dO, causal=causal, scale=scale, dlse=dlse)
+    got = gpu.flash_backward_mma(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc)
+    floor = 0.1 * ref[2].abs().max().item()                   # dV = Pᵀ dO never cancels
+    errs = []
+    for name, a, b in zip(("dQ", "dK", "dV"), got, ref):
+        assert a.dtype == q.dtype and a.shape == b.shape, name
+        assert torch.isfinite(a).all(), name
+        errs.append(_rel(a, b, floor))
+    assert max(errs) <= tol, errs
+    keyless = torch.isneginf(lse)
+    assert (got[0][keyless] == 0).all()
+    if record is not None:
+        record("rel_err_dq_dk_dv", [f"{e:.2e}" for e in errs])
+    return got
+
+
+SHAPES = [(1, 1), (3, 3), (64, 64), (129, 129), (257, 257), (1, 257), (257, 1), (100, 333), (333, 100)]
+TOL = {"float16": 5e-3, "bfloat16": 3e-2}
+
+
+@torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("k, Nq_Nk", list(enumerate(SHAPES)), ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_gradients_match_float64(torch, record_property, dtype, d, causal, k, Nq_Nk):
+    Nq, Nk = Nq_Nk
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(1000 * k + d + causal)
+    q = torch.randn(2, 3, Nq, d, device="cuda", dtype=dt, generator=g)
+    kk = torch.randn(2, 3, Nk, d, device="cuda", dtype=dt, generator=g)
+    v = torch.randn(2, 3, Nk, d, device="cuda", dtype=dt, generator=g)
+    _check(torch, q, kk, v, causal=causal, tol=TOL[dtype], Bc=(64, 128)[k % 2], record=record_property)
+
+
+@torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_strided_views_large_logits_scale_and_lse_gradient(torch, dtype):
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randn(2, 300, 4, 3, 128, device="cuda", dtype=dt, generator=g)     # B, N, H, (q,k,v), d
+    q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                  # BHSD views, strided
+    _check(torch, q, k, v, causal=True, tol=TOL[dtype], scale=0.05)
+    dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
+    _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, Bc=128)
+    big = (q.float() * 6).to(dt)                                                  # scores up to about ±60
+    _check(torch, big, k, v, causal=False, tol=2 * TOL[dtype])
+
+
+@torch_cuda
+def test_one_head_as_n_by_d_and_errors(torch):
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(77, 64, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+    _check(torch, q, k, v, causal=True, tol=5e-3)
+    O, lse = gpu.flash_forward_mma(q, k, v)
+    with pytest.raises(ValueError, match="d=96"):
+        gpu.flash_backward_mma(*(torch.zeros(4, 96, device="cuda", dtype=torch.float16),) * 5,
+                               torch.zeros(4, device="cuda"))
+    with pytest.raises(TypeError, match="must be torch.float16 like Q"):
+        gpu.flash_backward_mma(q, k.bfloat16(), v, O, O, lse)
+    with pytest.raises(TypeError, match="float16 or bfloat16"):
+        gpu.flash_backward_mma(q.float(), k.float(), v.float(), O.float(), O.float(), lse)
