@@ -11,7 +11,7 @@ PRESENT_PORT ?= 8866
 NOTEBOOK := 00_start_here.ipynb
 LESSONS  := lessons
 
-.PHONY: lab test lint setup ptx bench present clean lessons-reset
+.PHONY: lab test lint setup ptx bench present clean lessons-reset docs readme-gif
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ ptx:
 ## NO_PREFETCH=1 to make each chapter only when picked (a small server shared by a class).
 present: $(STAMP)
 	$(BIN)/python -m flashviz.present --port=$(PRESENT_PORT) $(if $(PRESENTER),--presenter,) $(if $(NO_PREFETCH),--no-prefetch,)
+
+## docs/results.md and the README's table of GPU results, made from the committed records
+## (benchmarks/results/); tests/core/test_docs.py checks that they match (`flashviz report --check`).
+docs: $(STAMP)
+	$(BIN)/python -m flashviz.report
+
+## The README's animated picture (docs/images/tile_explorer.gif), by flashviz's own GIF export.
+readme-gif: $(STAMP)
+	$(BIN)/python scripts/make_readme_gif.py
 
 ## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
 bench: $(STAMP)

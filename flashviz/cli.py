@@ -1,8 +1,8 @@
 """Command line: ``flashviz tables`` (the IO model's tables: standard vs tiled traffic over N, a
 block-size sweep against an SRAM budget, backward storage), ``flashviz gpu`` (is a GPU usable
 here, and the recorded GPU results), ``flashviz bench`` (the tensor-core kernels against
-FlashAttention-2 and the rest on this GPU, or the recorded run without one), ``flashviz render``
-and ``flashviz present``."""
+FlashAttention-2 and the rest on this GPU, or the recorded run without one), ``flashviz render``,
+``flashviz present`` and ``flashviz report`` (the measured docs pages, from the records)."""
 
 from __future__ import annotations
 
@@ -336,6 +336,14 @@ def main(argv=None) -> int:
     b.add_argument("--plot-only", action="store_true", help="only draw the latest recorded results to PNG")
     pr = sub.add_parser("present", help="serve the chapters as an app with Voilà (see flashviz.present)")
     pr.add_argument("rest", nargs=argparse.REMAINDER)
+    rp = sub.add_parser("report", help="write docs/results.md and the README's GPU table from the records "
+                                       "(see flashviz.report; --check: only compare)")
+    rp.add_argument("rest", nargs=argparse.REMAINDER)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:          # its own options (argparse's REMAINDER drops a leading --flag)
+        from .report import main as report_main
+
+        return report_main(argv[1:])
     args = p.parse_args(argv)
     if args.cmd == "present":
         from .present import main as present_main

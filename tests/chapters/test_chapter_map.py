@@ -1,6 +1,7 @@
-"""README's chapter map ("Where each chapter lives") against the app and the tree: one row per
-app chapter, in the app's order; the widgets named are the ones the app builds for it; every
-path named exists; every lesson exists and every widget's module imports the view named."""
+"""The chapter map of docs/architecture.md ("Where each chapter lives") against the app and the
+tree (a structure check, not a check of prose): one row per app chapter, in the app's order; the
+widgets named are the ones the app builds for it; every path named exists; every lesson exists
+and every widget's module imports the view named."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ COLUMNS = ["chapter", "algorithm", "replay", "view", "widget", "exercises", "les
 
 
 def _rows() -> list[dict]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Where each chapter lives", 1)[1].split("\n#", 1)[0]
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Where each chapter lives", 1)[1].split("\n#", 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| ---")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header == COLUMNS

@@ -277,8 +277,8 @@ def test_recorded_data_host_time_per_call(executed):
 @recorded_data
 def test_recorded_data_numbers_in_the_prose_match_the_records():
     """What the markdown states without computing it: the benchmark's shape, the old bare-launch
-    figure (from the archived record), the old host time (benchmarks/NOTES.md), and that today's
-    host time hides under the kernel at the smallest N while the old one did not."""
+    figure (from the archived record), and that today's host time hides under the kernel at the
+    smallest N while the old one (190–490 µs, the issue's figure) did not."""
     text = _markdown()
     assert all(r["B"] * r["N"] == 16_384 and r["H"] * r["d"] == 2048 for r in BENCH)
     assert "B·N = 16,384" in text and "H = 2048/d" in text and "16,384 tokens" in text
@@ -288,50 +288,15 @@ def test_recorded_data_numbers_in_the_prose_match_the_records():
     assert span([r["sdpa_flash_ms"] / r["wgmma_ms"] for r in old["bench"] if r["N"] >= 2048]) == "1.13–1.31x"
     # the only ratio span the prose quotes is that old one; today's are printed by the cells
     assert re.findall(r"\d\.\d\d–\d\.\d\dx", text) == ["1.13–1.31x"]
-    notes = (ROOT / "benchmarks" / "NOTES.md").read_text()
-    assert "190–490 µs of Python on the host per call" in text.replace("\n", " ")
-    assert "190–490 µs of Python" in notes.replace("\n", " ") and "SDPA: 15–60 µs" in notes
-    assert "against 15–60 µs for SDPA" in text.replace("\n", " ")
-    # "we were then slower than FlashAttention-2 in some shapes": the issue's 0.46x–1.21x (NOTES)
-    assert "we were then slower than FlashAttention-2 in some shapes" in text.replace("\n", " ")
-    assert "0.46x–1.21x SDPA-flash" in notes.replace("\n", " ")
+    # the old host time (190–490 µs a call, against SDPA's 15–60) and the issue's 0.46x–1.21x are the
+    # issue's measurements, quoted in benchmarks/NOTES.md (no record holds them): the chapter's
+    # sentences about them are prose, not checked here
     small = [r for r in BENCH if r["N"] == 512]
     assert "even at N = 512 the kernel runs long enough to hide today's host time" in text.replace("\n", " ")
     assert small and all(r["wgmma_host_us"] < 1000 * r["wgmma_kernel_ms"] for r in small)
     # "the old host time was about as long as these kernels, or longer"
     assert 190 > 0.75 * max(1000 * r["wgmma_kernel_ms"] for r in small)
     assert 490 > max(1000 * r["wgmma_kernel_ms"] for r in small)
-
-
-@recorded_data
-def test_recorded_data_readme_figures_name_their_method_and_match_the_record():
-    """README's "At full speed, on tensor cores" paragraph: every figure, recomputed from the raw
-    keys of the record it names, under the method it names."""
-    readme = (ROOT / "README.md").read_text()
-    para = " ".join(readme.split("- **At full speed, on tensor cores**", 1)[1].split("```python", 1)[0].split())
-    env = MMA["env"]
-    assert f"mma-{env['device'].split()[-1].lower()}-{env['date']}.json" in para and env["date"] in para
-    assert env["device"] in para and "benchmarks/NOTES.md" in para
-    from1k = [r for r in BENCH if r["N"] >= 1024]
-    sp = {(m, o, sel): span([vs(r, o, m) for r in rows])
-          for m in ("call", "kernel") for o in ("sdpa_flash", "sdpa_cudnn") for sel, rows in (("1k", from1k), ("all", BENCH))}
-    call = para.split("**public call**", 1)[1].split("**kernel-only**", 1)[0]
-    kern = para.split("**kernel-only**", 1)[1].split("**host time per call**", 1)[0]
-    assert (f"{sp['call', 'sdpa_flash', '1k']} the speed of FlashAttention-2 (PyTorch SDPA-flash) for N ≥ 1k**, "
-            f"{sp['call', 'sdpa_flash', 'all']} for N from {min(r['N'] for r in BENCH)}; "
-            f"{sp['call', 'sdpa_cudnn', 'all']} SDPA-cuDNN; up to "
-            f"{max(tflops(r, 'wgmma', 'call') for r in BENCH):.0f} TFLOP/s") in call
-    assert (f"{sp['kernel', 'sdpa_flash', '1k']} FlashAttention-2 for N ≥ 1k, {sp['kernel', 'sdpa_flash', 'all']} "
-            f"for N from {min(r['N'] for r in BENCH)}; {sp['kernel', 'sdpa_cudnn', 'all']} cuDNN") in kern
-    host = para.split("**host time per call**", 1)[1]
-    ours = statistics.median(r["wgmma_host_us"] for r in BENCH)
-    fa2 = statistics.median(r["sdpa_flash_host_us"] for r in BENCH)
-    assert f"(median over the {len(BENCH)} shapes): {ours:.0f} µs for ours, {fa2:.1f} µs for SDPA-flash" in host
-    # the old figure is named as what it was, and is the archived record's
-    old = json.loads((RESULTS / "archive" / "mma-h200-2026-11-29-mixed-runs.json").read_text())
-    assert f"({span([r['sdpa_flash_ms'] / r['wgmma_ms'] for r in old['bench'] if r['N'] >= 2048])} FlashAttention-2) set our " \
-           "bare kernel launch against SDPA's public call" in para
-    assert "torch.cuda.graph" in para and "current stream" in para
 
 
 def test_the_chapter_says_which_comparison_is_which():

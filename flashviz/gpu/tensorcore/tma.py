@@ -5,7 +5,7 @@ a 128-byte ``CUtensorMap`` that the driver's ``cuTensorMapEncodeTiled`` builds o
 (CUDA Driver API, "Tensor Map Object Management"). flashviz calls it through ctypes on
 ``libcuda.so.1`` (no extra dependency) and writes the 128 bytes straight into the kernel's
 parameter block, where the kernel receives them by value as a ``const __grid_constant__``
-parameter (kernels/fv_tma.cuh). Verified on an H200 on 2026-12-01 (DESIGN.md).
+parameter (kernels/fv_tma.cuh). Verified on an H200 on 2026-12-01 (docs/architecture.md, the kernels' facts).
 
 The FlashAttention-3 kernel (kernels/flash_fwd_fa3.cu) reads Q, K and V each through one
 4-d map over the (d, N, H, B) view of a BHSD tensor: element strides of the sequence, head and

@@ -1,0 +1,533 @@
+"""``flashviz report`` (``make docs``): the measured pages, generated from the committed records.
+
+Writes ``docs/results.md`` (every measured table: the method of each column, the device, the date,
+the commit and kernel-source hashes where the record has them, a link to each record) and the
+README's short table of GPU results, between the marker lines ``RESULTS_BEGIN`` and
+``RESULTS_END``. Numbers in the docs come from here and nowhere else: a test
+(``tests/core/test_docs.py::test_docs_match_records``) checks that the committed pages equal what
+this module makes from the committed records now. Never edit the generated parts by hand; change
+a record (by a new run, docs/measuring.md) and run ``make docs``.
+
+The records are read through their readers (``flashviz.gpu.results``, ``flashviz.gpu.fa3_records``,
+``flashviz.gpu.timeline``); what those do not read (the timeline summary ``timelines-*.json``, the
+GPU test runs ``tests-*.json``, the CPU timings ``cpu/cpu-*.json``) is read here, as it is written.
+
+    python -m flashviz.report            # write the pages
+    python -m flashviz.report --check    # exit 1 and name the pages that differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+from .gpu import fa3_records as fr
+from .gpu.common import package_dir
+from .gpu.results import (
+    METHOD_NAMES,
+    check_summary,
+    latest_results,
+    mma_sweep,
+    mma_table,
+    ratio_span,
+    teaching_figures,
+)
+from .gpu.timeline import recorded_timelines
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_PAGE = Path("docs") / "results.md"
+README = Path("README.md")
+RECORDS = "benchmarks/results"          #: where the records are, relative to the repository root
+RESULTS_BEGIN = "<!-- results:begin: made by `make docs` from benchmarks/results/; do not edit by hand -->"
+RESULTS_END = "<!-- results:end -->"
+#: from which sequence length each kernel's summary counts (fa3 runs from 2048 keys at d = 64 causal)
+FROM_N = {"wgmma": 1024, "fa3": 2048}
+KERNEL_LABEL = {"wgmma": "FA2 `wgmma` kernel (chapter 7)", "fa3": "FA3 `fa3` kernel (chapter 8)"}
+IMPL_LABEL = {"wgmma": "wgmma", "fa3": "fa3", "sdpa_flash": "SDPA-flash", "sdpa_cudnn": "SDPA-cuDNN"}
+AGAINST = {"sdpa_flash": "FlashAttention-2 (SDPA-flash)", "sdpa_cudnn": "SDPA-cuDNN"}
+#: the two methods, as each ratio column names them: one method on both sides of every ratio
+RATIO_METHOD = {"call": "public call vs public call", "kernel": "kernel-only vs kernel-only"}
+#: the probes' method (benchmarks/probe_fa3.py; the probe records carry no method string)
+PROBE_METHOD = ("kernel-only: CUDA-graph replay of 10 public calls, median of 7 replays; public call: "
+                "CUDA events around 30 back-to-back calls, median; every implementation the same way, in one process")
+
+
+# --- small formatting ------------------------------------------------------------------------
+
+def span(lo_hi, digits: int = 2, suffix: str = "x") -> str:
+    """(lo, hi) → '1.10–1.31x'; None → '—'."""
+    if lo_hi is None:
+        return "—"
+    lo, hi = lo_hi
+    return f"{lo:.{digits}f}–{hi:.{digits}f}{suffix}"
+
+
+def _x(v, digits: int = 2) -> str:
+    return "—" if v is None else f"{v:.{digits}f}x"
+
+
+def _f(v, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def _yes(flag) -> str:
+    return "yes" if flag else "no"
+
+
+def _cuda(v) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else str(v)
+
+
+def _link(name: str, prefix: str) -> str:
+    return f"[`{name}`]({prefix}{RECORDS}/{name})"
+
+
+def _env_line(env: dict, extra: str = "") -> str:
+    """'NVIDIA H200 (132 SMs), 2026-12-01 18:34 UTC, commit af10ba7; CUDA 13.2 runtime, …'"""
+    when = env.get("time_utc", env.get("date", "?"))
+    when = when[:16].replace("T", " ") + " UTC" if "T" in when else when
+    parts = [f"{env.get('device', 'unknown device')}" + (f" ({env['sm_count']} SMs)" if env.get("sm_count") else ""),
+             when]
+    if env.get("commit"):
+        parts.append(f"commit `{str(env['commit'])[:7]}`")
+    soft = [f"CUDA {_cuda(env['cuda_runtime'])} runtime" if "cuda_runtime" in env else "",
+            f"CuPy {env['cupy']}" if env.get("cupy") else "", f"torch {env['torch']}" if env.get("torch") else "",
+            f"{env['ncu']}" if env.get("ncu") else ""]
+    soft = ", ".join(s for s in soft if s)
+    return ", ".join(parts) + (f"; {soft}" if soft else "") + extra
+
+
+def _newest(prefix: str, folder: str | None = None) -> dict | None:
+    """The newest record ``<prefix>*.json`` (latest YYYY-MM-DD in the name, then the name) in the
+    results folder (or its sub-folder), with "source_file" added (relative to the folder); None
+    when there is none. For the records no reader of flashviz reads."""
+    try:
+        base = package_dir("flashviz.results")
+    except FileNotFoundError:
+        return None
+    base = base / folder if folder else base
+    if not base.is_dir():
+        return None
+    files = [f for f in base.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json")]
+    if not files:
+        return None
+
+    def key(f):
+        m = re.search(r"\d{4}-\d{2}-\d{2}", f.name)
+        return (m.group(0) if m else "", f.name)
+
+    f = max(files, key=key)
+    data = json.loads(f.read_text(encoding="utf-8"))
+    data["source_file"] = f"{folder}/{f.name}" if folder else f.name
+    return data
+
+
+# --- the headline: what the README's table shows -----------------------------------------------
+
+def headline(res: dict | None = None) -> dict:
+    """The figures of the README's table, as data, from the newest "mma" record (or ``res``):
+    {"record", "env", "shapes", "dtype", "tokens", "kernels": {kernel: {"from_N", "n",
+    ("call" | "kernel", against): (lo, hi)}}, "host_us": {impl: median}, "host_below": count of
+    shapes where wgmma's host time ≤ SDPA-flash's, "peak_tflops": {kernel: (tflops, method, d, N)}}.
+    Ratios are their time ÷ ours under one method (above 1: ours is faster), over the rows with
+    N ≥ ``FROM_N[kernel]``. None when there is no record."""
+    res = latest_results("mma") if res is None else res
+    if not res:
+        return None
+    rows = fr.fa3_bench_table(res) or mma_table(res)
+    out = {"record": res["source_file"], "env": res.get("env", {}), "shapes": len(rows),
+           "dtype": rows[0].get("dtype", "float16") if rows else "", "kernels": {},
+           "tokens": rows[0]["B"] * rows[0]["N"] if rows else 0, "hd": rows[0]["H"] * rows[0]["d"] if rows else 0}
+    for kernel, lo in FROM_N.items():
+        pick = [r for r in rows if r["N"] >= lo and f"{kernel}_call_ms" in r]
+        if not pick:
+            continue
+        k = {"from_N": lo, "n": len(pick)}
+        for m in ("call", "kernel"):
+            for other in AGAINST:
+                k[(m, other)] = ratio_span(pick, f"{kernel}_{m}_vs_{other}")
+        if kernel == "fa3":
+            for m in ("call", "kernel"):
+                k[(m, "wgmma")] = ratio_span([{"v": r[f"wgmma_{m}_ms"] / r[f"fa3_{m}_ms"]} for r in pick], "v")
+        out["kernels"][kernel] = k
+    out["host_us"] = {impl: statistics.median(r[f"{impl}_host_us"] for r in rows)
+                      for impl in ("wgmma", "fa3", "sdpa_flash", "sdpa_cudnn") if rows and f"{impl}_host_us" in rows[0]}
+    out["host_below"] = sum(r["wgmma_host_us"] <= r["sdpa_flash_host_us"] for r in rows
+                            if "wgmma_host_us" in r and "sdpa_flash_host_us" in r)
+    peak = {}
+    for kernel in FROM_N:
+        for m in ("call", "kernel"):
+            have = [r for r in rows if f"{kernel}_{m}_tflops" in r]
+            if have:
+                best = max(have, key=lambda r: r[f"{kernel}_{m}_tflops"])
+                peak[(kernel, m)] = (best[f"{kernel}_{m}_tflops"], best["d"], best["N"], bool(best["causal"]))
+    out["peak_tflops"] = peak
+    return out
+
+
+def readme_table(res: dict | None = None) -> str:
+    """The README's short table of GPU results (markdown, without the marker lines)."""
+    h = headline(res)
+    if h is None:
+        return "No GPU benchmark record is committed (benchmarks/results/mma-*.json)."
+    env = h["env"]
+    lines = ["| our kernel | shapes | ratio by | vs FlashAttention-2 (SDPA-flash) | vs SDPA-cuDNN |",
+             "| --- | --- | --- | --- | --- |"]
+    for kernel, k in h["kernels"].items():
+        for m in ("call", "kernel"):
+            lines.append(f"| {KERNEL_LABEL[kernel]} | N ≥ {k['from_N']:,} ({k['n']}) | {RATIO_METHOD[m]} | "
+                         f"{span(k[(m, 'sdpa_flash')])} | {span(k[(m, 'sdpa_cudnn')])} |")
+    host = h["host_us"]
+    hosts = ", ".join(f"{IMPL_LABEL.get(i, i)} {_f(v)} µs" for i, v in host.items())
+    lines += ["",
+              f"Speed = their time ÷ ours, one method on both sides (above 1: ours is faster); {h['dtype']}, "
+              f"d = 64 and 128, causal and not, B·N = {h['tokens']:,} tokens. Methods: "
+              f"{METHOD_NAMES['call']}; {METHOD_NAMES['kernel']}. Host time per call "
+              f"(median over the {h['shapes']} shapes): {hosts}. "
+              f"{env.get('device', '?')}, {env.get('date', '?')}, one run: "
+              f"{_link(h['record'], '')}; every shape, the other records and their methods: "
+              f"[docs/results.md](docs/results.md)."]
+    return "\n".join(lines)
+
+
+# --- docs/results.md ---------------------------------------------------------------------------
+
+def _methods(res: dict) -> list[str]:
+    names = {"call_ms": "public call", "kernel_ms": "kernel-only", "host_us": "host time per call"}
+    out = []
+    for key, text in (res.get("methods") or {}).items():
+        out.append(f"- `*_{key}` ({names.get(key, key)}): {text}.")
+    return out
+
+
+def _mma_section(res: dict | None) -> list[str]:
+    if not res:
+        return ["## Tensor-core forward", "", "No record (benchmarks/results/mma-*.json)."]
+    h = headline(res)
+    env = res.get("env", {})
+    ceil = res.get("ceilings", {})
+    out = ["## Tensor-core forward against PyTorch SDPA", "",
+           f"Record: {_link(res['source_file'], '../')}, {_env_line(env)}; one process, "
+           f"{res.get('wall_s', 0):.0f} s ({', '.join(res.get('parts', []))}).", ""]
+    src = res.get("kernel_sources") or {}
+    if src:
+        out.append("Kernel sources (hash of each kernel's source as the run compiled it, `kernel_sources`): "
+                   + ", ".join(f"{k} `{v}`" for k, v in src.items()) + "; the record holds no cubin hashes.")
+        out.append("")
+    out += ["Methods, in the record's words (`methods`):", "", *_methods(res), ""]
+    if ceil:
+        out += [f"Ceilings measured in the same run: copy {ceil.get('copy_GBps', 0) / 1e3:.2f} TB/s (read + write), "
+                f"fp16 matmul {ceil.get('matmul_fp16_TFLOPs', 0):.0f} TFLOP/s, bf16 matmul "
+                f"{ceil.get('matmul_bf16_TFLOPs', 0):.0f} TFLOP/s.", ""]
+    out += ["### Summary", "",
+            f"{h['dtype']}, B·N = {h['tokens']:,} tokens, H·d = {h['hd']:,}; speed = their time ÷ ours, "
+            "the same method on both sides (above 1: ours is faster).", "",
+            "| our kernel | shapes | ratio by | vs SDPA-flash | vs SDPA-cuDNN | vs the wgmma kernel |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for kernel, k in h["kernels"].items():
+        for m in ("call", "kernel"):
+            out.append(f"| {KERNEL_LABEL[kernel]} | N ≥ {k['from_N']:,} ({k['n']}) | {RATIO_METHOD[m]} | "
+                       f"{span(k[(m, 'sdpa_flash')])} | {span(k[(m, 'sdpa_cudnn')])} | {span(k.get((m, 'wgmma')))} |")
+    all_rows = mma_table(res)
+    out += ["", "Over every N of the record (from "
+            f"{min(r['N'] for r in all_rows):,}): wgmma against SDPA-flash {span(ratio_span(all_rows, 'wgmma_call_vs_sdpa_flash'))} "
+            f"by public call, {span(ratio_span(all_rows, 'wgmma_kernel_vs_sdpa_flash'))} kernel-only; against SDPA-cuDNN "
+            f"{span(ratio_span(all_rows, 'wgmma_call_vs_sdpa_cudnn'))} by public call, "
+            f"{span(ratio_span(all_rows, 'wgmma_kernel_vs_sdpa_cudnn'))} kernel-only; the mma.sync kernel against "
+            f"SDPA-flash {span(ratio_span(all_rows, 'mmasync_call_vs_sdpa_flash'))} by public call, "
+            f"{span(ratio_span(all_rows, 'mmasync_kernel_vs_sdpa_flash'))} kernel-only.", ""]
+    peaks = "; ".join(f"{k} {v[0]:.0f} TFLOP/s {'by public call' if m == 'call' else 'kernel-only'} "
+                      f"(d = {v[1]}, N = {v[2]:,}{', causal' if v[3] else ''})" for (k, m), v in h["peak_tflops"].items())
+    host = h["host_us"]
+    out += [f"Peaks: {peaks}.", "",
+            f"Host time per call, median over the {h['shapes']} shapes: "
+            + ", ".join(f"{IMPL_LABEL.get(i, i)} {_f(v)} µs" for i, v in host.items())
+            + f"; wgmma's at or below SDPA-flash's in {h['host_below']} of {h['shapes']} shapes.", ""]
+    rows = fr.fa3_bench_table(res) or all_rows
+    out += ["### Every shape", "",
+            "TFLOP/s by public call; ratios = their time ÷ ours (call: public call vs public call; kernel: "
+            "kernel-only vs kernel-only); host µs per call.", "",
+            "| d | causal | N | B×H | wgmma TFLOP/s | fa3 TFLOP/s | wgmma ÷ FA2 call | wgmma ÷ FA2 kernel | "
+            "wgmma ÷ cuDNN call | wgmma ÷ cuDNN kernel | fa3 ÷ cuDNN call | fa3 ÷ cuDNN kernel | host µs wgmma | "
+            "host µs fa3 | host µs SDPA-flash |",
+            "| " + " | ".join(["---"] * 15) + " |"]
+    for r in rows:
+        out.append(f"| {r['d']} | {_yes(r['causal'])} | {r['N']:,} | {r['B']}×{r['H']} | "
+                   f"{_f(r.get('wgmma_call_tflops'), 0)} | {_f(r.get('fa3_call_tflops'), 0)} | "
+                   f"{_x(r.get('wgmma_call_vs_sdpa_flash'))} | {_x(r.get('wgmma_kernel_vs_sdpa_flash'))} | "
+                   f"{_x(r.get('wgmma_call_vs_sdpa_cudnn'))} | {_x(r.get('wgmma_kernel_vs_sdpa_cudnn'))} | "
+                   f"{_x(r.get('fa3_call_vs_sdpa_cudnn'))} | {_x(r.get('fa3_kernel_vs_sdpa_cudnn'))} | "
+                   f"{_f(r.get('wgmma_host_us'))} | {_f(r.get('fa3_host_us'))} | {_f(r.get('sdpa_flash_host_us'))} |")
+    out += ["", "### Correctness grid", "",
+            "The same record: every kernel and element type against float64 dense attention on the same "
+            "rounded inputs, O poisoned with NaN before each launch (`gpu/tensorcore/bench.py`, `check_case`).", "",
+            "| kernel | dtype | cases | passed | tolerance | worst relative error | NaN seen |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (variant, dtype), c in sorted(check_summary(res).items()):
+        out.append(f"| {variant} | {dtype} | {c['cases']} | {c['passed']} | {c['tol']:g} | "
+                   f"{c['worst_rel_err']:.1e} | {_yes(c['nan'])} |")
+    out += ["", "### Block sweep (kernel-only)", "",
+            f"One kernel's block sizes against each other, so read by one method: {METHOD_NAMES['kernel']}.", "",
+            "| kernel | d | causal | N | blocks tried | fastest Br×Bc | its ms | its TFLOP/s | slowest Br×Bc | slowest ÷ fastest |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for variant in sorted({r["variant"] for r in res.get("sweep", [])}):
+        for d in sorted({r["d"] for r in res["sweep"] if r["variant"] == variant}):
+            for causal in (False, True):
+                sw = mma_sweep(res, variant=variant, d=d, causal=causal)
+                if not sw:
+                    continue
+                fast, slow = min(sw, key=lambda r: r["ms"]), max(sw, key=lambda r: r["ms"])
+                out.append(f"| {variant} | {d} | {_yes(causal)} | {fast['N']:,} | {len(sw)} | {fast['Br']}×{fast['Bc']} | "
+                           f"{fast['ms']:.3f} | {fast['tflops']:.0f} | {slow['Br']}×{slow['Bc']} | "
+                           f"{slow['ms'] / fast['ms']:.2f}x |")
+    return out
+
+
+def _teaching_section(res: dict | None) -> list[str]:
+    out = ["## Teaching kernel (fp32) against naive CuPy", ""]
+    if not res:
+        return out + ["No record (benchmarks/results/gpu-*.json)."]
+    env = res.get("env", {})
+    out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(env)}; kernel `{res.get('kernel_file', '?')}` "
+            "(the record holds no source or cubin hash).", "", "Methods, in the record's words:", "", *_methods(res), ""]
+    c = res.get("correctness") or {}
+    if c:
+        out += [f"Correctness: {c['n_cases'] - c['n_failures']} of {c['n_cases']} cases within {c['tolerance']:g} "
+                f"(worst relative error {c['max_rel_err']:.1e}, worst lse error {c['max_lse_err']:.1e}).", ""]
+    out += ["naive ÷ ours = naive's time ÷ the kernel's, the same method on both sides.", "",
+            "| N | d | B×H | Br×Bc | causal | call ms | kernel-only ms | TFLOP/s (call) | naive ÷ ours, call | "
+            "naive ÷ ours, kernel-only | host µs |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in res.get("timing", []):
+        if "kernel_ms" not in r:
+            continue
+        f = teaching_figures(r)
+        out.append(f"| {r['N']:,} | {r['d']} | {r['B']}×{r['H']} | {r['Br']}×{r['Bc']} | {_yes(r.get('causal'))} | "
+                   f"{f['call_ms']:.3f} | {f['kernel_ms']:.3f} | {_f(f.get('call_tflops'))} | "
+                   f"{_x(f.get('naive_over_call'))} | {_x(f.get('naive_over_kernel'))} | {_f(f.get('host_us'))} |")
+    pm = res.get("peak_memory") or {}
+    if "kernel_peak_bytes" in pm:
+        out += ["", f"Peak extra GPU memory of one call at N = {pm['N']:,}, d = {pm['d']}, one head ({pm['method']}): "
+                f"kernel {pm['kernel_peak_bytes'] / 1e6:,.1f} MB, naive {pm['naive_peak_bytes'] / 1e6:,.1f} MB."]
+    return out
+
+
+def _dram_section(res: dict | None) -> list[str]:
+    out = ["## DRAM bytes (Nsight Compute) against the IO model", ""]
+    if not res:
+        return out + ["No record (benchmarks/results/dram-*.json)."]
+    out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}; metrics "
+            f"`{res.get('metrics', '?')}`, one forward call each.", "",
+            "| implementation | N | d | B×H | Br×Bc | bytes/element | IO model GB | DRAM read GB | DRAM write GB | DRAM total GB |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in res.get("rows", []):
+        blk = f"{r['Br']}×{r['Bc']}" if r.get("Br") else "—"
+        out.append(f"| {r['impl']} | {r['N']:,} | {r['d']} | {r['B']}×{r['H']} | {blk} | {r['itemsize']} | "
+                   f"{r['model_hbm_bytes'] / 1e9:.2f} | {r['dram_read_bytes'] / 1e9:.3f} | "
+                   f"{r['dram_write_bytes'] / 1e9:.3f} | {r['dram_bytes'] / 1e9:.3f} |")
+    return out
+
+
+def _fa3_section() -> list[str]:
+    recs = fr.probe_records()
+    out = ["## FlashAttention-3: the probe runs", ""]
+    if not recs:
+        return out + ["No probe records (benchmarks/results/probe-fa3-*.json)."]
+    out += [f"Records written by `benchmarks/probe_fa3.py`, one process each. Method: {PROBE_METHOD}. "
+            "Two builds compare only inside one run; across runs only each run's ratios to SDPA-cuDNN of that run.",
+            "", "| run | record | recorded | fa3 builds | fastest fa3 build of each row ÷ cuDNN, kernel-only: d = 64 | "
+            "d = 128 |", "| --- | --- | --- | --- | --- | --- |"]
+    for run, rec in recs.items():
+        cell, builds = [], set()
+        for d in (64, 128):
+            best = []
+            for r in rec["times"]:
+                if r["d"] != d:
+                    continue
+                rows = fr.build_rows(rec, d=d, causal=r["causal"], N=r["N"])
+                builds |= {b["impl"] for b in rows}
+                if rows:
+                    best.append(max(b["kernel_vs_sdpa_cudnn"] for b in rows))
+            cell.append(span((min(best), max(best))) if best else "—")
+        out.append(f"| {run} | {_link(rec['source_file'], '../')} | {_env_line(rec.get('env', {}))} | {len(builds)} | "
+                   f"{cell[0]} | {cell[1]} |")
+    out += ["", "### What each choice bought, inside one run (kernel-only)", "",
+            f"speed-up = the baseline build's time ÷ the candidate's, same run; beyond ±{fr.RUN_NOISE:.0%} counts as "
+            f"faster or slower (the spread of the implementations that did not change between runs: up to "
+            f"{max(fr.unchanged_spread()):.1%}).", "",
+            "| choice | d | runs | rows | median | lowest | highest | faster | within | slower |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in fr.COMPARISONS:
+        for d in (64, 128):
+            rows = fr.compare_builds(c, d, recs)
+            if not rows:
+                continue
+            s = fr.summarize([r["speedup"] for r in rows])
+            runs = ", ".join(sorted({r["run"] for r in rows}))
+            out.append(f"| {c.what} | {d} | {runs} | {s['n']} | {s['median']:.3f} | {s['lo']:.3f} | {s['hi']:.3f} | "
+                       f"{s['faster']} | {s['within']} | {s['slower']} |")
+    steps = recs.get("steps")
+    if steps:
+        st = fr.steps_table(steps)
+        out += ["", f"### From the FA2 kernel to FA3, step by step ({_link(steps['source_file'], '../')})", "",
+                "TFLOP/s kernel-only; ratios to SDPA-cuDNN of the same run, one method on both sides.", "",
+                "| d | causal | N | step | Br×Bc | TFLOP/s kernel-only | ÷ cuDNN kernel-only | ÷ cuDNN public call |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in st:
+            out.append(f"| {r['d']} | {_yes(r['causal'])} | {r['N']:,} | {r['label']} | {r['Br']}×{r['Bc']} | "
+                       f"{r['kernel_tflops']:.0f} | {_x(r['kernel_vs_sdpa_cudnn'])} | {_x(r['call_vs_sdpa_cudnn'])} |")
+    return out
+
+
+def _timeline_section() -> list[str]:
+    rec = _newest("timelines-")
+    out = ["## GPU timelines: what tracing costs, and the block order", ""]
+    if not rec:
+        return out + ["No record (benchmarks/results/timelines-*.json)."]
+    files = recorded_timelines()
+    out += [f"Record: {_link(rec['source_file'], '../')}, {_env_line(rec.get('env', {}))}; "
+            f"{len(files)} timeline files beside it (`timeline-*.json.gz`). Method, in the record's words: "
+            f"{rec.get('method', '?')}.", "",
+            "| kernel | d | causal | block order | N | B×H | Br×Bc | kernel-only ms | the kernel's own order, ms | "
+            "traced ms | tracing cost | tail share |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rec.get("runs", []):
+        own = r.get("kernel_order_ms")
+        out.append(f"| {r['kernel']} | {r['d']} | {_yes(r['causal'])} | {r['order']} | {r['N']:,} | {r['B']}×{r['H']} | "
+                   f"{r['Br']}×{r['Bc']} | {r['kernel_ms']:.4f} | {'—' if own is None else f'{own:.4f}'} | "
+                   f"{r['traced_ms']:.4f} | {100 * r['overhead']:.1f} % | {100 * r['tail_share']:.1f} % |")
+    return out
+
+
+def _tests_section() -> list[str]:
+    try:
+        folder = package_dir("flashviz.results")
+    except FileNotFoundError:
+        return []
+    recs = sorted(f.name for f in folder.iterdir() if f.name.startswith("tests-") and f.name.endswith(".json"))
+    out = ["## GPU test runs", "",
+           "`benchmarks/run_gpu_tests.py` runs the `gpu`-marked tests on a GPU machine and records every outcome.", "",
+           "| record | recorded | passed | failed | skipped |", "| --- | --- | --- | --- | --- |"]
+    for name in recs:
+        rec = json.loads((folder / name).read_text(encoding="utf-8"))
+        c = rec.get("counts", {})
+        out.append(f"| {_link(name, '../')} | {_env_line(rec.get('env', {}))} | {c.get('passed', 0)} | "
+                   f"{c.get('failed', 0)} | {c.get('skipped', 0)} |")
+    return out
+
+
+def _cpu_section() -> list[str]:
+    rec = _newest("cpu-", "cpu")
+    if not rec:
+        return []
+    fwd = next((v for k, v in rec.items() if k.startswith("flash_forward_record")), None)
+    frame = next((v for k, v in rec.items() if k.startswith("show_frame")), None)
+    out = ["## CPU: the NumPy algorithm and one frame", "",
+           f"Record: {_link(rec['source_file'], '../')} ({rec.get('date', '?')}, {rec.get('cpus', '?')} CPUs, Python "
+           f"{rec.get('python', '?')}, NumPy {rec.get('numpy', '?')}, matplotlib {rec.get('matplotlib', '?')}; "
+           "written by `benchmarks/bench_cpu.py`).", ""]
+    if fwd:
+        key = next(k for k in rec if k.startswith("flash_forward_record"))
+        out.append(f"- `{key}`: median {fwd['median'] * 1e3:.1f} ms of {len(fwd['runs'])} runs "
+                   f"({fwd['events']:,} trace events).")
+    if frame:
+        key = next(k for k in rec if k.startswith("show_frame"))
+        out.append(f"- `{key}`: median {frame['median']:.1f} ms, 90th percentile {frame['p90']:.1f} ms "
+                   f"over {frame['frames']} frames.")
+    return out
+
+
+def _all_records() -> list[str]:
+    try:
+        folder = package_dir("flashviz.results")
+    except FileNotFoundError:
+        return []
+    out = ["## Every record", "",
+           "All files under `benchmarks/results/`; `archive/` holds earlier versions that later runs superseded "
+           "(benchmarks/NOTES.md cites them for the history).", ""]
+
+    def walk(base, prefix=""):
+        for f in sorted(base.iterdir(), key=lambda f: f.name):
+            if f.name.startswith(("__", ".")):
+                continue
+            if f.is_dir():
+                yield from walk(f, f"{prefix}{f.name}/")
+            else:
+                yield prefix + f.name
+
+    out += [f"- {_link(name, '../')}" for name in walk(folder)]
+    return out
+
+
+def results_page() -> str:
+    """The text of docs/results.md."""
+    mma = latest_results("mma")
+    parts = [["# Measured results", "",
+              "Made by `make docs` (`python -m flashviz.report`) from the committed records under "
+              "`benchmarks/results/`: do not edit by hand. How each figure is measured and how a record is made: "
+              "[measuring.md](measuring.md); what each version of the kernels tried: "
+              "[benchmarks/NOTES.md](../benchmarks/NOTES.md)."],
+             _mma_section(mma), _teaching_section(latest_results("teaching")), _dram_section(latest_results("dram")),
+             _fa3_section(), _timeline_section(), _tests_section(), _cpu_section(), _all_records()]
+    return "\n\n".join("\n".join(p) for p in parts if p).replace("\n\n\n", "\n\n") + "\n"
+
+
+# --- writing and checking ----------------------------------------------------------------------
+
+def with_readme_table(readme: str, table: str | None = None) -> str:
+    """``readme`` with the text between its marker lines replaced by ``table`` (default: the
+    generated one). ValueError when the markers are missing or out of order."""
+    a, b = readme.find(RESULTS_BEGIN), readme.find(RESULTS_END)
+    if a < 0 or b < a:
+        raise ValueError(f"README.md must hold the lines {RESULTS_BEGIN!r} and {RESULTS_END!r}, in that order")
+    table = readme_table() if table is None else table
+    return readme[:a + len(RESULTS_BEGIN)] + "\n" + table + "\n" + readme[b:]
+
+
+def render(root: Path = ROOT) -> dict[Path, str]:
+    """{path relative to ``root``: the text the generator makes for it now}."""
+    readme = (root / README).read_text(encoding="utf-8")
+    return {RESULTS_PAGE: results_page(), README: with_readme_table(readme)}
+
+
+def stale(root: Path = ROOT) -> list[Path]:
+    """The generated pages whose committed text differs from what the records make now."""
+    out = []
+    for rel, text in render(root).items():
+        path = root / rel
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            out.append(rel)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="flashviz report", description="write docs/results.md and the README's "
+                                "table of GPU results from the committed records (benchmarks/results/)")
+    p.add_argument("--root", default=str(ROOT), help="the repository (default: this checkout)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming the pages that differ")
+    args = p.parse_args(argv)
+    root = Path(args.root)
+    if not (root / README).is_file():
+        print(f"flashviz report: no {README} in {root}: run it in a checkout of the repository (--root)",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        bad = stale(root)
+        for rel in bad:
+            print(f"{rel} differs from what the records make: run `make docs`", file=sys.stderr)
+        return 1 if bad else 0
+    for rel, text in render(root).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {rel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

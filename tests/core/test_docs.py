@@ -1,0 +1,120 @@
+"""The project's own docs: data checks and pointer checks, never checks of wording.
+
+* ``test_docs_match_records``: docs/results.md and the README's table of GPU results (between its
+  marker lines) are exactly what ``flashviz report`` makes from the committed records now — a
+  data check: a new record, or a changed reader, needs ``make docs``.
+* The figures of that table, recomputed here from the record's raw keys (not through
+  flashviz.gpu.results), equal the generator's.
+* Every link in the docs resolves inside the repository, and every ``*.md`` a source file names
+  exists in it (no pointer leads outside the repository).
+* The README's picture is a small animated GIF.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from flashviz import cli, report
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "NOTES.md", ROOT / "tests" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _newest_mma() -> dict:
+    files = sorted(RESULTS.glob("mma-*.json"), key=lambda f: (re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0], f.name))
+    return json.loads(files[-1].read_text(encoding="utf-8"))
+
+
+@pytest.mark.recorded_data
+def test_docs_match_records():
+    stale = report.stale(ROOT)
+    assert stale == [], f"{', '.join(map(str, stale))} differ from what the records make: run `make docs`"
+    assert cli.main(["report", "--check"]) == 0
+
+
+@pytest.mark.recorded_data
+def test_recorded_data_the_readme_table_recomputed_from_the_raw_keys():
+    """Each span of the README's table: their time ÷ ours under one method (call or kernel) over
+    the rows with N ≥ the kernel's threshold, and the host medians, from the raw record."""
+    raw = _newest_mma()
+    rows = raw["bench"]
+    h = report.headline()
+    assert h["record"].startswith("mma-") and h["env"]["date"] == raw["env"]["date"] and h["shapes"] == len(rows)
+    for kernel, lo in (("wgmma", 1024), ("fa3", 2048)):
+        pick = [r for r in rows if r["N"] >= lo]
+        k = h["kernels"][kernel]
+        assert (k["from_N"], k["n"]) == (lo, len(pick))
+        for m in ("call", "kernel"):
+            for other in ("sdpa_flash", "sdpa_cudnn"):
+                ratios = [r[f"{other}_{m}_ms"] / r[f"{kernel}_{m}_ms"] for r in pick]
+                assert k[(m, other)] == pytest.approx((min(ratios), max(ratios)), rel=1e-12), (kernel, m, other)
+    for impl in ("wgmma", "fa3", "sdpa_flash", "sdpa_cudnn"):
+        assert h["host_us"][impl] == pytest.approx(statistics.median(r[f"{impl}_host_us"] for r in rows))
+    # the README's table holds these spans, under the method each row names
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split(report.RESULTS_BEGIN, 1)[1].split(report.RESULTS_END, 1)[0]
+    for kernel in ("wgmma", "fa3"):
+        for m in ("call", "kernel"):
+            row = next(ln for ln in table.splitlines() if report.KERNEL_LABEL[kernel] in ln and report.RATIO_METHOD[m] in ln)
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            k = h["kernels"][kernel]
+            assert cells[3:5] == [report.span(k[(m, "sdpa_flash")]), report.span(k[(m, "sdpa_cudnn")])]
+
+
+def test_the_readme_needs_its_markers():
+    with pytest.raises(ValueError, match="results:begin"):
+        report.with_readme_table("# no markers here\n", "table")
+    text = f"a\n{report.RESULTS_BEGIN}\nold\n{report.RESULTS_END}\nb\n"
+    assert report.with_readme_table(text, "new") == f"a\n{report.RESULTS_BEGIN}\nnew\n{report.RESULTS_END}\nb\n"
+
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_in_the_docs_resolves_inside_the_repository(page):
+    for target in _LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue                                   # a web page or an anchor of the same page
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        assert path.is_relative_to(ROOT), f"{page.name}: {target} leads outside the repository"
+        assert path.exists(), f"{page.name}: {target} does not exist"
+
+
+#: names of .md files that are templates or other people's files, not pointers into this repository
+_NOT_POINTERS = re.compile(r"NN_name\.md$|^model/README\.md$")
+
+
+def test_every_markdown_file_named_in_the_sources_exists():
+    """A ``*.md`` named in the code, kernels, benchmarks, tests, scripts, notebooks or docs is a file
+    of this repository: by its path (from the root or the naming file's folder) or, named bare, by
+    the name of one."""
+    names = {p.name for p in ROOT.rglob("*.md") if not {".venv", ".git", "lessons", "build"} & set(p.parts)}
+    token = re.compile(r"(?<![\w/.-])([\w./-]*[A-Za-z0-9_-]+\.md)\b")
+    files = [p for d in ("flashviz", "kernels", "benchmarks", "tests", "scripts", "docs", "notebooks")
+             for p in (ROOT / d).rglob("*") if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".md", ".toml")]
+    files += [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    missing = []
+    for f in files:
+        for t in token.findall(f.read_text(encoding="utf-8", errors="replace")):
+            if _NOT_POINTERS.search(t) or (ROOT / t).exists() or (f.parent / t).exists() or ("/" not in t and t in names):
+                continue
+            missing.append(f"{f.relative_to(ROOT)}: {t}")
+    assert missing == []
+
+
+def test_the_readme_picture_is_a_small_animation():
+    from PIL import Image
+
+    gif = ROOT / "docs" / "images" / "tile_explorer.gif"
+    assert "docs/images/tile_explorer.gif" in _LINK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert gif.stat().st_size < 1_500_000
+    with Image.open(gif) as im:
+        assert im.format == "GIF" and im.n_frames > 10
