@@ -7,7 +7,14 @@ class's next ``git pull`` would conflict. So ``make lab`` opens the lessons from
 one that is (it holds the student's work); ``reset=True`` replaces the copies with the
 current chapters (the student's versions are moved to ``lessons/.previous/``).
 
-Only the notebooks (``*.ipynb``) are copied. Their MyST Markdown twins (``notebooks/*.md``) and
+Only the chapters (``NN_name.ipynb``) are copied: ``app.ipynb``, the notebook ``flashviz present``
+serves, is not a lesson. Each copy opens clean: its kernel metadata is the one the kernel of this
+Python will report (JupyterLab rewrites ``kernelspec`` and ``language_info`` when the kernel
+connects, and a copy that differed showed the unsaved-changes dot as soon as it opened), and it is
+signed as trusted in this user's Jupyter signature store (else the server warns that every lesson
+is not trusted). The chapters' committed files are not touched.
+
+The notebooks (``*.ipynb``) are copied, not their twins. Their MyST Markdown twins (``notebooks/*.md``) and
 the ``jupytext.toml`` that pairs them are for editing the lessons, not for students: without
 them the working copy holds plain notebooks, and JupyterLab (with jupytext's contents manager
 or without) neither opens a lesson twice nor writes a ``.md`` beside a notebook it saves.
@@ -18,32 +25,64 @@ or without) neither opens a lesson twice nor writes a ``.md`` beside a notebook 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
+
+#: a chapter's file name: two digits, an underscore, a name (``03_tiling.ipynb``)
+CHAPTER = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 
 README = ("Your working copy of the flashviz lessons (made by `make lab`; git ignores this folder).\n"
           "Answer, run and export here freely. `make lessons-reset` replaces these notebooks with the\n"
           "current chapters; your versions are then kept in .previous/.\n")
 
 
+def kernel_metadata() -> dict:
+    """The notebook metadata the kernel of this Python reports on connecting (ipykernel's
+    kernelspec and language_info), or {} where ipykernel is not installed."""
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.kernelspec import get_kernel_dict
+    except ImportError:
+        return {}
+    spec = get_kernel_dict()
+    return {"kernelspec": {"display_name": spec["display_name"], "language": spec["language"], "name": "python3"},
+            "language_info": json.loads(json.dumps(IPythonKernel.language_info))}
+
+
+def _copy_lesson(nb: Path, target: Path, metadata: dict) -> None:
+    """Write the chapter ``nb`` to ``target`` with ``metadata`` merged in, signed as trusted."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    book = nbformat.read(nb, as_version=4)
+    book.metadata.update(metadata)
+    NotebookNotary().sign(book)
+    nbformat.write(book, target)
+    shutil.copystat(nb, target)
+
+
 def prepare(dest, source, *, reset: bool = False) -> list[Path]:
-    """Copy the chapters (``source/*.ipynb``, not their ``.md`` twins) into ``dest``; returns the
-    notebooks copied.
+    """Copy the chapters (``source/NN_name.ipynb``: not ``app.ipynb``, not the ``.md`` twins) into
+    ``dest``, each with this kernel's metadata and signed as trusted; returns the notebooks copied.
 
     A chapter already in ``dest`` is kept as it is, unless ``reset``: then it is moved to
     ``dest/.previous/<timestamp>/`` first. Raises FileNotFoundError when ``source`` holds
-    no notebook, OSError when ``dest`` cannot be written (a file in the way, no permission)."""
+    no chapter, OSError when ``dest`` cannot be written (a file in the way, no permission),
+    ValueError when a chapter is not a notebook nbformat can read."""
     source, dest = Path(source), Path(dest)
-    chapters = sorted(source.glob("*.ipynb"))
+    chapters = sorted(p for p in source.glob("*.ipynb") if CHAPTER.match(p.name))
     if not chapters:
-        raise FileNotFoundError(f"no lesson notebooks (*.ipynb) in {source}")
+        raise FileNotFoundError(f"no lesson notebooks (NN_name.ipynb) in {source}")
     if dest.exists() and not dest.is_dir():
         raise OSError(f"{dest} exists and is not a folder: move it away or choose another with --to")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "README.txt").write_text(README)
     copied = []
+    metadata = kernel_metadata()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for nb in chapters:
         target = dest / nb.name
@@ -53,7 +92,10 @@ def prepare(dest, source, *, reset: bool = False) -> list[Path]:
             keep = dest / ".previous" / stamp
             keep.mkdir(parents=True, exist_ok=True)
             shutil.move(str(target), keep / nb.name)
-        shutil.copy2(nb, target)
+        try:
+            _copy_lesson(nb, target, metadata)
+        except (ValueError, json.JSONDecodeError) as exc:     # nbformat's read errors are ValueErrors
+            raise ValueError(f"{nb} is not a notebook nbformat can read: {exc}") from None
         copied.append(target)
     return copied
 
@@ -67,7 +109,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         copied = prepare(args.to, args.source, reset=args.reset)
-    except (OSError, FileNotFoundError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"flashviz lessons: {exc}", file=sys.stderr)
         return 2
     if copied:

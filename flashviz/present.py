@@ -62,6 +62,15 @@ def cull_args(idle_s: int) -> list[str]:
             "--MappingKernelManager.cull_connected=False"]
 
 
+def trust(nb: Path) -> None:
+    """Sign the app notebook as trusted in this user's Jupyter signature store (the file itself is
+    not changed), so Voilà does not warn "Notebook app.ipynb is not trusted" on every page load."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    NotebookNotary().sign(nbformat.read(nb, as_version=4))
+
+
 def port_problem(ip: str, port: int) -> str | None:
     """None if (ip, port) can be bound now, else one line saying why not (e.g. the port is
     taken by another server, such as JupyterLab from ``make lab``)."""
@@ -109,6 +118,7 @@ def main(argv=None) -> int:
         return 2
     root = Path(args.root).resolve()
     nb = app_notebook(root)
+    trust(nb)
     token = args.token or secrets.token_hex(16)
     env = dict(os.environ, FLASHVIZ_PRESENTER="1" if args.presenter else "0",
                FLASHVIZ_PREFETCH="0" if args.no_prefetch else "1")

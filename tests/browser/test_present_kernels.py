@@ -87,6 +87,7 @@ def test_a_page_that_unloads_shuts_its_kernel_down_at_once(browser):
         now = _kernels_of(port)
         assert kept <= now and len(now) == 2, (kept, now)      # the open page's, and the reloaded page's new one
         assert "_xsrf" not in log.read_text(), log.read_text()[-2000:]
+        assert "is not trusted" not in log.read_text(), "flashviz present signs the app notebook as trusted"
         for page in pages:
             page.close()
 

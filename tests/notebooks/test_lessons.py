@@ -15,22 +15,62 @@ from flashviz.lessons import main, prepare
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _own_signature_store(tmp_path, monkeypatch):
+    """Each test signs into a signature store of its own, not the user's."""
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+
+
+def _write(path: Path, text: str) -> None:
+    import nbformat
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]), path)
+
+
+def _text(path: Path) -> str:
+    import nbformat
+    return nbformat.read(path, as_version=4).cells[0].source
+
+
 def test_prepare_copies_new_chapters_and_keeps_the_students(tmp_path):
     src = tmp_path / "notebooks"
     src.mkdir()
-    (src / "01_a.ipynb").write_text("A1")
-    (src / "02_b.ipynb").write_text("B1")
+    _write(src / "01_a.ipynb", "A1")
+    _write(src / "02_b.ipynb", "B1")
     dest = tmp_path / "lessons"
     assert [p.name for p in prepare(dest, src)] == ["01_a.ipynb", "02_b.ipynb"]
-    (dest / "01_a.ipynb").write_text("my answers")
-    (src / "03_c.ipynb").write_text("C1")
+    _write(dest / "01_a.ipynb", "my answers")
+    _write(src / "03_c.ipynb", "C1")
     assert [p.name for p in prepare(dest, src)] == ["03_c.ipynb"]          # only the new chapter
-    assert (dest / "01_a.ipynb").read_text() == "my answers"
-    (src / "01_a.ipynb").write_text("A2")
+    assert _text(dest / "01_a.ipynb") == "my answers"
+    _write(src / "01_a.ipynb", "A2")
     prepare(dest, src, reset=True)
-    assert (dest / "01_a.ipynb").read_text() == "A2"
+    assert _text(dest / "01_a.ipynb") == "A2"
     kept = list((dest / ".previous").glob("*/01_a.ipynb"))
-    assert len(kept) == 1 and kept[0].read_text() == "my answers"
+    assert len(kept) == 1 and _text(kept[0]) == "my answers"
+
+
+def test_only_chapters_are_copied_and_each_opens_clean_and_trusted(tmp_path, capsys):
+    """app.ipynb (the notebook `flashviz present` serves) is no lesson; every copy carries the
+    kernelspec and language_info this Python's kernel reports (JupyterLab rewrites them when the
+    kernel connects: a copy that differs opens with the unsaved-changes dot) and is trusted in the
+    signature store (the server warned "Notebook ... is not trusted" for every lesson)."""
+    import nbformat
+    from ipykernel.ipkernel import IPythonKernel
+    from nbformat.sign import NotebookNotary
+
+    src = ROOT / "notebooks"
+    dest = tmp_path / "lessons"
+    assert main(["--from", str(src), "--to", str(dest)]) == 0
+    chapters = sorted(p.name for p in src.glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(p.name for p in dest.glob("*.ipynb")) == chapters and "app.ipynb" not in chapters
+    assert f"{len(chapters)} chapter(s) copied" in capsys.readouterr().out
+    notary = NotebookNotary()
+    for name in chapters:
+        copy, original = nbformat.read(dest / name, as_version=4), nbformat.read(src / name, as_version=4)
+        assert copy.metadata.language_info == IPythonKernel.language_info
+        assert copy.metadata.kernelspec.name == "python3" and "ipykernel" in copy.metadata.kernelspec.display_name
+        assert notary.check_signature(copy), name
+        assert [c.source for c in copy.cells] == [c.source for c in original.cells]
 
 
 def test_the_working_copy_holds_the_notebooks_not_their_text_twins(tmp_path):
@@ -42,7 +82,7 @@ def test_the_working_copy_holds_the_notebooks_not_their_text_twins(tmp_path):
     assert list(src.glob("*.md")) and (src / "jupytext.toml").exists()     # the pairs are there...
     dest = tmp_path / "lessons"
     copied = prepare(dest, src)
-    assert sorted(p.name for p in copied) == sorted(p.name for p in src.glob("*.ipynb"))
+    assert sorted(p.name for p in copied) == sorted(p.name for p in src.glob("[0-9][0-9]_*.ipynb"))
     assert sorted(p.name for p in dest.iterdir()) == sorted([p.name for p in copied] + ["README.txt"])
     for nb in copied:                                                       # ...and not paired there
         assert "jupytext" not in json.loads(nb.read_text(encoding="utf-8"))["metadata"], nb.name
