@@ -29,6 +29,7 @@ from .. import _checks
 from ..views.drawlock import serialised
 from . import registry
 from .base import close_widget
+from .notice import LIVE_CLASS, restart_notice
 
 # chapter label → [(module, class, kwargs), ...]; a chapter's widgets are made when it is picked
 CHAPTERS = {
@@ -212,8 +213,10 @@ class ChapterApp:
         self._seen = ()                             #: the shown chapter's activity when the timer started
         self.busy = W.HTML(layout=W.Layout(margin="0 0 0 16px"))    #: says a chapter is being made
         self.header = W.HBox([self.title, self.chapter, self.busy], layout=W.Layout(align_items="center"))
-        self.widget = W.VBox([self.header, self.caption, self.status, self.body])
+        self._notice = restart_notice()      # the page says so if the kernel goes
+        self.widget = W.VBox([self.header, self.caption, self.status, self.body, self._notice])
         self.widget.add_class("flashviz-app")
+        self.widget.add_class(LIVE_CLASS)
         self.chapter.observe(lambda change: self._open(change["new"]), names="value")
         self._open(self.chapter.value)
 
@@ -369,7 +372,7 @@ class ChapterApp:
         self._chapters.clear()
         self.current, self._folds = [], []
         for w in (self.chapter, self.title, self.busy, self.header, self.caption, self.status, self.body,
-                  self.widget):
+                  self._notice, self.widget):
             close_widget(w)
         registry.unregister("ChapterApp", self._key, self)
 

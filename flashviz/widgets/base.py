@@ -30,6 +30,7 @@ from ..views.drawlock import serialise_canvas, serialised
 from ..views.protocol import BlittedFrameView
 from ..views.style import scaled_text
 from . import registry
+from .notice import LIVE_CLASS, restart_notice
 
 
 def is_widget_canvas(canvas) -> bool:
@@ -221,13 +222,16 @@ class FrameWidget:
         self._export_thread = None
         self.widget = W.VBox([])
         self.widget.add_class("flashviz-frame-widget")     # a handle for browser tests, in any front end
+        self.widget.add_class(LIVE_CLASS)                  # says so on the page if the kernel goes
+        self._notice = restart_notice()
 
     # --- for subclasses -----------------------------------------------------------------
     def _layout(self, *config_rows):
         """Assemble the box: transport, the subclass's config rows, status, canvas, export."""
         for row in config_rows:
             self._controls.extend(getattr(row, "children", ()))
-        self.widget.children = [self.transport, *config_rows, self.status, self._canvas_widget, self.export_row]
+        self.widget.children = [self.transport, *config_rows, self.status, self._canvas_widget, self.export_row,
+                                self._notice]
 
     def _watch(self, *controls):
         """Rebuild the view whenever one of these controls changes."""
@@ -328,7 +332,7 @@ class FrameWidget:
             close_widget(toolbar)          # ipympl's toolbar widget: closed now, not when the canvas is collected
         for w in (self.play, self.frame, self.step_slider, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
-                  self.export_progress,
+                  self.export_progress, self._notice,
                   self.transport, self.export_row, *self._controls, *self.widget.children, self.widget):
             close_widget(w)
         registry.unregister(self.kind, self._key, self)

@@ -19,6 +19,7 @@ from ..views.style import fmt_bytes
 from . import registry
 from .base import check_bool, close_widget
 from .gpu_job import GPUJob, red
+from .notice import LIVE_CLASS, restart_notice
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
 
@@ -134,7 +135,9 @@ class GPUPanel(GPUJob):
         self.N.observe(self._refresh, names="value")
         self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)" + _tensor_core_note()),
                        W.HBox([self.N, self.run_button, self.stop_button, self.progress, self.config])]
-        self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html])
+        self._notice = restart_notice()      # the page says so if the kernel goes
+        self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html, self._notice])
+        self.widget.add_class(LIVE_CLASS)
         self._refresh()
 
     # configuration follows the explorer
@@ -229,7 +232,7 @@ class GPUPanel(GPUJob):
                     pass
         self._stop.set()
         for w in (self.N, self.config, self.run_button, self.stop_button, self.progress, self.status,
-                  self.result_html, self.recorded_html,
+                  self.result_html, self.recorded_html, self._notice,
                   *self._boxes, self.widget):
             close_widget(w)
         registry.unregister("GPUPanel", self._key, self)

@@ -15,6 +15,7 @@ from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.roofline_view import draw_memory_wall
 from ..views.style import scaled_text
 from .base import canvas_widget, check_int, close_widget, ensure_ipympl
+from .notice import LIVE_CLASS, restart_notice
 
 
 class MemoryWall:
@@ -43,7 +44,9 @@ class MemoryWall:
         self.status = W.HTML()
         self.button.on_click(lambda _: self.measure())
         self._row = W.HBox([self.button, self.status])
-        self.widget = W.VBox([self._row, self._canvas])
+        self._notice = restart_notice()      # the page says so if the kernel goes
+        self.widget = W.VBox([self._row, self._canvas, self._notice])
+        self.widget.add_class(LIVE_CLASS)
         self.rows, self.info = [], {}
         self.measure()
 
@@ -75,7 +78,7 @@ class MemoryWall:
         """Close the figure and the widgets (idempotent)."""
         toolbar = getattr(self.fig.canvas, "toolbar", None)
         plt.close(self.fig)
-        for w in (self.button, self.status, self._row, self._canvas, self.widget):
+        for w in (self.button, self.status, self._row, self._canvas, self._notice, self.widget):
             close_widget(w)
         if isinstance(toolbar, W.Widget):
             close_widget(toolbar)

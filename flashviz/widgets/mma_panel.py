@@ -42,6 +42,7 @@ from ..views.style import fmt_bytes
 from . import registry
 from .base import check_bool, close_widget, error_line
 from .gpu_job import GPUJob, red
+from .notice import LIVE_CLASS, restart_notice
 
 TOKENS, MODEL_DIM = 16384, 2048      # B·N tokens and H·d model width of every run
 REPEAT = 20                          # timed calls per measurement (median)
@@ -221,7 +222,10 @@ class TensorCorePanel(GPUJob):
         self._boxes = [W.HTML("<b>Tensor cores: kernels/flash_fwd_mma.cu (fp16 / bf16)</b>"),
                        W.HBox([*self._controls, self.run_button, self.sweep_button, self.stop_button,
                                self.progress], layout=W.Layout(flex_flow="row wrap"))]
-        self.widget = W.VBox([*self._boxes, self.config, self.status, self.result_html, self.recorded_html])
+        self._notice = restart_notice()      # the page says so if the kernel goes
+        self.widget = W.VBox([*self._boxes, self.config, self.status, self.result_html, self.recorded_html,
+                              self._notice])
+        self.widget.add_class(LIVE_CLASS)
         self._refresh()
 
     @property
@@ -403,7 +407,7 @@ class TensorCorePanel(GPUJob):
         """Stop any measurement (after its current step) and close every control (idempotent)."""
         self._stop.set()
         for w in (*self._controls, self.run_button, self.sweep_button, self.stop_button, self.progress,
-                  self.config, self.status, self.result_html, self.recorded_html, *self._boxes, self.widget):
+                  self.config, self.status, self.result_html, self.recorded_html, self._notice, *self._boxes, self.widget):
             close_widget(w)
         registry.unregister("TensorCorePanel", self._key, self)
 
