@@ -104,8 +104,10 @@ def backward_table(d: int = 64, Br: int = 128, Bc: int = 128, itemsize: int = 2,
 
 
 def _progress(total: int, long: bool, desc: str):
-    """A tqdm bar on stderr for long work on a terminal; a silent stand-in otherwise."""
-    from tqdm.auto import tqdm
+    """A tqdm bar on stderr for long work on a terminal; a silent stand-in otherwise. The terminal
+    bar always (tqdm.std, not tqdm.auto): inside an IPython kernel tqdm.auto would pick the widget
+    bar, which ignores ``disable=None`` and displays itself on stdout."""
+    from tqdm.std import tqdm
 
     return tqdm(total=total, desc=desc, leave=False, file=sys.stderr, disable=None if long else True)
 

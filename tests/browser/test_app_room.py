@@ -154,7 +154,7 @@ def test_every_chapter_fits_the_window(browser, presenter):
                 def pick(n: int, label: str) -> float:
                     """Pick chapter n; seconds until its caption and its figure are shown: a
                     canvas, or for an image chapter its first tab's image, decoded."""
-                    return _pick(page, select, n, CAPTIONS[label])
+                    return _pick(page, select, n, CAPTIONS[label], errors)
 
                 for n, label in enumerate(labels):
                     if n:
@@ -255,8 +255,10 @@ SHOWN_JS = ("(cap) => { const a = document.querySelector('.flashviz-app');"
             "   m.getBoundingClientRect().width > 0 && m.complete && m.naturalWidth > 0); }")
 
 
-def _pick(page, select, n: int, caption: str) -> float:
-    """Pick chapter n in the picker; seconds until SHOWN_JS holds for its caption."""
+def _pick(page, select, n: int, caption: str, errors: list | None = None) -> float:
+    """Pick chapter n in the picker; seconds until SHOWN_JS holds for its caption. On a timeout the
+    failure names what the page shows instead: its text, the page's JavaScript errors (``errors``,
+    gathered by the caller) and any widget error's details (revealed by clicking it)."""
     t0 = time.perf_counter()
     select.select_option(index=n)
     try:
@@ -265,10 +267,13 @@ def _pick(page, select, n: int, caption: str) -> float:
         # what the page shows instead, for the failure report
         try:
             page.screenshot(path=str(ARTIFACTS / f"app_pick_{n}_failed.png"))
-            text = page.locator("body").inner_text()[-600:]
+            for shown in page.get_by_text("Click to show javascript error").all():
+                shown.click(timeout=2_000)
+            text = page.locator("body").inner_text()[-1500:]
         except Exception as exc:        # a crashed page: say so rather than lose the timeout
             text = f"(the page could not be read: {type(exc).__name__})"
-        raise AssertionError(f"chapter {n} ({caption!r}) not shown after 30 s; the page says: {text!r}") from None
+        raise AssertionError(f"chapter {n} ({caption!r}) not shown after 30 s; the page says: {text!r}; "
+                             f"its JavaScript errors: {errors or []}") from None
     return time.perf_counter() - t0
 
 

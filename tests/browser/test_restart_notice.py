@@ -35,15 +35,20 @@ def _prepare(work: Path) -> None:
     nbformat.write(nb, str(work / "notebooks" / "restart_test.ipynb"))
 
 
-def _kernel_pids(server_pid_hint: str) -> list[int]:
+def _kernel_pids(work: Path) -> list[int]:
+    """The ipykernel processes the server of ``work`` started: they inherit its isolated HOME
+    (found in each process's environment; a kernel's command line need not name the server's
+    directories — Voilà's connection files may lie elsewhere)."""
+    home = f"HOME={work.parent / 'home'}".encode()
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                cmd = (d / "cmdline").read_bytes()
+                env = (d / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if "ipykernel" in cmd and server_pid_hint in cmd:
+            if b"ipykernel" in cmd and home in env:
                 pids.append(int(d.name))
     return pids
 
@@ -57,9 +62,7 @@ def test_a_widget_whose_kernel_died_says_so(browser, front_end):
         page.wait_for_selector(".flashviz-live .jupyter-matplotlib-canvas-div canvas", timeout=120_000)
         time.sleep(2)
         assert page.evaluate(NOTICE_JS) == "", "the notice shows while the kernel is alive"
-        # the kernel's connection file lies in the server's isolated runtime dir: its path names it
-        hint = str(work.parent)
-        pids = _kernel_pids(hint)
+        pids = _kernel_pids(work)
         assert pids, "no kernel process found"
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
