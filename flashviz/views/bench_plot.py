@@ -77,7 +77,7 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5), kernel_only: bool = Fals
         raise ValueError("the results hold no benchmark rows")
     rows = mma_table(res)
     ds = sorted({r["d"] for r in rows})
-    fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True)
+    fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True, dpi=style.fit_dpi(figsize[0]))
     dtype = rows[0].get("dtype", "float16")
     short = "bf16" if dtype == "bfloat16" else "fp16"
     mm = res.get("ceilings", {}).get(f"matmul_{short}_TFLOPs")
@@ -133,7 +133,7 @@ def plot_block_sweep(res: dict, *, d: int = 64, variant: str = "wgmma", figsize=
     if not rows:
         raise ValueError(f"no recorded sweep rows for variant={variant!r}, d={d}")
     blocks = sorted({(r["Br"], r["Bc"]) for r in rows})
-    fig, ax = plt.subplots(figsize=figsize)
+    fig, ax = plt.subplots(figsize=figsize, dpi=style.fit_dpi(figsize[0]))
     x = np.arange(len(blocks))
     for k, causal in enumerate((False, True)):
         by = {(r["Br"], r["Bc"]): r for r in rows if bool(r["causal"]) == causal}
@@ -173,7 +173,7 @@ def plot_dram(res: dict, *, figsize=(11, 4.2)):
     rows = [r for r in res["rows"] if "dram_bytes" in r]
     if not rows:
         raise ValueError("the DRAM results hold no measured rows")
-    fig, ax = plt.subplots(figsize=figsize)
+    fig, ax = plt.subplots(figsize=figsize, dpi=style.fit_dpi(figsize[0]))
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [r["model_hbm_bytes"] for r in rows], 0.4, color="#bbbbbb", label="IO model (HBM bytes)")
     colours = {"mma": "#d62728", "teaching": "#2ca02c", "naive": "#7f7f7f"}

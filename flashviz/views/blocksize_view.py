@@ -233,7 +233,7 @@ class BlockSizeFigure(BlittedView):
         ax.set_xticks(xt, [f"{n // 1024}k" if n >= 1024 else str(n) for n in xt])
         ax.tick_params(labelsize=style.pt(7))
         ax.grid(True, which="major", lw=0.3, alpha=0.5)
-        ax.legend(fontsize=style.pt(6.5), loc="upper left", frameon=False, handlelength=1.6)
+        ax.legend(fontsize=style.pt(7), loc="upper left", frameon=False, handlelength=1.6)
         self.ax_curve = ax
 
     def _sram_panel(self, ax):
@@ -253,7 +253,7 @@ class BlockSizeFigure(BlittedView):
         ax.set_yticks([])
         ax.set_xlabel(uname, fontsize=style.pt(7), labelpad=1)
         ax.tick_params(labelsize=style.pt(7))
-        ax.legend(fontsize=style.pt(6.5), ncol=6, loc="upper left", frameon=False, handlelength=1.0, columnspacing=1.2,
+        ax.legend(fontsize=style.pt(7), ncol=6, loc="upper left", frameon=False, handlelength=1.0, columnspacing=1.2,
                   borderaxespad=0.3)
         self.sram_title = ax.set_title("", fontsize=style.pt(8.5), loc="left")
 

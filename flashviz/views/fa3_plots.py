@@ -102,7 +102,7 @@ def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
     panels = _panels({(r["d"], r["causal"]) for r in rows})
     pt = style.pt
     ncol = 2 if len(panels) > 1 else 1
-    fig, axes = plt.subplots(-(-len(panels) // ncol), ncol, figsize=figsize, squeeze=False)
+    fig, axes = plt.subplots(-(-len(panels) // ncol), ncol, figsize=figsize, squeeze=False, dpi=style.fit_dpi(figsize[0]))
     top = max(max(r["kernel_tflops"], r["sdpa_cudnn_kernel_tflops"]) for r in rows)
     x = np.arange(len(STEPS))
     for ax, (d, causal) in zip(axes.flat, panels):
@@ -159,7 +159,8 @@ def plot_fa3_benchmark(res: dict, *, figsize=(11, 7)):
     panels = _panels({(r["d"], r["causal"]) for r in rows})
     pt = style.pt
     ncol = 2 if len(panels) > 1 else 1
-    fig, axes = plt.subplots(-(-len(panels) // ncol), ncol, figsize=figsize, squeeze=False, sharex=True, sharey=True)
+    fig, axes = plt.subplots(-(-len(panels) // ncol), ncol, figsize=figsize, squeeze=False, sharex=True, sharey=True,
+                             dpi=style.fit_dpi(figsize[0]))
     for ax, (d, causal) in zip(axes.flat, panels):
         sel = [r for r in rows if (r["d"], r["causal"]) == (d, causal)]
         Ns = [r["N"] for r in sel]

@@ -239,7 +239,7 @@ def plot_fa3_roles(cfg, schedules=None, *, n_tiles: int = 4, figsize=(11.5, 6.8)
             (s.consumers, s.stages, s.d) != (cfg.consumers, cfg.stages, cfg.d) for s in schedules):
         raise ValueError("schedules must be (lock-step, ping-pong) schedules of cfg's consumers, stages and d")
     pt = style.pt
-    fig = plt.figure(figsize=figsize)
+    fig = plt.figure(figsize=figsize, dpi=style.fit_dpi(figsize[0]))
     W, H = figsize[0] * 72, figsize[1] * 72
 
     def frac(x, y, w, h):

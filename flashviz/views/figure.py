@@ -67,7 +67,13 @@ class ExplorerFigure(BlittedView):
         self.big = big = presenter()
         if replay.trace.causal:
             first, _, rest = caption.partition("\n")
-            caption = f"{first}  (grey: masked −inf, hatched: skipped tiles)" + (f"\n{rest}" if rest else "")
+            key = "  (grey: masked −inf, hatched: skipped tiles)"
+            # in a notebook after the second line (the check), which has room for it: after the
+            # first (inputs and sizes), it would leave the figure at the notebook's 84 dpi
+            if big or not rest:
+                caption = f"{first}{key}" + (f"\n{rest}" if rest else "")
+            else:
+                caption = f"{first}\n{rest}{key}"
         if big:            # "inputs: …  ·  N = …" on two lines
             caption = caption.replace("  ·  ", "\n", 1)
         if not big:         # the notebook's layout

@@ -213,7 +213,7 @@ class OnlineSoftmaxFigure(BlittedView):
         self.ax_a.axhline(1, color="0.7", lw=0.6, ls=":")
         self.a_info = self.ax_a.text(0.02, 0.95, "", transform=self.ax_a.transAxes, fontsize=style.pt(7.5), va="top")
         broken = r.broken == "no rescale"
-        self.ax_a.set_title("rescale factor exp(m_old − m)" + (("\n— " if self.big else "  — ") + "NOT applied"
+        self.ax_a.set_title("rescale factor exp(m_old − m)" + (("\n— " if self.big else ": ") + "NOT applied"
                                                                if broken else ""),
                             fontsize=style.pt(9), loc="left", color=style.BAD if broken else "k")
         self.ax_a.tick_params(labelsize=style.pt(7))

@@ -46,6 +46,30 @@ def output_cmap():
     return mpl.colormaps["RdBu_r"].with_extremes(bad="white")
 
 
+# --- figure width on a laptop (issue 20) ----------------------------------------------------------
+#: the widest a figure is drawn for a notebook, in CSS pixels. JupyterLab's output area beside its
+#: file browser (the default layout) is 934 px wide in a 1366×768 window and 968 px at 1400×900;
+#: ipympl adds a 2 px margin each side of its canvas. Figures are sized to fit (sharp, unscaled,
+#: mouse coordinates exact) rather than scaled down by the browser.
+FIT_WIDTH_PX = 924
+#: the dpi of a notebook widget's figure (11 in wide: FIT_WIDTH_PX): the smallest figure text,
+#: 7 pt, is 8.2 px on screen
+NOTEBOOK_DPI = 84
+
+
+def fit_dpi(width_in: float, dpi: float | None = None) -> float:
+    """Dots per inch for a figure ``width_in`` inches wide shown in a notebook: ``dpi`` (default
+    matplotlib's ``figure.dpi``, 100) lowered where needed so that the figure is at most
+    FIT_WIDTH_PX pixels wide. Layouts are in points and figure fractions, so only the
+    pixels change: a PNG saved at an explicit dpi (the app's) is the same."""
+    dpi = float(mpl.rcParams["figure.dpi"] if dpi is None else dpi)
+    try:
+        width = float(width_in)
+    except (TypeError, ValueError):
+        return dpi                   # not a width: matplotlib's own figsize check says so
+    return min(dpi, FIT_WIDTH_PX / width) if width > 0 and width != float("inf") else dpi
+
+
 # --- text scale (presenter mode) -------------------------------------------------------------
 #: matplotlib's default text sizes, in points, that a text scale multiplies
 _RC_SIZES = ("font.size",)

@@ -50,7 +50,8 @@ def plot_block_orders(runs: dict, *, figsize=(10, 7.5)):
     if len({(t.kernel, t.N, t.d, t.causal) for t in tls}) != 1:
         raise ValueError("the runs must be one kernel at one N, d and mask, in different block orders")
     pt, us = style.pt, 1e-3
-    fig, axes = plt.subplots(len(runs), 1, figsize=figsize, sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(runs), 1, figsize=figsize, sharex=True, squeeze=False,
+                             dpi=style.fit_dpi(figsize[0]))
     axes = axes[:, 0]
     t_max = max(float(t.blocks["t1_ns"].max() - t.blocks["t0_ns"].min()) for t in tls) * us
     Tr = tls[0].grid[0]

@@ -161,7 +161,7 @@ def plot_block_steps(timelines, *, tiles: int = 4, figsize=(10.0, 6.0)):
     slot = (H - legend - 6) / len(items)
     if min(slot - b - a for a, b in zip(above, below)) < 30:
         raise ValueError(f"figsize {tuple(figsize)} leaves no room for {len(items)} panels of lanes at this text size")
-    fig = plt.figure(figsize=(W / 72, H / 72))
+    fig = plt.figure(figsize=(W / 72, H / 72), dpi=style.fit_dpi(W / 72))
     fig.panels = []
     for k, ((_, tl), title, a, b, window, sh) in enumerate(zip(items, titles, above, below, windows, shares)):
         y0 = legend + (len(items) - 1 - k) * slot + b

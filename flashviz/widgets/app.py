@@ -84,11 +84,16 @@ PREFETCH_DELAY_S = 0.6
 BUSY_HTML = "<span class='flashviz-app-busy-line' title='{label}'>making this chapter…</span>"
 
 #: the page fills the window; the canvas of the chapter's figure takes the height left and is
-#: scaled by the browser into that box, keeping its aspect (object-fit: contain)
+#: scaled by the browser into that box, keeping its aspect (object-fit: contain). An image
+#: chapter's PNG gets the window's height less what is above it (about 196 px with a two-line tab
+#: caption, set compact) and a small margin: at 1366×768 the tallest first tab (chapter 7's
+#: benchmark) shows its 7.5 pt texts at 8.1 px (issue 20). Presenter mode keeps its own spacing.
 APP_CSS = """<style>
 .flashviz-app { height: calc(100vh - 24px); overflow: hidden !important; }
 .flashviz-app > .flashviz-app-body { flex: 1 1 0; min-height: 0; overflow-y: auto !important; }
-.flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 250px); object-fit: contain; }
+.flashviz-app-body img { max-width: 100%; max-height: calc(100vh - 214px); object-fit: contain; }
+.flashviz-app-body .jupyter-widget-TabPanel-tabContents.widget-tab-contents { padding-top: 6px; padding-bottom: 8px; }
+.flashviz-app-body .jupyter-widget-TabPanel-tabContents .widget-html-content { line-height: 1.35; }
 .flashviz-app-body > * { flex: 0 0 auto; }
 .flashviz-app-body > .flashviz-fit { flex: 1 1 0; min-height: calc(100% - 48px); overflow: hidden !important; }
 .flashviz-fit > * { flex: 0 0 auto; }
@@ -97,6 +102,8 @@ APP_CSS = """<style>
 .flashviz-fit .jupyter-matplotlib-figure, .flashviz-fit .jupyter-matplotlib-canvas-container {
   flex: 1 1 0; min-height: 0; width: 100%; display: flex; flex-direction: column; }
 .flashviz-app .jupyter-matplotlib-canvas-div { width: 100% !important; height: 100% !important; flex: 1 1 0; }
+.flashviz-app .jupyter-matplotlib-canvas-div, .flashviz-app .jupyter-matplotlib-canvas-container {
+  margin: 0 !important; }   /* their 2 px margins took the canvas past the window's edge */
 .flashviz-app .jupyter-matplotlib-canvas-div canvas { width: 100% !important; height: 100% !important;
   object-fit: contain; object-position: left top; }
 .flashviz-app-busy .flashviz-app-body { opacity: 0.35; cursor: progress; }
@@ -127,7 +134,9 @@ PRESENTER_CSS = """<style>
 .flashviz-app .widget-checkbox { margin-right: 12px !important; }
 .flashviz-app .widget-checkbox input { width: 20px; height: 20px; }
 .flashviz-app .lm-TabBar-tab { font-size: 17px !important; }
-.flashviz-app .flashviz-side-controls .widget-dropdown { max-width: 100% !important; }
+.flashviz-app-body img { max-height: calc(100vh - 250px); }
+.flashviz-app-body .jupyter-widget-TabPanel-tabContents.widget-tab-contents { padding-top: 15px; padding-bottom: 15px; }
+.flashviz-app .flashviz-side-controls .widget-dropdown { max-width: calc(100% - 4px) !important; }   /* its margins */
 .flashviz-app .flashviz-side-controls .widget-dropdown select { min-width: 0 !important; flex: 1 1 auto; }
 </style>"""
 

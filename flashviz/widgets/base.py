@@ -28,7 +28,7 @@ import numpy as np
 from .. import _checks
 from ..views.drawlock import serialise_canvas, serialised
 from ..views.protocol import BlittedFrameView
-from ..views.style import scaled_text
+from ..views.style import NOTEBOOK_DPI, scaled_text
 from . import registry
 from .notice import LIVE_CLASS, restart_notice
 
@@ -163,7 +163,7 @@ class FrameWidget:
     export_stem = "flashviz"
     max_N = 2048
 
-    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: int = 90, key=None, interval: int = 150,
+    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, interval: int = 150,
                  text_scale: float = 1.0):
         if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames

@@ -134,7 +134,7 @@ class Fa3Figures(FigureTabs):
 
     figsize: (width, height) in inches; only the width counts (default 11: the roles figure
     11 × 6.8, the steps 11 × 6.4, the benchmark 11 × 7, one block 11 × 4.6, scaled together); dpi: resolution of the
-    PNGs (default 90); key: registry key (re-running a cell replaces the widget); text_scale:
+    PNGs (default 84: 924 px wide); key: registry key (re-running a cell replaces the widget); text_scale:
     every text of the figures at this many times its notebook size (0.5–2.5, default 1; the
     app's presenter mode uses 1.4: the figures lay themselves out for it on the same inches).
     A tab whose data this installation lacks says so. Raises a one-line ValueError for a figsize

@@ -23,7 +23,7 @@ import ipywidgets as W
 
 from .. import _checks
 from ..views.drawlock import serialised
-from ..views.style import scaled_text
+from ..views.style import fit_dpi, scaled_text
 from . import registry
 from .base import close_widget
 
@@ -63,7 +63,8 @@ class FigureTabs:
 
     figsize: (width, height) in inches; only the width counts: every tab's figure is its default
     size times width / the widest default width (default: the defaults). dpi: resolution of the
-    PNGs (default ``DEFAULT_DPI``). text_scale: every text of the figures at this many times its
+    PNGs (default ``DEFAULT_DPI``, lowered so that the widest figure is at most
+    ``views.style.FIT_WIDTH_PX`` wide). text_scale: every text of the figures at this many times its
     notebook size (0.5–2.5, default 1; the app's presenter mode uses 1.4). key: registry key
     (default: the calling cell and line). Raises a one-line ValueError for a figsize or dpi out
     of range or a figure of more than ``_checks.MAX_FIG_PIXELS`` pixels, TypeError / ValueError
@@ -81,10 +82,13 @@ class FigureTabs:
     MISSING = "No recorded measurement of this kind in this installation."
 
     def __init__(self, *, figsize=None, dpi: float | None = None, key=None, text_scale: float = 1.0):
-        self.dpi = _checks.check_dpi(self.DEFAULT_DPI if dpi is None else dpi)
+        if dpi is not None:
+            dpi = _checks.check_dpi(dpi)
         self.text_scale = _checks.check_text_scale(text_scale)
         widest = max(size[0] for _, size in self.TABS.values())
         self.scale = 1.0 if figsize is None else _checks.check_figsize(figsize)[0] / widest
+        # default: DEFAULT_DPI, lowered so that the widest figure fits a laptop's notebook
+        self.dpi = fit_dpi(widest * self.scale, self.DEFAULT_DPI) if dpi is None else dpi
         self._check_pixels()
         _checks.check_key(key)
         self._kind = type(self).__name__

@@ -51,7 +51,7 @@ class RecordedFigures(FigureTabs):
     """The recorded tensor-core results as three captioned figures in tabs (a FigureTabs).
 
     figsize: (width, height) in inches of each figure (default (10, 6.5) for the benchmark,
-    (10, 3.8) for the others, scaled together); dpi: resolution of the PNGs (default 90);
+    (10, 3.8) for the others, scaled together); dpi: resolution of the PNGs (default 90: 900 px wide);
     key: registry key (re-running a cell replaces the widget); text_scale: every text of the
     figures at this many times its notebook size (0.5–2.5, default 1; the app's presenter mode
     uses 1.4; the figures lay themselves out for it on the same inches). Without recorded

@@ -25,7 +25,7 @@ from ..gpu.timeline import KERNELS, Timeline, recorded_timelines
 from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
 from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
-from .base import FrameWidget, check_bool, error_line
+from .base import NOTEBOOK_DPI, FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
 
 AUTO = "any running block"     #: each frame zooms on a block running at that moment
@@ -136,7 +136,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
 
     def __init__(self, timeline: Timeline | None = None, *, kernel: str = "wgmma", causal: bool = False,
                  d: int | None = None, N: int | None = None, block: int | None = None, canvas: str = "auto",
-                 figsize=(11, 6.8), dpi: int = 90, key=None, text_scale: float = 1.0):
+                 figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         if timeline is not None and not isinstance(timeline, Timeline):
             raise TypeError(f"timeline must be a flashviz.gpu.Timeline or None, got {type(timeline).__name__}")
         kernel = check_choice(kernel, "kernel", KERNELS)
@@ -193,7 +193,8 @@ class TimelineExplorer(GPUJob, FrameWidget):
         self.block = W.Dropdown(options=self._block_options(timeline), value=AUTO_BLOCK if block is None else block,
                                 description="zoomed block",
                                 style={"description_width": "initial"},
-                                layout=W.Layout(width="420px", max_width="100%"))   # the app's column is narrower
+                                layout=W.Layout(width="420px", max_width="calc(100% - 4px)"))   # the app's column is
+        # narrower: its width less the widget's 2 px margins, so the column does not clip its right edge
         self.run_button = W.Button(description="Run on this GPU", icon="play", button_style="primary",
                                    layout=W.Layout(width="170px"))
         self.gpu_note = W.HTML()
