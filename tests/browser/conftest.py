@@ -17,14 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .servers import CHROMIUM, FLAGS, ROOT
+from .servers import CHROMIUM, DIFF_LEVELS, FLAGS, ROOT
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
-#: a pixel differs when a colour channel differs by more than this many levels (antialiasing)
-DIFF_LEVELS = 24
-#: the largest share of pixels that may differ between the browser's canvas and the kernel's
-#: rendering of the same frame
-MAX_DIFF_SHARE = 0.002
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,16 @@
-"""Start JupyterLab or Voilà on a free 127.0.0.1 port with a token, in throwaway directories."""
+"""Start JupyterLab or Voilà on a free 127.0.0.1 port with a token, in throwaway directories.
+
+The kernels these servers start write their own stderr (file descriptor 2) into the server's
+log (``server.log`` beside the work folder): ipykernel 7 would otherwise pipe fd 2 to the page
+(``IPKernelApp.capture_fd_output``), and what a dying kernel writes last (glibc's heap check,
+faulthandler's stacks) would be lost with it. A notebook that enables faulthandler there must
+pass ``file=sys.__stderr__`` (the kernel's ``sys.stderr`` then has no file descriptor).
+JupyterLab's settings are its defaults (``commsOverSubshells`` included), except that every
+cell stays in the DOM."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -17,6 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
+#: a pixel differs when a colour channel differs by more than this many levels (antialiasing)
+DIFF_LEVELS = 24
+#: the largest share of pixels that may differ between the browser's canvas and the kernel's
+#: rendering of the same frame
+MAX_DIFF_SHARE = 0.002
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -27,6 +41,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: the kernels' configuration: their fd 2 stays the server's log (see the module's docstring)
+KERNEL_CONFIG = {"IPKernelApp": {"capture_fd_output": False}}
+
+
 def isolated_env(tmp: Path) -> dict:
     env = dict(os.environ)
     for var in ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR",
@@ -34,18 +52,22 @@ def isolated_env(tmp: Path) -> dict:
         d = tmp / var.lower()
         d.mkdir(parents=True, exist_ok=True)
         env[var] = str(d)
+    profile = Path(env["IPYTHONDIR"]) / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    (profile / "ipython_kernel_config.json").write_text(json.dumps(KERNEL_CONFIG))
     return env
 
 
 @contextmanager
-def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None):
+def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None, root: Path | None = None):
     """Yield (base_url, token, workdir). kind: "lab", "voila" (the app) or "voila-notebook" (the
     notebook named ``notebook`` in the work folder's notebooks/, which ``prepare(work)`` may
     write first). Notebooks are served from a copy (JupyterLab autosaves, and the committed
-    notebooks must stay without outputs)."""
+    notebooks must stay without outputs). root: the checkout whose notebooks are copied (default
+    this one; the kernel imports flashviz from wherever PYTHONPATH points)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
     work = tmp / "work"
-    shutil.copytree(ROOT / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(Path(root or ROOT) / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     if prepare is not None:
         prepare(work)
     port, token = free_port(), secrets.token_hex(16)

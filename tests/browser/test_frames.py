@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,6 @@ import pytest
 
 from .conftest import (
     ARTIFACTS,
-    MAX_DIFF_SHARE,
     browser_canvas,
     differing,
     frame_widget,
@@ -33,7 +31,8 @@ from .conftest import (
     slider_value,
     step_slider,
 )
-from .servers import CHROMIUM, FLAGS, server
+from .servers import CHROMIUM, FLAGS, MAX_DIFF_SHARE, server
+from .stress import kernel_death
 
 playwright = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
@@ -56,7 +55,8 @@ def _notebook(path: Path, out: Path) -> None:
     import nbformat
     nb = nbformat.v4.new_notebook()
     # faulthandler: a crash of the kernel prints every thread's Python stack to the server's log
-    cells = ["import faulthandler\nfaulthandler.enable(all_threads=True)\n"
+    # (the kernel's fd 2: servers.py keeps ipykernel from capturing it)
+    cells = ["import faulthandler, sys\nfaulthandler.enable(file=sys.__stderr__, all_threads=True)\n"
              "%matplotlib widget\nimport json, numpy as np, ipywidgets as W\nfrom PIL import Image\n"
              "import flashviz as fv\nws = {}"]
     for name, make in WIDGETS.items():
@@ -163,30 +163,10 @@ def _prepare(work: Path) -> None:
     _notebook(work / "notebooks" / "frames_test.ipynb", out)
 
 
-#: what a kernel process that died writes to its stderr (the server's log; the server's own lines
-#: start with "[" and a level): glibc's heap checks, faulthandler's report, a signal
-KERNEL_STDERR = ("Fatal Python error", "malloc(): ", "malloc_consolidate(): ", "free(): ", "double free",
-                 "corrupted size", "corrupted double-linked list", "Segmentation fault")
-
-
-def _died(line: str) -> bool:
-    if line.startswith("["):       # the server's own line: only its note that it restarted a dead kernel
-        return ("kernel" in line and line.rstrip().endswith("restarted")) or "KernelRestarter: restarting" in line
-    return line.startswith(KERNEL_STDERR)
-
-
-def kernel_death(log: str) -> str | None:
-    """The server log's lines that say a kernel process died (with faulthandler's stacks), or None."""
-    lines = log.splitlines()
-    hits = [n for n, line in enumerate(lines) if _died(line)]
-    if not hits:
-        return None
-    return "\n".join(lines[max(0, hits[0] - 2):hits[-1] + 40])
-
-
-def _attempt(front_end: str, tag: str) -> str | None:
-    """One run of the comparison on a fresh server; the kernel's death report if it died (then
-    the comparison's own failure is not the finding), else None (the comparison passed)."""
+def _run(front_end: str) -> None:
+    """The comparison on a fresh server. A kernel that dies on the way fails the test, named by
+    what it wrote to its stderr (the server's log: glibc, faulthandler, a signal) or the server's
+    restart note (tests.browser.stress.kernel_death)."""
     kind = "lab" if front_end == "lab" else "voila-notebook"
     with server(kind, notebook="frames_test.ipynb", prepare=_prepare) as (base, token, work):
         log = work.parent / "server.log"
@@ -196,32 +176,23 @@ def _attempt(front_end: str, tag: str) -> str | None:
             try:
                 open_notebook(page, base, token, front_end, "frames_test.ipynb")
                 _compare(page, work / "frames-out", front_end)
-            except Exception:
+            except Exception as exc:
                 death = kernel_death(log.read_text(errors="replace"))
                 if death is None:
                     raise
-                (ARTIFACTS / f"frames_{front_end}_{tag}_kernel_death.txt").write_text(death)
-                return death
+                (ARTIFACTS / f"frames_{front_end}_kernel_death.txt").write_text(death)
+                raise AssertionError(f"the {front_end} kernel died during the frame bursts; its log:\n{death}") from exc
             finally:
                 try:                    # a crashed page cannot be photographed: keep the first error
-                    page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_{tag}_page.png"))
+                    page.screenshot(path=str(ARTIFACTS / f"frames_{front_end}_page.png"))
                 except Exception:
                     pass
                 browser.close()
-    return None
+        death = kernel_death(log.read_text(errors="replace"))
+        assert death is None, f"the {front_end} kernel died during the frame bursts (and was restarted); its log:\n{death}"
 
 
 @pytest.mark.parametrize("front_end", ["lab", "voila"])
 def test_the_browser_shows_the_frame_the_kernel_drew(front_end):
-    """A kernel process that dies under the bursts (seen 2026-12-02: glibc's "malloc(): unaligned
-    tcache chunk detected" in JupyterLab's kernel, in 2 of ~15 runs, only inside the whole browser
-    suite; the frames it had drawn were right) is reported as a warning with its log and the
-    comparison runs again on a fresh server; a second death fails the test."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    death = _attempt(front_end, "first")
-    if death is None:
-        return
-    warnings.warn(f"the {front_end} kernel died during the frame bursts; compared again on a fresh server. "
-                  f"Its log:\n{death}", stacklevel=1)
-    again = _attempt(front_end, "second")
-    assert again is None, f"the {front_end} kernel died twice; the second time:\n{again}"
+    _run(front_end)

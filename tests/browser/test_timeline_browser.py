@@ -71,7 +71,6 @@ import pytest
 
 from .conftest import (
     ARTIFACTS,
-    MAX_DIFF_SHARE,
     browser_canvas,
     differing,
     frame_widget,
@@ -79,7 +78,7 @@ from .conftest import (
     slider_value,
     step_slider,
 )
-from .servers import CHROMIUM, server
+from .servers import CHROMIUM, MAX_DIFF_SHARE, server
 
 playwright = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
