@@ -560,7 +560,8 @@ def run(front_end: str, bursts: int, out_file: Path, root: Path, seed: int = 0, 
         holder["out"] = out
 
     record = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "front_end": front_end,
-              "served_tree": str(root), "git": git_commit(root), "harness_git": git_commit(ROOT), "pythonpath": os.environ.get("PYTHONPATH"),
+              "served_tree": str(root), "git": git_commit(root), "harness_git": git_commit(ROOT),
+              "pythonpath": os.environ.get("PYTHONPATH"),
               "bursts_asked": bursts, "seed": seed, "widgets": WIDGETS,
               "per_burst_plan": {"clicks": "90 random ◀/▶ + 15 ▶", "arrow_keys": 70, "block_drags": 10,
                                  "play_toggles": 20, "samples": samples_per_burst},
