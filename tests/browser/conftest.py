@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import base64
 import io
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from .servers import CHROMIUM, DIFF_LEVELS, FLAGS, ROOT
+from .servers import CHROMIUM, DIFF_LEVELS, FLAGS, ROOT, open_notebook  # noqa: F401 (the tests import it from here)
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
 
@@ -32,19 +31,6 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
         b.close()
-
-
-def open_notebook(page, base: str, token: str, front_end: str, name: str) -> None:
-    """Show the notebook ``notebooks/<name>`` of the server's work folder: in JupyterLab ("lab":
-    open it, then Run → Run All Cells) or as the page Voilà serves ("voila")."""
-    if front_end == "lab":
-        page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")
-        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
-        time.sleep(3)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-    else:
-        page.goto(f"{base}/?token={token}", timeout=180_000)
 
 
 def frame_widget(page, i: int):

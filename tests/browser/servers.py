@@ -119,3 +119,18 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
             except ProcessLookupError:
                 pass
         log.close()
+
+
+def open_notebook(page, base: str, token: str, front_end: str, name: str, lab_timeout_ms: int = 60_000,
+                  voila_timeout_ms: int = 180_000) -> None:
+    """Show the notebook ``notebooks/<name>`` of the server's work folder: in JupyterLab ("lab":
+    open it, then Run → Run All Cells) or as the page Voilà serves ("voila"); the timeouts are for
+    JupyterLab's first cell and for Voilà's page, in ms."""
+    if front_end == "lab":
+        page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")
+        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=lab_timeout_ms)
+        time.sleep(3)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    else:
+        page.goto(f"{base}/?token={token}", timeout=voila_timeout_ms)

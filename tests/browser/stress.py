@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .servers import CHROMIUM, DIFF_LEVELS, FLAGS, MAX_DIFF_SHARE, ROOT, server
+from .servers import CHROMIUM, DIFF_LEVELS, FLAGS, MAX_DIFF_SHARE, ROOT, open_notebook, server
 
 #: a browser sample is compared with the images sent in the last WINDOW_S seconds (and the one before)
 WINDOW_S = 10.0
@@ -467,14 +467,7 @@ def pause(page, i: int) -> None:
 
 
 def open_page(page, front_end: str, base: str, token: str) -> None:
-    if front_end == "lab":
-        page.goto(f"{base}/lab/tree/notebooks/stress.ipynb?reset&token={token}")
-        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=90_000)
-        time.sleep(3)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-    else:
-        page.goto(f"{base}/?token={token}", timeout=240_000)
+    open_notebook(page, base, token, front_end, "stress.ipynb", lab_timeout_ms=90_000, voila_timeout_ms=240_000)
 
 
 def wait_ready(out: Path, previous: str | None, timeout: float = 240) -> Path:
