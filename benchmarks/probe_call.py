@@ -1,7 +1,8 @@
 """Where the host time of one public call goes: flashviz.gpu.flash_forward_mma beside torch
 SDPA (flash backend), torch fp16 inputs, on a GPU. Prints host µs per call (calls queued,
 wall clock / count) for the whole call and for each stage of ours, at a tiny shape (the GPU
-waits on the host) and at the benchmark's N = 512 shape.
+waits on the host) and at the benchmark's N = 512 shape: the repeated call's pieces (the plan
+key, its lookup, the outputs, the launch from the plan) and the general path's.
 
     python benchmarks/probe_call.py
 """
@@ -36,7 +37,7 @@ def main():
 
     from flashviz.gpu import common
     from flashviz.gpu.tensorcore import kernel as mma
-    from flashviz.gpu.tensorcore.operands import as_operand, torch_fields, torch_operand
+    from flashviz.gpu.tensorcore.operands import as_operand, torch_operand
     for shape in ((1, 1, 128, 64), (32, 32, 512, 64)):
         q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3))
         n = 2000 if shape[0] == 1 else 200
@@ -47,7 +48,21 @@ def main():
         mk = mma.compile_mma("float16", None, None, shape[3], False, device=0)
         st = common.torch_stream(0)
         o, O, lse, lp = mma.out_like(qo)
+        hit = mma._plan_key(q, k, v, False, None, None, None, None, None)
+        plan = mma._PLANS[hit[0]]                   # made by the calls above
+        key, qp, kp, vp = hit
+        el, tmpl = torch.empty_like, plan.templates
+
+        def general():                              # the whole call without its plan
+            mma._PLANS.pop(key, None)
+            return mma.flash_forward_mma(q, k, v)
+
         stages = {
+            "plan key (_plan_key)": lambda: mma._plan_key(q, k, v, False, None, None, None, None, None),
+            "plan lookup": lambda: mma._PLANS.get(key),
+            "outputs (plan: empty_like x2)": lambda: (el(tmpl[0]), el(tmpl[1])),
+            "launch from the plan (_call_plan)": lambda: mma._call_plan(plan, qp, kp, vp),
+            "general path (no plan)": general,
             "torch_operand x3": lambda: (torch_operand(q, "Q", None), torch_operand(k, "K", None),
                                          torch_operand(v, "V", None)),
             "as_operand x3 (general path)": lambda: (as_operand(q, "Q", None), as_operand(k, "K", None),
@@ -55,13 +70,10 @@ def main():
             "check_shapes": lambda: mma._check_shapes(qo, ko, vo),
             "torch_stream": lambda: common.torch_stream(0),
             "compile_mma (hit)": lambda: mma.compile_mma("float16", None, None, shape[3], False, None, device=0),
-            "outputs (general: new_empty x2)": lambda: mma._outputs(qo, True),
-            "outputs (fast: empty_like x2)": lambda: mma._empty_outputs(q, *shape, 0),
-            "torch_fields x3 (fast path)": lambda: (torch_fields(q, None), torch_fields(k, None),
-                                                    torch_fields(v, None)),
+            "outputs (out_like: new_empty x2)": lambda: mma._outputs(qo, True),
             "raw stream handle": lambda: common.raw_torch_stream(0),
             "launch_mma": lambda: mma.launch_mma(mk, qo, ko, vo, o, lp, 0.125, st),
-            "scale": lambda: mma._scale(None, shape[3]),
+            "scale check": lambda: mma._check_scale(None, shape[3]),
         }
         B, H, N, d = shape
         f32 = torch.float32
@@ -91,7 +103,7 @@ def main():
         }
         print(f"shape {shape}: SDPA-flash {sd:.1f} us/call, flash_forward_mma {ours:.1f} us/call")
         for name, fn in stages.items():
-            print(f"   {name:28s} {per_call_us(fn, n):7.2f} us")
+            print(f"   {name:34s} {per_call_us(fn, n):7.2f} us")
         mma.launch_mma(mk, qo, ko, vo, o, lp, 0.125, st)      # a valid block for the bare launch
         for name, fn in parts.items():
             if name == "cuLaunchKernel (param buffer)":     # the same output as the pointer launch?

@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from flashviz import mma_limits as limits  # noqa: E402
 from flashviz.gpu.common import environment, source  # noqa: E402
 from flashviz.gpu.tensorcore import bench as mb  # noqa: E402
 from flashviz.gpu.tensorcore import fa3 as fa3mod  # noqa: E402
 from flashviz.gpu.tensorcore import kernel as kmod  # noqa: E402
-from flashviz.gpu.tensorcore import limits  # noqa: E402
 from flashviz.gpu.tensorcore.kernel import compile_mma, flash_forward_mma  # noqa: E402
-from flashviz.gpu.tensorcore.limits import mma_blocks  # noqa: E402
 from flashviz.gpu.timing import call_times_ms  # noqa: E402
+from flashviz.mma_limits import mma_blocks  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CHECK = "--no-check" not in sys.argv

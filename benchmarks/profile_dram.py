@@ -104,8 +104,8 @@ def main(argv=None) -> int:
         return 0
     from flashviz.gpu.common import environment
     from flashviz.gpu.teaching.limits import supported_blocks
-    from flashviz.gpu.tensorcore.limits import mma_blocks
     from flashviz.iomodel import flash_forward_io, standard_attention_io
+    from flashviz.mma_limits import mma_blocks
     ncu = shutil.which("ncu") or next((str(p) for p in Path("/opt/nvidia").glob("nsight-compute/*/ncu")), None)
     if not ncu:
         print("ncu not found")

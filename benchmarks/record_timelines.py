@@ -5,7 +5,7 @@ N = 4096 with one sequence of a 2048-wide model (B = 1, H = 2048 / d heads), and
 (wgmma, d = 64, N = 16384, H = 4): ``flashviz.gpu.trace_kernel`` checks that the traced build's
 outputs are bit-identical to the normal kernel's and times both kernel-only in the same run.
 Then chapter 7's block-order experiment, causal only (where the rows differ in length): the
-same kernels with the query blocks started in the other two orders of ``gpu.timeline.ORDERS``
+same kernels with the query blocks started in the other two orders of ``records.timeline.ORDERS``
 ("ascending": the short rows of each head first; "longest_first": the longest rows of every
 head first), each timed beside the kernel's own order in the same rounds.
 Each timeline is saved as timeline-<kernel>-d<d>[-causal][-<order>]-n<N>-<device>-<date>.json.gz with the
@@ -43,8 +43,8 @@ RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
 
 
 def _tail_share(tl) -> float:
-    """Share of the span after the first SM went idle for good (gpu.timeline_stats.tail_share)."""
-    from flashviz.gpu.timeline_stats import tail_share
+    """Share of the span after the first SM went idle for good (records.timeline_stats.tail_share)."""
+    from flashviz.records.timeline_stats import tail_share
 
     return tail_share(tl)[0]
 

@@ -2,7 +2,8 @@
 
 Layers (imports go one way, down): algorithm (reference, online, tiled, trace) →
 iomodel → views (matplotlib) → widgets (ipywidgets + ipympl); the GPU runner
-(flashviz.gpu, CuPy) sits beside views and knows nothing of widgets.
+(flashviz.gpu, CuPy) sits beside views and knows nothing of widgets; flashviz.records reads what
+it recorded without a GPU.
 """
 
 from . import iomodel

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import as_matrix_stack, check_block, check_flag, check_qkv, check_scale, check_score_range, result_dtype
+from .checks import as_matrix_stack, check_block, check_flag, check_qkv, check_scale, check_score_range, result_dtype
 from .iomodel import IOCount, backward_sram_working_set
 from .masking import tile_kind, visible
 from .online import safe_exp_diff
-from .tiled import _scores
+from .tiled import tile_scores
 from .trace import Recorder, Trace, TraceEvent
 
 
@@ -211,7 +211,7 @@ def _backward_fa2(Q, K, V, O, dO, lse, Br, Bc, scale, causal, rec: Recorder, acc
             Q_i, dO_i, lse_i, D_i = Q[r0:r1], dO[r0:r1], lse[r0:r1], D[r0:r1]
             rec.emit("load_Qi", *at, tile=kind, reads={"Q": br * d * b, "dO": br * dv * b, "lse": br * b, "D": br * b})
             # [recompute_P] Alg. 2 lines 10-11: S_ij = scale · Q_i K_jᵀ (masked); P_ij = exp(S_ij − L_i)
-            S_ij = _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
+            S_ij = tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             P_ij = _recompute_P(S_ij, lse_i)
             rec.emit("recompute_P", *at, tile=kind, flops=2 * br * bc * d, S=S_ij, P=P_ij)
             # [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import _checks
-from .gpu.tensorcore.limits import ALL_VARIANTS, BENCH_N
+from . import checks
 from .iomodel import (
     SWEEP_BLOCKS,
     best_of_sweep,
@@ -21,6 +20,7 @@ from .iomodel import (
     standard_backward_io,
     stored_between_passes,
 )
+from .mma_limits import ALL_VARIANTS, BENCH_N
 
 TABLE_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 LONG_SWEEP = 20_000     # query/key blocks visited in all; above this a progress bar is shown (on a terminal)
@@ -50,18 +50,14 @@ def sweep_table(N: int = 4096, d: int = 64, sram: str = "H100/H200", itemsize: i
     Br, Bc, Tr, Tc, HBM MiB, SRAM KiB, whether it fits, the optimum marked with *."""
     from .replay.blocksize import sram_budget_bytes
 
-    N = _checks.check_int(N, "N", 1)
-    try:
-        blocks = tuple(blocks)
-    except TypeError:
-        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
-    blocks = tuple(_checks.check_block(b, "each block size") for b in blocks)   # () is refused by the sweep
-    problem = blocks and _checks.sweep_problem(N, blocks, blocks_given=blocks != SWEEP_BLOCKS)
+    N = checks.check_int(N, "N", 1)
+    blocks = checks.check_blocks(blocks)
+    problem = checks.sweep_problem(N, blocks, blocks_given=blocks != SWEEP_BLOCKS)
     if problem:
         raise ValueError(problem)
     label, M = sram_budget_bytes(sram)
-    n_cfg = len(tuple(blocks)) ** 2
-    long = N // min(tuple(blocks) or (1,)) * n_cfg > LONG_SWEEP
+    n_cfg = len(blocks) ** 2
+    long = N // min(blocks) * n_cfg > LONG_SWEEP
     bar = _progress(n_cfg, long, "block-size sweep")
     try:
         rows = block_size_sweep(N, d, blocks=blocks, itemsize=itemsize, sram_budget=M, order=order, causal=causal,
@@ -137,7 +133,7 @@ def _parse_setting(text: str):
 
 def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kwargs):
     """Export widget ``widget`` (a key of RENDERABLE) to ``out``: .gif/.mp4 (every ``every``-th
-    frame, with a progress bar; at most ``flashviz._checks.MAX_EXPORT_FRAMES`` frames) or .png
+    frame, with a progress bar; at most ``flashviz.views.export.MAX_EXPORT_FRAMES`` frames) or .png
     (frame ``frame``, default the last). Returns the Path. Every argument is checked before
     anything is drawn: ValueError/TypeError for an unknown widget or widget argument, a bad file
     type, --every, --frame or --fps; OSError (one line) for an output file that cannot be written."""
@@ -148,15 +144,17 @@ def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kw
 
     matplotlib.use("Agg")
 
+    from .views import export
+
     if not isinstance(widget, str) or widget not in RENDERABLE:
         raise ValueError(f"widget must be one of {', '.join(sorted(RENDERABLE))}, got {widget!r}")
-    out = _checks.check_output_path(out, (".gif", ".mp4", ".png"), name="--out")
+    out = checks.check_output_path(out, (".gif", ".mp4", ".png"), name="--out")
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"--every must be an integer >= 1, got {every!r}")
     if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
         raise ValueError(f"--frame must be a frame index >= 0, got {frame!r}")
     if out.suffix.lower() != ".png":
-        _checks.check_fps(fps)
+        export.check_fps(fps)
     module, cls = RENDERABLE[widget]
     widget_cls = getattr(importlib.import_module(module), cls)
     params = [n for n, p in inspect.signature(widget_cls).parameters.items()
@@ -172,10 +170,10 @@ def render(widget: str, out, *, every: int = 1, frame=None, fps: float = 8, **kw
                                  f"here), got {frame}")
             return w.save_png(out, w.n_frames - 1 if frame is None else frame)
         frames = list(range(0, w.n_frames, every))
-        if len(frames) > _checks.MAX_EXPORT_FRAMES:
-            need = -(-w.n_frames // _checks.MAX_EXPORT_FRAMES)
+        if len(frames) > export.MAX_EXPORT_FRAMES:
+            need = -(-w.n_frames // export.MAX_EXPORT_FRAMES)
             raise ValueError(f"--every {every} keeps {len(frames):,} of {w.n_frames:,} frames, more than one export "
-                             f"may hold ({_checks.MAX_EXPORT_FRAMES:,}: about a minute to write); use --every {need} "
+                             f"may hold ({export.MAX_EXPORT_FRAMES:,}: about a minute to write); use --every {need} "
                              f"or more")
         bar = _progress(len(frames), len(frames) > 30, f"render {widget}")
         try:
@@ -198,12 +196,12 @@ def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .gpu.results import latest_results
+    from .records.results import latest_results
     from .views import bench_plot as bp
 
     mma_res = mma_res if mma_res is not None else latest_results("mma")
     dram_res = dram_res if dram_res is not None else latest_results("dram")
-    out = _checks.check_output_dir(out_dir, name="out_dir")
+    out = checks.check_output_dir(out_dir, name="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -226,7 +224,7 @@ def plot_results(out_dir, mma_res: dict | None = None, dram_res: dict | None = N
 
 def bench_methods() -> str:
     """The header naming the method of every figure ``flashviz bench`` draws."""
-    from .gpu.results import METHOD_NAMES
+    from .records.results import METHOD_NAMES
 
     return (f"Benchmark figure: TFLOP/s by {METHOD_NAMES['call']}; block-sweep figures: "
             f"{METHOD_NAMES['kernel']}.")
@@ -267,10 +265,10 @@ def bench(args) -> int:
     import json
 
     from .gpu import gpu_status
-    from .gpu.results import latest_results, mma_summary
     from .gpu.tensorcore.run import run_benchmarks
+    from .records.results import latest_results, mma_summary
 
-    out = _checks.check_output_dir(args.out, name="--out")
+    out = checks.check_output_dir(args.out, name="--out")
     if args.plot_only:
         res = latest_results("mma")
         print(f"Figures of the recorded run ({res.get('source_file', '?') if res else 'no tensor-core recording'}). "
@@ -360,17 +358,17 @@ def main(argv=None) -> int:
             return bench(args)
         elif args.cmd == "tables":
             for flag in ("d", "Br", "Bc"):
-                _checks.check_int(getattr(args, flag), f"--{flag}", 1, MAX_TABLE_SIZE)
+                checks.check_int(getattr(args, flag), f"--{flag}", 1, MAX_TABLE_SIZE)
             sram = int(args.sram) if args.sram.isdigit() else args.sram
             if isinstance(sram, int):
-                _checks.check_int(sram, "--sram (bytes)", 1, _checks.MAX_SRAM_BYTES)
+                checks.check_int(sram, "--sram (bytes)", 1, checks.MAX_SRAM_BYTES)
             text = [tables(args.d, args.Br, args.Bc, args.itemsize, args.causal),
                     sweep_table(args.N, args.d, sram, args.itemsize, args.causal, args.order),
                     backward_table(args.d, args.Br, args.Bc, args.itemsize, args.causal)]
             print("\n\n".join(text))
         else:
             from .gpu import gpu_status
-            from .gpu.results import recorded_summary
+            from .records.results import recorded_summary
 
             ok, reason = gpu_status()
             print(f"GPU usable: {ok} ({reason})")

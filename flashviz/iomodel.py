@@ -26,7 +26,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field
 
-from ._checks import check_block, check_flag, check_itemsize, check_order, check_size
+from .checks import check_block, check_blocks, check_flag, check_itemsize, check_order, check_size
 from .masking import n_key_blocks_visible
 
 MiB = 1024 * 1024
@@ -371,19 +371,6 @@ def asymptotic_flash_io(N: int, d: int, M: int, *, itemsize: int = 4, order: str
     return ASYMPTOTIC_CONSTANT[order] * N * N * d * d / M_el * b
 
 
-def _check_blocks(blocks) -> tuple[int, ...]:
-    try:
-        out = tuple(blocks)
-    except TypeError:
-        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
-    if not out:
-        raise ValueError("blocks is empty: give at least one block size, e.g. (16, 32, 64, 128, 256)")
-    out = tuple(check_block(v, "each block size") for v in out)
-    if len(set(out)) != len(out):
-        raise ValueError(f"blocks must not repeat a size, got {out}")
-    return out
-
-
 def block_size_sweep(N: int, d: int, *, blocks=SWEEP_BLOCKS, itemsize: int = 4, sram_budget: int,
                      order: str = "fa2", causal: bool = False, progress=None) -> list[dict]:
     """Every Br × Bc from ``blocks``: HBM traffic, FLOPs, SRAM working set and whether it fits.
@@ -402,7 +389,7 @@ def block_size_sweep(N: int, d: int, *, blocks=SWEEP_BLOCKS, itemsize: int = 4, 
     """
     N, d, b = check_size(N, "N"), check_size(d, "d"), check_itemsize(itemsize)
     M, order, causal = _check_budget(sram_budget, "sram_budget"), check_order(order), check_flag(causal, "causal")
-    blocks = _check_blocks(blocks)
+    blocks = check_blocks(blocks)
     rows, n = [], len(blocks) ** 2
     for Br in blocks:
         for Bc in blocks:

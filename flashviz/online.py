@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_block, check_flag
+from .checks import check_block, check_flag
 
 NEG_INF = -np.inf
 

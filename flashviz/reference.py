@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_flag, check_qkv, check_scale, check_score_range
+from .checks import check_flag, check_qkv, check_scale, check_score_range
 from .masking import visible
 
 

@@ -8,8 +8,8 @@ README's short table of GPU results, between the marker lines ``RESULTS_BEGIN`` 
 this module makes from the committed records now. Never edit the generated parts by hand; change
 a record (by a new run, docs/measuring.md) and run ``make docs``.
 
-The records are read through their readers (``flashviz.gpu.results``, ``flashviz.gpu.fa3_records``,
-``flashviz.gpu.timeline``); what those do not read (the timeline summary ``timelines-*.json``, the
+The records are read through their readers (``flashviz.records.results``, ``flashviz.records.fa3_records``,
+``flashviz.records.timeline``); what those do not read (the timeline summary ``timelines-*.json``, the
 GPU test runs ``tests-*.json``, the CPU timings ``cpu/cpu-*.json``) is read here, as it is written.
 
     python -m flashviz.report            # write the pages
@@ -25,9 +25,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from .gpu import fa3_records as fr
-from .gpu.common import package_dir
-from .gpu.results import (
+from .records import fa3_records as fr
+from .records.files import package_dir
+from .records.results import (
     METHOD_NAMES,
     check_summary,
     latest_results,
@@ -36,7 +36,7 @@ from .gpu.results import (
     ratio_span,
     teaching_figures,
 )
-from .gpu.timeline import recorded_timelines
+from .records.timeline import recorded_timelines
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_PAGE = Path("docs") / "results.md"

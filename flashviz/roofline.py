@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from ._checks import check_size
+from .checks import check_size
 
 #: the sizes chapter 1 measures
 ROOFLINE_N = (256, 512, 1024, 2048)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_block, check_flag, check_order, check_qkv, check_scale, check_score_range, result_dtype
+from .checks import check_block, check_flag, check_order, check_qkv, check_scale, check_score_range, result_dtype
 from .iomodel import IOCount, sram_working_set
 from .masking import n_key_blocks_visible, tile_kind, visible
 from .online import safe_exp_diff
@@ -49,8 +49,19 @@ def _finish_row_stats(m, l):
         return np.where(l > 0, m + np.log(np.where(l > 0, l, 1)), -np.inf).astype(m.dtype)
 
 
-def _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
-    """S_ij = scale · Q_i K_jᵀ with masked entries set to a true -inf."""
+def tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
+    """The scores of one tile, S_ij = scale · Q_i K_jᵀ, with the entries a causal mask hides set
+    to a true -inf.
+
+    Q_i: (r1 − r0, d), rows r0..r1−1 of Q; K_j: (c1 − c0, d), rows c0..c1−1 of K (one head, in the
+    accumulator dtype: float32 or float64); scale: the softmax scale (a float); Nq, Nk: the full
+    sequence lengths (the mask is bottom-right aligned, ``masking.visible``); causal: bool; kind:
+    the tile's kind from ``masking.tile_kind`` ("full", "partial" or "skipped"): only a "partial"
+    tile is masked. Returns S_ij, (r1 − r0, c1 − c0), in the dtype of Q_i @ K_jᵀ. It checks
+    nothing: its callers (``flash_forward``, ``backward.flash_backward``, which recomputes S_ij)
+    have checked the inputs. Source: FlashAttention-2 (Dao 2023), Algorithm 1 line 8 and
+    Algorithm 2 line 10.
+    """
     # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, on chip
     S_ij = scale * (Q_i @ K_j.T)
     # [mask_S] Alg. 1 line 8: only a tile the causal boundary crosses ("partial") is masked, to a true -inf
@@ -97,8 +108,8 @@ def _forward_fa2(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
             kind = tile_kind(r0, r1, c0, c1, Nq, Nk, causal)
             K_j, V_j = K[c0:c1], V[c0:c1]
             rec.emit("load_KV", i, j, r0, r1, c0, c1, reads={"K": bc * d * b, "V": bc * dv * b}, tile=kind)
-            # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, masked (see _scores)
-            S_ij = _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
+            # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, masked (see tile_scores)
+            S_ij = tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             rec.emit("compute_S", i, j, r0, r1, c0, c1, flops=2 * br * bc * d, tile=kind, S=S_ij)
             # [update_ml] Alg. 1 line 9: the online softmax (and line 10's O_i update: see _online_update)
             m_old = m_i
@@ -142,7 +153,7 @@ def _forward_fa1(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
                      reads={"Q": br * d * b, "O": br * dv * b, "l": br * b, "m": br * b})
             Q_i, m_i, l_i = Q[r0:r1], m[r0:r1], l[r0:r1]
             O_i = O[r0:r1] * l_i[:, None]                 # O is stored normalised: undo diag(l)^-1
-            S_ij = _scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
+            S_ij = tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             rec.emit("compute_S", i, j, r0, r1, c0, c1, flops=2 * br * bc * d, tile=kind, S=S_ij)
             m_new, l_new, O_new, P_ij, _ = _online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
             rec.emit("update_ml", i, j, r0, r1, c0, c1, tile=kind, m=m_new, l=l_new, m_old=m_i,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_size
+from ..checks import check_size
 
 _DTYPES = (np.float16, np.float32, np.float64)
 

@@ -159,8 +159,11 @@ def guarded(fn, *args, what: str = "your code", **kwargs):
         return None, wrong(f"{what} raised {type(exc).__name__}: {first_line(exc)}")
 
 
-def _fmt(x: float) -> str:
-    """Whole numbers with thousands separators (136,314,880); others to 6 significant digits."""
+def fmt_answer(x: float) -> str:
+    """A number as a check's one-line reply shows it (the learner's answer or flashviz's value):
+    whole numbers of 10,000 or more with thousands separators (136,314,880), others to 6
+    significant digits (0.333333, 1,234.5). x: an int or float; returns a str; no checks (the
+    callers have a finite number, ``finite_number``)."""
     return f"{x:,.0f}" if abs(x) >= 1e4 and float(x).is_integer() else f"{x:,.6g}"
 
 
@@ -206,8 +209,8 @@ def close_number(answer, expected: float, *, rel: float = 0.05, what: str = "you
     mistakes = list(mistakes)
     rel = safe_rel(expected, rel, mistakes)
     if _matches(a, expected, rel):
-        return right(f"{what} = {_fmt(a)}{unit} (flashviz computes {_fmt(expected)}{unit})")
-    said = f"{what} = {_fmt(a)}{unit} is {direction(a, expected)}"
+        return right(f"{what} = {fmt_answer(a)}{unit} (flashviz computes {fmt_answer(expected)}{unit})")
+    said = f"{what} = {fmt_answer(a)}{unit} is {direction(a, expected)}"
     named = known_mistake(a, mistakes, expected, rel=rel)
     if named:
         return wrong(f"{said}. hint: {named}")

@@ -2,7 +2,7 @@
 the kernel's own parameters (no GPU needed).
 
 ``check_step_gain(step, gain, d=128, causal=False)``: which step of the recorded "steps" probe
-(``gpu.fa3_records.STEPS``: "producer", "pingpong", "intra") made the kernel the most faster
+(``records.fa3_records.STEPS``: "producer", "pingpong", "intra") made the kernel the most faster
 than the step before it, and by what factor (the step before's kernel-only time ÷ this step's,
 the same run); the factor within 2 %.
 ``check_consumer_registers(answer, Br=128)``: the share of an SM's 65,536 registers that the
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from . import (
     CheckResult,
-    _fmt,
     close_number,
     direction,
     finite_number,
+    fmt_answer,
     known_mistake,
     never_raises,
     right,
@@ -30,7 +30,7 @@ from . import (
     wrong,
 )
 
-#: names a learner may give a step by → the step's key in gpu.fa3_records.STEPS
+#: names a learner may give a step by → the step's key in records.fa3_records.STEPS
 STEP_NAMES = {"producer": "producer", "tma": "producer", "f0": "producer", "pingpong": "pingpong",
               "ping-pong": "pingpong", "ping pong": "pingpong", "f1": "pingpong", "intra": "intra",
               "intra-warpgroup": "intra", "f3": "intra"}
@@ -38,7 +38,7 @@ STEP_NAMES = {"producer": "producer", "tma": "producer", "f0": "producer", "ping
 
 def _gains(d: int, causal: bool) -> tuple[dict, list]:
     """{step: previous kernel_ms / its kernel_ms} and the steps' rows of the steps probe."""
-    from ..gpu.fa3_records import latest_probe, steps_table
+    from ..records.fa3_records import latest_probe, steps_table
 
     rec = latest_probe("steps")
     if rec is None:
@@ -90,7 +90,7 @@ def check_step_gain(step, gain, d: int = 128, causal: bool = False) -> CheckResu
 def check_consumer_registers(answer, Br: int = 128) -> CheckResult:
     """Is ``answer`` the share (a fraction) of an SM's 65,536 registers held by the Br/64
     consumer warpgroups (128 threads each) after setmaxnreg? Within 0.001."""
-    from ..gpu.fa3_records import REGISTER_FILE, fa3_registers
+    from ..records.fa3_records import REGISTER_FILE, fa3_registers
 
     producer, consumer = fa3_registers(Br)
     n = Br // 64
@@ -115,10 +115,10 @@ def check_consumer_registers(answer, Br: int = 128) -> CheckResult:
     ]
     hint = known_mistake(a, hints, want, rel=1e-3)
     if hint:
-        return say(wrong(f"you said {_fmt(a)} — {hint}"))
+        return say(wrong(f"you said {fmt_answer(a)} — {hint}"))
     if 1 < a <= 100:
-        return say(wrong(f"{_fmt(a)} is more than the whole register file: give a fraction (e.g. 0.5)"))
-    return say(wrong(f"{_fmt(a)} is {direction(a, want)}. hint: consumer warpgroups × 128 threads × their "
+        return say(wrong(f"{fmt_answer(a)} is more than the whole register file: give a fraction (e.g. 0.5)"))
+    return say(wrong(f"{fmt_answer(a)} is {direction(a, want)}. hint: consumer warpgroups × 128 threads × their "
                      "registers per thread, over 65,536"))
 
 
@@ -127,7 +127,7 @@ def check_fa3_smem(answer, d: int = 128) -> CheckResult:
     """Is ``answer`` the shared memory, in bytes, of the runner's fa3 block for head dimension d
     (no mask): Q_i, the K and V rings, the mbarriers (8 bytes each) and 1024 bytes of alignment
     slack? Exact."""
-    from ..gpu.fa3_records import fa3_config
+    from ..records.fa3_records import fa3_config
 
     c = fa3_config(d)
     want = c.smem_bytes
@@ -155,6 +155,6 @@ def check_fa3_smem(answer, d: int = 128) -> CheckResult:
     ]
     hint = known_mistake(a, [(v, h, 0.5 / v) for v, h in hints if v > 0], want)
     if hint:
-        return say(wrong(f"you said {_fmt(a)} B — {hint}"))
-    return say(wrong(f"{_fmt(a)} B is {direction(a, want)}. hint: Q_i (Br × d), stages slots of Bc × d for each "
+        return say(wrong(f"you said {fmt_answer(a)} B — {hint}"))
+    return say(wrong(f"{fmt_answer(a)} B is {direction(a, want)}. hint: Q_i (Br × d), stages slots of Bc × d for each "
                      "of K and V, 2 bytes an element; then the mbarriers and the alignment slack"))

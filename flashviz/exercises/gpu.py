@@ -38,7 +38,7 @@ def _bytes_needed(N, d, BH, itemsize):
 def _results(res):
     if res is not None:
         return res
-    from ..gpu.results import latest_results
+    from ..records.results import latest_results
 
     return latest_results("mma")
 
@@ -93,7 +93,7 @@ def check_fastest_blocks(answer, d: int = 64, causal: bool = False, *, variant: 
     profiler's kernel time per call, median: a sweep compares one kernel's block sizes) in the
     committed block sweep (``mma_sweep(res, variant=..., d=..., causal=...)``)? A block within
     TIE (4 %) of the fastest counts as right: that is the run-to-run spread."""
-    from ..gpu.results import mma_sweep, recorded_label
+    from ..records.results import mma_sweep, recorded_label
 
     res = _results(res)
     rows = mma_sweep(res, variant=variant, d=d, causal=causal)
@@ -140,7 +140,7 @@ def check_intensity(answer, bound, N: int = 4096, d: int = 64, BH: int = 128, *,
     ceilings: fp16 matmul FLOP/s ÷ copy bytes/s). The number is compared within ``rel`` (2 %),
     narrowed so that no known mistake passes (lse left out is 0.8 % off at d = 64, lse in fp16
     0.4 %: the tolerance here is about 0.2 %)."""
-    from ..gpu.results import recorded_label
+    from ..records.results import recorded_label
 
     N, d, BH, itemsize = _positive_ints(N=N, d=d, BH=BH, itemsize=itemsize)
     res = _results(res)

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from .. import iomodel
-from .._checks import check_block, check_flag, check_size
+from ..checks import check_block, check_flag, check_size
 from ..masking import n_key_blocks_visible, tile_kind, visible
 from . import (  # noqa: F401
     CheckResult,

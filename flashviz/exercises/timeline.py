@@ -3,10 +3,10 @@ recorded GPU timelines (``flashviz.gpu.latest_timeline``; no GPU needed).
 
 ``check_waves(answer, kernel="wgmma", causal=False, d=64, N=4096)``: how many waves the run's
 Tr·H·B thread blocks make — blocks / (SMs × the most blocks one SM ran at once), as the
-timeline shows them (``gpu.timeline_stats.waves``); within 2 %, narrowed so that no known
+timeline shows them (``records.timeline_stats.waves``); within 2 %, narrowed so that no known
 mistake (whole waves, the blocks per SM forgotten, slots ÷ blocks) passes.
 ``check_tail_share(answer, kernel="wgmma", d=128, N=4096)``: the tail's share of the causal run
-in the kernel's own block order, as a fraction (``gpu.timeline_stats.tail_share``); within
+in the kernel's own block order, as a fraction (``records.timeline_stats.tail_share``); within
 0.01. A percentage (33 for 0.33) gets a hint.
 ``check_order_speedup(answer, kernel="wgmma", d=128, N=4096)``: how many times faster the
 longest-first order ran than the kernel's own order, both timed kernel-only in the same run
@@ -37,8 +37,8 @@ from . import (
 def check_waves(answer, kernel: str = "wgmma", causal: bool = False, d: int = 64, N: int = 4096) -> CheckResult:
     """Is ``answer`` the waves of the recorded run (blocks / slots, a float: 3.5 is three full
     waves and a half)? Compared within 2 % (less where a known mistake is nearer)."""
-    from ..gpu.timeline import latest_timeline
-    from ..gpu.timeline_stats import waves
+    from ..records.timeline import latest_timeline
+    from ..records.timeline_stats import waves
 
     w = waves(latest_timeline(kernel, causal=causal, d=d, N=N))
     mistakes = [(math.ceil(w.waves), "waves need not be whole: the last one may be partly full — give "
@@ -60,8 +60,8 @@ def check_tail_share(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096)
     """Is ``answer`` the tail's share (a fraction of the span) of the recorded causal run in the
     kernel's own order? Within 0.01 (one percentage point; less where a known mistake — the
     complement, the tail in ms — is nearer)."""
-    from ..gpu.timeline import latest_timeline
-    from ..gpu.timeline_stats import tail_share
+    from ..records.timeline import latest_timeline
+    from ..records.timeline_stats import tail_share
 
     tl = latest_timeline(kernel, causal=True, d=d, N=N)
     share = tail_share(tl)[0]
@@ -90,7 +90,7 @@ def check_tail_share(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096)
 def check_order_speedup(answer, kernel: str = "wgmma", d: int = 128, N: int = 4096) -> CheckResult:
     """Is ``answer`` own-order time / longest-first time, both kernel-only in the same recorded
     run? Within 2 %."""
-    from ..gpu.timeline import latest_timeline
+    from ..records.timeline import latest_timeline
 
     tl = latest_timeline(kernel, causal=True, d=d, N=N, order="longest_first")
     own = tl.notes.get("kernel_order_ms")

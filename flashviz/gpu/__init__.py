@@ -6,15 +6,19 @@ Two tracks with the same file names, and what they share beside them::
     gpu/common.py    CuPy import, gpu_status, device facts and limits, kernel sources, checks
     gpu/nvrtc.py     NVRTC compile for an exact target + the on-disk cubin cache
     gpu/timing.py    the one timing method every implementation is measured by
-    gpu/results.py   the committed benchmark records (benchmarks/results/*.json)
-    gpu/timeline.py  Timeline: what a traced kernel run did, per block, tile and step (no GPU needed)
     gpu/tracing.py   trace_kernel: run a kernel built with its timeline switch on (kernels/fv_trace.cuh)
+                     and return its flashviz.records.timeline.Timeline
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
                      backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32)
     gpu/autograd.py  flash_attention: a torch.library custom op with its backward (torch imported lazily)
-    gpu/tensorcore/  limits.py, kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores)
+    gpu/tensorcore/  kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores; their launch
+                     table is flashviz/mma_limits.py, readable without CuPy)
                      backward.py (kernels/flash_bwd_mma.cu: FA2 Algorithm 2 on mma.sync)
                      run.py (the benchmark suite)
+
+What the runner leaves behind is read without a GPU by ``flashviz.records`` (the benchmark
+records, timelines and FA3 probes); ``latest_results``, ``Timeline``, ``latest_timeline`` and
+``recorded_timelines`` are its names, offered here too as the public API names them.
 
 Importing this package never imports CuPy; every function that needs it imports it lazily,
 so CPU-only machines can import flashviz.gpu, call ``gpu_status()`` (→ (False, reason)),
@@ -22,9 +26,12 @@ the shared-memory arithmetic (``smem_bytes``, ``check_launch``, ``supported_bloc
 ``latest_results()``.
 """
 
+from ..mma_limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
+from ..records.files import kernel_source
+from ..records.results import latest_results
+from ..records.timeline import Timeline, latest_timeline, recorded_timelines
 from .autograd import attention_with_lse, flash_attention
-from .common import device_smem_optin, environment, gpu_status, kernel_source
-from .results import latest_results
+from .common import device_smem_optin, environment, gpu_status
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
@@ -42,8 +49,6 @@ from .teaching.limits import (
 )
 from .tensorcore.backward import MMABackward, bwd_mma_smem_bytes, compile_backward_mma, flash_backward_mma
 from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
-from .tensorcore.limits import check_mma_launch, default_blocks, mma_blocks, mma_smem_bytes
-from .timeline import Timeline, latest_timeline, recorded_timelines
 from .timing import attention_flops
 from .tracing import trace_kernel
 
@@ -57,3 +62,4 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "flash_backward_gpu", "compile_backward", "CompiledBackward", "launch_backward", "bwd_smem_bytes",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
            "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes"]
+

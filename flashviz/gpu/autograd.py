@@ -25,7 +25,8 @@ comes from torch's allocator.
 
 import math
 
-from .common import check_flag, check_scale, cupy, torch_stream
+from ..checks import check_flag
+from .common import check_scale, cupy, torch_stream
 
 _OPS: dict = {}
 #: the blocks of the backward teaching kernel: the largest tile that fits, 64 x 64 on an H100/H200
@@ -59,7 +60,7 @@ def _teaching_forward(q, k, v, causal: bool, scale: float, Br: int, Bc: int):
     """The fp32 teaching forward (kernels/flash_fwd.cu) on torch tensors, on torch's current stream."""
     import torch
 
-    from .teaching.backward import _torch_f32
+    from .teaching.backward import torch_f32
     from .teaching.kernel import compile_kernel, launch
     for t, n in ((q, "q"), (k, "k"), (v, "v")):
         if not isinstance(t, torch.Tensor):
@@ -80,7 +81,7 @@ def _teaching_forward(q, k, v, causal: bool, scale: float, Br: int, Bc: int):
     cp = cupy()
     with cp.cuda.Device(dev), torch_stream(dev):
         ck = compile_kernel(Br, Bc, d)
-        qf, kf, vf = (_torch_f32(t, n, dev, (BH, t.shape[-2], d)) for t, n in ((q, "q"), (k, "k"), (v, "v")))
+        qf, kf, vf = (torch_f32(t, n, dev, (BH, t.shape[-2], d)) for t, n in ((q, "q"), (k, "k"), (v, "v")))
         O = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device)
         lse = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
         launch(ck, cp.asarray(qf), cp.asarray(kf), cp.asarray(vf), cp.asarray(O), cp.asarray(lse),

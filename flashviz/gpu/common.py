@@ -4,11 +4,11 @@ bf16 tensor-core kernels) share.
 * ``cupy()`` — import CuPy or raise one RuntimeError that says what to install;
 * ``gpu_status()`` — can anything run here, and if not, why (never raises);
   ``environment()`` — the device and software versions a benchmark record names;
-* ``H200_SMEM_OPTIN``, ``DEFAULT_SMEM`` — the shared-memory limits both tracks check against;
-* ``package_dir``, ``kernel_source`` — where kernels/*.cu and benchmarks/results/*.json live
-  (installed package or source checkout);
-* ``check_flag``, ``check_member``, ``check_scale`` — the argument checks (one scale rule for
-  every kernel: a positive real whose value as the kernel receives it is a normal float32);
+* ``kernel_source`` (from ``flashviz.records.files``, which finds kernels/*.cu and
+  benchmarks/results/*.json in an installed package or a source checkout) — a kernel file's text;
+* ``check_scale`` — the kernels' scale check (``check_flag`` and ``check_member`` are in
+  ``flashviz.checks``, the shared-memory limits in ``flashviz.mma_limits``): one scale rule for
+  every kernel, a positive real whose value as the kernel receives it is a normal float32;
 * ``source(name)`` — a kernel's text, read once per process (the compile cache keys on it);
 * ``device_facts(dev)`` — compute capability, SM count, shared memory opt-in and L2 size of
   one device, queried once per process;
@@ -21,20 +21,18 @@ Nothing here imports CuPy or torch at import time, so CPU-only machines can impo
 from __future__ import annotations
 
 import datetime
-import importlib.resources
 import math
 import numbers
 import os
 import platform
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from ..records.files import kernel_source
+
 LOG2E = 1.4426950408889634
-H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to on an H100/H200
-DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
 
 
 def cupy():
@@ -109,22 +107,6 @@ def environment() -> dict:
     return env
 
 
-def check_flag(value, name: str) -> bool:
-    """``value`` as a bool; TypeError unless it is True/False (or a NumPy bool)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def check_member(value, name: str, allowed, kernel: str = "GPU kernel") -> int:
-    """``value`` as an int from ``allowed``; TypeError for a non-integer, ValueError (naming
-    ``kernel`` and listing the supported values) otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
-    if int(value) not in allowed:
-        raise ValueError(f"{name}={value} is not supported by the {kernel}; "
-                         f"supported: {', '.join(map(str, allowed))}")
-    return int(value)
 
 
 _F32 = np.finfo(np.float32)
@@ -149,40 +131,6 @@ def check_scale(scale, d: int, *, factor: float = 1.0) -> float:
         raise ValueError(f"scale must be > 0 with the value the kernel receives a normal float32 "
                          f"(about {lo:.1e} to {hi:.1e}), got {scale!r}")
     return float(scale)
-
-
-# Where the package's data files live. pyproject.toml maps the packages ``flashviz.kernels`` ->
-# ``kernels/`` and ``flashviz.results`` -> ``benchmarks/results/``, so an installed (or editable)
-# flashviz finds them with ``importlib.resources``. A plain source checkout on ``PYTHONPATH`` has
-# no such packages; then the folders next to the ``flashviz`` package directory are used.
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-_FALLBACK = {"flashviz.kernels": _REPO_ROOT / "kernels", "flashviz.results": _REPO_ROOT / "benchmarks" / "results"}
-
-
-def package_dir(package: str):
-    """A Traversable for ``package`` ("flashviz.kernels" or "flashviz.results").
-
-    Uses importlib.resources when the package is importable (installed or editable),
-    else the repository folder next to the flashviz package. Raises FileNotFoundError if
-    neither exists.
-    """
-    try:
-        return importlib.resources.files(package)
-    except ModuleNotFoundError:
-        path = _FALLBACK[package]
-        if not path.is_dir():
-            raise FileNotFoundError(f"{package} is not installed and {path} does not exist") from None
-        return path
-
-
-def kernel_source(name: str = "flash_fwd.cu") -> str:
-    """The text of ``kernels/<name>`` (e.g. "flash_fwd_mma.cu"), from the installed package
-    ``flashviz.kernels`` or, in a source checkout, the repository's ``kernels/`` folder.
-    Needs no CuPy. Raises FileNotFoundError if there is no such kernel file."""
-    path = package_dir("flashviz.kernels").joinpath(name)
-    if not path.is_file():
-        raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
-    return path.read_text(encoding="utf-8")
 
 
 _SOURCES: dict = {}

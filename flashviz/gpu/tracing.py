@@ -34,7 +34,7 @@ import datetime
 
 import numpy as np
 
-from .timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, ORDERS, STAGES, TILE_DTYPE, Timeline
+from ..records.timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, ORDERS, STAGES, TILE_DTYPE, Timeline
 
 FV_HEAD, FV_NSTAGE = 8, len(STAGES)
 FV_MAGIC = 0xF1A5400000000001
@@ -95,22 +95,23 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     """Run ``kernel`` ("wgmma": kernels/flash_fwd_mma.cu on Hopper; "fa3":
     kernels/flash_fwd_fa3.cu on Hopper, its own tile order only, one record per tile, group 0 its
     producer warpgroup; "teaching": kernels/flash_fwd.cu) on Q, K, V (B, H, N, d) with its timeline switch on; return the
-    Timeline (see flashviz.gpu.timeline) with ``kernel_ms`` / ``traced_ms`` (kernel-only, ms,
+    Timeline (see flashviz.records.timeline) with ``kernel_ms`` / ``traced_ms`` (kernel-only, ms,
     same run). Br, Bc: block sizes (None: the kernel's default; the teaching kernel 64×64).
     order: which query blocks start first (``timeline.ORDERS``; see the module docstring).
 
     Raises ValueError for a bad kernel name, shapes or a trace buffer too large, TypeError for
     non-arrays, RuntimeError without a GPU, when the traced outputs differ from the normal
     kernel's, or when a block did not finish its record."""
-    from .common import check_flag, cupy, device_facts, environment, source
+    from ..checks import check_flag
+    from .common import cupy, device_facts, environment, source
     from .nvrtc import compile_cubin
 
     kernel = _check_kernel(kernel)
     causal = check_flag(causal, "causal")
-    from .. import _checks
+    from .. import checks
 
-    repeat = _checks.check_int(repeat, "repeat", 1, 1000)
-    rounds = _checks.check_int(rounds, "rounds", 1, 100)
+    repeat = checks.check_int(repeat, "repeat", 1, 1000)
+    rounds = checks.check_int(rounds, "rounds", 1, 100)
     if not isinstance(order, str) or order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
     cp = cupy()
@@ -129,9 +130,9 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
             raise ValueError(f"the fa3 kernel runs its own tile order only (order='kernel'); got {order!r}")
         return _trace_fa3(Qd, Kd, Vd, causal=causal, Br=Br, Bc=Bc, repeat=repeat, rounds=rounds, facts=facts)
     if kernel == "wgmma":
+        from ..mma_limits import KERNEL_FILES
         from .common import LOG2E
         from .tensorcore.kernel import compile_mma
-        from .tensorcore.limits import KERNEL_FILES
 
         mk = compile_mma("float16", Br, Bc, d, causal, variant="wgmma")
         Br, Bc, threads, smem, normal = mk.Br, mk.Bc, mk.threads, mk.smem_bytes, mk.kernel
@@ -241,11 +242,11 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
     warpgroup, 1..: the consumers). Grid as the runner launches it (fa3.PERSISTENT)."""
     import dataclasses
 
+    from ..mma_limits import KERNEL_FILES
     from .common import cupy, environment, source
     from .nvrtc import compile_cubin
     from .tensorcore.fa3 import launch_fa3
     from .tensorcore.kernel import SOURCE_OVERRIDE, compile_mma
-    from .tensorcore.limits import KERNEL_FILES
 
     cp = cupy()
     B, H, Nq, d = Qd.shape

@@ -2,7 +2,7 @@
 and the DRAM bytes measured with Nsight Compute next to the IO model.
 
 Every function takes a results dict as committed under benchmarks/results (the kinds of
-``flashviz.gpu.results.latest_results``: "mma" and "dram") and returns a new matplotlib
+``flashviz.records.results.latest_results``: "mma" and "dram") and returns a new matplotlib
 Figure; nothing here runs on a GPU. Titles carry the device and the date of the run, and every
 time or rate says its method: the benchmark's TFLOP/s are by public call (CUDA events, median),
 the block sweep's times kernel-only (the profiler's kernel time per call, median).
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from ..gpu.results import METHOD_NAMES, mma_sweep, mma_table
+from ..records.results import METHOD_NAMES, mma_sweep, mma_table
 from . import style
 from .style import fmt_bytes
 from .text import presenter

@@ -53,7 +53,7 @@ LAYOUT = ({"left": 0.065, "right": 0.985, "top": 0.815, "bottom": 0.07, "wspace"
 
 def _latest():
     try:
-        from ..gpu.results import latest_results
+        from ..records.results import latest_results
 
         return latest_results()
     except Exception:     # a missing or corrupt results file: the panel says so, nothing breaks

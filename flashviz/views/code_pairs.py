@@ -120,7 +120,7 @@ def _dedent(lines: list[str]) -> str:
 
 def kernel_text() -> str:
     """The current text of kernels/flash_fwd_mma.cu."""
-    from ..gpu.common import kernel_source
+    from ..records.files import kernel_source
 
     return kernel_source(KERNEL_FILE)
 

@@ -37,40 +37,66 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _checks
+from .. import checks
+from ..checks import check_real, shown
 from . import compositor, gif
 from .protocol import BlittedFrameView, FrameView
 
 __all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancelled", "output_path"]
 
 
+#: Highest frame rate of an exported animation: a GIF stores frame delays in hundredths of a
+#: second, so more than 100 frames per second cannot be written.
+MAX_FPS = 100.0
+#: Most frames one animation export may hold: at about 50 ms a frame (two cores) 1,000 frames take
+#: about a minute and tens of MB; a 16,512-step run would take a quarter of an hour. Keep every
+#: n-th frame instead (``frames=range(0, n, step)``; ``flashviz render --every``).
+MAX_EXPORT_FRAMES = 1000
+
 class ExportCancelled(Exception):
     """The export was stopped (``AnimationExport.cancel()``); no file is left behind."""
 
 
-def _frames(n_frames: int, frames):
+def check_fps(fps) -> float:
+    """Frames per second of an exported animation: above 0, at most MAX_FPS."""
+    return check_real(fps, "fps", 0, MAX_FPS, unit="(a GIF stores delays in 1/100 s)")
+
+
+def check_export_frames(frames, n_frames: int) -> list[int]:
+    """The frame indices of an export: None (all) or integers in 0..n_frames-1, at most MAX_EXPORT_FRAMES."""
+    want = f"frame indices (integers from 0 to {n_frames - 1})"
     if frames is None:
-        return list(range(n_frames))
-    out = list(frames)
-    for k in out:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k < n_frames:
-            raise ValueError(f"frames must be integers in 0..{n_frames - 1}, got {k!r}")
-    if not out:
-        raise ValueError("frames is empty: give at least one frame index")
-    return [int(k) for k in out]
+        out = list(range(n_frames))
+    else:
+        if isinstance(frames, (str, bytes)) or not hasattr(frames, "__iter__"):
+            raise TypeError(f"frames must be a list or range of {want}, or None for all, got {shown(frames)}")
+        out = list(frames)
+        if not out:
+            raise ValueError(f"frames is empty: give at least one of the {want}")
+        for k in out:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+                raise TypeError(f"frames must hold {want}, got {shown(k)}")
+            if not 0 <= k < n_frames:
+                raise ValueError(f"frames must hold {want}, got {k}")
+        out = [int(k) for k in out]
+    if len(out) > MAX_EXPORT_FRAMES:
+        step = -(-len(out) // MAX_EXPORT_FRAMES)
+        raise ValueError(f"{len(out):,} frames is more than one export may hold ({MAX_EXPORT_FRAMES:,}: about a "
+                         f"minute to write); keep one frame in {step}, e.g. frames=range(0, {n_frames}, {step})")
+    return out
 
 
 def output_path(path, suffixes) -> Path:
     """``path`` (str or os.PathLike, ``~`` expanded) as a Path, checked before anything is drawn:
     it ends in one of ``suffixes`` (e.g. (".gif", ".mp4")), is not a folder, and its folder
     exists and can be written (as can the file, if it exists already). The one check every
-    writer of files uses (``flashviz._checks.check_output_path``).
+    writer of files uses (``flashviz.checks.check_output_path``).
 
     Raises one line naming the path and what was expected: TypeError (not a path), ValueError
     (suffix), FileNotFoundError (no such folder), NotADirectoryError (the folder part is a
     file), IsADirectoryError (the path is a folder), PermissionError (not writable).
     """
-    return _checks.check_output_path(path, suffixes)
+    return checks.check_output_path(path, suffixes)
 
 
 def save_frame_png(view: FrameView, k: int, path, *, dpi=None) -> Path:
@@ -80,7 +106,7 @@ def save_frame_png(view: FrameView, k: int, path, *, dpi=None) -> Path:
     of ``output_path`` for a path that is not a writable .png file.
     """
     path = output_path(path, (".png",))
-    (k,) = _frames(view.n_frames, [k])
+    (k,) = check_export_frames([k], view.n_frames)
     view.draw_frame(k)
     with compositor.all_drawn(view.fig):
         view.fig.savefig(path, dpi=dpi or view.fig.dpi)
@@ -167,12 +193,11 @@ class AnimationExport:
             raise ValueError(f"cannot write {str(self.path)!r}: .mp4 needs ffmpeg on the PATH; save a .gif instead")
         if dpi is not None and dpi != view.fig.dpi:
             raise ValueError(f"dpi must be the figure's ({view.fig.dpi}): frames are what the widget shows")
-        if isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not 0 < fps < float("inf"):
-            raise ValueError(f"fps must be a positive number of frames per second, got {fps!r}")
+        fps = check_fps(fps)
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be a function progress(i, n) or None, got {progress!r}")
         self.view, self.fps, self.progress = view, float(fps), progress
-        self.ks = _frames(view.n_frames, frames)
+        self.ks = check_export_frames(frames, view.n_frames)
         self.n = len(self.ks)
         pk = sorted({self.ks[0], self.ks[len(self.ks) // 3], self.ks[2 * len(self.ks) // 3], self.ks[-1]})
         self.palette_ks = pk

@@ -1,6 +1,6 @@
 """Chapter 8's figures of the recorded FlashAttention-3 measurements (no GPU needed).
 
-``plot_fa3_steps(rec)`` — from one probe record (``flashviz.gpu.fa3_records.latest_probe``): for
+``plot_fa3_steps(rec)`` — from one probe record (``flashviz.records.fa3_records.latest_probe``): for
 every (d, mask) it timed them at, the kernel-only TFLOP/s of each step from the FlashAttention-2
 kernel to FlashAttention-3 (``fa3_records.STEPS``), bars, each labelled with its TFLOP/s and
 its ratio to SDPA-cuDNN of the same row (cuDNN's time ÷ the step's); SDPA-cuDNN and SDPA-flash
@@ -24,7 +24,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..gpu.fa3_records import RUN_NOISE, STEPS, fa3_bench_table, probe_label, steps_table
+from ..records.fa3_records import RUN_NOISE, STEPS, fa3_bench_table, probe_label, steps_table
 from . import style
 from .bench_plot import run_label
 from .text import line_height, text_width, wrap_text
@@ -95,7 +95,7 @@ def _bar_room(fig, axes, peaks, top: float) -> float:
 def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
     """The steps figure of the module docstring; returns the Figure."""
     if not isinstance(rec, dict) or "times" not in rec:
-        raise ValueError("expected a probe record with 'times' rows (flashviz.gpu.fa3_records.latest_probe)")
+        raise ValueError("expected a probe record with 'times' rows (flashviz.records.fa3_records.latest_probe)")
     rows = steps_table(rec)
     if not rows:
         raise ValueError(f"{rec.get('source_file', 'the record')} holds no row that timed every step")

@@ -8,7 +8,7 @@ producer warpgroup (its TMA copies of Q_i, K_j, V_j into the ring slots, and its
 slot to be released), one per consumer warpgroup (waits, its matrix products, its softmax,
 writing O_i) and one for the tensor cores (whose products they serve; a lane split in strips
 when they serve several warpgroups' products interleaved). Right, the block's resources from
-``cfg`` (a ``flashviz.gpu.fa3_records.FA3Config``): the warpgroups and their registers per
+``cfg`` (a ``flashviz.records.fa3_records.FA3Config``): the warpgroups and their registers per
 thread after setmaxnreg, Q_i and the K and V rings in shared memory (sizes in elements), the
 full/empty mbarriers between them. Nothing here runs on a GPU.
 
@@ -232,7 +232,7 @@ def plot_fa3_roles(cfg, schedules=None, *, n_tiles: int = 4, figsize=(11.5, 6.8)
     for schedules that do not match it."""
     need = ("Br", "Bc", "d", "stages", "consumers", "threads", "reg_producer", "reg_consumer")
     if not all(hasattr(cfg, k) for k in need):
-        raise TypeError(f"cfg must be a flashviz.gpu.fa3_records.FA3Config; got {type(cfg).__name__}")
+        raise TypeError(f"cfg must be a flashviz.records.fa3_records.FA3Config; got {type(cfg).__name__}")
     if schedules is None:
         schedules = tuple(roles_schedule(cfg.consumers, cfg.stages, cfg.d, n_tiles, pp) for pp in (False, True))
     if len(schedules) != 2 or [s.pingpong for s in schedules] != [False, True] or any(

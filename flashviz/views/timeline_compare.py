@@ -1,5 +1,5 @@
 """Chapter 7's block-order experiment as one figure: the same causal kernel, the query blocks
-started in different orders, one measured timeline each (``gpu.timeline_stats.recorded_orders``).
+started in different orders, one measured timeline each (``records.timeline_stats.recorded_orders``).
 
 ``plot_block_orders(runs)`` returns a new Figure with one panel per run, on one time axis (µs
 from each run's first block): every thread block a bar on its SM's lane, coloured by its query
@@ -15,10 +15,10 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from matplotlib.collections import PolyCollection
 
-from ..gpu.timeline_stats import tail_share
+from ..records.timeline_stats import tail_share
 from . import style
 from .text import presenter
-from .timeline_view import _rects  # one rectangle builder for every timeline view
+from .timeline_view import bar_rects  # one rectangle builder for every timeline view
 
 #: how each order is named in the titles
 ORDER_NAMES = {"kernel": "the kernel's own order: each head's longest row first",
@@ -40,7 +40,7 @@ def _title(order: str, tl) -> str:
 def plot_block_orders(runs: dict, *, figsize=(10, 7.5)):
     """One panel per {order: Timeline} (see the module docstring); returns the Figure.
     TypeError / ValueError (one line) for an empty or mistyped ``runs``."""
-    from ..gpu.timeline import Timeline
+    from ..records.timeline import Timeline
 
     if not isinstance(runs, dict) or not runs or not all(isinstance(t, Timeline) for t in runs.values()):
         raise TypeError("runs must be a non-empty dict {order: flashviz.gpu.Timeline}")
@@ -59,7 +59,7 @@ def plot_block_orders(runs: dict, *, figsize=(10, 7.5)):
     for ax, (order, tl) in zip(axes, runs.items()):
         b = tl.blocks
         t0 = float(b["t0_ns"].min())
-        bars = PolyCollection(_rects((b["t0_ns"] - t0) * us, (b["t1_ns"] - t0) * us, b["sm"] - 0.42, 0.84),
+        bars = PolyCollection(bar_rects((b["t0_ns"] - t0) * us, (b["t1_ns"] - t0) * us, b["sm"] - 0.42, 0.84),
                               facecolors=cmap(b["i"] / max(Tr - 1, 1)), edgecolors="white", linewidths=0.2)
         ax.add_collection(bars)
         share, start = tail_share(tl)

@@ -22,11 +22,11 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from ..gpu.timeline import Timeline
-from ..gpu.timeline_stats import softmax_overlap
+from ..records.timeline import Timeline
+from ..records.timeline_stats import softmax_overlap
 from . import style
 from .text import font_height, text_width, tick_row, wrap_text
-from .timeline_view import LOAD_STAGES, STAGE_COLOURS, _rects, group_lanes  # one rectangle builder, one lane rule
+from .timeline_view import LOAD_STAGES, STAGE_COLOURS, bar_rects, group_lanes  # one rectangle builder, one lane rule
 
 #: how each kernel is named in the panel titles
 KERNEL_NAMES = {"wgmma": "FlashAttention-2 on wgmma (chapter 7)", "fa3": "FlashAttention-3 (flash_fwd_fa3)",
@@ -90,7 +90,7 @@ def _panel(ax, tl: Timeline, window, title: str, share: float) -> dict:
     us = 1e-3
     x0 = (np.clip(ev["t0_ns"], w0, w1) - w0) * us
     x1 = (np.clip(ev["t1_ns"], w0, w1) - w0) * us
-    bars = PolyCollection(_rects(x0, x1, lane - 0.38, 0.76), facecolors=[STAGE_COLOURS.get(n, "0.5") for n in names],
+    bars = PolyCollection(bar_rects(x0, x1, lane - 0.38, 0.76), facecolors=[STAGE_COLOURS.get(n, "0.5") for n in names],
                           edgecolors="white", linewidths=0.3)
     ax.add_collection(bars)
     ax.set_xlim(0, (w1 - w0) * us)

@@ -30,7 +30,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch, Rectangle
 
-from ..gpu.timeline_stats import Ceiling, in_flight, tail_share, tile_flops, tile_vs_ceiling
+from ..records.timeline_stats import Ceiling, in_flight, tail_share, tile_flops, tile_vs_ceiling
 from . import style
 from .blit import BlittedView, Blitter
 from .text import font_height, text_width, wrap_text
@@ -86,8 +86,12 @@ class TimelineState:
     block_running: bool
 
 
-def _rects(x0, x1, y0, h):
-    """(n, 4, 2) rectangles from x0 to x1 at y0 .. y0 + h."""
+def bar_rects(x0, x1, y0, h):
+    """The vertices of n bars, for a ``PolyCollection`` (one rectangle builder for every timeline
+    view): bar k runs from x0[k] to x1[k] along the time axis and from y0[k] to y0[k] + h across.
+    x0, x1, y0: array-likes of n numbers each; h: a number. Returns a float64 array of shape
+    (n, 4, 2): the corners (x, y) of each bar, (x0, y0), (x1, y0), (x1, y0 + h), (x0, y0 + h).
+    No checks: arrays of different lengths raise NumPy's ValueError."""
     x0, x1, y0 = np.asarray(x0, float), np.asarray(x1, float), np.asarray(y0, float)
     return np.stack([np.stack([x0, y0], -1), np.stack([x1, y0], -1), np.stack([x1, y0 + h], -1),
                      np.stack([x0, y0 + h], -1)], 1)
@@ -281,7 +285,7 @@ class TimelineFigure(BlittedView):
         us = 1e-3
         self.cmap = mpl.colormaps["viridis"]
         colours = self.cmap(b["i"] / max(self.Tr - 1, 1))
-        self.bars = PolyCollection(_rects(b["t0_ns"] * us, b["t1_ns"] * us, b["sm"] - 0.42, 0.84),
+        self.bars = PolyCollection(bar_rects(b["t0_ns"] * us, b["t1_ns"] * us, b["sm"] - 0.42, 0.84),
                                    facecolors=colours, edgecolors="white", linewidths=0.25)
         ax.add_collection(self.bars)
         ax.set_xlim(self.t_start * us, self.t_end * us)
@@ -431,7 +435,7 @@ class TimelineFigure(BlittedView):
         sel = (ev["t1_ns"] >= now - self.window_ns) & (ev["t0_ns"] <= now + self.window_ns)
         e = ev[sel]
         y = self._event_row[cta][sel]
-        self.zoom_bars.set_verts(_rects((e["t0_ns"] - now) * us, (e["t1_ns"] - now) * us, y - 0.38, 0.76))
+        self.zoom_bars.set_verts(bar_rects((e["t0_ns"] - now) * us, (e["t1_ns"] - now) * us, y - 0.38, 0.76))
         self.zoom_bars.set_facecolor(self._stage_colour[e["stage"]])
         self.zoom_empty.set_visible(len(e) == 0)
         self._slow_key = (cta, running)

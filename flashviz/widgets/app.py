@@ -25,8 +25,8 @@ import inspect
 
 import ipywidgets as W
 
-from .. import _checks
 from ..views.drawlock import serialised
+from . import checks as widget_checks
 from . import registry
 from .base import close_widget
 from .notice import LIVE_CLASS, restart_notice
@@ -203,7 +203,7 @@ class ChapterApp:
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
         self.presenter = presenter
-        _checks.check_key(key)
+        widget_checks.check_key(key)
         self._key = registry.caller_key() if key is None else key
         registry.register("ChapterApp", self._key, self)      # a re-run cell closes the old app
         self.chapter = W.Dropdown(options=labels, value=chapter or labels[0], description="chapter",

@@ -25,10 +25,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .. import _checks
+from .. import checks
+from ..views import export
 from ..views.drawlock import serialise_canvas, serialised
 from ..views.protocol import BlittedFrameView
 from ..views.style import NOTEBOOK_DPI, scaled_text
+from . import checks as widget_checks
 from . import registry
 from .notice import LIVE_CLASS, restart_notice
 
@@ -124,13 +126,13 @@ def error_line(exc: BaseException) -> str:
 
 
 def check_int(value, name, lo, hi=None):
-    """An integer in [lo, hi]; one-line TypeError/ValueError otherwise (flashviz._checks.check_int)."""
-    return _checks.check_int(value, name, lo, hi)
+    """An integer in [lo, hi]; one-line TypeError/ValueError otherwise (flashviz.checks.check_int)."""
+    return checks.check_int(value, name, lo, hi)
 
 
 def check_bool(value, name):
     """True/False (NumPy bools too); one-line TypeError otherwise."""
-    return _checks.check_flag(value, name)
+    return checks.check_flag(value, name)
 
 
 def check_open(widget) -> None:
@@ -169,9 +171,9 @@ class FrameWidget:
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
         if not isinstance(canvas, str) or canvas not in ("auto", "ipympl", "png"):
             raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
-        figsize, dpi = _checks.check_figure(figsize, dpi)
-        self._text_scale = _checks.check_text_scale(text_scale)
-        _checks.check_key(key)
+        figsize, dpi = widget_checks.check_figure(figsize, dpi)
+        self._text_scale = widget_checks.check_text_scale(text_scale)
+        widget_checks.check_key(key)
         self._key = registry.caller_key(depth=3) if key is None else key
         registry.register(self.kind, self._key, self)
         self._closed = False
@@ -225,6 +227,16 @@ class FrameWidget:
         self.widget.add_class(LIVE_CLASS)                  # says so on the page if the kernel goes
         self._notice = restart_notice()
 
+    @property
+    def canvas_widget(self):
+        """The widget that shows the figure (ipympl's canvas, or an Image of PNG frames)."""
+        return self._canvas_widget
+
+    @property
+    def controls(self) -> tuple:
+        """The configuration widgets (block sizes, N, toggles...) in the order they were laid out."""
+        return tuple(self._controls)
+
     # --- for subclasses -----------------------------------------------------------------
     def _layout(self, *config_rows):
         """Assemble the box: transport, the subclass's config rows, status, canvas, export."""
@@ -275,18 +287,16 @@ class FrameWidget:
         Raises one-line errors before drawing anything: TypeError/ValueError for a path not
         ending in .png or a k outside 0..n_frames-1; FileNotFoundError, NotADirectoryError,
         IsADirectoryError or PermissionError (OSError) for a path that cannot be written."""
-        from ..views.export import save_frame_png
-
         check_open(self)
-        path = _checks.check_output_path(path, (".png",))
+        path = checks.check_output_path(path, (".png",))
         k = self.frame.value if k is None else k
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k < self.n_frames:
             raise (ValueError if isinstance(k, numbers.Integral) and not isinstance(k, bool) else TypeError)(
                 f"k must be a frame index from 0 to {self.n_frames - 1} (or None: the current frame), got {k!r}")
         try:
-            return save_frame_png(self._view, int(k), path)
+            return export.save_frame_png(self._view, int(k), path)
         except OSError as exc:
-            raise _checks.os_error_line(exc, path) from None
+            raise checks.os_error_line(exc, path) from None
         finally:
             self._redraw_current()
 
@@ -299,17 +309,15 @@ class FrameWidget:
         ending in .gif/.mp4, bad frame indices, more than ``MAX_EXPORT_FRAMES`` frames (keep one
         in n), fps outside (0, 100] or a progress that is not callable; OSError subclasses for a
         path that cannot be written."""
-        from ..views.export import save_animation
-
         check_open(self)
-        path = _checks.check_output_path(path, (".gif", ".mp4"))
-        frames = _checks.check_export_frames(frames, self.n_frames)
-        fps = _checks.check_fps(fps)
-        _checks.check_callable(progress, "progress", "a function progress(i, n)")
+        path = checks.check_output_path(path, (".gif", ".mp4"))
+        frames = export.check_export_frames(frames, self.n_frames)
+        fps = export.check_fps(fps)
+        checks.check_callable(progress, "progress", "a function progress(i, n)")
         try:
-            return save_animation(self._view, path, frames=frames, fps=fps, progress=progress)
+            return export.save_animation(self._view, path, frames=frames, fps=fps, progress=progress)
         except OSError as exc:
-            raise _checks.os_error_line(exc, path) from None
+            raise checks.os_error_line(exc, path) from None
         finally:
             self._redraw_current()
 
@@ -338,6 +346,9 @@ class FrameWidget:
         registry.unregister(self.kind, self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):
+        from . import book
+        if book.enabled():       # building the static book (FLASHVIZ_BOOK=1): its exported animation instead
+            return book.frame_widget_bundle(self)
         return self.widget._repr_mimebundle_(**kwargs)
 
     # --- internals ----------------------------------------------------------------------
@@ -437,7 +448,7 @@ class FrameWidget:
             if kind == "png":
                 path = self.save_png(f"{name}-step{self.frame.value + 1}.png")
             else:
-                self._start_gif_export(_checks.check_output_path(f"{name}.gif", (".gif",), name="file"))
+                self._start_gif_export(checks.check_output_path(f"{name}.gif", (".gif",), name="file"))
                 return
             self.export_status.value = f"saved <code>{path.resolve()}</code>"
         except Exception as exc:  # a full disk or a bad name: say so, keep working
@@ -455,12 +466,12 @@ class FrameWidget:
             bar.value = i
 
         n = self.n_frames
-        step = -(-n // _checks.MAX_EXPORT_FRAMES)          # a very long run: keep one frame in `step`
+        step = -(-n // export.MAX_EXPORT_FRAMES)          # a very long run: keep one frame in `step`
         job = AnimationExport(self._view, path, frames=range(0, n, step) if step > 1 else None, progress=tick)
         bar.max, bar.value, bar.layout.visibility = job.n, 0, "visible"
         self.export_status.value = ("writing GIF …" if step == 1 else
                                     f"writing GIF of one step in {step} ({job.n:,} of {n:,}: at most "
-                                    f"{_checks.MAX_EXPORT_FRAMES:,} frames) …")
+                                    f"{export.MAX_EXPORT_FRAMES:,} frames) …")
 
         def finish(msg):
             bar.layout.visibility = "hidden"

@@ -15,7 +15,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
-from .._checks import MAX_SRAM_BYTES, check_choice, sweep_problem
+from ..checks import MAX_SRAM_BYTES, check_blocks, check_choice, sweep_problem
 from ..replay.blocksize import CURVE_N, recorded_sweep, sram_budget_bytes
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import BlockSizeFigure
@@ -27,7 +27,7 @@ N_CHOICES = tuple(2 ** k for k in range(4, 17))      # 16 … 65,536
 HEAD_DIMS = (16, 32, 64, 128, 256)
 ORDERS = {"FA2: query blocks outer": "fa2", "FA1: key blocks outer (paper)": "fa1"}
 #: Longest sequence the sweep offers: 65,536 (the IO model is closed-form, so a long N is cheap
-#: with the default blocks; smaller blocks are capped by flashviz._checks.MAX_SWEEP_STEPS).
+#: with the default blocks; smaller blocks are capped by flashviz.checks.MAX_SWEEP_STEPS).
 MAX_N = 65_536
 #: Most block sizes in ``blocks``: a 7 × 7 grid still has room for each cell's numbers.
 MAX_BLOCKS = 7
@@ -38,7 +38,7 @@ def _resolve_recorded(recorded):
     a missing or corrupt one is None, and the panel says so)."""
     if isinstance(recorded, str):
         try:
-            from ..gpu.results import latest_results
+            from ..records.results import latest_results
 
             return latest_results()
         except Exception:
@@ -96,7 +96,7 @@ class BlockSizeExplorer(FrameWidget):
         causal = check_bool(causal, "causal")
         if not isinstance(order, str) or order not in ORDERS.values():
             raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
-        blocks = iomodel._check_blocks(blocks)
+        blocks = check_blocks(blocks)
         if len(blocks) > MAX_BLOCKS:
             raise ValueError(f"blocks has {len(blocks)} sizes; at most {MAX_BLOCKS} fit on the grid")
         if not (recorded is None or isinstance(recorded, dict) or

@@ -12,7 +12,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
-from .._checks import check_choice
+from ..checks import check_choice
 from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure

@@ -4,13 +4,13 @@ Four tabs (a ``figure_tabs.FigureTabs``), no GPU needed:
 
 * **roles** — one thread block's warpgroups: the producer's TMA copies into the K/V ring, the
   consumers in lock-step and with ping-pong (``views.fa3_roles.plot_fa3_roles`` for the d = 128
-  block of ``gpu.fa3_records.fa3_config``, played by ``replay.fa3_roles.roles_schedule``). A
+  block of ``records.fa3_records.fa3_config``, played by ``replay.fa3_roles.roles_schedule``). A
   schematic: the kernel's protocol and parameters, durations made up, and labelled so.
 * **steps** — FA2 (the wgmma kernel) → + TMA and a producer warpgroup → + ping-pong → +
   intra-warpgroup overlap, kernel-only TFLOP/s from the one run of the steps probe
   (``views.fa3_plots.plot_fa3_steps`` of ``fa3_records.latest_probe("steps")``).
 * **benchmark** — fa3, the wgmma kernel and SDPA-flash against SDPA-cuDNN over N, by public
-  call and kernel-only (``plot_fa3_benchmark`` of ``gpu.results.latest_results("mma")``).
+  call and kernel-only (``plot_fa3_benchmark`` of ``records.results.latest_results("mma")``).
 * **timeline** — one thread block's measured steps (GPU timeline) of the FA2 wgmma kernel at
   d = 128, N = 4096, and of the fa3 kernel beside it once one is recorded
   (``views.timeline_pair.plot_block_steps`` of ``measured_blocks()``).
@@ -21,10 +21,10 @@ as its figure, naming its method.
 
 from __future__ import annotations
 
-from ..gpu.fa3_records import STEPS, fa3_bench_table, fa3_config, latest_probe, steps_table
-from ..gpu.results import latest_results
-from ..gpu.timeline import latest_timeline, recorded_timelines
-from ..gpu.timeline_stats import softmax_overlap
+from ..records.fa3_records import STEPS, fa3_bench_table, fa3_config, latest_probe, steps_table
+from ..records.results import latest_results
+from ..records.timeline import latest_timeline, recorded_timelines
+from ..records.timeline_stats import softmax_overlap
 from ..replay.fa3_roles import roles_schedule
 from .figure_tabs import FigureTabs, Loaded
 

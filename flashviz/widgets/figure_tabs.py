@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
-from .. import _checks
 from ..views.drawlock import serialised
 from ..views.style import fit_dpi, scaled_text
+from . import checks as widget_checks
 from . import registry
 from .base import close_widget
 
@@ -67,7 +67,7 @@ class FigureTabs:
     ``views.style.FIT_WIDTH_PX`` wide). text_scale: every text of the figures at this many times its
     notebook size (0.5–2.5, default 1; the app's presenter mode uses 1.4). key: registry key
     (default: the calling cell and line). Raises a one-line ValueError for a figsize or dpi out
-    of range or a figure of more than ``_checks.MAX_FIG_PIXELS`` pixels, TypeError / ValueError
+    of range or a figure of more than ``widgets.checks.MAX_FIG_PIXELS`` pixels, TypeError / ValueError
     for a bad text_scale, TypeError for an unhashable key.
 
     Public: ``captions`` ({tab name: line}), ``tabs`` (ipywidgets.Tab), ``widget``, ``text_scale``,
@@ -83,14 +83,14 @@ class FigureTabs:
 
     def __init__(self, *, figsize=None, dpi: float | None = None, key=None, text_scale: float = 1.0):
         if dpi is not None:
-            dpi = _checks.check_dpi(dpi)
-        self.text_scale = _checks.check_text_scale(text_scale)
+            dpi = widget_checks.check_dpi(dpi)
+        self.text_scale = widget_checks.check_text_scale(text_scale)
         widest = max(size[0] for _, size in self.TABS.values())
-        self.scale = 1.0 if figsize is None else _checks.check_figsize(figsize)[0] / widest
+        self.scale = 1.0 if figsize is None else widget_checks.check_figsize(figsize)[0] / widest
         # default: DEFAULT_DPI, lowered so that the widest figure fits a laptop's notebook
         self.dpi = fit_dpi(widest * self.scale, self.DEFAULT_DPI) if dpi is None else dpi
         self._check_pixels()
-        _checks.check_key(key)
+        widget_checks.check_key(key)
         self._kind = type(self).__name__
         self._key = registry.caller_key() if key is None else key
         registry.register(self._kind, self._key, self)
@@ -117,10 +117,10 @@ class FigureTabs:
         """ValueError (one line) when the largest tab figure has more than MAX_FIG_PIXELS pixels."""
         w, h = max(((round(fw * self.scale * self.dpi), round(fh * self.scale * self.dpi))
                     for _, (fw, fh) in self.TABS.values()), key=lambda wh: wh[0] * wh[1])
-        if w * h > _checks.MAX_FIG_PIXELS:
+        if w * h > widget_checks.MAX_FIG_PIXELS:
             widest = max(size[0] for _, size in self.TABS.values())
             raise ValueError(f"figsize {widest * self.scale:g} in wide at dpi {self.dpi:g} makes a {w:,} × {h:,} pixel "
-                             f"figure; at most {_checks.MAX_FIG_PIXELS / 1e6:g} million pixels can be drawn in "
+                             f"figure; at most {widget_checks.MAX_FIG_PIXELS / 1e6:g} million pixels can be drawn in "
                              f"reasonable time: lower figsize or dpi")
 
     def _check_name(self, name) -> int:

@@ -11,11 +11,12 @@ import html
 
 import ipywidgets as W
 
-from .. import _checks, gpu
-from ..gpu.results import recorded_label, recorded_rows, recorded_summary, teaching_figures  # noqa: F401 (re-exported)
+from .. import checks, gpu
 from ..gpu.teaching.limits import check_sizes
 from ..iomodel import flash_forward_io, standard_attention_io
+from ..records.results import recorded_label, recorded_rows, recorded_summary, teaching_figures  # noqa: F401 (re-exported)
 from ..views.style import fmt_bytes
+from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget
 from .gpu_job import GPUJob, red
@@ -74,7 +75,7 @@ def _tensor_core_note() -> str:
     """One line pointing at the tensor-core kernel, with its recorded speed beside this
     kernel's, both by public call in the same run."""
     try:
-        from ..gpu.results import latest_results, mma_table
+        from ..records.results import latest_results, mma_table
         rows = [r for r in mma_table(latest_results("mma"), d=64, causal=False) if r["N"] == 4096]
     except Exception:  # a missing or unreadable recording only drops the note
         rows = []
@@ -106,14 +107,14 @@ class GPUPanel(GPUJob):
 
     def __init__(self, explorer=None, *, N: int = 4096, Br: int = 64, Bc: int = 64, d: int = 64,
                  causal: bool = False, key=None):
-        N = _checks.check_choice(N, "N", BENCH_N)
+        N = checks.check_choice(N, "N", BENCH_N)
         Br, Bc, d = check_sizes(Br, Bc, d)
         causal = check_bool(causal, "causal")
         if explorer is not None and not all(hasattr(getattr(explorer, name, None), "observe")
                                             for name in ("Br", "Bc", "d", "causal")):
             raise TypeError(f"explorer must be a TileExplorer (a widget with Br, Bc, d and causal controls) or None, "
                             f"got {type(explorer).__name__}")
-        _checks.check_key(key)
+        widget_checks.check_key(key)
         self.explorer = explorer
         self._key = registry.caller_key() if key is None else key
         registry.register("GPUPanel", self._key, self)
@@ -238,4 +239,7 @@ class GPUPanel(GPUJob):
         registry.unregister("GPUPanel", self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):
+        from . import book
+        if book.enabled():       # building the static book (FLASHVIZ_BOOK=1): its texts and tables
+            return book.panel_bundle(self)
         return self.widget._repr_mimebundle_(**kwargs)

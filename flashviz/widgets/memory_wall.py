@@ -9,11 +9,11 @@ import io
 import ipywidgets as W
 import matplotlib.pyplot as plt
 
-from .. import _checks
 from ..roofline import ROOFLINE_N, copy_bandwidth, measure_intensity
 from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.roofline_view import draw_memory_wall
 from ..views.style import scaled_text
+from . import checks as widget_checks
 from .base import NOTEBOOK_DPI, canvas_widget, check_int, close_widget, ensure_ipympl
 from .notice import LIVE_CLASS, restart_notice
 
@@ -22,7 +22,7 @@ class MemoryWall:
     """Chapter 1 measured: roofline of this CPU and the N² bytes of standard attention.
 
     figsize: (width, height) inches (default (11, 4.6)); dpi (default NOTEBOOK_DPI, 84: 924 px wide,
-    the width of a laptop's notebook), both as every widget takes them (``_checks.check_figure``); repeat:
+    the width of a laptop's notebook), both as every widget takes them (``widgets.checks.check_figure``); repeat:
     timed runs per measurement, the fastest kept (1–100, default 7); text_scale: every text of
     the figure at this many times its notebook size (0.5–2.5, default 1; the app's presenter
     mode uses 1.4), as every widget takes it. The first measurement
@@ -33,9 +33,9 @@ class MemoryWall:
     """
 
     def __init__(self, *, figsize=(11.0, 4.6), dpi: float = NOTEBOOK_DPI, repeat: int = 7, text_scale: float = 1.0):
-        figsize, dpi = _checks.check_figure(figsize, dpi)
+        figsize, dpi = widget_checks.check_figure(figsize, dpi)
         self.repeat = check_int(repeat, "repeat", 1, 100)
-        self.text_scale = _checks.check_text_scale(text_scale)
+        self.text_scale = widget_checks.check_text_scale(text_scale)
         use_ipympl = ensure_ipympl()
         with plt.ioff():
             self.fig = plt.figure(figsize=figsize, dpi=dpi)

@@ -21,10 +21,9 @@ import numbers
 import ipywidgets as W
 import numpy as np
 
-from .. import _checks, gpu
-from ..gpu.results import IMPLS as RESULT_IMPLS
-from ..gpu.results import METHOD_NAMES, latest_results, mma_sweep, mma_table, recorded_label
-from ..gpu.tensorcore.limits import (
+from .. import gpu
+from ..iomodel import flash_forward_io
+from ..mma_limits import (
     BENCH_N,
     DTYPES,
     MMA_BC,
@@ -36,9 +35,11 @@ from ..gpu.tensorcore.limits import (
     mma_blocks,
     mma_smem_bytes,
 )
-from ..gpu.tensorcore.limits import IMPL_NAMES as KEY  # variant -> prefix of its result keys
-from ..iomodel import flash_forward_io
+from ..mma_limits import IMPL_NAMES as KEY  # variant -> prefix of its result keys
+from ..records.results import IMPLS as RESULT_IMPLS
+from ..records.results import METHOD_NAMES, latest_results, mma_sweep, mma_table, recorded_label
 from ..views.style import fmt_bytes
+from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget, error_line
 from .gpu_job import GPUJob, red
@@ -179,7 +180,7 @@ class TensorCorePanel(GPUJob):
         causal, dtype = check_bool(causal, "causal"), _member(dtype, "dtype", DTYPES)
         Br = None if Br is None else _member(Br, "Br", MMA_BR)
         Bc = None if Bc is None else _member(Bc, "Bc", MMA_BC)
-        _checks.check_key(key)
+        widget_checks.check_key(key)
         self.ok, self.reason = gpu.gpu_status()
         self.variant, self._smem_limit = None, None       # the live GPU's kernel and shared memory (bytes)
         if self.ok:
@@ -412,4 +413,7 @@ class TensorCorePanel(GPUJob):
         registry.unregister("TensorCorePanel", self._key, self)
 
     def _repr_mimebundle_(self, **kwargs):
+        from . import book
+        if book.enabled():       # building the static book (FLASHVIZ_BOOK=1): its texts and tables
+            return book.panel_bundle(self)
         return self.widget._repr_mimebundle_(**kwargs)

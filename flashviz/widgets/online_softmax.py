@@ -12,7 +12,7 @@ import math
 import ipywidgets as W
 import numpy as np
 
-from .._checks import check_choice
+from ..checks import check_choice
 from ..data import load_real_qkv
 from ..replay.online import BREAK_MODES
 from ..views.drawlock import serialised

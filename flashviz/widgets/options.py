@@ -6,7 +6,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import data as fvdata
-from .._checks import check_choice
+from ..checks import check_choice
 from .base import REAL_D, REAL_MAX_N, check_int
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)

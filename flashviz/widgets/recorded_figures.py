@@ -12,7 +12,7 @@ argument checks come from ``figure_tabs.FigureTabs``.
 
 from __future__ import annotations
 
-from ..gpu.results import compulsory_bytes, latest_results, mma_sweep, mma_table, ratio_span, recorded_label
+from ..records.results import compulsory_bytes, latest_results, mma_sweep, mma_table, ratio_span, recorded_label
 from .figure_tabs import FigureTabs, Loaded
 
 
@@ -57,7 +57,7 @@ class RecordedFigures(FigureTabs):
     uses 1.4; the figures lay themselves out for it on the same inches). Without recorded
     results the widget says so. ``figure(name)`` returns a tab's figure as a new matplotlib
     Figure. Raises a one-line ValueError for a figsize or dpi out of range (see
-    flashviz._checks: sides of 1–50 inches, 20–600 dpi, at most 8 million pixels a figure),
+    flashviz.widgets.checks: sides of 1–50 inches, 20–600 dpi, at most 8 million pixels a figure),
     TypeError / ValueError for a bad text_scale.
     """
 

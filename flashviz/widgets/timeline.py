@@ -18,11 +18,11 @@ import html
 import ipywidgets as W
 import numpy as np
 
-from .._checks import check_choice
+from ..checks import check_choice
 from ..gpu.common import gpu_status
-from ..gpu.results import latest_results
-from ..gpu.timeline import KERNELS, Timeline, recorded_timelines
 from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
+from ..records.results import latest_results
+from ..records.timeline import KERNELS, Timeline, recorded_timelines
 from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
 from .base import NOTEBOOK_DPI, FrameWidget, check_bool, error_line

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import flashviz as fv
-from flashviz import _checks, iomodel
+from flashviz import checks, iomodel
+from flashviz.views import export
+from flashviz.widgets import checks as widget_checks
 
 # small, fast configurations of every frame widget
 SMALL = {
@@ -167,7 +169,7 @@ def test_bad_dpi(cls, dpi, words):
 @pytest.mark.parametrize("cls", WIDGETS)
 def test_figures_too_many_pixels_are_capped(cls):
     msg = refused(lambda: make(cls, figsize=(11, 6.8), dpi=600), ValueError, "million pixels", "lower figsize or dpi")
-    assert f"{_checks.MAX_FIG_PIXELS / 1e6:g} million" in msg
+    assert f"{widget_checks.MAX_FIG_PIXELS / 1e6:g} million" in msg
 
 
 @pytest.mark.parametrize("kw,words", [
@@ -337,7 +339,7 @@ def test_export_buttons_say_why_a_file_cannot_be_written(widgets, tree, monkeypa
 
 
 def test_exports_of_too_many_frames_are_capped(widgets, tree, monkeypatch):
-    monkeypatch.setattr(_checks, "MAX_EXPORT_FRAMES", 4)
+    monkeypatch.setattr(export, "MAX_EXPORT_FRAMES", 4)
     w = widgets["TileExplorer"]
     n = w.n_frames
     step = -(-n // 4)
@@ -351,7 +353,7 @@ def test_exports_of_too_many_frames_are_capped(widgets, tree, monkeypatch):
 def test_the_gif_button_keeps_one_step_in_n_beyond_the_cap(tmp_path, monkeypatch):
     from PIL import Image
 
-    monkeypatch.setattr(_checks, "MAX_EXPORT_FRAMES", 5)
+    monkeypatch.setattr(export, "MAX_EXPORT_FRAMES", 5)
     monkeypatch.chdir(tmp_path)
     w = make("CausalExplorer", Nq=128, Nk=128, key="gif-cap")
     try:
@@ -390,7 +392,7 @@ def test_tile_count_is_capped_with_a_message():
 def test_block_size_sweep_cost_is_capped_with_a_message():
     small = (1, 2, 4, 8, 16, 32, 64)
     msg = refused(lambda: make("BlockSizeExplorer", N=4096, blocks=small), ValueError,
-                  f"more than {_checks.MAX_SWEEP_STEPS:,}", "drop the smallest block sizes")
+                  f"more than {checks.MAX_SWEEP_STEPS:,}", "drop the smallest block sizes")
     assert "query blocks" in msg
     msg = refused(lambda: make("BlockSizeExplorer", N=65536, blocks=(2, 4, 8, 16, 32, 64, 128)), ValueError,
                   "pick N <= ")
@@ -403,11 +405,12 @@ def test_block_size_sweep_cost_is_capped_with_a_message():
 
 
 @pytest.mark.parametrize("name", ["MIN_FIG_INCHES", "MAX_FIG_PIXELS", "MAX_DPI", "MAX_FPS", "MAX_EXPORT_FRAMES",
-                                  "MAX_SWEEP_STEPS"])
+                                  "MAX_TEXT_SCALE", "MAX_SWEEP_STEPS", "MAX_SRAM_BYTES"])
 def test_caps_are_documented_constants(name):
     import inspect
 
-    src = inspect.getsource(_checks)
+    module = next(m for m in (widget_checks, export, checks) if hasattr(m, name))
+    src = inspect.getsource(module)
     line = next(i for i, ln in enumerate(src.splitlines()) if ln.startswith(name) or f", {name}" in ln.split("=")[0])
     assert src.splitlines()[line - 1].startswith("#:"), f"{name} has no #: doc comment"
 
@@ -519,7 +522,7 @@ def test_gpu_panel_names_the_recorded_blocks_when_these_are_not(no_gpu):
 
 @pytest.mark.recorded_data
 def test_tensor_core_panel_names_the_recorded_blocks_when_these_are_not(no_gpu, monkeypatch):
-    from flashviz.gpu.results import latest_results
+    from flashviz.records.results import latest_results
     from flashviz.widgets import mma_panel
 
     res = dict(latest_results("mma"))

@@ -128,7 +128,7 @@ def test_direction_says_which_way_and_how_far_only():
 
 
 def test_intensity_hints_without_the_value(capsys):
-    from flashviz.gpu.results import latest_results
+    from flashviz.records.results import latest_results
 
     res = latest_results("mma")
     if not res or not res.get("ceilings"):
@@ -178,7 +178,7 @@ def test_largest_fitting_tile_names_no_tile(capsys):
 
 
 def test_fastest_blocks_names_no_block(capsys):
-    from flashviz.gpu.results import latest_results, mma_sweep
+    from flashviz.records.results import latest_results, mma_sweep
 
     res = latest_results("mma")
     rows = mma_sweep(res, variant="wgmma", d=64, causal=False) if res else []

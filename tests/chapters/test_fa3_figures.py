@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pytest
 from widget_contract import assert_close_frees_every_comm
 
-from flashviz.gpu.common import package_dir
+from flashviz.records.files import package_dir
 from flashviz.widgets import fa3_figures, figure_tabs
 from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE, ChapterApp, _accepted
 from flashviz.widgets.fa3_figures import Fa3Figures, captions
@@ -76,7 +76,7 @@ def test_recorded_data_captions_carry_the_numbers_of_the_json_by_method():
         assert f"kernel-only (profiler): {_span(vs('sdpa_cudnn', 'kernel'))} and {_span(vs('sdpa_flash', 'kernel'))}" in cap
         assert f"in {sum(x >= 1 for x in vs('sdpa_cudnn', 'call'))} of {len(bench)} shapes" in cap
         # roles: a schematic; the busy shares summed from the schedules' tensor-core bars
-        from flashviz.gpu.fa3_records import fa3_config
+        from flashviz.records.fa3_records import fa3_config
         from flashviz.replay.fa3_roles import roles_schedule
         cfg = fa3_config(128)
         cap = w.captions["roles"]
@@ -88,8 +88,8 @@ def test_recorded_data_captions_carry_the_numbers_of_the_json_by_method():
             assert f"{100 * busy:.0f} % of the span {words}" in cap or f"{100 * busy:.0f} % {words}" in cap, cap
         # timeline: the recorded FA2 wgmma run at d = 128, N = 4096 (and fa3's once recorded); the
         # overlap share of each, the run's device and date, and that fa3's is not recorded yet
-        from flashviz.gpu.timeline import latest_timeline, recorded_timelines
-        from flashviz.gpu.timeline_stats import softmax_overlap
+        from flashviz.records.timeline import latest_timeline, recorded_timelines
+        from flashviz.records.timeline_stats import softmax_overlap
         tl = latest_timeline("wgmma", d=128, N=4096)
         cap = w.captions["timeline"]
         assert cap.startswith("Measured (GPU timeline, one traced run each, d = 128, N = 4,096)")

@@ -12,7 +12,7 @@ import matplotlib
 import pytest
 from test_no_overlap import raw_exponents, text_problems
 
-from flashviz.gpu.fa3_records import fa3_config
+from flashviz.records.fa3_records import fa3_config
 from flashviz.replay.fa3_roles import EXP_TFLOPS, MATMUL_TFLOPS, roles_schedule, softmax_units
 from flashviz.views.fa3_roles import plot_fa3_roles
 
@@ -119,7 +119,7 @@ def test_the_roles_figure_is_labelled_with_the_kernels_parameters(d):
 
 
 def test_bad_figure_input_is_refused_in_one_line():
-    from flashviz.gpu.fa3_records import latest_probe
+    from flashviz.records.fa3_records import latest_probe
     from flashviz.views.fa3_plots import plot_fa3_benchmark, plot_fa3_steps
 
     with pytest.raises(TypeError, match="FA3Config"):

@@ -12,7 +12,7 @@ import pytest
 from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
 from widget_contract import assert_close_frees_every_comm
 
-from flashviz.gpu.common import package_dir
+from flashviz.records.files import package_dir
 from flashviz.widgets import figure_tabs
 from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE, _accepted
 from flashviz.widgets.recorded_figures import RecordedFigures, captions

@@ -1,5 +1,5 @@
 """Chapter 7, section 7 ("What the GPU actually does"), without a GPU: the numbers read off the
-recorded timelines (flashviz.gpu.timeline_stats) against brute-force recounts, the block-order
+recorded timelines (flashviz.records.timeline_stats) against brute-force recounts, the block-order
 figure (flashviz.views.timeline_compare) against the records it draws, and the section's
 exercises (flashviz.exercises.timeline): right answers pass, wrong ones say which way without
 the value, odd input never raises.
@@ -15,8 +15,8 @@ from matplotlib.collections import PolyCollection
 from test_no_overlap import text_problems
 
 from flashviz.exercises.timeline import check_order_speedup, check_tail_share, check_waves
-from flashviz.gpu.timeline import EVENT_DTYPE, Timeline, latest_timeline
-from flashviz.gpu.timeline_stats import most_at_once, recorded_orders, softmax_overlap, tail_share, waves
+from flashviz.records.timeline import EVENT_DTYPE, Timeline, latest_timeline
+from flashviz.records.timeline_stats import most_at_once, recorded_orders, softmax_overlap, tail_share, waves
 from flashviz.views import style
 from flashviz.views.timeline_compare import ORDER_NAMES, SHORT_NAMES, plot_block_orders
 

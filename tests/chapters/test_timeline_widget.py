@@ -16,7 +16,7 @@ from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
 from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
 
 import flashviz as fv
-from flashviz.gpu.timeline import Timeline, latest_timeline, recorded_timelines
+from flashviz.records.timeline import Timeline, latest_timeline, recorded_timelines
 from flashviz.views.timeline_view import N_FRAMES
 from flashviz.widgets.timeline import AUTO_BLOCK, TimelineExplorer
 

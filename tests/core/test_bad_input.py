@@ -88,9 +88,11 @@ def test_other_bad_options():
     assert "scale" in one_line(info)
 
 
-# ---------------------------------------------------------------- the shared validators (flashviz._checks)
+# -------------------------- the shared validators (flashviz.checks; the widgets' own: flashviz.widgets.checks)
 
-from flashviz import _checks as C  # noqa: E402
+from flashviz import checks as C  # noqa: E402
+from flashviz.views import export  # noqa: E402
+from flashviz.widgets import checks as WC  # noqa: E402
 
 
 @pytest.mark.parametrize("call,exc,words", [
@@ -102,11 +104,11 @@ from flashviz import _checks as C  # noqa: E402
     (lambda: C.check_choice(None, "source", ("a", "b")), TypeError, "source must be one of a, b (a string)"),
     (lambda: C.check_real(float("nan"), "fps", 0, 100), ValueError, "fps must be a number above 0 and at most 100"),
     (lambda: C.check_real(10**400, "x", 1, 2), ValueError, "x must be a number from 1 to 2"),
-    (lambda: C.check_figsize(np.array([1.0, np.inf])), ValueError, "figsize must be (width, height) in inches"),
-    (lambda: C.check_figure((50, 50), 90), ValueError, "4,500 × 4,500 pixels (20.2 million)"),
-    (lambda: C.check_dpi("high"), ValueError, "dpi must be a number from 20 to 600"),
-    (lambda: C.check_key({"a": 1}), TypeError, "key must be hashable"),
-    (lambda: C.check_export_frames(range(2000), 2000), ValueError, "keep one frame in 2, e.g. frames=range(0, 2000, 2)"),
+    (lambda: WC.check_figsize(np.array([1.0, np.inf])), ValueError, "figsize must be (width, height) in inches"),
+    (lambda: WC.check_figure((50, 50), 90), ValueError, "4,500 × 4,500 pixels (20.2 million)"),
+    (lambda: WC.check_dpi("high"), ValueError, "dpi must be a number from 20 to 600"),
+    (lambda: WC.check_key({"a": 1}), TypeError, "key must be hashable"),
+    (lambda: export.check_export_frames(range(2000), 2000), ValueError, "keep one frame in 2, e.g. frames=range(0, 2000, 2)"),
     (lambda: C.check_output_path(object(), (".png",)), TypeError, "path must be a file name (str or pathlib.Path)"),
     (lambda: C.check_output_path("a.PNG.txt", (".png",)), ValueError, "path must end in .png"),
     (lambda: C.check_output_dir(None), TypeError, "out must be a folder name"),
@@ -120,11 +122,11 @@ def test_shared_validators_one_line(call, exc, words):
 def test_shared_validators_accept_good_values(tmp_path):
     assert C.check_int(np.int64(5), "N", 1, 10) == 5 and type(C.check_int(np.int64(5), "N", 1)) is int
     assert C.check_choice(np.int32(16), "d", (8, 16)) == 16
-    assert C.check_figure((np.float32(11), 6.8), np.int64(90)) == ((11.0, pytest.approx(6.8)), 90.0)
+    assert WC.check_figure((np.float32(11), 6.8), np.int64(90)) == ((11.0, pytest.approx(6.8)), 90.0)
     assert C.check_output_path(tmp_path / "x.PNG", (".png",)) == tmp_path / "x.PNG"
     assert C.check_output_path("~/x.gif", (".gif",)).parent == __import__("pathlib").Path.home()
     assert C.check_output_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
-    assert C.check_export_frames(None, 3) == [0, 1, 2] and C.check_export_frames((np.int64(2),), 3) == [2]
+    assert export.check_export_frames(None, 3) == [0, 1, 2] and export.check_export_frames((np.int64(2),), 3) == [2]
     assert C.sweep_problem(65536, fv.iomodel.SWEEP_BLOCKS) is None
 
 

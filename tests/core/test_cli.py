@@ -117,7 +117,7 @@ def test_recorded_data_bench_without_gpu_prints_the_run_by_both_methods(capsys, 
     import json
 
     from flashviz import cli, gpu
-    from flashviz.gpu import results as R
+    from flashviz.records import results as R
 
     monkeypatch.setattr(gpu, "gpu_status", lambda: (False, "no GPU in this test"))
     assert cli.main(["bench"]) == 0
@@ -258,9 +258,9 @@ def test_unwritable_output_is_exit_2(tmp_path, capsys, monkeypatch):
 
 
 def test_render_caps_the_frames_of_a_gif(tmp_path, capsys, monkeypatch):
-    from flashviz import _checks
+    from flashviz.views import export
 
-    monkeypatch.setattr(_checks, "MAX_EXPORT_FRAMES", 3)
+    monkeypatch.setattr(export, "MAX_EXPORT_FRAMES", 3)
     assert main(["render", "causal", "--out", str(tmp_path / "c.gif"), "--set", "Nq=128", "--set", "Nk=128",
                  "--set", "Br=16"]) == 2
     err = capsys.readouterr().err

@@ -4,7 +4,7 @@
   marker lines) are exactly what ``flashviz report`` makes from the committed records now — a
   data check: a new record, or a changed reader, needs ``make docs``.
 * The figures of that table, recomputed here from the record's raw keys (not through
-  flashviz.gpu.results), equal the generator's.
+  flashviz.records.results), equal the generator's.
 * Every link in the docs resolves inside the repository, and every ``*.md`` a source file names
   exists in it (no pointer leads outside the repository).
 * The README's picture is a small animated GIF.

@@ -1,5 +1,6 @@
 """An installed (non-editable) flashviz finds its kernels, data and recorded results."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,14 +13,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_wheel_contains_kernels_data_and_results(tmp_path):
+    # build from a copy without build/: setuptools would otherwise reuse build/lib, whose stale
+    # modules hide a package missing from pyproject's list
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                            ".pytest_cache", "node_modules"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+                           "-w", str(tmp_path), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("flashviz-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for cu in [*(ROOT / "kernels").glob("*.cu"), *(ROOT / "kernels").glob("*.cuh")]:
         assert f"flashviz/kernels/{cu.name}" in names
     assert "flashviz/data/real_qkv.npz" in names
+    modules = {py.relative_to(ROOT).as_posix() for py in (ROOT / "flashviz").rglob("*.py")}
+    installed = {n for n in names if n.endswith(".py") and n.split("/")[1] not in ("kernels", "results")}
+    assert modules == installed  # every package of flashviz/, and no stale module
     for js in (ROOT / "benchmarks" / "results").glob("*.json"):
         assert f"flashviz/results/{js.name}" in names
 

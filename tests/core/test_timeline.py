@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from flashviz import steps
-from flashviz.gpu.timeline import STAGES, Timeline
 from flashviz.gpu.tracing import FV_HEAD, FV_MAGIC, FV_NSTAGE, decode, trace_words
+from flashviz.records.timeline import STAGES, Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 META = dict(kernel="wgmma", N=256, d=64, Br=128, Bc=64, causal=False, dtype="float16", sm_count=132,
@@ -178,8 +178,7 @@ def test_each_block_names_its_query_block_head_and_batch(tmp_path):
 
 
 def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
-    import flashviz.gpu.common as common
-    from flashviz.gpu import timeline as T
+    from flashviz.records import timeline as T
 
     tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
     for name in ("timeline-wgmma-d64-causal-n4096-h200-2026-12-01.json.gz",
@@ -187,7 +186,7 @@ def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
                  "timeline-wgmma-d64-causal-longest_first-n4096-h200-2026-12-01.json.gz",
                  "timeline-wgmma-d64-causal-sideways-n4096-h200-2026-12-01.json.gz"):   # not a name we write
         tl.save(tmp_path / name)
-    monkeypatch.setattr(common, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(T, "package_dir", lambda pkg: tmp_path)
     rows = T.recorded_timelines()
     assert sorted(r["order"] for r in rows) == ["ascending", "kernel", "longest_first"]
     assert T.latest_timeline("wgmma", causal=True, order="ascending").kernel == "wgmma"
@@ -201,13 +200,12 @@ def test_recorded_names_carry_the_block_order(monkeypatch, tmp_path):
 def test_every_kernel_s_recorded_name_reads_back(monkeypatch, tmp_path):
     """The names benchmarks/record_timelines.py writes, for every kernel of KERNELS (fa3's has a
     digit in it), are found by recorded_timelines and latest_timeline."""
-    import flashviz.gpu.common as common
-    from flashviz.gpu import timeline as T
+    from flashviz.records import timeline as T
 
     tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
     for kernel in T.KERNELS:
         tl.save(tmp_path / f"timeline-{kernel}-d128-causal-n4096-h200-2026-12-02.json.gz")
-    monkeypatch.setattr(common, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(T, "package_dir", lambda pkg: tmp_path)
     assert sorted(r["kernel"] for r in T.recorded_timelines()) == sorted(T.KERNELS)
     for kernel in T.KERNELS:
         assert T.latest_timeline(kernel, causal=True, d=128, N=4096).N == tl.N
@@ -245,7 +243,7 @@ def test_an_fa3_trace_one_record_per_tile_producer_lane_and_ping_pong_overlap():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from flashviz.gpu.timeline_stats import softmax_overlap
+    from flashviz.records.timeline_stats import softmax_overlap
     from flashviz.views.timeline_view import TimelineFigure
 
     tl = _fa3_timeline()
@@ -286,7 +284,7 @@ def test_the_block_steps_of_two_kernels_side_by_side():
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
-    from flashviz.gpu.timeline import latest_timeline
+    from flashviz.records.timeline import latest_timeline
     from flashviz.views.style import scaled_text
     from flashviz.views.timeline_pair import plot_block_steps
 

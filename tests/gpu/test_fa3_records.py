@@ -1,4 +1,4 @@
-"""flashviz.gpu.fa3_records without a GPU: the kernel's choices read from its source agree with the
+"""flashviz.records.fa3_records without a GPU: the kernel's choices read from its source agree with the
 launch limits, a block's shared memory splits into parts that sum to the limits' formula, the
 probe records load in the order they were recorded, and every build the chapter compares exists
 in the run it is read from. Bad input: one-line errors."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from flashviz.gpu import fa3_records as fr
-from flashviz.gpu.tensorcore.limits import FA3_BC, FA3_BR, MMA_D, fa3_stages, mma_smem_bytes, mma_threads
+from flashviz.mma_limits import FA3_BC, FA3_BR, MMA_D, fa3_stages, mma_smem_bytes, mma_threads
+from flashviz.records import fa3_records as fr
 
 recorded_data = pytest.mark.recorded_data
 

@@ -15,7 +15,7 @@ import pytest
 import flashviz as fv
 from flashviz import gpu
 from flashviz.gpu import common as gpu_common
-from flashviz.gpu import results as gpu_results
+from flashviz.records import results as recorded
 
 # ---------------------------------------------------------------- CPU: no CuPy needed
 
@@ -83,7 +83,7 @@ def test_kernel_source_found():
 
 
 def test_latest_results_picks_newest(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpu_results, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(recorded, "package_dir", lambda pkg: tmp_path)
     assert gpu.latest_results() is None
     (tmp_path / "gpu-h200-2026-01-02.json").write_text(json.dumps({"env": {"date": "2026-01-02"}}))
     (tmp_path / "gpu-h200-2026-03-01.json").write_text(json.dumps({"env": {"date": "2026-03-01"}}))
@@ -99,7 +99,7 @@ def test_latest_results_real_folder():
 
 def _recorded_teaching():
     """The newest committed gpu-*.json, read directly (by its dated name, not through latest_results)."""
-    from flashviz.gpu.common import package_dir
+    from flashviz.records.files import package_dir
     files = sorted(f for f in package_dir("flashviz.results").iterdir()
                    if f.name.startswith("gpu-") and f.name.endswith(".json"))
     return json.loads(files[-1].read_text()), files[-1].name
@@ -128,7 +128,7 @@ def test_recorded_data_teaching_rows_are_consistent():
 @pytest.mark.recorded_data
 def test_recorded_data_summary_by_both_methods():
     raw, name = _recorded_teaching()
-    text = gpu_results.recorded_summary(gpu.latest_results(), Br=64, Bc=64)
+    text = recorded.recorded_summary(gpu.latest_results(), Br=64, Bc=64)
     assert text.startswith(f"Recorded on {raw['env']['device']}, {raw['env']['date']}") and name in text
     assert "public call (CUDA events, median), the headline" in text and "kernel-only (profiler" in text
     lines = text.splitlines()
@@ -171,8 +171,8 @@ def test_recorded_data_gpu_panel_table_by_both_methods(monkeypatch):
             assert c[9:13] == [f"{r['naive_call_ms']:.2f}", f"{r['naive_kernel_ms']:.2f}",
                                f"{r['naive_call_ms'] / r['call_ms']:.2f}x", f"{r['naive_kernel_ms'] / r['kernel_ms']:.2f}x"]
         note = panel._boxes[0].value                                           # the tensor-core note: public call
-        mma = json.loads(gpu_results.package_dir("flashviz.results").joinpath(
-            gpu_results.latest_results("mma")["source_file"]).read_text())
+        mma = json.loads(recorded.package_dir("flashviz.results").joinpath(
+            recorded.latest_results("mma")["source_file"]).read_text())
         (b,) = [r for r in mma["bench"] if (r["N"], r["d"], r["causal"]) == (4096, 64, False)]
         assert (f"{b['flops'] / b['wgmma_call_ms'] / 1e9:.0f} TFLOP/s against this kernel's "
                 f"{b['flops'] / b['teaching_call_ms'] / 1e9:.0f}") in note and "public call" in note

@@ -14,9 +14,9 @@ import re
 import numpy as np
 import pytest
 
-from flashviz.gpu import results as R
-from flashviz.gpu.common import package_dir
-from flashviz.gpu.tensorcore import limits as ml
+from flashviz import mma_limits as ml
+from flashviz.records import results as R
+from flashviz.records.files import package_dir
 
 RESULTS = package_dir("flashviz.results")
 
@@ -76,7 +76,7 @@ def test_variants_and_blocks():
 
 def test_one_mapping_from_variant_to_record_key():
     """The argument says "mma.sync", benchmark records say "mmasync" (mmasync_call_ms):
-    tensorcore.limits.impl_name is the one place that maps one to the other."""
+    flashviz.mma_limits.impl_name is the one place that maps one to the other."""
     assert ml.impl_name("wgmma") == "wgmma" and ml.impl_name("mma.sync") == "mmasync"
     assert ml.impl_name("fa3") == "fa3"
     assert set(ml.IMPL_NAMES) == set(ml.ALL_VARIANTS) == set(ml.KERNEL_FILES) == set(ml.BLOCK_CHOICES)

@@ -1,7 +1,7 @@
 """TensorCorePanel: the tensor-core kernels' panel, checked against the committed H200 recording.
 
 CPU tests marked ``recorded_data`` read the newest benchmarks/results/mma-*.json directly (not
-through flashviz.gpu.results) and compare what the panel shows with it, recomputing every ratio
+through flashviz.records.results) and compare what the panel shows with it, recomputing every ratio
 and rate from the raw times: they check the display of the committed record, not any speed. A
 pretend GPU (monkeypatched gpu_status / device_variant / bench_shape, returning bench_shape's
 keys: <impl>_call_ms, <impl>_kernel_ms, <impl>_host_us) drives the run, sweep, progress, Stop
@@ -22,8 +22,8 @@ import flashviz.gpu as gpu
 import flashviz.gpu.common as gpu_common
 import flashviz.gpu.tensorcore.bench as mma_bench
 import flashviz.gpu.tensorcore.kernel as gpu_mma
-from flashviz.gpu.tensorcore.limits import DTYPES, MMA_BC, MMA_BR, MMA_D, default_blocks, impl_name, mma_blocks
 from flashviz.iomodel import flash_forward_io
+from flashviz.mma_limits import DTYPES, MMA_BC, MMA_BR, MMA_D, default_blocks, impl_name, mma_blocks
 from flashviz.views.style import fmt_bytes
 from flashviz.widgets import mma_panel, registry
 from flashviz.widgets.mma_panel import TensorCorePanel

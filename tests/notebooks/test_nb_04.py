@@ -8,7 +8,7 @@ import pytest
 from nbutil import run_notebook, widget_views
 
 import flashviz as fv
-from flashviz.gpu.results import mma_sweep
+from flashviz.records.results import mma_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "04_block_size.ipynb"

@@ -34,7 +34,7 @@ MMA, DRAM = _newest("mma"), _newest("dram")
 BENCH = sorted(MMA["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
 
 
-# Derived figures, recomputed from the raw keys (not through flashviz.gpu.results):
+# Derived figures, recomputed from the raw keys (not through flashviz.records.results):
 def tflops(r, impl, method):
     """FLOPs over one method's time (method "call" or "kernel")."""
     return r["flops"] / r[f"{impl}_{method}_ms"] / 1e9
@@ -57,7 +57,7 @@ RIGHT_BLOCKS = min((r["kernel_ms"], (r["Br"], r["Bc"])) for r in _sweep)[1]   # 
 RIGHT_INTENSITY = 4 * BH * N * N * D / RIGHT_BYTES        # ≈ 2032 FLOPs per byte
 _ridge = MMA["ceilings"]["matmul_fp16_TFLOPs"] * 1e12 / (MMA["ceilings"]["copy_GBps"] * 1e9)
 RIGHT_BOUND = "compute" if RIGHT_INTENSITY > _ridge else "memory"
-# section 7's exercises, from the timeline files and their summary (not through flashviz.gpu.timeline_stats)
+# section 7's exercises, from the timeline files and their summary (not through flashviz.records.timeline_stats)
 TIMELINES = _newest("timelines")
 
 

@@ -128,7 +128,7 @@ def test_the_kernel_excerpts_show_the_algorithm_without_the_timeline_hooks(execu
 
 
 def test_the_smem_answer_agrees_with_the_limits():
-    from flashviz.gpu.tensorcore.limits import mma_smem_bytes
+    from flashviz.mma_limits import mma_smem_bytes
     assert RIGHT_SMEM == mma_smem_bytes(128, 128, 128, "fa3")
 
 
@@ -173,7 +173,7 @@ def test_recorded_data_steps_table_equals_the_record(executed):
 
 @recorded_data
 def test_recorded_data_steps_figure_equals_the_record():
-    from flashviz.gpu.fa3_records import latest_probe
+    from flashviz.records.fa3_records import latest_probe
     from flashviz.views.fa3_plots import plot_fa3_steps
 
     fig = plot_fa3_steps(latest_probe("steps"))
@@ -344,7 +344,7 @@ def _speedups(key, d):
 
 @recorded_data
 def test_recorded_data_what_did_not_work_table_and_prose(executed):
-    from flashviz.gpu.fa3_records import comparison
+    from flashviz.records.fa3_records import comparison
 
     _, texts = executed
     block = _block(texts, "candidate (against its baseline)", "faster / slower:").splitlines()
@@ -415,7 +415,7 @@ def test_the_chapter_names_its_methods_and_its_limits():
     assert "It is a **schematic**, not a measurement" in md
     # the timeline claim holds: the kernel has the switch, and no fa3 timeline is recorded yet (when one
     # is, this fails until the chapter shows it)
-    from flashviz.gpu.timeline import recorded_timelines
+    from flashviz.records.timeline import recorded_timelines
     assert "The fa3 kernel has the same timeline switch" in md and "FV_TRACE_BEGIN_AT" in KERNEL
     assert "no traced run of it has been recorded on a GPU yet" in md
     assert not [r for r in recorded_timelines() if r["kernel"] == "fa3"]
@@ -428,8 +428,8 @@ def test_recorded_data_the_measured_block_steps_beside_each_other(executed):
     kept ones, the steps inside four of its key tiles' span, the overlap share of the run."""
     import numpy as np
 
-    from flashviz.gpu.timeline import latest_timeline, recorded_timelines
-    from flashviz.gpu.timeline_stats import softmax_overlap
+    from flashviz.records.timeline import latest_timeline, recorded_timelines
+    from flashviz.records.timeline_stats import softmax_overlap
 
     _, texts = executed
     fa3 = [r for r in recorded_timelines() if r["kernel"] == "fa3" and r["d"] == 128 and r["N"] == 4096

@@ -5,5 +5,6 @@
 * ``bench``   — the timing and peak-memory benchmark against naive CuPy and torch SDPA.
 
 The tensor-core track (``flashviz.gpu.tensorcore``) has the same file names; what both share
-lives one level up, in ``flashviz.gpu.common``, ``nvrtc``, ``timing`` and ``results``.
+lives one level up, in ``flashviz.gpu.common``, ``nvrtc`` and ``timing``; their records are read by
+``flashviz.records``.
 """

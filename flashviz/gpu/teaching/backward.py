@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common import check_flag, check_scale, cupy, device_facts, source
+from ...checks import check_flag
+from ..common import check_scale, cupy, device_facts, source
 from .limits import check_bwd_launch, check_bwd_sizes
 
 _KERNEL_FILE = "flash_bwd.cu"
@@ -171,8 +172,15 @@ def check_backward_shapes(Q, K, V, O, dO, lse, dlse=None) -> tuple:
     return lead, Nq, Nk, d
 
 
-def _torch_f32(t, name: str, dev: int, shape):
-    """A torch tensor as a C-contiguous, 16-byte aligned float32 tensor of ``shape`` on GPU dev."""
+def torch_f32(t, name: str, dev: int, shape):
+    """A CUDA torch tensor as the teaching kernels take it: float32, C-contiguous, 16-byte
+    aligned, reshaped to ``shape`` (e.g. (B·H, N, d)), on GPU ``dev``; detached, and a copy only
+    where the dtype, layout or alignment needs one. t: a torch tensor of any float dtype; name:
+    the argument's name for the messages. Used by the teaching backward (``flash_backward_gpu``)
+    and by the teaching forward inside ``flashviz.gpu.autograd.flash_attention``. TypeError for a
+    CPU tensor, ValueError for a tensor on another GPU than ``dev`` (one line each); torch's own
+    error when ``shape`` does not hold its elements. Imports torch when called.
+    """
     if not t.is_cuda:
         raise TypeError(f"{name} is a CPU torch tensor; move it to the GPU (.cuda()) first")
     if t.get_device() != dev:
@@ -264,7 +272,7 @@ def flash_backward_gpu(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causa
     with cp.cuda.Device(dev), torch_stream(dev):
         cb = compile_backward(Br, Bc, d)
         names = _NAMES + ("dlse",)
-        tens = [_torch_f32(x, n, dev, s) if _is_torch(x) else torch.as_tensor(_cupy_f32(x, cp, s), device=f"cuda:{dev}")
+        tens = [torch_f32(x, n, dev, s) if _is_torch(x) else torch.as_tensor(_cupy_f32(x, cp, s), device=f"cuda:{dev}")
                 for x, n, s in zip(ins, names, shapes)]
         out = [torch.empty((BH, n, d), dtype=torch.float32, device=f"cuda:{dev}") for n in (Nq, Nk, Nk)]
         Dbuf = torch.empty((BH, Nq), dtype=torch.float32, device=f"cuda:{dev}")

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common import check_flag, check_scale, cupy, device_facts, source
+from ...checks import check_flag
+from ..common import check_scale, cupy, device_facts, source
 from .limits import check_launch, check_sizes
 
 _KERNEL_FILE = "flash_fwd.cu"

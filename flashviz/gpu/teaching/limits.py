@@ -9,7 +9,8 @@ multiples of 16 from the sets below. Its shared memory (float32, rows padded by 
 
 from __future__ import annotations
 
-from ..common import H200_SMEM_OPTIN, check_member
+from ...checks import check_member
+from ...mma_limits import H200_SMEM_OPTIN
 
 SUPPORTED_BR = (16, 32, 64, 128)
 SUPPORTED_BC = (16, 32, 64, 128)

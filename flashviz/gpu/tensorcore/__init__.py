@@ -10,5 +10,6 @@
   (``flashviz bench``, ``benchmarks/bench_mma.py``).
 
 The teaching track (``flashviz.gpu.teaching``) has the same file names; what both share lives
-one level up, in ``flashviz.gpu.common``, ``nvrtc``, ``timing`` and ``results``.
+one level up, in ``flashviz.gpu.common``, ``nvrtc`` and ``timing``; their records are read by
+``flashviz.records``.
 """

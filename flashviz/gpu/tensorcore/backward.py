@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common import check_flag, check_member, check_scale, cupy, device_facts, source, torch_stream
+from ...checks import check_flag, check_member
+from ..common import check_scale, cupy, device_facts, source, torch_stream
 
 _KERNEL_FILE = "flash_bwd_mma.cu"
 BWD_MMA_BR = 64                        #: query rows per inner step (fixed in the kernel)

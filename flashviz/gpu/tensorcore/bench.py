@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ...iomodel import flash_forward_io
+from ...mma_limits import IMPL_NAMES, mma_blocks
 from ..common import LOG2E, cupy, device_facts
 from ..teaching.kernel import flash_forward_gpu, naive_attention_gpu
 from ..timing import (
@@ -27,7 +28,6 @@ from ..timing import (
     profiled,
 )
 from .kernel import compile_mma, flash_forward_mma, launch_mma, out_like
-from .limits import IMPL_NAMES, mma_blocks
 from .operands import Operand, as_operand, bf16_bits_to_float32
 
 

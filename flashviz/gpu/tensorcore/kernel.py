@@ -6,6 +6,11 @@ it picks the kernel (``auto_variant``: ``fa3``, FlashAttention-3, on Hopper; ``w
 ``mma.sync``, FlashAttention-2, where fa3 cannot run) and the block sizes measured best
 (``limits.DEFAULT_BLOCKS``). Compilation is NVRTC through ``flashviz.gpu.nvrtc`` (Hopper needs
 the sm_90a target), cached on disk; compile time is reported apart from run time.
+
+One runner path: every call that has no launch plan yet goes the general way (operand checks,
+``auto_variant``, ``compile_mma``, ``_make_plan``, the launch), and for torch tensors leaves a
+``LaunchPlan`` in ``_PLANS`` under the call's key (``_plan_key``); a repeated call builds the
+same key, finds the plan and only allocates and launches (``_call_plan``).
 """
 
 from __future__ import annotations
@@ -18,9 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common import LOG2E, check_flag, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
-from .fa3 import launch_fa3
-from .limits import (
+from ...checks import check_flag
+from ...mma_limits import (
     FA3_BC,
     FA3_BR,
     FA3_FROM_NK,
@@ -33,7 +37,9 @@ from .limits import (
     default_blocks,
     mma_threads,
 )
-from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_fields, torch_operand
+from ..common import LOG2E, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
+from .fa3 import launch_fa3
+from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
 from .tma import tma_strides_ok
 
 #: (variant, dtype, Br, Bc, d, causal, device, override source) -> MMAKernel, and the same key
@@ -194,7 +200,6 @@ class _ArgBuffer(threading.local):
 
 _ARGBUF = _ArgBuffer()
 _DRIVER: list = []      #: cuLaunchKernel, CuPy's current stream, cudaGetDevice (looked up once)
-_raw_stream = raw_torch_stream
 
 
 def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, lse_ptr: int,
@@ -245,20 +250,6 @@ def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
         raise ValueError(f"B and H must each be between 1 and 65,535 (grid axes), got {qs[:2]}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"Q, K, V must be on one GPU, got devices {sorted({q.device, k.device, v.device})}")
-
-
-_SCALES: dict = {}
-
-
-def _scale(scale, d: int) -> float:
-    """check_scale(scale, d, factor=LOG2E), cached for plain floats / None."""
-    if scale is None or type(scale) is float:
-        key = (scale, d)
-        v = _SCALES.get(key)
-        if v is None:
-            v = _SCALES[key] = check_scale(scale, d, factor=LOG2E)
-        return v
-    return check_scale(scale, d, factor=LOG2E)
 
 
 def _check_scale(scale, d: int) -> float:
@@ -333,8 +324,11 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
 
     Notes
     -----
-    Host cost: a repeated call is a few dict lookups, two allocations and one cuLaunchKernel
-    (fa3: plus three tensor maps, cached per buffer set). The recorded run
+    Host cost: the first call with torch tensors of a given shape, strides, dtype and device
+    and given arguments is checked in full and leaves a ``LaunchPlan`` (the kernel chosen,
+    sizes, strides, scale, output shapes); a repeated call finds it by one key built from the
+    tensors (``_plan_key``), allocates O and lse and makes one cuLaunchKernel (fa3: plus three
+    tensor maps, cached per buffer set). The recorded run
     (benchmarks/results/mma-h200-2026-12-01.json, ``<impl>_host_us``) measured 30 µs for wgmma
     and 29 µs for fa3 (maps encoded every call then), median over its shapes, against 18 µs for
     SDPA-flash; an earlier run on another machine 14 µs against 15 (benchmarks/NOTES.md);
@@ -388,17 +382,27 @@ def _with_autograd(Q, K, V, causal, scale, dtype, Br, Bc, variant):
 def _forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
                  Br: int | None = None, Bc: int | None = None, variant: str | None = None):
     """``flash_forward_mma`` without the gradient check: the forward itself (the autograd
-    operator's forward calls this). Arguments, returns and errors as ``flash_forward_mma``."""
-    out = _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant)
-    if out is not None:
-        return out
+    operator's forward calls this). Arguments, returns and errors as ``flash_forward_mma``.
+
+    A call whose key (``_plan_key``) has a plan in ``_PLANS`` is launched from it: O and lse
+    allocated, one launch. Every other call takes the general path: every check, the one choice
+    of kernel, and the plan that the next call with this key launches (``_run``)."""
+    hit = _plan_key(Q, K, V, causal, scale, dtype, Br, Bc, variant)
+    if hit is not None:
+        plan = _PLANS.get(hit[0])
+        if plan is not None:
+            return _call_plan(plan, hit[1], hit[2], hit[3])
     causal = check_flag(causal, "causal")
     if is_torch(Q) and is_torch(K) and is_torch(V):
-        # the common case, kept lean: tensors in place, torch's current stream, torch outputs
+        # the common case: tensors in place, torch's current stream, torch outputs
         q, k, v = torch_operand(Q, "Q", dtype), torch_operand(K, "K", dtype), torch_operand(V, "V", dtype)
         _check_shapes(q, k, v)
-        dev = q.device
-        return _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, torch_stream(dev), True)
+        if hit is None:         # the process's first launch (the key reads the current device) or unkeyable arguments
+            if not _DRIVER:
+                _driver()
+            hit = _plan_key(Q, K, V, causal, scale, dtype, Br, Bc, variant)
+        return _run(Q, q, k, v, causal, scale, Br, Bc, variant, q.device, None, True,
+                    None if hit is None else hit[0])
     t = next((x for x in (Q, K, V) if is_torch(x)), None)
     if t is None:               # arrays: CuPy's current device and stream
         q = as_operand(Q, "Q", dtype)
@@ -416,70 +420,103 @@ def _forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None
         return _run(Q, q, k, v, causal, scale, Br, Bc, variant, ref.device, stream, q.kind == "torch")
 
 
-_TEMPLATES: dict = {}    #: (B, H, Nq, d, torch dtype, device) -> one-element tensors expanded to O's and lse's shape
+@dataclass(frozen=True, slots=True, eq=False)
+class LaunchPlan:
+    """What a call of ``flash_forward_mma`` needs once the general path has checked it and chosen
+    its kernel: made by ``_run`` for one call's key (``_plan_key``), kept in ``_PLANS`` and
+    launched as it is by every later call with the same key (``_call_plan``).
+
+    kernel: the compiled MMAKernel (``variant``: the kernel ``auto_variant`` or the caller chose;
+    its Br, Bc the blocks); device: the GPU's index (the current device during the launch);
+    args: what ``_launch`` takes between the five pointers and the stream — (B, H, Nq, Nk, the
+    element strides of Q's, K's, V's and O's (B, H, N) axes (size-1 axes 0), the checked softmax
+    scale; the kernels receive scale·log2(e)); o_shape, lse_shape: the outputs' shapes, with the
+    caller's leading axes ((N, d) in: (Nq, d) and (Nq,) out); templates: torch outputs only, a
+    one-element tensor of Q's dtype and one of float32 on the device, expanded to o_shape and
+    lse_shape (``torch.empty_like`` of one gives a fresh contiguous output, about 1 µs less than
+    ``new_empty``: benchmarks/NOTES.md, the public call); None for CuPy outputs.
+    """
+
+    kernel: MMAKernel
+    device: int
+    args: tuple
+    o_shape: tuple
+    lse_shape: tuple
+    templates: tuple | None = None
+
+    @property
+    def variant(self) -> str:
+        return self.kernel.variant
 
 
-def _empty_outputs(Q, B: int, H: int, Nq: int, d: int, dev: int):
-    """Fresh contiguous O (B, H, Nq, d) in Q's dtype and lse (B, H, Nq) float32 on Q's GPU.
-
-    ``torch.empty_like`` of a stride-0 template (one element, expanded; not dense, so the
-    result is contiguous) skips the shape parsing of ``new_empty``: about 1 µs less per
-    output on the H200's host (benchmarks/probe_call.py)."""
-    key = (B, H, Nq, d, Q.dtype, dev)
-    t = _TEMPLATES.get(key)
-    if t is None:
-        import torch
-        if len(_TEMPLATES) > 64:
-            _TEMPLATES.clear()
-        one = Q.new_empty(1)
-        t = _TEMPLATES[key] = (one.expand(B, H, Nq, d), one.new_empty(1, dtype=torch.float32).expand(B, H, Nq))
-    el = sys.modules["torch"].empty_like
-    return el(t[0]), el(t[1])
+#: _plan_key(...)[0] -> LaunchPlan; emptied when it holds _PLANS_MAX plans
+_PLANS: dict = {}
+_PLANS_MAX = 256
 
 
-def _torch_fast(Q, K, V, causal, scale, dtype, Br, Bc, variant):
-    """The per-call path for plain torch tensors whose kernel is already compiled on the
-    current device: the general path's checks, on plain fields, in as few Python operations
-    as possible. Returns None whenever anything is unusual (the general path then handles
-    it, errors included)."""
+def _plan_key(Q, K, V, causal, scale, dtype, Br, Bc, variant):
+    """(key, Q's, K's, V's data pointers) of one call, or None where no plan applies: Q, K, V not
+    all of type torch.Tensor (subclasses go the general way), an argument of a type the key
+    cannot tell apart from a valid one, or no launch yet in this process. The one key function:
+    the repeated call finds its plan with it, and the general path stores the plan under it.
+
+    The key holds everything the general path's checks and choices read from a call: each
+    tensor's shape, strides, dtype, device index; whether all three are CUDA tensors; whether
+    the three base addresses are 16-byte aligned (all the checks read from a pointer); CuPy's
+    current device (a plan is launched only there); causal, scale, dtype, Br, Bc, variant as
+    given; the kernel source overrides. Only plain types, so that values the checks treat
+    differently never compare equal: causal True or False (not 1), scale None or a float (not
+    True), dtype, Br, Bc, variant None, an int or a str (not 128.0)."""
     torch = sys.modules.get("torch")
-    if torch is None or not _DRIVER or SOURCE_OVERRIDE:
+    if torch is None or not _DRIVER:
         return None
     T = torch.Tensor
-    if type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False):
+    if (type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False)
+            or (scale is not None and type(scale) is not float)
+            or not (_plain(dtype) and _plain(Br) and _plain(Bc) and _plain(variant))):
         return None
-    fq, fk, fv = torch_fields(Q, dtype), torch_fields(K, dtype), torch_fields(V, dtype)
-    if fq is None or fk is None or fv is None:
-        return None
-    qs, ks, vs = fq[1], fk[1], fv[1]
-    dev = fq[4]
-    B, H, Nq, d = qs
-    if not (fq[3] == fk[3] == fv[3] and qs[:2] == ks[:2] == vs[:2] and d == ks[3] == vs[3] and ks[2] == vs[2]
-            and B <= 65_535 and H <= 65_535 and dev == fk[4] == fv[4] and _DRIVER[2]() == dev
-            and _plain(variant) and _plain(Br) and _plain(Bc)):
-        return None
-    if variant is None:                 # auto_variant, on plain fields
-        variant = _VARIANT.get(dev)
-        if variant == "wgmma" and (Br is None or Br in FA3_BR) and (Bc is None or Bc in FA3_BC):
-            if (Br is not None and Br not in MMA_BR) or (Bc is not None and Bc not in MMA_BC) or (
-                    (fq[2][0] or B == 1) and (fq[2][1] or H == 1) and (fq[2][2] or Nq == 1)
-                    and (fk[2][0] or B == 1) and (fk[2][1] or H == 1) and (fk[2][2] or ks[2] == 1)
-                    and (fv[2][0] or B == 1) and (fv[2][1] or H == 1) and (fv[2][2] or vs[2] == 1)
-                    and ks[2] >= FA3_FROM_NK.get((d, causal), 1)):
-                variant = "fa3"
-    mk = _CACHE.get((variant, fq[3], Br, Bc, d, causal, dev, None))
-    if mk is None:
-        return None
-    sc = _scale(scale, d)
-    O, lse = _empty_outputs(Q, B, H, Nq, d, dev)
-    _launch(mk, fq[0], fk[0], fv[0], O.data_ptr(), lse.data_ptr(), B, H, Nq, ks[2], fq[2], fk[2], fv[2],
-            (H * Nq * d, Nq * d, d), sc, _raw_stream(dev))
+    qp, kp, vp = Q.data_ptr(), K.data_ptr(), V.data_ptr()
+    key = (Q.shape, Q.stride(), K.shape, K.stride(), V.shape, V.stride(), Q.dtype, K.dtype, V.dtype,
+           Q.get_device(), K.get_device(), V.get_device(), Q.is_cuda and K.is_cuda and V.is_cuda,
+           (qp | kp | vp) & 15 == 0, _DRIVER[2](), causal, scale, dtype, Br, Bc, variant,
+           tuple(SOURCE_OVERRIDE.items()) if SOURCE_OVERRIDE else None)
+    return key, qp, kp, vp
+
+
+def _make_plan(mk: MMAKernel, dev: int, q: Operand, k: Operand, v: Operand, scale: float, lead: tuple,
+               torch_out: bool) -> LaunchPlan:
+    """The plan of a checked call: mk its kernel, q, k, v its operands, scale the checked softmax
+    scale, lead the caller's leading axes (Q's shape without (Nq, d)); torch_out: torch outputs
+    (the templates are made here, from q's tensor)."""
+    B, H, Nq, d = q.shape
+    o_shape, lse_shape = (*lead, Nq, d), (*lead, Nq)
+    templates = None
+    if torch_out:
+        import torch
+        one = q.keep.new_empty(1)
+        templates = (one.expand(o_shape), one.new_empty(1, dtype=torch.float32).expand(lse_shape))
+    return LaunchPlan(mk, dev, (B, H, Nq, k.shape[2], q.strides[:3], k.strides[:3], v.strides[:3],
+                                (H * Nq * d, Nq * d, d), scale), o_shape, lse_shape, templates)
+
+
+def _call_plan(plan: LaunchPlan, qp: int, kp: int, vp: int):
+    """Launch a plan with torch outputs on Q, K, V at qp, kp, vp: fresh O and lse, the launch on
+    torch's current stream of the plan's device (which must be current). Returns (O, lse)."""
+    el = sys.modules["torch"].empty_like
+    t = plan.templates
+    O, lse = el(t[0]), el(t[1])
+    _launch(plan.kernel, qp, kp, vp, O.data_ptr(), lse.data_ptr(), *plan.args, raw_torch_stream(plan.device))
     return O, lse
 
 
-def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
+def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out, key=None):
+    """The general path after the operand checks: the scale check, the one choice of kernel
+    (``auto_variant``), its compilation, the plan and the launch through it; the plan is stored
+    under key (a ``_plan_key`` key; None: not stored) unless the call had to switch the current
+    device. stream: CuPy outputs' stream (None: CuPy's current stream); torch outputs go on
+    torch's current stream of dev. Returns (O, lse)."""
     d = q.shape[3]
-    scale = _scale(scale, d)
+    scale = check_scale(scale, d, factor=LOG2E)
     if not _DRIVER:
         _driver()
     prev = _DRIVER[2]()
@@ -490,16 +527,22 @@ def _run(Q, q, k, v, causal, scale, Br, Bc, variant, dev, stream, torch_out):
         if variant is None:
             variant = auto_variant(dev, Br, Bc, (q, k, v), causal)
         mk = compile_mma(q.dtype, Br, Bc, d, causal, variant, device=dev)
-        o, O, lse, lse_ptr = _outputs(q, torch_out)
-        launch_mma(mk, q, k, v, o, lse_ptr, scale, stream)
+        plan = _make_plan(mk, dev, q, k, v, scale, tuple(Q.shape)[:-2], torch_out)
+        if torch_out:
+            O, lse = _call_plan(plan, q.ptr, k.ptr, v.ptr)
+        else:
+            cp = cupy()
+            O = cp.empty(plan.o_shape, dtype=cp.float16 if q.dtype == "float16" else cp.uint16)
+            lse = cp.empty(plan.lse_shape, dtype=cp.float32)
+            _launch(mk, q.ptr, k.ptr, v.ptr, O.data.ptr, lse.data.ptr, *plan.args,
+                    (_DRIVER[1]() if stream is None else stream).ptr)
     finally:
         if switch:
             cupy().cuda.runtime.setDevice(prev)
+    if key is not None and not switch:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
     if not torch_out and q.dtype == "bfloat16":
         O = bf16_bits_to_float32(O)
-    nd = len(Q.shape)
-    if nd == 4:
-        return O, lse
-    Nq = q.shape[2]
-    lead = tuple(Q.shape)[:-2]
-    return O.reshape(*lead, Nq, d), lse.reshape(*lead, Nq)
+    return O, lse

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common import check_member, cupy
-from .limits import DTYPES, MMA_D
+from ...checks import check_member
+from ...mma_limits import DTYPES, MMA_D
+from ..common import cupy
 
 
 @dataclass(slots=True)
@@ -137,14 +138,15 @@ def as_operand(x, name: str, dtype: str | None) -> Operand:
     return op
 
 
-def torch_fields(x, dtype: str | None):
-    """(ptr, (B, H, N, d), element strides, dtype name, device index) of a 4-d torch tensor
-    the kernels take in place as it is, or None when it needs ``as_operand``'s checks (a bad
-    dtype, a CPU tensor, a bad shape or layout). A few integer operations: the per-call path."""
+def torch_operand(x, name: str, dtype: str | None) -> Operand:
+    """``as_operand`` for a torch tensor, on the general path's torch branch: a 4-d tensor the
+    kernels take in place as it is becomes an Operand in a few integer operations (its size-1
+    axes' strides recorded as 0, as ``_check_layout`` does); anything else (a bad dtype, a CPU
+    tensor, another shape or layout) goes through ``as_operand``: its conversion or one-line error."""
     tdt = _TORCH_DT.get(x.dtype) if _TORCH_DT else _torch_dtype_name(x)
     shape = x.shape
     if tdt is None or len(shape) != 4 or (dtype is not None and dtype != tdt) or not x.is_cuda:
-        return None
+        return as_operand(x, name, dtype)
     B, H, N, d = shape
     sb, sh, sn, sd = x.stride()
     ptr = x.data_ptr()
@@ -155,17 +157,8 @@ def torch_fields(x, dtype: str | None):
     if N == 1:
         sn = 0
     if N < 1 or B < 1 or H < 1 or sd != 1 or (d != 64 and d != 128) or (sb | sh | sn) % 8 or ptr % 16:
-        return None
-    return ptr, (B, H, N, d), (sb, sh, sn, 1), tdt, x.get_device()
-
-
-def torch_operand(x, name: str, dtype: str | None) -> Operand:
-    """``as_operand`` for a torch tensor, on the per-call path: ``torch_fields`` when the
-    tensor is usable as it is, else ``as_operand`` (its conversion or one-line error)."""
-    f = torch_fields(x, dtype)
-    if f is None:
         return as_operand(x, name, dtype)
-    return Operand(f[0], f[1], f[2], f[3], x, "torch", f[4])
+    return Operand(ptr, (B, H, N, d), (sb, sh, sn, 1), tdt, x, "torch", x.get_device())
 
 
 def _check_layout(op: Operand, name: str) -> None:

@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from .limits import BENCH_N, KERNEL_FILES
+from ...mma_limits import BENCH_N, KERNEL_FILES
 
 ALL_PARTS = ("ceil", "check", "bench", "sweep")
 
@@ -24,7 +24,7 @@ def device_slug(env: dict) -> str:
     return env["device"].replace("NVIDIA ", "").replace(" ", "-").lower()
 
 
-def _source_hashes(variants) -> dict:
+def kernel_source_hashes(variants) -> dict:
     """sha256 (first 16 hex digits) of each kernel file the run measures: which code was timed."""
     import hashlib
 
@@ -53,7 +53,7 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
         variants = tuple(v for v in variants if v not in ("wgmma", "fa3"))
         log("not a Hopper GPU: the wgmma and fa3 kernels are skipped")
     data = {"kind": "flashviz tensor-core kernels", "env": env, "parts": list(parts), "variants": list(variants),
-            "methods": dict(mb.METHODS), "kernel_sources": _source_hashes(variants)}
+            "methods": dict(mb.METHODS), "kernel_sources": kernel_source_hashes(variants)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Only a full run may become "the recorded run" (latest_results("mma")); others are partial.

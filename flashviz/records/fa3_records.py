@@ -31,8 +31,8 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from .common import kernel_source, package_dir
-from .tensorcore.limits import check_mma_sizes, default_blocks, fa3_stages, mma_smem_bytes, mma_threads
+from ..mma_limits import check_mma_sizes, default_blocks, fa3_stages, mma_smem_bytes, mma_threads
+from .files import kernel_source, package_dir
 
 #: ±5 %: differences between two runs of the same code on the H200 that are noise (the
 #: implementations that did not change between the probe runs vary by about this much:
@@ -230,7 +230,7 @@ def steps_table(rec: dict) -> list[dict]:
     SDPA-flash's kernel_ms / kernel_tflops of the same row (``sdpa_cudnn_kernel_ms`` …).
     ValueError when ``rec`` is not a probe record."""
     if not isinstance(rec, dict) or "times" not in rec:
-        raise ValueError("expected a probe record (flashviz.gpu.fa3_records.latest_probe)")
+        raise ValueError("expected a probe record (flashviz.records.fa3_records.latest_probe)")
     out = []
     for row in sorted(rec["times"], key=lambda r: (r["d"], r["causal"], r["N"])):
         impls = [s.impl(row["d"]) for s in STEPS]

@@ -1,4 +1,5 @@
-"""Launch limits of the tensor-core kernels, checkable without a GPU.
+"""Launch limits of the tensor-core kernels, checkable without a GPU (no CuPy: the records,
+the views and the runner in ``flashviz.gpu`` all read this one table).
 
 Two kernels compute the same FlashAttention-2 forward in fp16 / bf16 with fp32 accumulators:
 
@@ -25,7 +26,10 @@ maps one to the other; ``IMPL_NAMES`` is the one place that defines it.
 
 from __future__ import annotations
 
-from ..common import H200_SMEM_OPTIN, check_member
+from .checks import check_member
+
+H200_SMEM_OPTIN = 232_448    #: bytes of shared memory one block may opt in to on an H100/H200
+DEFAULT_SMEM = 49_152        #: bytes a kernel may use without opting in
 
 VARIANTS = ("wgmma", "mma.sync")                #: the FlashAttention-2 kernels (chapter 7, the panel)
 ALL_VARIANTS = VARIANTS + ("fa3",)              #: every kernel the runner can launch

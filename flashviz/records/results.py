@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from .common import package_dir
-from .tensorcore.limits import IMPL_NAMES
+from ..mma_limits import IMPL_NAMES
+from .files import package_dir
 
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 

@@ -1,8 +1,19 @@
-"""Input checks shared by the algorithm layer: one clear line per mistake.
+"""Input checks: one clear line per mistake.
 
 Every public entry point funnels its arguments through these helpers so that bad
 input raises a one-line ``TypeError``/``ValueError`` that says what was expected,
-instead of a NaN, a silent wrong answer or a deep NumPy traceback.
+instead of a NaN, a silent wrong answer or a deep NumPy traceback. Three groups:
+
+* the algorithm's inputs (``check_qkv``, ``check_block``, ``check_blocks``, ``check_scale``,
+  ``check_order``, ...): reference, online, tiled, backward, iomodel, roofline, data;
+* plain values and files (``check_int``, ``check_choice``, ``check_real``, ``check_output_path``,
+  ``check_output_dir``, ``os_error_line``, ...), used by every layer that takes them — the GPU
+  runner (``trace_kernel``), the records (``Timeline.save``), the exports, the widgets, the CLI;
+* the caps of the IO model's block-size sweep (``sweep_problem``), used by the block-size widget
+  and ``flashviz tables``.
+
+NumPy only, nothing of flashviz: every layer may import it. The widgets' own checks (figure size,
+dpi, text scale, registry keys, exported frames and fps) are in ``flashviz.widgets.checks``.
 """
 
 from __future__ import annotations
@@ -75,6 +86,23 @@ def check_block(value, name: str) -> int:
     return int(value)
 
 
+def check_blocks(blocks) -> tuple[int, ...]:
+    """The block sizes a block-size sweep tries for Br and for Bc (``iomodel.block_size_sweep``,
+    the block-size widget): a non-empty sequence of distinct integers >= 1, returned as a tuple
+    of Python ints in the given order. TypeError for something that is not a sequence or holds a
+    non-integer; ValueError for an empty one, a size < 1 or a repeated size (one line each)."""
+    try:
+        out = tuple(blocks)
+    except TypeError:
+        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
+    if not out:
+        raise ValueError("blocks is empty: give at least one block size, e.g. (16, 32, 64, 128, 256)")
+    out = tuple(check_block(v, "each block size") for v in out)
+    if len(set(out)) != len(out):
+        raise ValueError(f"blocks must not repeat a size, got {out}")
+    return out
+
+
 def check_size(value, name: str) -> int:
     """A size such as N or d: an integer >= 1."""
     return check_block(value, name)
@@ -133,44 +161,12 @@ def check_order(order) -> str:
     return order
 
 
-# --- checks shared by the widgets, panels, exports and the command line ---------------------------
-#
-# The caps below are what a student can ask for before the tool would take minutes or gigabytes;
-# each error says the cap and why, in one line.
+# --- plain values and files: any layer (the runner's trace_kernel, Timeline.save, the exports,
+# the widgets, the command line) -------------------------------------------------------------------
 
-#: Smallest and largest figure side in inches: below 1 inch nothing is legible, above 50 the
-#: figure is a poster, not a slide (and the pixel cap below is what really limits the cost).
-MIN_FIG_INCHES, MAX_FIG_INCHES = 1.0, 50.0
-#: Dots per inch of a figure: below 20 the fonts cannot be rasterised (FreeType fails at a few
-#: pixels per em); above 600 is print resolution, far beyond any screen or projector.
-MIN_DPI, MAX_DPI = 20.0, 600.0
-#: Most pixels (width × height, at ``dpi``) a figure may have: 8 million (11 × 6.8 in at 300 dpi
-#: fits). Every frame is drawn and shipped at this size and a GIF keeps every frame, so time and
-#: memory grow with it; matplotlib's own limit (2^23 per side) would first allocate gigabytes.
-MAX_FIG_PIXELS = 8_000_000
-#: Highest frame rate of an exported animation: a GIF stores frame delays in hundredths of a
-#: second, so more than 100 frames per second cannot be written.
-MAX_FPS = 100.0
-#: Most frames one animation export may hold: at about 50 ms a frame (two cores) 1,000 frames take
-#: about a minute and tens of MB; a 16,512-step run would take a quarter of an hour. Keep every
-#: n-th frame instead (``frames=range(0, n, step)``; ``flashviz render --every``).
-MAX_EXPORT_FRAMES = 1000
-#: Most query blocks the IO model may visit for one block-size sweep (its closed forms loop over
-#: the Tr = ⌈N/Br⌉ query blocks of every Br × Bc; the block-size widget also sweeps every N of its
-#: traffic-vs-N curve): 500,000 visits take about a second in the model and three in the widget.
-#: Tiny blocks go far beyond (Br = 1 at N = 65,536 is 65,536 visits per configuration).
-MAX_SWEEP_STEPS = 500_000
-#: Largest SRAM budget in bytes: 1 TiB. Real on-chip SRAM is a few hundred KiB a block (232,448 B on
-#: an H100/H200); far beyond 1 TiB the model's byte counts no longer fit a float.
-MAX_SRAM_BYTES = 2 ** 40
-
-
-def _count(n: int) -> str:
-    """An integer for a message: 1,234,567 — or 'about 10^400' when it is too long to read."""
-    return f"{n:,}" if abs(n) < 10**15 else f"about 10^{len(str(abs(n))) - 1}"
-
-
-def _shown(value) -> str:
+def shown(value) -> str:
+    """``repr(value)`` for an error message, cut to 60 characters ("..." at the end when cut), so
+    that a huge argument still makes a one-line error."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -185,7 +181,7 @@ def check_int(value, name: str, lo: int | None = None, hi: int | None = None) ->
     else:
         want = "an integer"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be {want}, got {_shown(value)}")
+        raise TypeError(f"{name} must be {want}, got {shown(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ValueError(f"{name} must be {want}, got {value:,}" if abs(value) < 10**30 else
                          f"{name} must be {want}, got an integer with {len(str(abs(value)))} digits")
@@ -198,14 +194,25 @@ def check_choice(value, name: str, choices):
     listed = ", ".join(map(str, choices))
     if all(isinstance(c, str) for c in choices):
         if not isinstance(value, str):
-            raise TypeError(f"{name} must be one of {listed} (a string), got {_shown(value)}")
+            raise TypeError(f"{name} must be one of {listed} (a string), got {shown(value)}")
         if value not in choices:
-            raise ValueError(f"{name} must be one of {listed}, got {_shown(value)}")
+            raise ValueError(f"{name} must be one of {listed}, got {shown(value)}")
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be one of {listed} (an integer), got {_shown(value)}")
+        raise TypeError(f"{name} must be one of {listed} (an integer), got {shown(value)}")
     if value not in choices:
-        raise ValueError(f"{name} must be one of {listed}, got {_shown(value)}")
+        raise ValueError(f"{name} must be one of {listed}, got {shown(value)}")
+    return int(value)
+
+
+def check_member(value, name: str, allowed, kernel: str = "GPU kernel") -> int:
+    """``value`` as an int from ``allowed`` (a kernel's supported sizes); TypeError for a
+    non-integer, ValueError naming ``kernel`` and listing the supported values otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
+    if int(value) not in allowed:
+        raise ValueError(f"{name}={value} is not supported by the {kernel}; "
+                         f"supported: {', '.join(map(str, allowed))}")
     return int(value)
 
 
@@ -214,104 +221,21 @@ def check_real(value, name: str, lo: float, hi: float, *, unit: str = "") -> flo
     unit = f" {unit}" if unit else ""
     want = f"a number above 0 and at most {hi:g}{unit}" if lo == 0 else f"a number from {lo:g} to {hi:g}{unit}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be {want}, got {_shown(value)}")
+        raise TypeError(f"{name} must be {want}, got {shown(value)}")
     try:
         x = float(value)
     except OverflowError:
         x = float("inf")
     if not np.isfinite(x) or x > hi or (x <= 0 if lo == 0 else x < lo):
-        raise ValueError(f"{name} must be {want}, got {_shown(value)}")
+        raise ValueError(f"{name} must be {want}, got {shown(value)}")
     return x
-
-
-MAX_TEXT_SCALE = 2.5
-
-
-def check_text_scale(scale) -> float:
-    """The factor a widget's figure texts are drawn at (presenter mode): 0.5 to MAX_TEXT_SCALE."""
-    return check_real(scale, "text_scale", 0.5, MAX_TEXT_SCALE, unit="(1 = the notebook's text size)")
-
-
-def check_key(key):
-    """A registry key: anything hashable (a string, a number, a tuple of those), or None."""
-    try:
-        hash(key)
-    except TypeError:
-        raise TypeError(f"key must be hashable (a string, number or tuple) or None, got {_shown(key)}") from None
-    return key
-
-
-def check_figsize(figsize, name: str = "figsize") -> tuple[float, float]:
-    """(width, height) in inches, each a finite number from MIN_FIG_INCHES to MAX_FIG_INCHES.
-    Anything else is a ValueError (as matplotlib's own figsize errors), in one line."""
-    want = (f"{name} must be (width, height) in inches, two numbers from {MIN_FIG_INCHES:g} to "
-            f"{MAX_FIG_INCHES:g}")
-    if isinstance(figsize, (str, bytes, dict)) or not hasattr(figsize, "__len__") or len(figsize) != 2:
-        raise ValueError(f"{want}, got {_shown(figsize)}")
-    out = []
-    for v in figsize:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-            raise ValueError(f"{want}, got {_shown(figsize)}")
-        x = float(v)
-        if not (np.isfinite(x) and MIN_FIG_INCHES <= x <= MAX_FIG_INCHES):
-            raise ValueError(f"{want}, got {_shown(figsize)}")
-        out.append(x)
-    return out[0], out[1]
-
-
-def check_dpi(dpi, name: str = "dpi") -> float:
-    """Dots per inch: a finite number from MIN_DPI to MAX_DPI; ValueError (one line) otherwise."""
-    try:
-        return check_real(dpi, name, MIN_DPI, MAX_DPI)
-    except TypeError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def check_figure(figsize, dpi) -> tuple[tuple[float, float], float]:
-    """figsize and dpi checked alone and together: at most MAX_FIG_PIXELS pixels in all."""
-    (w, h), dpi = check_figsize(figsize), check_dpi(dpi)
-    px = round(w * dpi) * round(h * dpi)
-    if px > MAX_FIG_PIXELS:
-        raise ValueError(f"figsize {w:g} × {h:g} in at dpi {dpi:g} is {round(w * dpi):,} × {round(h * dpi):,} "
-                         f"pixels ({px / 1e6:.1f} million); at most {MAX_FIG_PIXELS / 1e6:g} million pixels can be "
-                         f"drawn and exported in reasonable time: lower figsize or dpi")
-    return (w, h), dpi
-
-
-def check_fps(fps) -> float:
-    """Frames per second of an exported animation: above 0, at most MAX_FPS."""
-    return check_real(fps, "fps", 0, MAX_FPS, unit="(a GIF stores delays in 1/100 s)")
 
 
 def check_callable(value, name: str, what: str = "a function"):
     """None or a callable; one-line TypeError otherwise."""
     if value is not None and not callable(value):
-        raise TypeError(f"{name} must be {what} or None, got {_shown(value)}")
+        raise TypeError(f"{name} must be {what} or None, got {shown(value)}")
     return value
-
-
-def check_export_frames(frames, n_frames: int) -> list[int]:
-    """The frame indices of an export: None (all) or integers in 0..n_frames-1, at most MAX_EXPORT_FRAMES."""
-    want = f"frame indices (integers from 0 to {n_frames - 1})"
-    if frames is None:
-        out = list(range(n_frames))
-    else:
-        if isinstance(frames, (str, bytes)) or not hasattr(frames, "__iter__"):
-            raise TypeError(f"frames must be a list or range of {want}, or None for all, got {_shown(frames)}")
-        out = list(frames)
-        if not out:
-            raise ValueError(f"frames is empty: give at least one of the {want}")
-        for k in out:
-            if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
-                raise TypeError(f"frames must hold {want}, got {_shown(k)}")
-            if not 0 <= k < n_frames:
-                raise ValueError(f"frames must hold {want}, got {k}")
-        out = [int(k) for k in out]
-    if len(out) > MAX_EXPORT_FRAMES:
-        step = -(-len(out) // MAX_EXPORT_FRAMES)
-        raise ValueError(f"{len(out):,} frames is more than one export may hold ({MAX_EXPORT_FRAMES:,}: about a "
-                         f"minute to write); keep one frame in {step}, e.g. frames=range(0, {n_frames}, {step})")
-    return out
 
 
 def check_output_path(path, suffixes, name: str = "path"):
@@ -325,10 +249,10 @@ def check_output_path(path, suffixes, name: str = "path"):
 
     ends = " or ".join(suffixes)
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file name (str or pathlib.Path) ending in {ends}, got {_shown(path)}")
+        raise TypeError(f"{name} must be a file name (str or pathlib.Path) ending in {ends}, got {shown(path)}")
     text = os.fspath(path)
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{name} must be a file name ending in {ends}, got {_shown(path)}")
+        raise ValueError(f"{name} must be a file name ending in {ends}, got {shown(path)}")
     p = Path(text).expanduser()
     if p.suffix.lower() not in suffixes:
         raise ValueError(f"{name} must end in {ends}, got {str(p)!r}")
@@ -353,7 +277,7 @@ def check_output_dir(path, name: str = "out"):
     from pathlib import Path
 
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
-        raise TypeError(f"{name} must be a folder name (str or pathlib.Path), got {_shown(path)}")
+        raise TypeError(f"{name} must be a folder name (str or pathlib.Path), got {shown(path)}")
     p = Path(os.fspath(path)).expanduser()
     if p.exists() and not p.is_dir():
         raise NotADirectoryError(f"{name} {str(p)!r} is a file; give a folder (it is created if missing)")
@@ -377,6 +301,25 @@ def os_error_line(exc: OSError, path, name: str = "path") -> OSError:
         return type(exc)(msg)
     except Exception:
         return OSError(msg)
+
+
+# --- the IO model's block-size sweep (``iomodel.block_size_sweep``): how big a sweep the block-size
+# widget and ``flashviz tables`` may ask for; the error says the cap and why, in one line -------------
+
+#: Most query blocks the IO model may visit for one block-size sweep (its closed forms loop over
+#: the Tr = ⌈N/Br⌉ query blocks of every Br × Bc; the block-size widget also sweeps every N of its
+#: traffic-vs-N curve): 500,000 visits take about a second in the model and three in the widget.
+#: Tiny blocks go far beyond (Br = 1 at N = 65,536 is 65,536 visits per configuration).
+MAX_SWEEP_STEPS = 500_000
+#: Largest SRAM budget in bytes: 1 TiB. Real on-chip SRAM is a few hundred KiB a block (232,448 B on
+#: an H100/H200); far beyond 1 TiB the model's byte counts no longer fit a float.
+MAX_SRAM_BYTES = 2 ** 40
+
+
+
+def _count(n: int) -> str:
+    """An integer for a message: 1,234,567 — or 'about 10^400' when it is too long to read."""
+    return f"{n:,}" if abs(n) < 10**15 else f"about 10^{len(str(abs(n))) - 1}"
 
 
 def sweep_steps(N: int, blocks) -> int:

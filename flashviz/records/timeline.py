@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import package_dir
+
 FORMAT = "flashviz-timeline/1"
 KERNELS = ("teaching", "wgmma", "fa3")
 #: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
@@ -201,10 +203,10 @@ class Timeline:
     def save(self, path, *, detail: int | None = None) -> Path:
         """Write the timeline as JSON (gzip-compressed when ``path`` ends in .gz); returns the Path.
         detail: keep the step events of this many blocks only (``sampled``); None keeps all.
-        Raises the one-line OSErrors of ``flashviz._checks.check_output_path`` before writing."""
-        from .. import _checks
+        Raises the one-line OSErrors of ``flashviz.checks.check_output_path`` before writing."""
+        from .. import checks
 
-        p = _checks.check_output_path(path, (".json", ".gz"))
+        p = checks.check_output_path(path, (".json", ".gz"))
         text = json.dumps(self.sampled(detail).to_json(), separators=(",", ":")).encode()
         p.write_bytes(gzip.compress(text, mtime=0) if p.suffix == ".gz" else text)
         return p
@@ -236,8 +238,6 @@ def recorded_timelines() -> list[dict]:
     as [{"file", "kernel", "d", "causal", "order", "N", "device", "date"}] read from their names
     (``timeline-<kernel>-d<d>[-causal][-<order>]-n<N>-<device>-<date>.json.gz``; no order part: the
     kernel's own, "kernel"), newest first; [] without any."""
-    from .common import package_dir
-
     try:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
