@@ -11,7 +11,7 @@ PRESENT_PORT ?= 8866
 NOTEBOOK := 00_start_here.ipynb
 LESSONS  := lessons
 
-.PHONY: lab test lint setup ptx bench present clean lessons-reset docs readme-gif
+.PHONY: lab test check lint setup ptx bench present clean lessons-reset docs readme-gif book
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,9 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	@if [ -x $(BIN)/uv ]; then \
-	  $(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[lab,app,test]"; \
+	  $(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[lab,app,test,book]"; \
 	else \
-	  $(BIN)/python -m pip install --quiet -e ".[lab,app,test]"; \
+	  $(BIN)/python -m pip install --quiet -e ".[lab,app,test,book]"; \
 	fi
 	touch $(STAMP)
 
@@ -47,6 +47,15 @@ lessons-reset: $(STAMP)
 ## arch-specific target compute_90a.
 test: $(STAMP) lint ptx
 	$(BIN)/python -m pytest -q
+
+## The quick tier for working (under 3 minutes on a 2-core box): lint, the core tests, and one
+## widget test file per chapter, without the cases marked slow, browser or gpu. CI runs `make test`.
+CHECK_TESTS = tests/core tests/chapters/test_memory_wall.py tests/chapters/test_online_widget.py \
+  tests/chapters/test_explorer.py tests/chapters/test_blocksize.py tests/chapters/test_causal_widget.py \
+  tests/chapters/test_loop_order.py tests/chapters/test_backward_widget.py tests/chapters/test_timeline_widget.py \
+  tests/chapters/test_fa3_figures.py tests/chapters/test_app.py
+check: $(STAMP) lint
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not gpu" $(CHECK_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -74,6 +83,12 @@ docs: $(STAMP)
 ## The README's animated picture (docs/images/tile_explorer.gif), by flashviz's own GIF export.
 readme-gif: $(STAMP)
 	$(BIN)/python scripts/make_readme_gif.py
+
+## The lessons as a static book, readable before installing anything: every chapter executed (a cell
+## error fails it), each widget shown as an animation exported by its own save_gif; no CDN needed
+## to read it. Into build/book/html (open index.html); scripts/make_book.py, book/conf.py.
+book: $(STAMP)
+	$(BIN)/python scripts/make_book.py
 
 ## On a machine with a GPU and CuPy: correctness grid + timings, JSON into benchmarks/results/.
 bench: $(STAMP)
