@@ -1,7 +1,7 @@
 """On a GPU machine: run the `gpu`-marked tests and write a JSON record (device, versions, date,
 outcome of every test) to benchmarks/results/tests-<device>-<date>.json (or $OUT).
 
-Usage: python benchmarks/run_gpu_tests.py   (needs CuPy and a CUDA device; pytest)
+Usage: FLASHVIZ_COMMIT=<sha> python benchmarks/run_gpu_tests.py   (needs CuPy and a CUDA device; pytest)
 """
 
 from __future__ import annotations
@@ -37,7 +37,13 @@ def main():
     files = [str(ROOT / "tests" / "gpu")]   # every test file with gpu-marked tests is in tests/gpu/
     code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", *files], plugins=[col])
     counts = {k: sum(r["outcome"] == k for r in col.results) for k in ("passed", "failed", "skipped")}
-    out = {"env": env, "pytest_exit_code": int(code), "counts": counts, "tests": col.results}
+    from flashviz.gpu.tensorcore.run import kernel_source_hashes
+    from flashviz.mma_limits import ALL_VARIANTS
+
+    # the code tested: the commit (passed by the caller: a device copy has no .git) and each kernel file
+    out = {"env": env, "source_commit": os.environ.get("FLASHVIZ_COMMIT"),
+           "kernel_sources": kernel_source_hashes(ALL_VARIANTS), "pytest_exit_code": int(code),
+           "counts": counts, "tests": col.results}
     dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
     dev = str(env.get("device", "nogpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
     path = dest / f"tests-{dev}-{env.get('date', 'unknown')}.json"
