@@ -371,6 +371,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);
                     if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
                     FV_NOW32(t_s0);
+                    FV_STAMP32(j, FV_STAGE_COMPUTE_S, t_s0);
                     fence_regs<NS>(s);
                     wgmma_fence();
                     issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);

@@ -38,8 +38,11 @@
 
 namespace fvtrace {
 
-// volatile keeps the reads in program order with the kernel's other volatile asm (wgmma, cp.async);
-// no "memory" clobber, so the compiler need not reload anything around them.
+// volatile keeps the reads in program order in PTX; no "memory" clobber, so the compiler need not
+// reload anything around them. ptxas, though, moves a clock read to where its value is first used
+// (it sank fa3's first compute_S start past the whole Q K^T and its wait, under register pressure,
+// and a clobber does not stop it: benchmarks/NOTES.md, timeline hooks): a step's start that has
+// tensor-core work after it is stored at once (FV_STAMP32), which pins the read in place.
 __device__ __forceinline__ unsigned long long clock() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
@@ -68,6 +71,10 @@ struct Rec {
     __device__ __forceinline__ unsigned since() const { return (unsigned)(clock() - base); }
     __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
+    }
+    // the start alone, stored at once (the end overwrites the word): pins the clock read before what follows
+    __device__ __forceinline__ void stamp32(int j, int stage, unsigned t0) const {
+        if (writer) ev[(j + 1) * FV_NSTAGE + stage] = t0;
     }
     // the writer alone, already inside `if (writer)`: one row pointer, no per-store predicate
     __device__ __forceinline__ unsigned long long* row(int j) const { return ev + (j + 1) * FV_NSTAGE; }
@@ -118,6 +125,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW32(var) var = fv_rec.since()
 #define FV_SET(dst, src) dst = src
 #define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
+#define FV_STAMP32(j, stage, t0) fv_rec.stamp32(j, stage, t0)
 // a tile's steps stored in one branch taken by the writer thread only (the other warps skip the
 // address arithmetic): FV_WRITER_BLOCK({ unsigned long long* r = FV_ROW(j); r[FV_STAGE_X] = FV_PACK(a, b); })
 #define FV_WRITER_BLOCK(body) if (fv_rec.writer) body
@@ -138,6 +146,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_NOW32(var)
 #define FV_SET(dst, src)
 #define FV_EVENT32(j, stage, t0, t1)
+#define FV_STAMP32(j, stage, t0)
 #define FV_WRITER_BLOCK(body) ((void)0);   // a whole statement: never guard what follows it
 
 #endif
