@@ -16,7 +16,8 @@ span, file size.
 The FlashAttention-3 kernel (fa3) is traced at the same four N = 4096 shapes as the wgmma kernel,
 for chapter 8's side-by-side timelines (its records are per tile; group 0 its producer).
 
-Usage: python benchmarks/record_timelines.py [--out DIR] [--kernels fa3,...]   (default: benchmarks/results,
+Usage: FLASHVIZ_COMMIT=<sha> FLASHVIZ_CACHE=<empty dir> python benchmarks/record_timelines.py [--out DIR]
+       [--kernels fa3,...]   (default: benchmarks/results,
 every kernel; with --kernels only those runs, and the summary is timelines-<kernels>-<device>-<date>.json)
 """
 
@@ -47,6 +48,31 @@ def _tail_share(tl) -> float:
     from flashviz.records.timeline_stats import tail_share
 
     return tail_share(tl)[0]
+
+
+def _kernel_sources(only) -> dict:
+    """sha256 (16 hex digits) of each kernel file traced: which code the timelines are of."""
+    import hashlib
+
+    from flashviz.gpu.common import source
+    from flashviz.gpu.tensorcore.run import kernel_source_hashes
+    kernels = sorted({k for k, *_ in RUNS if not only or k in only})
+    out = kernel_source_hashes([k for k in kernels if k != "teaching"])
+    if "teaching" in kernels:
+        out["teaching"] = hashlib.sha256(source("flash_fwd.cu").encode()).hexdigest()[:16]
+    return out
+
+
+def _cubins() -> list[dict]:
+    """Every cubin this run compiled or loaded (run with an empty FLASHVIZ_CACHE to make that
+    exactly this run's): its lowered name, cache file and sha256; the traced and the normal
+    build of one kernel share a name and differ in file."""
+    import hashlib
+
+    from flashviz.gpu.nvrtc import cache_dir
+    return [{"name": n.read_text(), "file": n.stem,
+             "sha256": hashlib.sha256(n.with_suffix(".cubin").read_bytes()).hexdigest()[:16]}
+            for n in sorted(cache_dir().glob("*.name"))]
 
 
 def main(argv=None) -> int:
@@ -96,6 +122,7 @@ def main(argv=None) -> int:
                      "file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)})
         print(json.dumps(rows[-1]), flush=True)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),
+               "kernel_sources": _kernel_sources(only), "cubins": _cubins(),
                "method": "trace_kernel: normal and traced builds on the same inputs, outputs compared bit for bit; "
                          "kernel-only times by CUDA events around 10 back-to-back launches, 7 alternating rounds, "
                          "median per launch", "runs": rows}

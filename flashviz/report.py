@@ -101,10 +101,11 @@ def _env_line(env: dict, extra: str = "") -> str:
     return ", ".join(parts) + (f"; {soft}" if soft else "") + extra
 
 
-def _newest(prefix: str, folder: str | None = None) -> dict | None:
+def _newest(prefix: str, folder: str | None = None, skip: str | None = None) -> dict | None:
     """The newest record ``<prefix>*.json`` (latest YYYY-MM-DD in the name, then the name) in the
-    results folder (or its sub-folder), with "source_file" added (relative to the folder); None
-    when there is none. For the records no reader of flashviz reads."""
+    results folder (or its sub-folder), without the names that match the regular expression
+    ``skip``, with "source_file" added (relative to the folder); None when there is none. For
+    the records no reader of flashviz reads."""
     try:
         base = package_dir("flashviz.results")
     except FileNotFoundError:
@@ -112,7 +113,8 @@ def _newest(prefix: str, folder: str | None = None) -> dict | None:
     base = base / folder if folder else base
     if not base.is_dir():
         return None
-    files = [f for f in base.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json")]
+    files = [f for f in base.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json")
+             and not (skip and re.match(skip, f.name))]
     if not files:
         return None
 
@@ -383,18 +385,32 @@ def _fa3_section() -> list[str]:
     return out
 
 
+#: the timeline summaries of a run of some kernels only (record_timelines.py --kernels): timelines-<kernels>-…
+TIMELINE_KERNELS = ("teaching", "wgmma", "fa3")
+_PARTIAL_TIMELINES = rf"timelines-(?:{'|'.join(TIMELINE_KERNELS)})-"
+
+
 def _timeline_section() -> list[str]:
-    rec = _newest("timelines-")
+    rec = _newest("timelines-", skip=_PARTIAL_TIMELINES)
     out = ["## GPU timelines: what tracing costs, and the block order", ""]
     if not rec:
         return out + ["No record (benchmarks/results/timelines-*.json)."]
     files = recorded_timelines()
     out += [f"Record: {_link(rec['source_file'], '../')}, {_env_line(rec.get('env', {}))}; "
             f"{len(files)} timeline files beside it (`timeline-*.json.gz`). Method, in the record's words: "
-            f"{rec.get('method', '?')}.", "",
-            "| kernel | d | causal | block order | N | B×H | Br×Bc | kernel-only ms | the kernel's own order, ms | "
-            "traced ms | tracing cost | tail share |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            f"{rec.get('method', '?')}.", "", *_timeline_rows(rec)]
+    for kernel in TIMELINE_KERNELS:          # later runs of one kernel alone: their own record and table
+        part = _newest(f"timelines-{kernel}-")
+        if part:
+            out += ["", f"{kernel} alone: {_link(part['source_file'], '../')}, {_env_line(part.get('env', {}))}.",
+                    "", *_timeline_rows(part)]
+    return out
+
+
+def _timeline_rows(rec: dict) -> list[str]:
+    out = ["| kernel | d | causal | block order | N | B×H | Br×Bc | kernel-only ms | the kernel's own order, ms | "
+           "traced ms | tracing cost | tail share |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rec.get("runs", []):
         own = r.get("kernel_order_ms")
         out.append(f"| {r['kernel']} | {r['d']} | {_yes(r['causal'])} | {r['order']} | {r['N']:,} | {r['B']}×{r['H']} | "
