@@ -1,6 +1,6 @@
 """flashviz: see why FlashAttention is fast, and check it.
 
-Layers (imports go one way, down): algorithm (reference, online, tiled, trace) →
+Layers (imports go one way, down): algorithm (reference, online, tiled, backward, decode, trace) →
 iomodel → views (matplotlib) → widgets (ipywidgets + ipympl); the GPU runner
 (flashviz.gpu, CuPy) sits beside views and knows nothing of widgets; flashviz.records reads what
 it recorded without a GPU.
@@ -8,6 +8,7 @@ it recorded without a GPU.
 
 from . import iomodel
 from .backward import BackwardResult, attention_backward, flash_backward
+from .decode import DecodeResult, decode_attention
 from .iomodel import IOCount
 from .online import online_softmax, online_softmax_steps
 from .reference import attention
@@ -17,7 +18,8 @@ from .trace import Trace, TraceEvent
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "flash_backward", "BackwardResult", "online_softmax",
-           "online_softmax_steps", "flash_forward", "FlashResult", "IOCount", "Trace", "TraceEvent", "iomodel",
+           "online_softmax_steps", "flash_forward", "FlashResult", "decode_attention", "DecodeResult", "IOCount",
+           "Trace", "TraceEvent", "iomodel",
            "data", "gpu", "TileExplorer", "GPUPanel", "check_environment", "__version__"]
 
 

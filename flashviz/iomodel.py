@@ -16,6 +16,8 @@ the loop order). All byte counts are bytes of the element type (``itemsize``):
   mask only the computed tiles count (partially masked tiles count in full).
 * sram_bytes is the on-chip working set one tile step reserves: Q_i, K_j, V_j,
   S_ij/P_ij, the O_i accumulator and m_i, l_i (tiles clipped to Nq, Nk).
+* Decode (split-KV, GQA, paged KV cache): ``decode_io`` states its own conventions (partials
+  in the accumulator type, block-table entries of 4 bytes).
 
 The closed forms here are independent of ``flashviz.tiled``; the tests check they
 equal the sums over the trace of an actual run, exactly.
@@ -27,7 +29,7 @@ import numbers
 from dataclasses import dataclass, field
 
 from .checks import check_block, check_blocks, check_flag, check_itemsize, check_order, check_size
-from .masking import n_key_blocks_visible
+from .masking import n_key_blocks_visible, split_ranges
 
 MiB = 1024 * 1024
 
@@ -37,7 +39,8 @@ class IOCount:
     """HBM traffic, FLOPs and SRAM working set of one attention computation.
 
     reads / writes: bytes moved between HBM and the chip, per tensor ("Q", "K", "V",
-    "S", "P", "O", "lse", "l", "m"). flops: matmul FLOPs. sram_bytes: on-chip working
+    "S", "P", "O", "lse", "l", "m"; the decode's "O_partial", "lse_partial", "block_table").
+    flops: matmul FLOPs. sram_bytes: on-chip working
     set in bytes (0 for standard attention, which the model treats as streaming).
     """
 
@@ -60,6 +63,12 @@ class IOCount:
     def hbm_bytes(self) -> int:
         """Bytes read plus bytes written."""
         return self.hbm_read_bytes + self.hbm_write_bytes
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: matmul FLOPs per byte of HBM traffic (read + written), the x axis of
+        a roofline (Williams, Waterman, Patterson 2009); 0.0 when nothing is moved."""
+        return self.flops / self.hbm_bytes if self.hbm_bytes else 0.0
 
     def add(self, reads=None, writes=None, flops: int = 0) -> None:
         """Accumulate one step's traffic (bytes per tensor) and FLOPs in place."""
@@ -294,6 +303,97 @@ def recompute_extra_flops(Nq: int, Nk: int, d: int, causal: bool = False, *, Br:
         t = n_key_blocks_visible(r1, Nk, Bc, Nq, causal)
         total += 2 * (r1 - i * Br) * min(t * Bc, Nk) * d
     return total
+
+
+# --------------------------------------------------------------------------------------------
+# Decode: split-KV (Flash-Decoding), GQA and a paged KV cache (``flashviz.decode``). The closed
+# form below counts from the shapes alone; the run counts its steps; the tests check they agree.
+# --------------------------------------------------------------------------------------------
+
+#: bytes of one block-table entry (int32, as vLLM's and FlashAttention's block_table)
+BLOCK_TABLE_ITEMSIZE = 4
+
+
+def decode_io(Nq: int, Nk: int, d: int, *, H: int, H_kv: int, num_splits: int, Bc: int, itemsize: int,
+              page_size: int | None = None, causal: bool = False, B: int = 1, dv: int | None = None,
+              partial_itemsize: int | None = None) -> IOCount:
+    """HBM traffic, FLOPs and SRAM working set of the split-KV decode, in closed form.
+
+    The work (``flashviz.decode.decode_attention``): one block of work per (sequence b, KV head g,
+    split s), as Flash-Decoding launches them. Block (b, g) holds the R = G·Nq query rows of the
+    G = H / H_kv query heads that share KV head g (grouped-query attention, the heads packed into one
+    query block as FlashAttention's PackGQA does), so K and V of a head are read once per split for
+    the whole group. The Tc = ⌈Nk/Bc⌉ key blocks are cut into ``num_splits`` contiguous splits
+    (``masking.split_ranges``). Counting conventions, bytes of the element type (``itemsize``) unless
+    said otherwise, summed over the B·H_kv blocks:
+
+    * a split with key blocks to visit reads Q once (R·d) and each of its key blocks K_j, V_j once
+      (bc·d and bc·dv, bc = the block's keys, the last block partial). With ``causal`` only the key
+      blocks some query row sees are visited (``masking.n_key_blocks_visible`` of the block's last
+      row); in decode the last query row sees every key, so causal skips no block, only masks
+      inside them. An empty split (num_splits > Tc) reads nothing.
+    * paged KV cache (``page_size`` given): every key block also reads the block-table entries of
+      the pages it touches, ⌊(c1−1)/page_size⌋ − ⌊c0/page_size⌋ + 1 entries of 4 bytes (int32)
+      for keys [c0, c1) — the look-up a paged kernel does for each tile; K and V bytes are the same.
+    * num_splits = 1: the split writes O (R·dv) and lse (R) itself, as the forward does; nothing
+      else is written.
+    * num_splits > 1: every split, empty ones too, writes its partial O_s (R·dv) and lse_s (R) in
+      the accumulator type, ``partial_itemsize`` bytes (default max(itemsize, 4): fp32 partials for
+      fp16/bf16/fp32 inputs, as FlashAttention's out_accum and softmax_lse_accum; float64 for
+      float64, as the NumPy run keeps them); the merge reads every partial back once (the same
+      bytes) and writes O (R·dv) and lse (R) in the element type.
+    * FLOPs are matmul FLOPs (the project's convention): 2·R·bc·d for S_ij = Q K_jᵀ plus 2·R·bc·dv
+      for P_ij V_j per visited key block; causal counts whole blocks (masked entries included);
+      the merge's rescaling is elementwise and counts no FLOPs.
+    * sram_bytes: ``sram_working_set`` of one tile step with Br = R and Bc clipped to Nk.
+
+    Non-causal, Tc ≥ num_splits = S > 1, that is: reads K = B·H_kv·Nk·d·b, V = B·H_kv·Nk·dv·b,
+    Q = S·B·H·Nq·d·b, O_partial = S·B·H·Nq·dv·p, lse_partial = S·B·H·Nq·p; writes the same partials,
+    O = B·H·Nq·dv·b, lse = B·H·Nq·b; flops = 2·B·H·Nq·Nk·(d + dv). ``.intensity`` (FLOPs per byte)
+    is about 2·G·Nq·(d + dv) / ((d + dv)·b) = 2·G·Nq / b when K and V dominate: one multiply-add per
+    element of K and V per query row, times the group size G.
+
+    Parameters: Nq (query rows per head, e.g. 1..8), Nk (keys per sequence), d (head dim of Q, K),
+    dv (of V, default d), H (query heads), H_kv (KV heads, H % H_kv == 0), B (sequences), Bc (key
+    block), num_splits (>= 1), itemsize (bytes per element: 1, 2, 4, 8), page_size (tokens per
+    page; None for a contiguous cache), causal (bottom-right aligned), partial_itemsize.
+    Returns an IOCount keyed "Q", "K", "V", "block_table" (paged only), "O_partial", "lse_partial"
+    (num_splits > 1 only) in reads and "O_partial", "lse_partial", "O", "lse" in writes.
+    Source: Dao, Haziza, Massa, Sizov 2023, "Flash-Decoding for long-context inference";
+    Dao 2023 (FlashAttention-2) for the split's inner loop; Ainslie et al. 2023 (GQA);
+    Kwon et al. 2023 (PagedAttention, vLLM) for the paged cache.
+    Raises ValueError/TypeError for bad sizes, H % H_kv != 0, or a bad itemsize.
+    """
+    Nq, Nk, d, dv, b = _sizes(Nq, Nk, d, dv, itemsize)
+    H, H_kv, B = check_size(H, "H"), check_size(H_kv, "H_kv"), check_size(B, "B")
+    if H % H_kv:
+        raise ValueError(f"H must be a multiple of H_kv (each KV head serves H // H_kv query heads), "
+                         f"got H={H}, H_kv={H_kv}")
+    num_splits, Bc = check_block(num_splits, "num_splits"), check_block(Bc, "Bc")
+    page_size = None if page_size is None else check_block(page_size, "page_size")
+    causal = check_flag(causal, "causal")
+    p = max(b, 4) if partial_itemsize is None else check_itemsize(partial_itemsize)
+    R = (H // H_kv) * Nq                                  # query rows of one (b, g) block
+    Tc = -(-Nk // Bc)
+    t_vis = n_key_blocks_visible(Nq, Nk, Bc, Nq, causal)  # key blocks the block's last row sees
+    io = IOCount()
+    for j0, j1 in split_ranges(Tc, num_splits):
+        j1 = min(j1, t_vis)
+        if j1 > j0:
+            cols = min(j1 * Bc, Nk) - j0 * Bc
+            io.add(reads={"Q": R * d * b, "K": cols * d * b, "V": cols * dv * b}, flops=2 * R * cols * (d + dv))
+            if page_size is not None:
+                entries = sum((min((j + 1) * Bc, Nk) - 1) // page_size - (j * Bc) // page_size + 1
+                              for j in range(j0, j1))
+                io.add(reads={"block_table": entries * BLOCK_TABLE_ITEMSIZE})
+        if num_splits > 1:
+            io.add(writes={"O_partial": R * dv * p, "lse_partial": R * p})
+    if num_splits > 1:
+        io.add(reads={"O_partial": num_splits * R * dv * p, "lse_partial": num_splits * R * p})
+    io.add(writes={"O": R * dv * b, "lse": R * b})
+    io = io.scaled(B * H_kv)
+    io.sram_bytes = sram_working_set(R, min(Bc, Nk), d, dv=dv, itemsize=b)
+    return io
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,9 +10,12 @@ that names the step and cites the algorithm line(s) it implements::
 
 "Alg. 1" and "Alg. 2" are FlashAttention-2 (Dao 2023), Algorithm 1 (forward) and Algorithm 2
 (backward); "FA1 Alg. 1" is FlashAttention (Dao et al. 2022), Algorithm 1, cited where the FA1
-loop order (key blocks outer, O, l, m in HBM) differs. A few sub-steps exist only in code
-(``traced=False``): they have names so that their code can be tagged, and ``parent`` names the
-step whose trace event covers them.
+loop order (key blocks outer, O, l, m in HBM) differs; "Flash-Decoding" is the split-KV decode
+(Dao, Haziza, Massa, Sizov 2023, "Flash-Decoding for long-context inference"), whose three numbered
+steps (1 split the keys, 2 attend to each split with FlashAttention and write its lse, 3 reduce the
+splits rescaled by their lse) are cited as "Flash-Decoding step 3" (``flashviz.decode``). A few
+sub-steps exist only in code (``traced=False``): they have names so that their code can be tagged,
+and ``parent`` names the step whose trace event covers them.
 
 Chapter 7 cuts its kernel / NumPy code pairs between these tags
 (``flashviz.views.code_pairs``), so the lesson shows the blocks that carry the step's name.
@@ -31,7 +34,11 @@ PAPERS = {
     "Alg. 1": "FlashAttention-2 (Dao 2023), Algorithm 1: forward pass, query blocks outer",
     "Alg. 2": "FlashAttention-2 (Dao 2023), Algorithm 2: backward pass, key blocks outer",
     "FA1 Alg. 1": "FlashAttention (Dao et al. 2022), Algorithm 1: forward pass, key blocks outer",
+    "Flash-Decoding": "Flash-Decoding (Dao, Haziza, Massa, Sizov 2023, blog post): split-KV decode in three "
+                      "steps: 1 split K, V; 2 attend to each split, write its lse; 3 merge rescaled by the lse",
 }
+#: papers whose numbered units are steps, not algorithm lines ("Flash-Decoding step 3")
+STEP_NUMBERED = frozenset({"Flash-Decoding"})
 
 
 @dataclass(frozen=True)
@@ -70,22 +77,28 @@ class Step:
         """True when the backward pass (FA2 Algorithm 2) has this step."""
         return "Alg. 2" in self.lines
 
+    @property
+    def decode(self) -> bool:
+        """True when the split-KV decode (``flashviz.decode``, Flash-Decoding) has this step of its own."""
+        return "Flash-Decoding" in self.lines
+
     def cite(self, paper: str = "Alg. 1") -> str:
-        """The citation a tag of this step carries, e.g. "Alg. 1 line 8" or "Alg. 1 lines 12-15".
+        """The citation a tag of this step carries, e.g. "Alg. 1 line 8", "Alg. 1 lines 12-15" or
+        "Flash-Decoding step 3".
 
         Raises KeyError when the step has no lines in ``paper``."""
         if paper not in self.lines:
             raise KeyError(f"step {self.name!r} cites no line of {paper!r}; it cites {', '.join(self.lines)}")
-        return f"{paper} {_lines_text(self.lines[paper])}"
+        return f"{paper} {_lines_text(self.lines[paper], 'step' if paper in STEP_NUMBERED else 'line')}"
 
 
-def _lines_text(lines) -> str:
+def _lines_text(lines, unit: str = "line") -> str:
     lines = tuple(lines)
     if len(lines) == 1:
-        return f"line {lines[0]}"
+        return f"{unit} {lines[0]}"
     if lines == tuple(range(lines[0], lines[-1] + 1)):
-        return f"lines {lines[0]}-{lines[-1]}"
-    return "lines " + ", ".join(str(n) for n in lines)
+        return f"{unit}s {lines[0]}-{lines[-1]}"
+    return f"{unit}s " + ", ".join(str(n) for n in lines)
 
 
 STEPS: tuple[Step, ...] = (
@@ -157,6 +170,15 @@ STEPS: tuple[Step, ...] = (
     Step("write_dKdV", "Write dK_j, dV_j",
          "dK_j, dV_j to HBM, once per key block",
          {"Alg. 2": (18,)}),
+    # --- split-KV decode (Flash-Decoding; inside a split: the forward's steps above) -------------
+    Step("write_partial", "Write the split's O_s and lse_s",
+         "O_s = diag(l_s)⁻¹ O_s; lse_s = m_s + log l_s over the split's keys only; both to HBM for the "
+         "merge (an empty split writes O_s = 0, lse_s = −inf)",
+         {"Flash-Decoding": (2,)}),
+    Step("merge", "Merge split s into O",
+         "read O_s, lse_s; m_new = max(m, lse_s); alpha = exp(m − m_new); beta = exp(lse_s − m_new); "
+         "l = alpha · l + beta; O = alpha · O + beta · O_s (the online-softmax rescale, one split at a time)",
+         {"Flash-Decoding": (3,)}),
 )
 
 #: name → Step
@@ -181,7 +203,7 @@ def step(name: str) -> Step:
 TAG_RE = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>//|#)[ \t]*"
                     r"\[(?P<name>[A-Za-z_][A-Za-z0-9_]*)\][ \t]*(?P<rest>.*)$")
 #: the citation at the start of a tag's text: "Alg. 1 line 8", "Alg. 2 lines 10-11", "FA1 Alg. 1 line 2"
-CITE_RE = re.compile(r"^(?P<paper>(?:FA1 )?Alg\. [12]) lines? "
+CITE_RE = re.compile(r"^(?P<paper>(?:FA1 )?Alg\. [12]|Flash-Decoding) (?:lines?|steps?) "
                      r"(?P<lines>\d+(?:\s*[-–]\s*\d+)?(?:\s*,\s*\d+(?:\s*[-–]\s*\d+)?)*)")
 
 
@@ -201,8 +223,8 @@ class Tag:
 
 
 def parse_cite(text: str) -> tuple[str, tuple[int, ...]]:
-    """("Alg. 1", (12, 13, 14, 15)) for a text starting "Alg. 1 lines 12-15: …"; ("", ()) when
-    the text starts with no citation."""
+    """("Alg. 1", (12, 13, 14, 15)) for a text starting "Alg. 1 lines 12-15: …" (("Flash-Decoding",
+    (3,)) for "Flash-Decoding step 3: …"); ("", ()) when the text starts with no citation."""
     m = CITE_RE.match(text.strip())
     if not m:
         return "", ()

@@ -42,11 +42,26 @@ class FlashResult:
     trace: Trace | None
 
 
-def _finish_row_stats(m, l):
-    """lse = m + log(l); rows that saw no key (l = 0) get lse = -inf."""
+def finish_row_stats(m, l):
+    """The row log-sum-exp lse = m + log(l) from a row max m and row sum l (arrays of one shape,
+    float32 or float64; returned in m's dtype); rows that saw no key (l = 0) get lse = -inf, never
+    NaN. Used by the forward (``flash_forward``) and by the split-KV decode (``flashviz.decode``)
+    for each split's lse_s and for the merged lse. Source: FlashAttention-2 (Dao 2023), Algorithm 1
+    line 13."""
     # [write_O] Alg. 1 line 13: L_i = m_i + log(l_i), the row log-sum-exp kept for the backward pass
     with np.errstate(divide="ignore"):
         return np.where(l > 0, m + np.log(np.where(l > 0, l, 1)), -np.inf).astype(m.dtype)
+
+
+def normalise_rows(O_i, l_i):
+    """diag(l_i)⁻¹ O_i: each row of the unnormalised output divided by its row sum.
+
+    O_i: (..., R, dv); l_i: (..., R), float32 or float64. Rows with l_i = 0 (they saw no key) give
+    0, never NaN. Returns (..., R, dv) in O_i's dtype. Used by the forward (both orders) and by the
+    split-KV decode (``flashviz.decode``: each split's O_s and the merged O).
+    Source: FlashAttention-2 (Dao 2023), Algorithm 1 line 12.
+    """
+    return np.where(l_i[..., None] > 0, O_i / np.where(l_i > 0, l_i, 1)[..., None], 0)
 
 
 def tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
@@ -57,7 +72,9 @@ def tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
     accumulator dtype: float32 or float64); scale: the softmax scale (a float); Nq, Nk: the full
     sequence lengths (the mask is bottom-right aligned, ``masking.visible``); causal: bool; kind:
     the tile's kind from ``masking.tile_kind`` ("full", "partial" or "skipped"): only a "partial"
-    tile is masked. Returns S_ij, (r1 − r0, c1 − c0), in the dtype of Q_i @ K_jᵀ. It checks
+    tile is masked. Q_i may carry leading axes, (..., r1 − r0, d): the split-KV decode passes the
+    query heads of one KV-head group at once (``flashviz.decode``); the mask broadcasts over them.
+    Returns S_ij, (..., r1 − r0, c1 − c0), in the dtype of Q_i @ K_jᵀ. It checks
     nothing: its callers (``flash_forward``, ``backward.flash_backward``, which recomputes S_ij)
     have checked the inputs. Source: FlashAttention-2 (Dao 2023), Algorithm 1 line 8 and
     Algorithm 2 line 10.
@@ -70,8 +87,17 @@ def tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind):
     return S_ij
 
 
-def _online_update(S_ij, m_i, l_i, O_i, V_j, rescale):
-    """One online-softmax step on a tile; returns m_new, l_new, O_new, P_ij, alpha."""
+def online_update(S_ij, m_i, l_i, O_i, V_j, rescale=True):
+    """One online-softmax step on a tile of scores: fold S_ij and V_j into the running m_i, l_i, O_i.
+
+    S_ij: (R, bc) scaled, masked scores (−inf where masked); m_i, l_i: (R,) running row max and row
+    sum (−inf and 0 before the first tile); O_i: (R, dv) the unnormalised output accumulator;
+    V_j: (bc, dv); all in the accumulator dtype. rescale=False is the "break it" mode (the old l_i,
+    O_i are not corrected by alpha). Returns m_new, l_new (R,), O_new (R, dv), P_ij = exp(S_ij − m_new)
+    (R, bc; 0 where masked) and alpha = exp(m_i − m_new) (R,), never NaN (``online.safe_exp_diff``).
+    Used by ``flash_forward`` and, per split, by ``flashviz.decode.decode_attention``.
+    Source: FlashAttention-2 (Dao 2023), Algorithm 1 lines 9-10.
+    """
     # [update_ml] Alg. 1 line 9: m_new = max(m_i, rowmax S_ij); P_ij = exp(S_ij − m_new);
     # l_new = alpha · l_i + rowsum P_ij with alpha = exp(m_i − m_new)
     m_new = np.maximum(m_i, S_ij.max(axis=1))
@@ -111,9 +137,9 @@ def _forward_fa2(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
             # [compute_S] Alg. 1 line 8: S_ij = scale · Q_i K_jᵀ, masked (see tile_scores)
             S_ij = tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             rec.emit("compute_S", i, j, r0, r1, c0, c1, flops=2 * br * bc * d, tile=kind, S=S_ij)
-            # [update_ml] Alg. 1 line 9: the online softmax (and line 10's O_i update: see _online_update)
+            # [update_ml] Alg. 1 line 9: the online softmax (and line 10's O_i update: see online_update)
             m_old = m_i
-            m_i, l_i, O_i, P_ij, alpha = _online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
+            m_i, l_i, O_i, P_ij, alpha = online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
             rec.emit("update_ml", i, j, r0, r1, c0, c1, tile=kind, m=m_i, l=l_i, m_old=m_old,
                      rescale=safe_exp_diff(m_old, m_i), P=P_ij)
             # [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i + P_ij V_j, computed above
@@ -121,9 +147,9 @@ def _forward_fa2(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
                      m=m_i, l=l_i, O=O_i)
         # [write_O] Alg. 1 lines 12-15: O_i = diag(l_i)^-1 O_i; L_i = m_i + log(l_i); write O_i, L_i to HBM
         # (a row that saw no key: O = 0, lse = -inf)
-        O[r0:r1] = np.where(l_i[:, None] > 0, O_i / np.where(l_i > 0, l_i, 1)[:, None], 0)
+        O[r0:r1] = normalise_rows(O_i, l_i)
         m[r0:r1], l[r0:r1] = m_i, l_i
-        lse_i = _finish_row_stats(m_i, l_i)
+        lse_i = finish_row_stats(m_i, l_i)
         rec.emit("write_O", i, -1, r0, r1, 0, 0, writes={"O": br * dv * b, "lse": br * b},
                  m=m_i, l=l_i, O=O[r0:r1], lse=lse_i)
     return O, m, l
@@ -155,16 +181,16 @@ def _forward_fa1(Q, K, V, Br, Bc, scale, causal, rescale, rec: Recorder, acc, b)
             O_i = O[r0:r1] * l_i[:, None]                 # O is stored normalised: undo diag(l)^-1
             S_ij = tile_scores(Q_i, K_j, scale, r0, r1, c0, c1, Nq, Nk, causal, kind)
             rec.emit("compute_S", i, j, r0, r1, c0, c1, flops=2 * br * bc * d, tile=kind, S=S_ij)
-            m_new, l_new, O_new, P_ij, _ = _online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
+            m_new, l_new, O_new, P_ij, _ = online_update(S_ij, m_i, l_i, O_i, V_j, rescale)
             rec.emit("update_ml", i, j, r0, r1, c0, c1, tile=kind, m=m_new, l=l_new, m_old=m_i,
                      rescale=safe_exp_diff(m_i, m_new), P=P_ij)
             rec.emit("accumulate_O", i, j, r0, r1, c0, c1, flops=2 * br * bc * dv, tile=kind,
                      m=m_new, l=l_new, O=O_new)
-            O[r0:r1] = np.where(l_new[:, None] > 0, O_new / np.where(l_new > 0, l_new, 1)[:, None], 0)
+            O[r0:r1] = normalise_rows(O_new, l_new)
             m[r0:r1], l[r0:r1] = m_new, l_new
             rec.emit("write_O", i, j, r0, r1, c0, c1, tile=kind,
                      writes={"O": br * dv * b, "l": br * b, "m": br * b},
-                     m=m_new, l=l_new, O=O[r0:r1], lse=_finish_row_stats(m_new, l_new))
+                     m=m_new, l=l_new, O=O[r0:r1], lse=finish_row_stats(m_new, l_new))
     return O, m, l
 
 
@@ -235,4 +261,4 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
     O = np.stack([o[0] for o in outs]).reshape(*lead, Nq, dv).astype(out_dtype, copy=False)
     m = np.stack([o[1] for o in outs]).reshape(*lead, Nq)
     l = np.stack([o[2] for o in outs]).reshape(*lead, Nq)
-    return FlashResult(O, m, l, _finish_row_stats(m, l), io, trace)
+    return FlashResult(O, m, l, finish_row_stats(m, l), io, trace)

@@ -10,7 +10,10 @@ Event kinds, in FA2 order for query block i:
 exp(m_old − m_new)), ``accumulate_O`` (O_i ← rescale·O_i + P_ij V_j); finally
 ``write_O`` (O_i = O_i / l_i and lse_i → HBM). FA1 order loads Q_i, O_i, l_i, m_i in
 ``load_Q`` and writes them back in ``write_O`` for every (j, i) step, after an
-``init`` event that writes O = 0, l = 0, m = −inf to HBM. The kinds are step names of
+``init`` event that writes O = 0, l = 0, m = −inf to HBM. The split-KV decode
+(``flashviz.decode``, a DecodeTrace of DecodeEvents) runs the FA2 steps inside each split, then
+``write_partial`` (the split's O_s, lse_s → HBM), ``merge`` (one per split, read back and rescaled)
+and ``write_O``. The kinds are step names of
 ``flashviz.steps`` (which cites the algorithm lines of each); ``EVENT_KINDS`` lists them.
 """
 

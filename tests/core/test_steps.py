@@ -25,7 +25,7 @@ FORWARD_KERNELS = ["flash_fwd.cu", "flash_fwd_mma.cu", "flash_fwd_mma_sm80.cu"]
 TAGGED = {p: "Alg. 2" if p.name.startswith("flash_bwd") else "Alg. 1" for p in KERNELS} | {ROOT / "flashviz" / "tiled.py": "Alg. 1",
                                           ROOT / "flashviz" / "backward.py": "Alg. 2"}
 MAIN_FORWARD = ["load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O"]
-LAST_LINE = {"Alg. 1": 17, "Alg. 2": 20, "FA1 Alg. 1": 16}     # the algorithms' lengths
+LAST_LINE = {"Alg. 1": 17, "Alg. 2": 20, "FA1 Alg. 1": 16, "Flash-Decoding": 3}     # the algorithms' lengths
 
 
 # --- the vocabulary itself -------------------------------------------------------------------------
@@ -33,7 +33,7 @@ LAST_LINE = {"Alg. 1": 17, "Alg. 2": 20, "FA1 Alg. 1": 16}     # the algorithms'
 def test_event_kinds_are_the_traced_steps_unchanged():
     assert EVENT_KINDS == ("init", "load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O",
                            "compute_D", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
-                           "update_dQ", "write_dKdV")
+                           "update_dQ", "write_dKdV", "write_partial", "merge")
     assert trace.EVENT_KINDS is steps.EVENT_KINDS
     assert EVENT_KINDS == tuple(s.name for s in STEPS if s.traced)
 
@@ -46,7 +46,7 @@ def test_each_step_is_named_once_and_cites_real_lines():
         for paper, lines in s.lines.items():
             assert lines and all(1 <= n <= LAST_LINE[paper] for n in lines), (s.name, paper, lines)
             assert parse_cite(s.cite(paper) + ": x") == (paper, lines)          # the citation reads back
-        assert s.forward or s.backward
+        assert s.forward or s.backward or s.decode
         if s.traced:
             assert s.parent is None
         else:                                       # a code-only sub-step belongs to a traced step
@@ -89,15 +89,19 @@ def _runs():
     r = fv.flash_forward(Q, K, V, Br=16, Bc=16, causal=True)
     yield flash_backward(Q, K, V, r.O, rng.standard_normal((40, 8)), r.lse, Br=16, Bc=16, causal=True,
                          record=True).trace
+    yield fv.decode_attention(Q.reshape(2, 20, 8)[:, :2], K.reshape(2, 20, 8)[:1], V.reshape(2, 20, 8)[:1], Bc=4,
+                              num_splits=3, record=True).trace
 
 
 def test_every_emitted_event_kind_is_a_traced_step():
-    forward, backward = set(), set()
+    forward, backward, decode = set(), set(), set()
     for tr in _runs():
-        (backward if tr.order == "fa2_bwd" else forward).update(e.kind for e in tr.events)
+        {"fa2_bwd": backward, "decode": decode}.get(tr.order, forward).update(e.kind for e in tr.events)
     assert forward == {s.name for s in STEPS if s.traced and s.forward}
     assert backward == {s.name for s in STEPS if s.traced and s.backward}
-    assert forward | backward == set(EVENT_KINDS)
+    # the split-KV decode: FA2's steps inside each split (FA1's init excluded), then its own
+    assert decode == {s.name for s in STEPS if s.traced and (s.decode or s.forward)} - {"init"}
+    assert forward | backward | decode == set(EVENT_KINDS)
 
 
 def test_every_emit_in_the_code_sits_in_a_block_of_its_own_name():
