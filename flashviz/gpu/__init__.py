@@ -14,7 +14,7 @@ Two tracks with the same file names, and what they share beside them::
     gpu/tensorcore/  kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores; their launch
                      table is flashviz/mma_limits.py, readable without CuPy)
                      backward.py (kernels/flash_bwd_mma.cu: FA2 Algorithm 2 on mma.sync)
-                     run.py (the benchmark suite)
+                     run.py (the benchmark suite), bench_bwd.py (the backward benchmark)
 
 What the runner leaves behind is read without a GPU by ``flashviz.records`` (the benchmark
 records, timelines and FA3 probes); ``latest_results``, ``Timeline``, ``latest_timeline`` and

@@ -51,8 +51,8 @@ def _dtype_kind(t) -> str:
 def _forward(q, k, v, causal: bool, scale: float, Br, Bc, variant):
     """The forward behind ``attention_fwd``: (O in q's dtype, lse float32), both contiguous."""
     if _dtype_kind(q) == "mma":
-        from .tensorcore.kernel import _forward_mma
-        return _forward_mma(q, k, v, causal=causal, scale=scale, Br=Br, Bc=Bc, variant=variant)
+        from .tensorcore.kernel import forward_mma_nograd
+        return forward_mma_nograd(q, k, v, causal=causal, scale=scale, Br=Br, Bc=Bc, variant=variant)
     return _teaching_forward(q, k, v, causal, scale, 64 if Br is None else Br, 64 if Bc is None else Bc)
 
 

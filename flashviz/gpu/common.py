@@ -10,6 +10,7 @@ bf16 tensor-core kernels) share.
   ``flashviz.checks``, the shared-memory limits in ``flashviz.mma_limits``): one scale rule for
   every kernel, a positive real whose value as the kernel receives it is a normal float32;
 * ``source(name)`` — a kernel's text, read once per process (the compile cache keys on it);
+  ``source_sha256(name)`` — its hash, as benchmark records name the source they timed;
 * ``device_facts(dev)`` — compute capability, SM count, shared memory opt-in and L2 size of
   one device, queried once per process;
 * ``torch_stream(dev)`` — torch's current stream on a device as a CuPy stream (the CUDA
@@ -170,6 +171,15 @@ def source(name: str) -> str:
     if text is None:
         text = _SOURCES[name] = expand_includes(kernel_source(name), name)
     return text
+
+
+def source_sha256(name: str) -> str:
+    """The first 16 hex digits of the sha256 of ``source(name)`` (the text NVRTC compiles, headers
+    pasted in): how a benchmark record names the kernel source it timed. Equals the
+    "source_sha256" of every cubin compiled from that file (``nvrtc.loaded_cubins``).
+    FileNotFoundError if there is no such kernel file."""
+    import hashlib
+    return hashlib.sha256(source(name).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ the target we ask for, writes the cubin to a per-user cache folder keyed by a ha
 (source, name, options, NVRTC version), and loads it with ``cupy.RawModule(path=...)``,
 so everything after loading (launch, ``max_dynamic_shared_size_bytes``, ``num_regs``) is
 plain CuPy.
+
+Every cubin a process loads is remembered (``loaded_cubins``), so a benchmark record can name
+the exact binaries it timed by their sha256, whatever else the cache folder holds.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+#: cubin path -> what compile_cubin loaded from it in this process (see ``loaded_cubins``)
+_LOADED: dict = {}
 
 
 def cache_dir() -> Path:
@@ -65,7 +71,10 @@ def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> t
     lowered = name_path.read_text()
     try:
         module = cp.RawModule(path=str(cubin_path))
-        return module.get_function(lowered), lowered, hit
+        fn = module.get_function(lowered)
+        _LOADED[str(cubin_path)] = {"name": lowered, "expression": name_expression, "arch": arch,
+                                    "options": list(options), "source": source}
+        return fn, lowered, hit
     except Exception:
         if not hit:
             raise
@@ -73,3 +82,25 @@ def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> t
         for path in (cubin_path, name_path):
             path.unlink(missing_ok=True)
         return compile_cubin(source, name_expression, arch, options)
+
+
+def loaded_cubins() -> list[dict]:
+    """Every cubin this process loaded through ``compile_cubin`` (compiled or found in the cache),
+    in load order: dicts with "name" (the lowered kernel name), "expression" (the name expression
+    asked for, e.g. "flash_bwd_mma<0,64,64,false>"), "arch", "options" (the caller's extra NVRTC
+    options), "file" (the cache file's stem), "sha256" (of the cubin's bytes) and "source_sha256"
+    (of the source text compiled: ``common.source_sha256`` of its kernel file), both the first 16
+    hex digits. What a benchmark record names as the binaries it timed; the cubins are read and
+    hashed here, at call time, never on a kernel's launch path. A cubin file removed since it was
+    loaded gets "sha256": None."""
+    out = []
+    for path, info in _LOADED.items():
+        p = Path(path)
+        try:
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        except OSError:
+            digest = None
+        out.append({"name": info["name"], "expression": info["expression"], "arch": info["arch"],
+                    "options": info["options"], "file": p.stem, "sha256": digest,
+                    "source_sha256": hashlib.sha256(info["source"].encode()).hexdigest()[:16]})
+    return out

@@ -178,20 +178,20 @@ def test_the_repeated_call_and_the_general_path_share_one_key(fake_torch, monkey
     monkeypatch.setattr(km, "_check_shapes", lambda *ops: None)
     monkeypatch.setattr(km, "_run", lambda *a: runs.append(a[-1]) or "general")
     monkeypatch.setattr(km, "_call_plan", lambda plan, *ptrs: launched.append((plan, ptrs)) or "planned")
-    assert km._forward_mma(q, k, v, causal=True) == "general"
+    assert km.forward_mma_nograd(q, k, v, causal=True) == "general"
     key = km._plan_key(q, k, v, True, None, None, None, None, None)[0]
     assert runs == [key]
     plan = km._PLANS[key] = object()
-    assert km._forward_mma(q, k, v, causal=True) == "planned"
+    assert km.forward_mma_nograd(q, k, v, causal=True) == "planned"
     assert launched == [(plan, (1 << 20, 1 << 21, 1 << 22))] and len(runs) == 1
-    assert km._forward_mma(q, k, v, causal=False) == "general" and runs[-1] not in (None, key)
+    assert km.forward_mma_nograd(q, k, v, causal=False) == "general" and runs[-1] not in (None, key)
     # the process's first launch: the general path looks the driver up, then makes the key
     monkeypatch.setattr(km, "_DRIVER", [])
     monkeypatch.setattr(km, "_driver", lambda: km._DRIVER.extend((None, None, lambda: 0)))
     del km._PLANS[key]
-    assert km._forward_mma(q, k, v, causal=True) == "general" and runs[-1] == key
+    assert km.forward_mma_nograd(q, k, v, causal=True) == "general" and runs[-1] == key
     # arguments the key cannot hold: the general path, no key (no plan stored)
-    assert km._forward_mma(q, k, v, causal=True, scale=1) == "general" and runs[-1] is None
+    assert km.forward_mma_nograd(q, k, v, causal=True, scale=1) == "general" and runs[-1] is None
 
 
 def test_a_plan_holds_the_checked_launch_and_launches_it(fake_torch, monkeypatch):

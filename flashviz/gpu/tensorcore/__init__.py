@@ -8,6 +8,8 @@
 * ``bench``    — correctness grid, per-shape benchmark, block sweep, device ceilings;
 * ``run``      — the benchmark suite: one run of all of that, written to one JSON
   (``flashviz bench``, ``benchmarks/bench_mma.py``).
+* ``bench_bwd`` — the backward benchmark (tensor-core and teaching backward against SDPA's),
+  one run written to one JSON (``benchmarks/bench_bwd.py``).
 
 The teaching track (``flashviz.gpu.teaching``) has the same file names; what both share lives
 one level up, in ``flashviz.gpu.common``, ``nvrtc`` and ``timing``; their records are read by

@@ -27,6 +27,9 @@ from ..common import check_scale, cupy, device_facts, source, torch_stream
 _KERNEL_FILE = "flash_bwd_mma.cu"
 BWD_MMA_BR = 64                        #: query rows per inner step (fixed in the kernel)
 BWD_MMA_BC = (64, 128)                 #: key rows per block: Bc/16 warps
+#: the default Bc: 128 (8 warps) measured 10-25 % faster than 64 at every shape of
+#: benchmarks/results/probe-bwd-h200-2026-12-02.json (e.g. d = 128, N = 4k: 8.05 against 10.06 ms)
+BWD_MMA_BC_DEFAULT = 128
 BWD_MMA_D = (64, 128)
 _CACHE: dict = {}
 
@@ -130,7 +133,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     deterministic : must be False here: dQ is accumulated with fp32 atomicAdd (its last bits may
         change between runs). True raises ValueError naming the deterministic path that exists.
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
-    Bc : key rows per block, 64 or 128 (None: 64).
+    Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
 
     Returns
     -------
@@ -156,7 +159,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     if Q.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"Q must be a float16 or bfloat16 torch tensor, got {Q.dtype}")
     check_member(d, "d", BWD_MMA_D, "tensor-core backward")
-    Bc = 64 if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    Bc = BWD_MMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
     scale = check_scale(scale, d)
     BH = math.prod(lead)
     if BH > 65_535:

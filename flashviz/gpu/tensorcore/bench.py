@@ -165,14 +165,19 @@ def ceilings(size_bytes: int = 4 << 30) -> dict:
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 
 
-def _backend(name):
+def sdpa_backend(name: str):
+    """torch's SDPBackend for a backend's short name: "flash" (FlashAttention-2), "cudnn",
+    "efficient" (memory-efficient) or "math" (the materialising reference), for
+    ``torch.nn.attention.sdpa_kernel``. KeyError for another name; imports torch."""
     from torch.nn.attention import SDPBackend
     return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[name]
 
 
-def _peak(fn) -> int:
-    """Peak extra bytes torch's allocator held during one call (reset, call, read)."""
+def torch_peak_bytes(fn) -> int:
+    """Peak extra bytes torch's allocator held during one call of ``fn``: its high-water mark
+    during the call (statistics reset just before) minus what was allocated before, the call's
+    outputs included (they are freed after). Imports torch; synchronises the device."""
     import torch
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
@@ -223,8 +228,10 @@ def _record_host(res: dict, host: dict, contexts: dict) -> None:
     res.update({f"{key}_host_us": v for key, v in us.items()})
 
 
-def _check_streams() -> None:
-    """The methods time on CuPy's current stream; every implementation must launch there."""
+def check_streams() -> None:
+    """Raise RuntimeError unless CuPy's current stream is torch's: the timing methods
+    (``timing``) record CUDA events on CuPy's current stream, and every implementation compared
+    must launch there for the times to be comparable."""
     import torch
     cp = cupy()
     ours, theirs = cp.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream
@@ -267,7 +274,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
     cp = cupy()
-    _check_streams()
+    check_streams()
     B, H = max(1, tokens // N), model_dim // d
     tdt = torch.float16 if dtype == "float16" else torch.bfloat16
     set_bytes = 4 * B * H * N * d * 2
@@ -285,7 +292,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
     if sdpa:
         for be in SDPA_BACKENDS:
             key = f"sdpa_{be}"
-            with sdpa_kernel(_backend(be)):      # backend selection outside the timed calls
+            with sdpa_kernel(sdpa_backend(be)):      # backend selection outside the timed calls
                 calls = [lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                          for q, k, v in sets]
                 try:
@@ -297,9 +304,9 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
                     ref = out
                 del out
                 _record(res, key, calls, phase, host, repeat=repeat, warmup=warmup)
-                contexts[key] = lambda be=be: sdpa_kernel(_backend(be))
+                contexts[key] = lambda be=be: sdpa_kernel(sdpa_backend(be))
                 if timed:
-                    res[f"{key}_peak_bytes"] = _peak(calls[0])
+                    res[f"{key}_peak_bytes"] = torch_peak_bytes(calls[0])
             torch.cuda.empty_cache()
     for variant in variants:
         # the record-key prefix (limits.impl_name); an unknown variant keeps its own name, so the
@@ -321,7 +328,7 @@ def bench_shape(N: int, d: int, causal: bool, *, dtype: str = "float16", variant
         del O
         _record(res, key, calls, phase, host, repeat=repeat, warmup=warmup)
         if timed:
-            res[f"{key}_peak_bytes"] = _peak(calls[0])
+            res[f"{key}_peak_bytes"] = torch_peak_bytes(calls[0])
     del ref
     if teaching or naive:
         Q32, K32, V32 = (cp.asarray(x.float()) for x in (q0, k0, v0))
@@ -422,4 +429,5 @@ def merge_sweep_passes(timed: list[dict], kern: list[dict]) -> list[dict]:
 METHODS = {"call_ms": CALL_METHOD, "kernel_ms": KERNEL_METHOD, "host_us": HOST_METHOD}
 
 __all__ = ["check_case", "check_grid", "ceilings", "bench_shape", "block_sweep", "merge_kernel_pass", "merge_sweep_passes",
+           "sdpa_backend", "torch_peak_bytes", "check_streams", "SDPA_BACKENDS",
            "reference64", "LOG2E", "METHODS"]

@@ -353,7 +353,7 @@ def flash_forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str |
     torch = sys.modules.get("torch")
     if torch is not None and torch.is_grad_enabled() and _requires_grad(torch, Q, K, V):
         return _with_autograd(Q, K, V, causal, scale, dtype, Br, Bc, variant)
-    return _forward_mma(Q, K, V, causal=causal, scale=scale, dtype=dtype, Br=Br, Bc=Bc, variant=variant)
+    return forward_mma_nograd(Q, K, V, causal=causal, scale=scale, dtype=dtype, Br=Br, Bc=Bc, variant=variant)
 
 
 def _requires_grad(torch, Q, K, V) -> bool:
@@ -379,7 +379,7 @@ def _with_autograd(Q, K, V, causal, scale, dtype, Br, Bc, variant):
     return attention_with_lse(Q, K, V, causal=causal, scale=scale, Br=Br, Bc=Bc, variant=variant)
 
 
-def _forward_mma(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
+def forward_mma_nograd(Q, K, V, *, causal: bool = False, scale=None, dtype: str | None = None,
                  Br: int | None = None, Bc: int | None = None, variant: str | None = None):
     """``flash_forward_mma`` without the gradient check: the forward itself (the autograd
     operator's forward calls this). Arguments, returns and errors as ``flash_forward_mma``.

@@ -25,11 +25,10 @@ def device_slug(env: dict) -> str:
 
 
 def kernel_source_hashes(variants) -> dict:
-    """sha256 (first 16 hex digits) of each kernel file the run measures: which code was timed."""
-    import hashlib
-
-    from ..common import source
-    return {v: hashlib.sha256(source(KERNEL_FILES[v][0]).encode()).hexdigest()[:16] for v in variants}
+    """sha256 (first 16 hex digits) of each kernel file the run measures: which code was timed
+    (``common.source_sha256``), keyed by variant."""
+    from ..common import source_sha256
+    return {v: source_sha256(KERNEL_FILES[v][0]) for v in variants}
 
 
 def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "bench", "sweep"),
