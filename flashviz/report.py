@@ -334,6 +334,48 @@ def _dram_section(res: dict | None) -> list[str]:
     return out
 
 
+def _bwd_section(res: dict | None) -> list[str]:
+    out = ["## Backward on the GPU against PyTorch SDPA", ""]
+    if not res:
+        return out + ["No record (benchmarks/results/bwd-*.json)."]
+    bench = res.get("bench", [])
+    out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run. "
+            f"Method, in the record's words: {res.get('method', '?')}. Ratios are SDPA's time ÷ ours, the same "
+            "method on both sides (above 1: ours is faster); TFLOP/s count the backward as 2.5 × the forward's "
+            "matmul FLOPs (causal: the visible half).", "",
+            "| d | causal | N | B×H | bwd_mma TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
+            "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN | teaching fp32 ms (call) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def ratio(r, impl, key):
+        a, b = r.get(f"{impl}_{key}"), r.get(f"bwd_mma_{key}")
+        return _x(a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else "—"
+
+    for r in sorted(bench, key=lambda r: (r["d"], r["causal"], r["N"])):
+        teach = r.get("bwd_teaching_call_ms")
+        out.append(f"| {r['d']} | {_yes(r['causal'])} | {r['N']:,} | {r['B']}×{r['H']} | "
+                   f"{_f(r.get('bwd_mma_tflops'), 0)} | {ratio(r, 'sdpa_flash_bwd', 'call_ms')} | "
+                   f"{ratio(r, 'sdpa_flash_bwd', 'kernel_ms')} | {ratio(r, 'sdpa_cudnn_bwd', 'call_ms')} | "
+                   f"{ratio(r, 'sdpa_cudnn_bwd', 'kernel_ms')} | {ratio(r, 'sdpa_flash_bwd', 'fwdbwd_call_ms')} | "
+                   f"{ratio(r, 'sdpa_cudnn_bwd', 'fwdbwd_call_ms')} | {'—' if teach is None else f'{teach:.2f}'} |")
+    det = res.get("deterministic", [])
+    if det:
+        out += ["", "Bitwise repeatability (the same inputs, "
+                f"{det[0].get('runs', '?')} runs each): "
+                + "; ".join(f"{impl}: {sum(x['bitwise_equal'] for x in det if x['impl'] == impl)} of "
+                            f"{sum(x['impl'] == impl for x in det)} shapes"
+                            for impl in dict.fromkeys(x["impl"] for x in det)) + "."]
+    peak = res.get("peak_bytes", [])
+    if peak:
+        out += ["", "| N | d | bwd_mma peak MiB | SDPA-flash peak MiB | SDPA-cuDNN peak MiB | SDPA-math peak MiB |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for r in peak:
+            cells = [r.get(f"{k}_peak_bytes") for k in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd")]
+            out.append(f"| {r['N']:,} | {r['d']} | " + " | ".join("—" if c is None else f"{c / 2**20:,.0f}" for c in cells)
+                       + " |")
+    return out
+
+
 def _fa3_section() -> list[str]:
     recs = fr.probe_records()
     out = ["## FlashAttention-3: the probe runs", ""]
@@ -488,7 +530,7 @@ def results_page() -> str:
               "[measuring.md](measuring.md); what each version of the kernels tried: "
               "[benchmarks/NOTES.md](../benchmarks/NOTES.md)."],
              _mma_section(mma), _teaching_section(latest_results("teaching")), _dram_section(latest_results("dram")),
-             _fa3_section(), _timeline_section(), _tests_section(), _cpu_section(), _all_records()]
+             _bwd_section(latest_results("bwd")), _fa3_section(), _timeline_section(), _tests_section(), _cpu_section(), _all_records()]
     return "\n\n".join("\n".join(p) for p in parts if p).replace("\n\n\n", "\n\n") + "\n"
 
 
