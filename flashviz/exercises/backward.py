@@ -6,6 +6,10 @@ for the backward — P (standard attention) and lse (FlashAttention), one head.
 ``check_recompute_P(fn)``: write P_ij = exp(S_ij − lse_i); ``check_dS(fn)``: write
 dS_ij = P_ij ∘ (dP_ij − D_i). Both are run on tiles recorded from a real ``flash_backward`` run
 and compared with what flashviz computed there.
+``check_peak_ratio(answer, N=4096, d=64)`` and ``check_bwd_share(answer, N=4096, d=64, causal=False)``
+(section 7) read their truth from the committed backward record (``records.bwd_records``): how many
+times more memory SDPA-math's backward peaked at than ours, and the backward's share of the forward +
+backward time, each within 1 % and naming the known wrong readings.
 
 Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
 answer or the learner's code does.
@@ -198,3 +202,101 @@ def check_dS(fn) -> CheckResult:
                     f"max |dS − flashviz| = {np.max(np.abs(got - e.dS)):.3g}")
         return say(wrong(f"{where} differs: {hint}"))
     return say(right(f"dS = P ∘ (dP − D) matches flashviz on all {len(tiles)} tiles (square, oblong and causal)"))
+
+
+# --- section 7: the recorded GPU backward (benchmarks/results/bwd-*.json; no GPU needed) -----------
+
+def _bwd_record(res):
+    from ..records.bwd_records import bwd_record
+
+    return bwd_record(res)
+
+
+def _far(expected: float, mistakes, gap: float):
+    """The mistakes more than ``gap`` (relative) away from ``expected``: a value closer than that
+    is the same answer read off another row or rounded, not a mistake to name."""
+    return [m for m in mistakes if abs(m[0] - expected) > gap * abs(expected)]
+
+
+@never_raises(say)
+def check_peak_ratio(answer, N: int = 4096, d: int = 64, *, res: dict | None = None) -> CheckResult:
+    """answer: how many times more memory SDPA-math's backward peaked at than ours (bwd_mma) at
+    this N and d, in the recorded run (``records.bwd_records.peak_rows``: the peak of one backward
+    call above what was allocated before it). Within 1 %, narrowed so that no named mistake
+    passes: the inverse, the bytes the forward kept instead of the peak, the two added, SDPA-flash
+    or cuDNN in place of ours, another N's row, a percentage, a difference of MiB."""
+    from ..records.bwd_records import bwd_label, peak_rows
+
+    res = _bwd_record(res)
+    rows = {r["N"]: r for r in peak_rows(res) if r["d"] == d}
+    row = rows.get(N)
+    if row is None or "sdpa_math_bwd_peak_bytes" not in row or "bwd_mma_peak_bytes" not in row:
+        return say(wrong(f"the record ({res.get('source_file', '?')}) has no peak of both SDPA-math and ours at "
+                         f"N = {N}, d = {d}"))
+    math, ours = row["sdpa_math_bwd_peak_bytes"], row["bwd_mma_peak_bytes"]
+    want = math / ours
+    mistakes = [(ours / math, "that is ours ÷ SDPA-math's; the question asks how many times more SDPA-math needs"),
+                (100 * want, "give a factor (how many times), not a percentage"),
+                ((math - ours) / 2**20, "that is a difference in MiB; divide the two peaks instead"),
+                ((math - ours) / 2**30, "that is a difference in GiB; divide the two peaks instead")]
+    if "sdpa_math_bwd_saved_bytes" in row and "bwd_mma_saved_bytes" in row:
+        ms, os_ = row["sdpa_math_bwd_saved_bytes"], row["bwd_mma_saved_bytes"]
+        mistakes += [(ms / os_, "those are the bytes the forward kept; the question asks for the backward's peak"),
+                     ((ms + math) / (os_ + ours), "add nothing: compare the backward's peaks alone")]
+    for other, name in (("sdpa_flash_bwd", "SDPA-flash"), ("sdpa_cudnn_bwd", "SDPA-cuDNN")):
+        if f"{other}_peak_bytes" in row:
+            mistakes.append((math / row[f"{other}_peak_bytes"], f"that divides by {name}'s peak; divide by ours "
+                                                                f"(flashviz's tensor-core backward)"))
+    for n, r in rows.items():
+        if n != N and "sdpa_math_bwd_peak_bytes" in r and "bwd_mma_peak_bytes" in r:
+            mistakes.append((r["sdpa_math_bwd_peak_bytes"] / r["bwd_mma_peak_bytes"],
+                             f"that is the ratio in the row of N = {n}; read the row of N = {N}"))
+    got = close_number(answer, want, rel=0.01, what=f"SDPA-math's peak ÷ ours at N = {N}", unit="x",
+                       mistakes=_far(want, mistakes, 0.02),
+                       hint="divide SDPA-math's peak by ours, the same N, the same units")
+    if got.ok:
+        other = [(n, r["sdpa_math_bwd_peak_bytes"] / r["bwd_mma_peak_bytes"]) for n, r in sorted(rows.items())
+                 if n != N and "sdpa_math_bwd_peak_bytes" in r]
+        grow = "; ".join(f"{v:.0f}x at N = {n}" for n, v in other)
+        got = CheckResult(True, f"{got.message}. The factor grows with N ({grow}): SDPA-math stores N×N numbers per "
+                                f"head, ours about N·d ({bwd_label(res).split(' (')[0]})")
+    return say(got)
+
+
+@never_raises(say)
+def check_bwd_share(answer, N: int = 4096, d: int = 64, causal: bool = False, impl: str = "bwd_mma", *,
+                    res: dict | None = None) -> CheckResult:
+    """answer: the fraction of the forward + backward time (public call) that the backward takes
+    for ``impl`` at this shape in the recorded run: <impl>_call_ms ÷ <impl>_fwdbwd_call_ms.
+    Within 1 %, narrowed so that no named mistake passes (the forward's share, backward ÷
+    forward, the FLOPs' 2.5 / 3.5, a percentage, another implementation's row); the right answer
+    is told how it compares with 2.5 / 3.5."""
+    from ..records.bwd_records import IMPLS, flop_ratio, time_rows
+
+    res = _bwd_record(res)
+    row = next((r for r in time_rows(res, d=d, causal=causal) if r["N"] == N), None)
+    if row is None or f"{impl}_bwd_share" not in row:
+        return say(wrong(f"the record ({res.get('source_file', '?')}) has no forward + backward time of {impl} at "
+                         f"N = {N}, d = {d}, causal = {bool(causal)}"))
+    want = row[f"{impl}_bwd_share"]
+    flops = flop_ratio() / (flop_ratio() + 1)
+    mistakes = [(1 - want, "that is the forward's share; the question asks for the backward's"),
+                (row[f"{impl}_bwd_over_fwd"], "that is backward ÷ forward; divide the backward by forward + backward"),
+                (flops, "that is what the FLOPs predict (2.5 / 3.5); use the measured times"),
+                (100 * want, "give a fraction, not a percentage")]
+    for other in IMPLS:
+        if other != impl and f"{other}_bwd_share" in row:
+            mistakes.append((row[f"{other}_bwd_share"], f"that is {other}'s row ({IMPLS[other]}); the question is "
+                                                        f"about {impl} ({IMPLS.get(impl, impl)})"))
+    got = close_number(answer, want, rel=0.01, what="the backward's share of forward + backward",
+                       mistakes=_far(want, mistakes, 0.02),
+                       hint="backward time ÷ (forward + backward time), both by public call")
+    if got.ok:
+        side = "above" if want > flops else "below"
+        theirs = ", ".join(f"{IMPLS[o].split(' (')[0]} {row[f'{o}_bwd_share']:.3f}" for o in ("sdpa_flash_bwd",
+                           "sdpa_cudnn_bwd") if f"{o}_bwd_share" in row and o != impl)
+        got = CheckResult(True, f"{got.message}: {side} the {flops:.3f} (2.5 / 3.5) that the FLOPs predict"
+                                + (f"; at the same shape {theirs}" if theirs else "")
+                                + (". Our backward is slow for our forward: benchmarks/NOTES.md says why"
+                                   if impl == "bwd_mma" and want > flops else ""))
+    return say(got)

@@ -1,12 +1,55 @@
 """Chapter 6 (the backward pass) runs top to bottom headless; its widget is then driven in the same
-kernel, its exercise stubs report "✗ Not yet" without raising, and its live tables say what they should."""
+kernel, its exercise stubs report "✗ Not yet" without raising, and its live tables say what they should.
 
+Section 7 reads the committed backward record (benchmarks/results/bwd-*.json) without a GPU: its
+printed tables equal values computed here from the raw keys of the JSON (bytes per (batch, head),
+forward = fwd+bwd − bwd, FLOPs over milliseconds, ratios of raw times with one method on both sides),
+the claims of its prose hold in the record, its exercises answer ✓ to the right answers (worked out
+here) and name known mistakes, and the answers are printed nowhere before the checks. Tests that read
+the recorded JSON carry the ``recorded_data`` marker."""
+
+import json
+import re
+import statistics
 from pathlib import Path
 
+import nbformat
+import pytest
 from nbutil import run_notebook, widget_views
+from test_exercise_hints import assert_right, assert_wrong
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "06_backward.ipynb"
+RESULTS = ROOT / "benchmarks" / "results"
+recorded_data = pytest.mark.recorded_data
+
+
+def _newest(pattern):
+    files = sorted(RESULTS.glob(pattern), key=lambda f: (re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0], f.name))
+    return files[-1].name, json.loads(files[-1].read_text())
+
+
+BWD_FILE, BWD = _newest("bwd-*.json")
+MMA_FILE, MMA = _newest("mma-*.json")
+BENCH = sorted(BWD["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
+PEAKS = sorted(BWD["peak_bytes"], key=lambda r: r["N"])
+RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+FLOPS_RECOMPUTE, FLOPS_STORED = 5 / 2, 4 / 2     # backward matmuls (dV, dP, dQ, dK, + S again) ÷ the forward's 2
+
+
+def bwd_over_fwd(r, impl):
+    return r[f"{impl}_call_ms"] / (r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"])
+
+
+def ratios(impl):
+    return [bwd_over_fwd(r, impl) for r in BENCH if f"{impl}_fwdbwd_call_ms" in r]
+
+
+# The exercises' right answers, from the record's raw keys (not through flashviz):
+_P4096 = next(r for r in PEAKS if r["N"] == 4096 and r["d"] == 64)
+RIGHT_RATIO = _P4096["sdpa_math_bwd_peak_bytes"] / _P4096["bwd_mma_peak_bytes"]
+_R4096 = next(r for r in BENCH if (r["d"], r["causal"], r["N"]) == (64, False, 4096))
+RIGHT_SHARE = _R4096["bwd_mma_call_ms"] / _R4096["bwd_mma_fwdbwd_call_ms"]
 
 DRIVE = """
 import numpy as np
@@ -34,18 +77,33 @@ assert check_recompute_P(lambda S, lse: np.exp(S - lse[:, None]))
 assert check_dS(lambda P, dP, D: P * (dP - D[:, None]))
 print("DRIVEN-OK", w.n_frames)
 """
+# section 7's exercises, answered right in the same kernel (the right answers worked out above)
+DRIVE += f"""
+assert check_peak_ratio({RIGHT_RATIO!r}, N=4096, d=64)
+assert check_bwd_share({RIGHT_SHARE!r}, N=4096, d=64, causal=False)
+print("DRIVEN-GPU-OK")
+"""
 
 
-def test_backward_notebook_runs_and_is_driven(tmp_path, monkeypatch):
-    nb, texts = run_notebook(NOTEBOOK, tmp_path, monkeypatch, DRIVE)
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    try:
+        yield run_notebook(NOTEBOOK, tmp_path_factory.mktemp("nb06"), mp, DRIVE)
+    finally:
+        mp.undo()
+
+
+def test_backward_notebook_runs_and_is_driven(executed):
+    nb, texts = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
-    assert widget_views(nb), "no widget was displayed"
-    assert "DRIVEN-OK" in texts
-    # the four exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
+    assert len(widget_views(nb)) == 3, "the explorer and section 7's two figures"
+    assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts
+    # the six exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
-    assert len(stubs) == 5 and "lse is kept in float32" in stubs[-1], stubs
-    assert texts.count("✓ Right") == 4                                 # the driven right answers
+    assert len(stubs) == 7 and "lse is kept in float32" in stubs[-1], stubs
+    assert texts.count("✓ Right") == 6                                 # the driven right answers
     assert "lse 16,384 B" in texts
     # the run's counts equal the closed forms; D needs no P; P comes back from lse
     assert texts.count("→ equal: True") == 2
@@ -68,3 +126,221 @@ def test_backward_notebook_runs_and_is_driven(tmp_path, monkeypatch):
     assert "(kept in this run: S and P float32, lse float32, 4 bytes a row)" in texts
     whole = texts.split("lse, whole model")[1]
     assert whole.splitlines()[1].endswith(" 16 MiB") and whole.splitlines()[5].endswith(" 256 MiB")
+
+
+# --- section 7: the recorded GPU backward ------------------------------------------------------------
+
+def _block(texts, first, last):
+    return texts.split(first, 1)[1].split(last, 1)[0]
+
+
+def _markdown():
+    return " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+                             if c.cell_type == "markdown").split())
+
+
+def _cells(line):
+    return [x for x in line.replace("│", " ").split()]
+
+
+@recorded_data
+def test_recorded_data_the_record_is_named_from_itself(executed):
+    _, texts = executed
+    env = BWD["env"]
+    t = env["time_utc"]
+    assert f"Recorded on {env['device']}, {t[:10]} {t[11:16]} UTC, commit {env['commit'][:7]}" in texts
+    assert BWD_FILE in texts
+    sh = BWD["shapes"]
+    assert f"B·N = {sh['tokens']:,} tokens a batch, H = {sh['model_dim']} / d heads" in texts
+    for key in ("call_ms", "kernel_ms", "fwdbwd_call_ms", "peak_bytes"):          # the record's own words
+        assert " ".join(BWD["methods"][key].split()[:6]) in " ".join(texts.split())
+
+
+@recorded_data
+def test_recorded_data_memory_table_equals_the_record(executed):
+    _, texts = executed
+    block = _block(texts, "peak of the backward", "peak bytes of one head")
+    lines = [x for x in block.splitlines() if x.strip() and x.split()[0].isdigit()]
+    assert len(lines) == len(PEAKS)
+    for r, line in zip(PEAKS, lines):
+        BH = r["B"] * r["H"]
+
+        def mib(key):
+            return f"{r[key] / BH / 2**20:.2f}" if key in r else "—"
+        want = [str(r["N"]), f"{r['B']}×{r['H']}", mib("bwd_mma_saved_bytes"), mib("sdpa_math_bwd_saved_bytes"),
+                *(mib(f"{i}_peak_bytes") for i in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd"))]
+        assert _cells(line) == want, line
+        if "sdpa_math_bwd_peak_note" in r:
+            assert f"N = {r['N']:,}: SDPA-math (stores P) {r['sdpa_math_bwd_peak_note']}" in texts
+    # ours: constant bytes per token (O(N) per head); SDPA-math: constant bytes per (query, key) pair (O(N²))
+    ours = [r["bwd_mma_peak_bytes"] / (r["B"] * r["H"] * r["N"]) for r in PEAKS]
+    math = [r["sdpa_math_bwd_peak_bytes"] / (r["B"] * r["H"] * r["N"] ** 2) for r in PEAKS if "sdpa_math_bwd_peak_bytes" in r]
+    assert "ours per token:                 " + ", ".join(f"{v:.2f}" for v in ours) in texts
+    assert "SDPA-math per (query, key) pair: " + ", ".join(f"{v:.2f}" for v in math) in texts
+    assert max(ours) / min(ours) < 1.01 and max(math) / min(math) < 1.05
+    # our peak = dQ, dK, dV in fp16 + dQ in fp32 + D, in every row (the prose: "exactly")
+    for r in PEAKS:
+        parts = 5 * r["tensor_bytes"] + 4 * r["B"] * r["H"] * r["N"]
+        assert parts == r["bwd_mma_peak_bytes"]
+        assert f"N = {r['N']:>6,}: {parts:,} B; the record: {r['bwd_mma_peak_bytes']:,} B → the same: True" in texts
+
+
+@recorded_data
+def test_recorded_data_the_memory_prose_holds():
+    md = _markdown()
+    assert "keeps the same bytes, $O$ and $\\mathrm{lse}$ (their lines lie on top of each other)" in md
+    for r in PEAKS:          # ours, flash and cuDNN keep the same bytes, within 0.01 %
+        kept = [r[f"{i}_saved_bytes"] for i in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd")]
+        assert max(kept) / min(kept) < 1.0001
+        assert r.get("sdpa_math_bwd_saved_bytes", float("inf")) > 10 * max(kept)
+    # "at the largest N the record did not run it at all"
+    assert [r["N"] for r in PEAKS if "sdpa_math_bwd_peak_bytes" not in r] == [max(r["N"] for r in PEAKS)]
+
+
+@recorded_data
+def test_recorded_data_backward_over_forward_equals_the_record(executed):
+    _, texts = executed
+    block = _block(texts, "backward time ÷ forward time, by public call", "      ours:")
+    lines = [x for x in block.splitlines() if x.strip() and x.split()[0].isdigit()]
+    assert len(lines) == len(BENCH)
+    for r, line in zip(BENCH, lines):
+        want = [str(r["d"]), "yes" if r["causal"] else "no", str(r["N"])]
+        want += [f"{bwd_over_fwd(r, i):.2f}" if f"{i}_fwdbwd_call_ms" in r else "—" for i in RECOMPUTE]
+        assert _cells(line) == want, line
+    assert "backward FLOPs ÷ forward FLOPs in the record's rows: 2.5\n" in texts
+    assert {r["flops_bwd"] / r["flops_fwd"] for r in BENCH} == {FLOPS_RECOMPUTE}
+    for impl, name in zip(RECOMPUTE, ("ours", "teaching", "teach. det", "SDPA-flash", "SDPA-cuDNN")):
+        x = ratios(impl)
+        assert (f"{name:>10}: {min(x):.2f}–{max(x):.2f}; above 2.5 in {sum(v > FLOPS_RECOMPUTE for v in x)} of "
+                f"{len(x)} shapes, below 2 in {sum(v < FLOPS_STORED for v in x)}") in texts
+    # the derived forward against the forward timed alone in chapter 7's record
+    alone = {(m["d"], m["causal"], m["N"]): m for m in MMA["bench"]}
+    assert f"(public call; {MMA_FILE}, {MMA['env']['date']}):" in texts
+    for impl, fwd, name in (("sdpa_flash_bwd", "sdpa_flash", "SDPA-flash (FlashAttention-2)"),
+                            ("sdpa_cudnn_bwd", "sdpa_cudnn", "SDPA-cuDNN")):
+        x = [(r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"]) / alone[(r["d"], r["causal"], r["N"])][f"{fwd}_call_ms"]
+             for r in BENCH]
+        assert f"  {name:<30} {min(x):.2f}–{max(x):.2f} over {len(x)} shapes" in texts
+
+
+@recorded_data
+def test_recorded_data_the_time_prose_holds():
+    md = _markdown()
+    # the teaching kernel and SDPA-flash above the FLOP ratio at every shape
+    assert "The teaching kernel and SDPA-flash sit above the FLOP ratio at every shape" in md
+    assert all(v > FLOPS_RECOMPUTE for i in ("bwd_teaching", "sdpa_flash_bwd") for v in ratios(i))
+    # SDPA-cuDNN closest; below the ratio at some shapes, below the stored-P ratio at a few
+    closest = {i: statistics.median(abs(v - FLOPS_RECOMPUTE) for v in ratios(i)) for i in RECOMPUTE}
+    assert min(closest, key=closest.get) == "sdpa_cudnn_bwd"
+    cud = ratios("sdpa_cudnn_bwd")
+    assert 0 < sum(v < FLOPS_RECOMPUTE for v in cud) < len(cud) and 0 < sum(v < FLOPS_STORED for v in cud) <= 3
+    assert "at a few even below the ratio of a backward that stores $P$" in md
+    # ... and where it falls clearly below (5 %), cuDNN's derived forward is slower than its forward timed alone
+    assert "where it falls clearly below, its \"forward\" here is derived, not timed" in md
+    alone = {(m["d"], m["causal"], m["N"]): m for m in MMA["bench"]}
+    for r in BENCH:
+        if bwd_over_fwd(r, "sdpa_cudnn_bwd") < 0.95 * FLOPS_RECOMPUTE:
+            fwd = r["sdpa_cudnn_bwd_fwdbwd_call_ms"] - r["sdpa_cudnn_bwd_call_ms"]
+            assert fwd > 1.05 * alone[(r["d"], r["causal"], r["N"])]["sdpa_cudnn_call_ms"], (r["d"], r["N"])
+    # "SDPA's backwards ... stay within a small factor of the FLOP ratio" (the take-away)
+    assert "their time stays within a small factor of the FLOP ratio to their forward's" in md
+    sdpa = ratios("sdpa_flash_bwd") + ratios("sdpa_cudnn_bwd")
+    assert 0.7 * FLOPS_RECOMPUTE < min(sdpa) and max(sdpa) < 1.5 * FLOPS_RECOMPUTE
+    # ours far above it at every shape
+    assert "Ours is far above the FLOP ratio at every shape" in md
+    assert min(ratios("bwd_mma")) > 2 * FLOPS_RECOMPUTE
+
+
+@recorded_data
+def test_recorded_data_speed_table_equals_the_record(executed):
+    _, texts = executed
+    block = _block(texts, "ours (bwd_mma): TFLOP/s and SDPA's time ÷ ours", "ours against SDPA-flash")
+    lines = [x for x in block.splitlines() if x.strip() and x.split()[0].isdigit()]
+    assert len(lines) == len(BENCH)
+    for r, line in zip(BENCH, lines):
+        want = [str(r["d"]), "yes" if r["causal"] else "no", str(r["N"])]
+        for m in ("call", "kernel"):
+            want += [f"{r['flops_bwd'] / r[f'bwd_mma_{m}_ms'] / 1e9:.0f}",
+                     f"{r[f'sdpa_flash_bwd_{m}_ms'] / r[f'bwd_mma_{m}_ms']:.2f}x",
+                     f"{r[f'sdpa_cudnn_bwd_{m}_ms'] / r[f'bwd_mma_{m}_ms']:.2f}x"]
+        want += [f"{r[f'{o}_fwdbwd_call_ms'] / r['bwd_mma_fwdbwd_call_ms']:.2f}x" for o in ("sdpa_flash_bwd", "sdpa_cudnn_bwd")]
+        assert _cells(line) == want, line
+    for key, name in (("call_ms", "public call"), ("kernel_ms", "kernel-only"),
+                      ("fwdbwd_call_ms", "forward + backward, public call")):
+        for other, oname in (("sdpa_flash_bwd", "SDPA-flash"), ("sdpa_cudnn_bwd", "SDPA-cuDNN")):
+            x = [r[f"{other}_{key}"] / r[f"bwd_mma_{key}"] for r in BENCH]
+            assert (f"ours against {oname:<10} {name:<31}: {min(x):.2f}–{max(x):.2f}x; slower in "
+                    f"{sum(v < 1 for v in x)} of {len(x)} shapes") in texts
+            # the prose: "slower than both of PyTorch's, at every shape and by both methods", a training step too
+            assert max(x) < 1
+    assert "**our tensor-core backward is slower than both of PyTorch's**, at every shape and by both methods" in _markdown()
+    teach = [r["flops_bwd"] / r["bwd_teaching_call_ms"] / 1e9 for r in BENCH if "bwd_teaching_call_ms" in r]
+    assert f"public call: {min(teach):.0f}–{max(teach):.0f} TFLOP/s" in texts
+    # "slower still, by far": under half of ours at every shape
+    assert all(r["bwd_teaching_call_ms"] > 2 * r["bwd_mma_call_ms"] for r in BENCH if "bwd_teaching_call_ms" in r)
+    assert "benchmarks/NOTES.md" in _markdown()
+
+
+@recorded_data
+def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
+    _, texts = executed
+    det = BWD["deterministic"]
+    impls = list(dict.fromkeys(x["impl"] for x in det))
+    for impl in impls:
+        mine = [x for x in det if x["impl"] == impl]
+        asks = "deterministic" if mine[0]["deterministic"] else "atomic dQ"
+        g = {k: sum(x[f"{k}_bitwise_equal"] for x in mine) for k in ("dQ", "dK", "dV")}
+        assert (f"  {impl:<17} {asks:<13} same bits in {sum(x['bitwise_equal'] for x in mine)} of {len(mine)} shapes "
+                f"({mine[0]['runs']} runs each): dQ {g['dQ']}, dK {g['dK']}, dV {g['dV']}") in texts
+    # the prose: only dQ ever differs; the atomic paths differ in most shapes, ours repeated at one; det always
+    assert all(x["dK_bitwise_equal"] and x["dV_bitwise_equal"] for x in det)
+    for impl in ("bwd_teaching", "bwd_mma"):
+        mine = [x for x in det if x["impl"] == impl]
+        assert sum(x["bitwise_equal"] for x in mine) < len(mine) / 2
+    assert sum(x["bitwise_equal"] for x in det if x["impl"] == "bwd_mma") == 1
+    assert all(x["bitwise_equal"] for x in det if x["impl"] == "bwd_teaching_det")
+    md = _markdown()
+    assert "at one shape ours happened to repeat" in md and "Only $dQ$ ever differs" in md
+    for key, name in (("call_ms", "public call"), ("kernel_ms", "kernel-only")):
+        x = [r[f"bwd_teaching_det_{key}"] / r[f"bwd_teaching_{key}"] for r in BENCH if f"bwd_teaching_det_{key}" in r]
+        assert f"deterministic ÷ atomic teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes" \
+            in texts
+        assert 1 < min(x) and max(x) < 7 / 5          # "cost less extra time than its extra FLOPs" (7 matmuls, not 5)
+    assert "its matrix products: 7 per tile instead of 5: 1.40x the FLOPs" in texts
+
+
+@recorded_data
+def test_recorded_data_exercises_answer_right_and_are_not_given_away(executed):
+    _, texts = executed
+    rights = [x for x in texts.splitlines() if x.startswith("✓ Right")]
+    assert any(f"flashviz computes {RIGHT_RATIO:,.6g}x" in x for x in rights), rights
+    assert any(f"flashviz computes {RIGHT_SHARE:,.6g}" in x and "above the 0.714 (2.5 / 3.5)" in x for x in rights)
+    body = texts.split("✗ Not yet: SDPA-math's peak")[0]          # everything printed before exercise 5's check
+    for v in (f"{RIGHT_RATIO:.1f}", f"{RIGHT_RATIO:.2f}", f"{RIGHT_SHARE:.3f}", f"{100 * RIGHT_SHARE:.1f}"):
+        assert v not in body.split("Recorded on", 1)[1], v
+
+
+@recorded_data
+def test_recorded_data_exercises_name_their_mistakes():
+    from flashviz.exercises.backward import check_bwd_share, check_peak_ratio
+
+    r = _P4096
+    assert_right(check_peak_ratio(RIGHT_RATIO, N=4096, d=64))
+    assert_right(check_peak_ratio(round(RIGHT_RATIO, 1), N=4096, d=64))
+    for answer, words in [(1 / RIGHT_RATIO, "ours ÷ SDPA-math's"),
+                          (r["sdpa_math_bwd_saved_bytes"] / r["bwd_mma_saved_bytes"], "the forward kept"),
+                          (r["sdpa_math_bwd_peak_bytes"] / r["sdpa_flash_bwd_peak_bytes"], "SDPA-flash's peak"),
+                          (PEAKS[0]["sdpa_math_bwd_peak_bytes"] / PEAKS[0]["bwd_mma_peak_bytes"], "row of N = 1024"),
+                          (100 * RIGHT_RATIO, "not a percentage")]:
+        got = check_peak_ratio(answer, N=4096, d=64)
+        assert_wrong(got, RIGHT_RATIO)
+        assert words in got.message, (words, got.message)
+    assert_right(check_bwd_share(RIGHT_SHARE, N=4096, d=64, causal=False))
+    assert_right(check_bwd_share(round(RIGHT_SHARE, 2), N=4096, d=64, causal=False))
+    row = _R4096
+    for answer, words in [(1 - RIGHT_SHARE, "forward's share"), (bwd_over_fwd(row, "bwd_mma"), "backward ÷ forward"),
+                          (2.5 / 3.5, "what the FLOPs predict"), (100 * RIGHT_SHARE, "not a percentage"),
+                          (row["sdpa_flash_bwd_call_ms"] / row["sdpa_flash_bwd_fwdbwd_call_ms"], "sdpa_flash_bwd")]:
+        got = check_bwd_share(answer, N=4096, d=64, causal=False)
+        assert_wrong(got, RIGHT_SHARE)
+        assert words in got.message, (words, got.message)

@@ -1,0 +1,207 @@
+"""Chapter 6, section 7: the recorded GPU backward (benchmarks/results/bwd-*.json), without a GPU.
+
+The reader (flashviz.records.bwd_records) and the two figures (flashviz.views.backward_gpu_plots)
+against values worked out here from the raw keys of the newest committed record: per-head bytes,
+forward = fwd+bwd − bwd, TFLOP/s = FLOPs over milliseconds, ratios of raw times with one method on
+both sides. The figures fit a notebook (at most FIT_WIDTH_PX wide, no text under 7.5 pt, none
+overlapping or leaving the figure, no raw exponent, at the notebook's text size and the
+presenter's) and refuse a record without their rows in one line.
+
+Tests that read the recorded JSON carry the ``recorded_data`` marker."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import matplotlib
+import pytest
+from test_no_overlap import raw_exponents, text_problems, visible_texts
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from flashviz.records import bwd_records as br  # noqa: E402
+from flashviz.views import style  # noqa: E402
+from flashviz.views.backward_gpu_plots import plot_bwd_speed, plot_recompute_vs_store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+recorded_data = pytest.mark.recorded_data
+
+
+def _newest_bwd():
+    files = sorted(RESULTS.glob("bwd-*.json"), key=lambda f: (re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0], f.name))
+    rec = json.loads(files[-1].read_text())
+    rec["source_file"] = files[-1].name
+    return rec
+
+
+REC = _newest_bwd()
+BENCH = sorted(REC["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
+PEAKS = REC["peak_bytes"]
+RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+
+
+def bwd_over_fwd(r, impl):
+    return r[f"{impl}_call_ms"] / (r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"])
+
+
+@pytest.fixture
+def figures():
+    made = []
+    yield made
+    for f in made:
+        plt.close(f)
+
+
+# --- the reader ---------------------------------------------------------------------------------
+
+@recorded_data
+def test_recorded_data_the_reader_computes_what_the_keys_say():
+    assert br.flop_ratio(True) == 2.5 and br.flop_ratio(False) == 2.0 and br.det_flop_ratio() == pytest.approx(1.4)
+    rows = br.time_rows(REC)
+    assert [(r["d"], r["causal"], r["N"]) for r in rows] == [(r["d"], r["causal"], r["N"]) for r in BENCH]
+    for got, r in zip(rows, BENCH):
+        for impl in RECOMPUTE:
+            if f"{impl}_call_ms" not in r:
+                assert f"{impl}_call_ms" not in got
+                continue
+            fwd = r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"]
+            assert got[f"{impl}_fwd_ms"] == pytest.approx(fwd, rel=1e-12)
+            assert got[f"{impl}_bwd_over_fwd"] == pytest.approx(r[f"{impl}_call_ms"] / fwd, rel=1e-12)
+            assert got[f"{impl}_bwd_share"] == pytest.approx(r[f"{impl}_call_ms"] / r[f"{impl}_fwdbwd_call_ms"])
+            for m in ("call", "kernel"):
+                assert got[f"{impl}_{m}_tflops"] == pytest.approx(r["flops_bwd"] / r[f"{impl}_{m}_ms"] / 1e9)
+                assert got[f"{impl}_{m}_tflops"] == pytest.approx(r[f"{impl}_{'tflops' if m == 'call' else 'kernel_tflops'}"])
+        for other in ("sdpa_flash_bwd", "sdpa_cudnn_bwd"):
+            for m, key in (("call", "call_ms"), ("kernel", "kernel_ms"), ("fwdbwd", "fwdbwd_call_ms")):
+                assert got[f"bwd_mma_{m}_vs_{other}"] == pytest.approx(r[f"{other}_{key}"] / r[f"bwd_mma_{key}"])
+    assert len(br.time_rows(REC, d=128, causal=True)) == sum(r["d"] == 128 and r["causal"] for r in BENCH)
+
+
+@recorded_data
+def test_recorded_data_peaks_repeatability_and_the_deterministic_cost():
+    rows = br.peak_rows(REC)
+    assert len(rows) == len(PEAKS)
+    for got, r in zip(rows, sorted(PEAKS, key=lambda r: r["N"])):
+        BH = r["B"] * r["H"]
+        for impl in br.PEAK_IMPLS:
+            if f"{impl}_peak_bytes" in r:
+                assert got[f"{impl}_peak_per_head"] == r[f"{impl}_peak_bytes"] / BH
+                assert got[f"{impl}_saved_per_head"] == r[f"{impl}_saved_bytes"] / BH
+            else:
+                assert f"{impl}_peak_per_head" not in got and got[f"{impl}_note"] == r[f"{impl}_peak_note"]
+    rep = br.repeatability(REC)
+    for impl in {x["impl"] for x in REC["deterministic"]}:
+        mine = [x for x in REC["deterministic"] if x["impl"] == impl]
+        assert rep[impl]["shapes"] == len(mine) and rep[impl]["equal"] == sum(x["bitwise_equal"] for x in mine)
+        assert rep[impl]["dQ"] == sum(x["dQ_bitwise_equal"] for x in mine)
+    cost = br.det_cost(REC)
+    want = [r["bwd_teaching_det_call_ms"] / r["bwd_teaching_call_ms"] for r in BENCH if "bwd_teaching_det_call_ms" in r]
+    assert [c["call"] for c in cost] == pytest.approx(want)
+    label = br.bwd_label(REC)
+    env = REC["env"]
+    assert env["device"] in label and env["time_utc"][:10] in label and env["commit"][:7] in label
+    assert REC["source_file"] in label
+
+
+def test_the_reader_refuses_what_is_not_a_backward_record():
+    with pytest.raises(LookupError):
+        br.time_rows({"nothing": 1})
+    assert br.peak_rows({"bench": []}) == [] and br.repeatability({"bench": []}) == {}
+
+
+# --- the figures --------------------------------------------------------------------------------
+
+def _lines(ax):
+    return {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+
+
+@recorded_data
+def test_recorded_data_recompute_vs_store_draws_the_record(figures):
+    fig = plot_recompute_vs_store(REC, d=64, causal=False)
+    figures.append(fig)
+    keep, peak, time = fig.axes
+    peaks = sorted(PEAKS, key=lambda r: r["N"])
+    for ax, what in ((keep, "saved"), (peak, "peak")):
+        lines = _lines(ax)
+        for impl in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd"):
+            sel = [r for r in peaks if f"{impl}_{what}_bytes" in r]
+            (ln,) = [ln for label, ln in lines.items() if label == plot_short(impl)]
+            assert list(ln.get_xdata()) == [r["N"] for r in sel]
+            assert list(ln.get_ydata()) == pytest.approx([r[f"{impl}_{what}_bytes"] / (r["B"] * r["H"]) / 2**20
+                                                          for r in sel])
+        assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
+    # SDPA-math's largest N was not run: said in the panel
+    assert any("not run" in t.get_text() for t in peak.texts) == any("sdpa_math_bwd_peak_note" in r for r in peaks)
+    sel = [r for r in BENCH if r["d"] == 64 and not r["causal"]]
+    lines = _lines(time)
+    for impl in RECOMPUTE:
+        rows = [r for r in sel if f"{impl}_fwdbwd_call_ms" in r]
+        (ln,) = [ln for label, ln in lines.items() if label == plot_short(impl)]
+        assert list(ln.get_ydata()) == pytest.approx([bwd_over_fwd(r, impl) for r in rows], rel=1e-12)
+    flat = sorted(ln.get_ydata()[0] for ln in time.get_lines() if len(set(ln.get_ydata())) == 1 and
+                  len(ln.get_ydata()) == 2)
+    assert flat == [4 / 2, 5 / 2]                     # the FLOP ratios: 4 or 5 matmuls against the forward's 2
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert REC["env"]["device"] in title and REC["env"]["time_utc"][:10] in title and REC["env"]["commit"][:7] in title
+
+
+def plot_short(impl):
+    from flashviz.views.backward_gpu_plots import SHORT
+    return SHORT[impl]
+
+
+@recorded_data
+def test_recorded_data_speed_figure_draws_the_record(figures):
+    fig = plot_bwd_speed(REC)
+    figures.append(fig)
+    panels = sorted({(r["d"], r["causal"]) for r in BENCH})
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == len(panels)
+    for ax, (d, causal) in zip(axes, panels):
+        assert ax.get_title(loc="left") == f"d = {d}, {'causal' if causal else 'no mask'}"
+        sel = [r for r in BENCH if (r["d"], r["causal"]) == (d, causal)]
+        lines = _lines(ax)
+        for impl in ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"):
+            for m, name in (("call", "public call"), ("kernel", "kernel-only")):
+                rows = [r for r in sel if f"{impl}_{m}_ms" in r]
+                ln = lines[f"{plot_short(impl)}, {name}"]
+                assert list(ln.get_xdata()) == [r["N"] for r in rows]
+                assert list(ln.get_ydata()) == pytest.approx([r["flops_bwd"] / r[f"{impl}_{m}_ms"] / 1e9 for r in rows])
+    assert REC["env"]["commit"][:7] in fig._suptitle.get_text()
+
+
+@recorded_data
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+@pytest.mark.parametrize("plot", [plot_recompute_vs_store, plot_bwd_speed])
+def test_recorded_data_the_figures_fit_a_notebook(plot, scale, figures):
+    with style.scaled_text(scale):
+        fig = plot(REC)
+    figures.append(fig)
+    assert fig.bbox.width <= style.FIT_WIDTH_PX + 0.5
+    assert not text_problems(fig) and not raw_exponents(fig)
+    sizes = [t.get_fontsize() for t, _ in visible_texts(fig, fig.canvas.get_renderer())]
+    assert min(sizes) >= 7.5 * scale - 1e-9, min(sizes)
+    assert min(sizes) * fig.dpi / 72 >= 8.0               # tests/browser/test_fit.py: 8 px at the least
+    if scale == 1.0:
+        assert fig.get_figwidth() == pytest.approx(9.4)
+
+
+@pytest.mark.parametrize("plot", [plot_recompute_vs_store, plot_bwd_speed])
+@pytest.mark.parametrize("bad", [None, {"nothing": 1}, {"bench": []}])
+def test_bad_input_is_refused_in_one_line(plot, bad):
+    with pytest.raises(ValueError) as e:
+        plot(bad)
+    assert "\n" not in str(e.value)
+
+
+def test_a_record_without_peak_rows_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="no peak-memory rows") as e:
+        plot_recompute_vs_store({"bench": REC["bench"], "source_file": "x.json"})
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="no bench row at d = 96"):
+        plot_recompute_vs_store(REC, d=96)
