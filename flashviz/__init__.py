@@ -55,6 +55,7 @@ _WIDGETS = {
     "RecordedFigures": "flashviz.widgets.recorded_figures",
     "Fa3Figures": "flashviz.widgets.fa3_figures",
     "TimelineExplorer": "flashviz.widgets.timeline",
+    "DecodeExplorer": "flashviz.widgets.decode",
 }
 
 

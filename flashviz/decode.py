@@ -99,7 +99,7 @@ def num_splits_heuristic(n_blocks: int, Tc: int, *, num_sms: int = NUM_SMS, max_
 
 # --- the merge (Flash-Decoding step 3) --------------------------------------------------------------
 
-def merge_step(m, l, O, lse_s, O_s):
+def merge_step(m, l, O, lse_s, O_s, *, rescale: bool = True):
     """Fold one split's partial (lse_s, O_s) into the running merge state (m, l, O).
 
     m, l: (...,) the running max of the lse_s merged so far and the running sum Σ exp(lse_s − m)
@@ -111,15 +111,23 @@ def merge_step(m, l, O, lse_s, O_s):
     (``online.safe_exp_diff``: a split or a state with −inf weighs 0).
     This is the online softmax's rescale (Dao et al. 2022, Section 3.1; FlashAttention-2, Algorithm 1
     lines 9-10) with a whole split as one key of score lse_s and value O_s.
+    rescale=False is the "break it" mode, as in ``tiled.online_update``: the rescale of what was
+    merged before is forgotten (alpha = 1 wherever something was merged, 0 where m is still −inf),
+    while the new split is still weighed by beta = exp(lse_s − m_new). The running l and O then
+    keep the scale of an older, smaller max: once a later split raises the max, the earlier splits
+    weigh exp(m_new − m_old) times too much and the merged O is wrong; it stays right only when
+    the max never rises (the first split holds the largest lse_s of each row).
     Source: Dao, Haziza, Massa, Sizov 2023, Flash-Decoding, step 3.
     """
     m_new = np.maximum(m, lse_s)
     alpha = safe_exp_diff(m, m_new)
+    if not rescale:                              # "break it": forget to correct the old sums
+        alpha = np.where(np.isneginf(m), 0.0, 1.0).astype(alpha.dtype)
     beta = safe_exp_diff(lse_s, m_new)
     return m_new, alpha * l + beta, alpha[..., None] * O + beta[..., None] * O_s, alpha, beta
 
 
-def _merge(lse_parts, O_parts, on_step=None):
+def _merge(lse_parts, O_parts, on_step=None, rescale=True):
     """Merge partials split by split with ``merge_step``; ``on_step(s, m_old, m, l, O, alpha, beta)``
     is called after each split (the trace). Returns (m, l, O unnormalised)."""
     m = np.full(lse_parts.shape[1:], -np.inf, lse_parts.dtype)
@@ -127,13 +135,13 @@ def _merge(lse_parts, O_parts, on_step=None):
     O = np.zeros(O_parts.shape[1:], O_parts.dtype)
     for s in range(lse_parts.shape[0]):
         m_old = m
-        m, l, O, alpha, beta = merge_step(m, l, O, lse_parts[s], O_parts[s])
+        m, l, O, alpha, beta = merge_step(m, l, O, lse_parts[s], O_parts[s], rescale=rescale)
         if on_step is not None:
             on_step(s, m_old, m, l, O, alpha, beta)
     return m, l, O
 
 
-def merge_partials(lse_parts, O_parts):
+def merge_partials(lse_parts, O_parts, *, rescale: bool = True):
     """Merge the partials of S splits: O = Σ_s exp(lse_s − lse)·O_s and lse = log Σ_s exp(lse_s).
 
     lse_parts: (S, ...) the splits' row log-sum-exp (−inf where a split saw no key of that row);
@@ -141,14 +149,20 @@ def merge_partials(lse_parts, O_parts):
     and lse (...,) in that dtype; rows no split saw get O = 0 and lse = −inf, never NaN. The merge
     runs split by split (``merge_step``), as ``decode_attention`` does and traces. With
     ``r = decode_attention(...)``: ``merge_partials(np.stack([p.lse for p in r.partials]),
-    np.stack([p.O for p in r.partials]))`` gives r.O and r.lse. Raises ValueError for mismatched
-    shapes. Source: Flash-Decoding (Dao, Haziza, Massa, Sizov 2023), step 3.
+    np.stack([p.O for p in r.partials]))`` gives r.O and r.lse.
+    rescale : bool, default True. False is the "break it" mode (``merge_step``): the running sums
+        are never rescaled when a later split raises the max, so with M_s = max(lse_0..lse_s) the
+        result is Σ_s exp(lse_s − M_s)·O_s / Σ_s exp(lse_s − M_s) — the exact O only when every
+        row's max lse_s comes first. The returned lse is then m + log l of those wrong sums.
+    Raises ValueError for mismatched shapes, TypeError for a rescale that is not True or False.
+    Source: Flash-Decoding (Dao, Haziza, Massa, Sizov 2023), step 3.
     """
+    rescale = check_flag(rescale, "rescale")
     lse_parts, O_parts = np.asarray(lse_parts), np.asarray(O_parts)
     if lse_parts.ndim < 1 or O_parts.shape[:-1] != lse_parts.shape or lse_parts.shape[0] < 1:
         raise ValueError(f"merge_partials needs lse_parts (S, ...) and O_parts (S, ..., dv) with S >= 1, "
                          f"got {lse_parts.shape} and {O_parts.shape}")
-    m, l, O = _merge(lse_parts, O_parts)
+    m, l, O = _merge(lse_parts, O_parts, rescale=rescale)
     return normalise_rows(O, l), finish_row_stats(m, l)
 
 

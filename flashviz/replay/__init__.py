@@ -17,6 +17,8 @@ One module per chapter (module → replay class → the state of one frame):
 * ``backward``   — chapter 6, BackwardExplorer: ``BackwardReplay`` → ``BackwardState``
 * ``fa3_roles``  — chapter 8, the FlashAttention-3 block's schematic: ``roles_schedule`` → ``RolesSchedule``
   (no widget; ``views.fa3_roles.plot_fa3_roles`` draws it)
+* ``decode``     — chapter 9, DecodeExplorer: ``DecodeReplay`` (a ``decode_attention(..., record=True)``
+  run and its dense reference) → ``DecodeState`` (with the model of which SM runs which block)
 * ``grid``       — shared: ``tile_kinds``, the grid of tile kinds (full / partial / skipped)
 
 ``flashviz.replay`` itself re-exports the tile explorer's names (``Replay``, ``FrameState``,

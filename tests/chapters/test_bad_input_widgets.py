@@ -23,6 +23,7 @@ SMALL = {
     "CausalExplorer": dict(Nq=32, Nk=48, Br=16, Bc=16),
     "BlockSizeExplorer": dict(N=256, d=32, recorded=None),
     "BackwardExplorer": dict(N=16, Br=8, Bc=8, source="random"),
+    "DecodeExplorer": dict(Nk=512, H_kv=2, d=16),
 }
 WIDGETS = sorted(SMALL)
 
@@ -66,6 +67,12 @@ ARGS = {   # widget: {argument: words of the message}
     "BlockSizeExplorer": {"N": "N must be an integer between 1 and 65,536", "d": "d must be one of 16, 32, 64, 128"},
     "BackwardExplorer": {"N": "N must be an integer between 1 and 512", "d": "d must be one of",
                          "Br": "Br must be one of", "Bc": "Bc must be one of"},
+    "DecodeExplorer": {"Nk": "Nk must be an integer between 1 and 16,384", "B": "B must be an integer between 1 and 8",
+                       "group": "group must be an integer between 1 and 16",
+                       "page_size": "page_size must be an integer between 1 and 256",
+                       "Nq": "Nq must be an integer between 1 and 8",
+                       "H_kv": "H_kv must be an integer between 1 and 16",
+                       "d": "d must be one of 16, 32, 64, 128", "Bc": "Bc must be one of 16, 32, 64, 128"},
 }
 
 
@@ -103,6 +110,18 @@ def test_integer_arguments(cls, arg, words, value, exc):
     ("BackwardExplorer", dict(dtype="bfloat16"), ValueError, "dtype must be one of"),
     ("BackwardExplorer", dict(seed=-1), ValueError, "seed must be an integer >= 0"),
     ("BackwardExplorer", dict(causal=0), TypeError, "causal must be True or False"),
+    ("DecodeExplorer", dict(num_splits="many"), ValueError,
+     "num_splits must be 'auto' or an integer between 1 and 128"),
+    ("DecodeExplorer", dict(num_splits=1.5), TypeError, "num_splits must be an integer between 1 and 128"),
+    ("DecodeExplorer", dict(num_splits=129), ValueError, "num_splits must be an integer between 1 and 128"),
+    ("DecodeExplorer", dict(no_splits=1), TypeError, "no_splits must be True or False"),
+    ("DecodeExplorer", dict(no_rescale="yes"), TypeError, "no_rescale must be True or False"),
+    ("DecodeExplorer", dict(tiny_pages=None), TypeError, "tiny_pages must be True or False"),
+    ("DecodeExplorer", dict(causal=0), TypeError, "causal must be True or False"),
+    ("DecodeExplorer", dict(source="real"), ValueError, "source must be one of rising, random"),
+    ("DecodeExplorer", dict(dtype="bfloat16"), ValueError, "dtype must be one of"),
+    ("DecodeExplorer", dict(seed=-1), ValueError, "seed must be an integer >= 0"),
+    ("DecodeExplorer", dict(Nk=16384, B=8), ValueError, "more than a run can record"),
     ("BlockSizeExplorer", dict(dtype="int8"), ValueError, "dtype must be one of"),
     ("BlockSizeExplorer", dict(sram_budget="TPU"), ValueError, "unknown SRAM budget 'TPU'"),
     ("BlockSizeExplorer", dict(sram_budget=0), ValueError, "SRAM budget must be >= 1 byte"),

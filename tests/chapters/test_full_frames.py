@@ -18,6 +18,7 @@ pytest.importorskip("ipympl")
 @pytest.mark.parametrize("make", [
     lambda fv: fv.TileExplorer(N=64, d=32, Br=16, Bc=16, source="random", canvas="ipympl", key="ff-tile"),
     lambda fv: fv.OnlineSoftmaxExplorer(N=32, block=8, source="random", canvas="ipympl", key="ff-online"),
+    lambda fv: fv.DecodeExplorer(Nk=512, d=32, canvas="ipympl", key="ff-decode"),
 ])
 def test_every_image_sent_is_complete(widget_backend, make):
     import flashviz as fv

@@ -61,6 +61,8 @@ def _widget(name, kwargs):
         from flashviz.widgets.blocksize import BlockSizeExplorer as W
     elif name == "TimelineExplorer":
         from flashviz.widgets.timeline import TimelineExplorer as W
+    elif name == "DecodeExplorer":
+        from flashviz.widgets.decode import DecodeExplorer as W
     else:
         raise KeyError(name)
     return W(**kwargs)
@@ -92,6 +94,11 @@ CASES = [
     ("TimelineExplorer", {"causal": True}),                           # the causal tail
     ("TimelineExplorer", {"kernel": "teaching"}),                     # warps, no fp32 matmul ceiling
     ("TimelineExplorer", {"kernel": "teaching", "causal": True}),
+    ("DecodeExplorer", {}),                                           # 15 splits (the heuristic), 120 SMs
+    ("DecodeExplorer", {"no_rescale": True}),                         # the third row, the broken merge
+    ("DecodeExplorer", {"no_splits": True, "B": 2}),                  # 16 blocks, one split: no merge frames
+    ("DecodeExplorer", {"tiny_pages": True, "Nk": 2048, "B": 4}),     # 8,192 one-token pages
+    ("DecodeExplorer", {"num_splits": 128, "Nk": 1024, "Nq": 8, "group": 8}),   # empty splits, 1,024 blocks
 ]
 
 
@@ -275,7 +282,8 @@ def test_status_lines_write_powers_of_ten_in_html():
     for w in (fv.TileExplorer(N=64, source="random", key="html-tile"),
               fv.CausalExplorer(Nq=64, Nk=96, key="html-causal"),
               fv.BackwardExplorer(N=32, d=32, Br=16, Bc=16, key="html-backward"),
-              fv.OnlineSoftmaxExplorer(key="html-online")):                 # its status was 4.5e-09
+              fv.OnlineSoftmaxExplorer(key="html-online"),                  # its status was 4.5e-09
+              fv.DecodeExplorer(Nk=512, d=32, key="html-decode")):
         try:
             assert "10<sup>" in w.status.value and not re.search(r"\d[eE][-+]?\d", w.status.value), w.status.value
         finally:

@@ -20,6 +20,7 @@ WIDGETS = {
     "BackwardExplorer": {},
     "BlockSizeExplorer": {},
     "TimelineExplorer": {},
+    "DecodeExplorer": dict(Nk=512, d=32),
 }
 NOT_LAYERED = {"BackwardExplorer"}        # RegionBlitter: areas, not layers
 

@@ -220,6 +220,40 @@ def test_merge_step_is_the_online_softmax_rescale_and_never_nan():
         merge_partials(np.zeros((2, 3)), np.zeros((3, 3, 4)))
 
 
+def test_merge_without_rescaling_is_wrong_by_the_computed_amount():
+    """rescale=False ("break it"): the running l, O are not rescaled when a later split raises the max,
+    so with M_s = max(lse_0..lse_s) the merge gives Σ exp(lse_s − M_s)·O_s / Σ exp(lse_s − M_s)."""
+    # by hand: two splits of one row, lse = (0, log 3), O_s = (1, 0). Exact weights 1/4, 3/4: O = 1/4.
+    # Unrescaled: split 0 keeps weight exp(0 − 0) = 1 after the max rose to log 3: weights 1, 1, O = 1/2.
+    lse, O = np.array([[0.0], [np.log(3.0)]]), np.array([[[1.0]], [[0.0]]])
+    good, good_lse = merge_partials(lse, O)
+    bad, bad_lse = merge_partials(lse, O, rescale=False)
+    assert abs(good[0, 0] - 0.25) <= TOL and abs(bad[0, 0] - 0.5) <= TOL and abs(bad[0, 0] - good[0, 0] - 0.25) <= TOL
+    assert abs(good_lse[0] - np.log(4.0)) <= TOL and abs(bad_lse[0] - np.log(6.0)) <= TOL
+    # a real run whose lse_s rise along the cache (keys drift toward the query): the closed form above
+    rng = np.random.default_rng(12)
+    Q, K, V = qkv(rng, 4, 2, 2, 96, 8)
+    K += np.linspace(0, 3, 96)[None, :, None] * Q[::2, -1:].mean(axis=0, keepdims=True)
+    r = fv.decode_attention(Q, K, V, num_splits=4, Bc=8, causal=True)
+    lse_p, O_p = np.stack([p.lse for p in r.partials]), np.stack([p.O for p in r.partials])
+    bad, bad_lse = merge_partials(lse_p, O_p, rescale=False)
+    M = np.maximum.accumulate(lse_p, axis=0)
+    w = np.exp(lse_p - M)
+    want = (w[..., None] * O_p).sum(axis=0) / w.sum(axis=0)[..., None]
+    assert np.abs(bad - want).max() <= TOL and np.abs(bad_lse - (M[-1] + np.log(w.sum(axis=0)))).max() <= TOL
+    err = np.abs(bad - r.O).max(axis=-1)                     # per row: the computed amount it is wrong by
+    assert np.abs(err - np.abs(want - r.O).max(axis=-1)).max() <= TOL and err.max() > 0.05
+    first_max = np.all(lse_p[0] >= lse_p[1:], axis=0)         # rows whose first split holds the max: still exact
+    assert np.all(err[first_max] <= TOL) and np.all(err[~np.all(M == M[0], axis=0)] > 0)
+    # merge_step: alpha = 1 wherever something was merged, 0 before anything was; never NaN
+    m, l, O2, alpha, beta = merge_step(np.array([-np.inf, 1.0]), np.array([0.0, 2.0]), np.array([[0.0], [4.0]]),
+                                       np.array([-np.inf, 3.0]), np.array([[0.0], [1.0]]), rescale=False)
+    assert np.array_equal(alpha, [0.0, 1.0]) and np.array_equal(beta, [0.0, 1.0])
+    assert np.array_equal(l, [0.0, 3.0]) and np.array_equal(O2, [[0.0], [5.0]]) and np.array_equal(m, [-np.inf, 3.0])
+    with pytest.raises(TypeError, match="rescale must be True or False"):
+        merge_partials(lse, O, rescale="no")
+
+
 # --- the paged cache and the batch axis --------------------------------------------------------------
 
 def paged(K, V, page_size, rng, spare=3):
