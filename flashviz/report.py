@@ -193,6 +193,11 @@ def readme_table(res: dict | None = None) -> str:
               f"{env.get('device', '?')}, {env.get('date', '?')}, one run: "
               f"{_link(h['record'], '')}; every shape, the other records and their methods: "
               f"[docs/results.md](docs/results.md)."]
+    from .records.provenance import check_record
+    changed = check_record(h["record"], res if res is not None else latest_results("mma")).changed
+    if changed:
+        lines += ["", f"Since that run {', '.join(f'`{f}`' for f in changed)} changed (a newer version "
+                      "than these numbers describe; docs/results.md lists which records timed today's kernels)."]
     return "\n".join(lines)
 
 
@@ -427,6 +432,22 @@ def _fa3_section() -> list[str]:
     return out
 
 
+def _provenance_section() -> list[str]:
+    from .records.provenance import audit
+    recs = audit()
+    out = ["## Which records timed today's kernels", "",
+           "Each GPU record names the kernel sources it timed by their sha256 (`flashviz.records.provenance`); "
+           "this compares them with the tree's. *changed*: a kernel the record timed has changed since, so its "
+           "numbers describe an older version (the source changed; whether its cubin did needs a GPU to tell). "
+           "*unnamed*: the record predates the hashes; its commit says what ran.", "",
+           "| record | status | kernels named | changed since |", "| --- | --- | --- | --- |"]
+    for a in recs:
+        named = ", ".join(sorted({f"`{k.file}`" for k in a.kernels})) or "—"
+        changed = ", ".join(f"`{f}`" for f in a.changed) or "—"
+        out.append(f"| {_link(a.name, '../')} | {a.status} | {named} | {changed} |")
+    return out
+
+
 #: the timeline summaries of a run of some kernels only (record_timelines.py --kernels): timelines-<kernels>-…
 TIMELINE_KERNELS = ("teaching", "wgmma", "fa3")
 _PARTIAL_TIMELINES = rf"timelines-(?:{'|'.join(TIMELINE_KERNELS)})-"
@@ -530,7 +551,8 @@ def results_page() -> str:
               "[measuring.md](measuring.md); what each version of the kernels tried: "
               "[benchmarks/NOTES.md](../benchmarks/NOTES.md)."],
              _mma_section(mma), _teaching_section(latest_results("teaching")), _dram_section(latest_results("dram")),
-             _bwd_section(latest_results("bwd")), _fa3_section(), _timeline_section(), _tests_section(), _cpu_section(), _all_records()]
+             _bwd_section(latest_results("bwd")), _fa3_section(), _timeline_section(), _tests_section(),
+             _provenance_section(), _cpu_section(), _all_records()]
     return "\n\n".join("\n".join(p) for p in parts if p).replace("\n\n\n", "\n\n") + "\n"
 
 

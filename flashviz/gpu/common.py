@@ -26,12 +26,11 @@ import math
 import numbers
 import os
 import platform
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..records.files import kernel_source
+from ..records.files import compiled_source, expand_includes, kernel_source, source_sha256  # noqa: F401
 
 LOG2E = 1.4426950408889634
 
@@ -137,49 +136,15 @@ def check_scale(scale, d: int, *, factor: float = 1.0) -> float:
 _SOURCES: dict = {}
 
 
-_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*$", re.M)
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([\w.-]+)"[^\n]*$', re.M)
-
-
-def expand_includes(text: str, name: str, _seen: set | None = None) -> str:
-    """``text`` (the kernel file ``name``) with every ``#include "x.cuh"`` of a file in kernels/
-    replaced by that file's text (recursively, each file once), framed by ``#line`` directives
-    so compiler messages still name the right file and line. NVRTC then needs no include path,
-    and the pasted headers are part of the compile-cache key. FileNotFoundError for a missing
-    header."""
-    seen = {name} if _seen is None else _seen
-    out, last, line = [], 0, 1
-    for m in _INCLUDE.finditer(text):
-        header = m.group(1)
-        out.append(text[last:m.start()])
-        line += text.count("\n", last, m.end())
-        if header not in seen:
-            seen.add(header)
-            body = expand_includes(kernel_source(header), header, seen)
-            body = _PRAGMA_ONCE.sub("", body)          # pasted once; the pragma would warn in one text
-            out.append(f'#line 1 "{header}"\n{body.rstrip()}\n#line {line + 1} "{name}"')
-        last = m.end()
-    out.append(text[last:])
-    return "".join(out)
-
-
 def source(name: str) -> str:
     """The text NVRTC compiles for ``kernels/<name>``: the file with its kernels/ headers pasted
     in (``expand_includes``), read from disk once per process (later calls are a dict lookup).
     Raises FileNotFoundError if there is no such kernel file."""
     text = _SOURCES.get(name)
     if text is None:
-        text = _SOURCES[name] = expand_includes(kernel_source(name), name)
+        text = _SOURCES[name] = compiled_source(name)
     return text
 
-
-def source_sha256(name: str) -> str:
-    """The first 16 hex digits of the sha256 of ``source(name)`` (the text NVRTC compiles, headers
-    pasted in): how a benchmark record names the kernel source it timed. Equals the
-    "source_sha256" of every cubin compiled from that file (``nvrtc.loaded_cubins``).
-    FileNotFoundError if there is no such kernel file."""
-    import hashlib
-    return hashlib.sha256(source(name).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@
     records/timeline_stats.py the timeline's numbers: waves, tail_share, softmax_overlap, ...
     records/fa3_records.py    the FlashAttention-3 kernel's fixed choices (fa3_config, read from its
                               source) and the probe records that timed it step by step (probe-fa3-*.json)
+    records/provenance.py     which records timed today's kernels: their source hashes against the tree's
     records/bwd_records.py    the backward benchmark (bwd-*.json): times, TFLOP/s, backward ÷ forward,
                               peak memory per (batch, head), bitwise repeatability (chapter 6, section 7)
 

@@ -10,7 +10,9 @@ GPU.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import re
 from pathlib import Path
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,3 +43,44 @@ def kernel_source(name: str = "flash_fwd.cu") -> str:
     if not path.is_file():
         raise FileNotFoundError(f"no kernel file {name!r} in {package_dir('flashviz.kernels')}")
     return path.read_text(encoding="utf-8")
+
+
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*$", re.M)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([\w.-]+)"[^\n]*$', re.M)
+
+
+def expand_includes(text: str, name: str, _seen: set | None = None) -> str:
+    """``text`` (the kernel file ``name``) with every ``#include "x.cuh"`` of a file in kernels/
+    replaced by that file's text (recursively, each file once), framed by ``#line`` directives
+    so compiler messages still name the right file and line. NVRTC then needs no include path,
+    and the pasted headers are part of the compile-cache key. FileNotFoundError for a missing
+    header."""
+    seen = {name} if _seen is None else _seen
+    out, last, line = [], 0, 1
+    for m in _INCLUDE.finditer(text):
+        header = m.group(1)
+        out.append(text[last:m.start()])
+        line += text.count("\n", last, m.end())
+        if header not in seen:
+            seen.add(header)
+            body = expand_includes(kernel_source(header), header, seen)
+            body = _PRAGMA_ONCE.sub("", body)          # pasted once; the pragma would warn in one text
+            out.append(f'#line 1 "{header}"\n{body.rstrip()}\n#line {line + 1} "{name}"')
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def compiled_source(name: str) -> str:
+    """The text NVRTC compiles for ``kernels/<name>``: the file with its kernels/ headers pasted in
+    (``expand_includes``). Read from disk on every call (``flashviz.gpu.common.source`` caches it
+    per process). FileNotFoundError if there is no such kernel file or header."""
+    return expand_includes(kernel_source(name), name)
+
+
+def source_sha256(name: str) -> str:
+    """The first 16 hex digits of the sha256 of ``compiled_source(name)``: how benchmark records
+    name the kernel source they timed (``kernel_sources``), and the "source_sha256" of every cubin
+    compiled from that file (``flashviz.gpu.nvrtc.loaded_cubins``). FileNotFoundError if there is
+    no such kernel file."""
+    return hashlib.sha256(compiled_source(name).encode()).hexdigest()[:16]

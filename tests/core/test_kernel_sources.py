@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from flashviz.gpu import common
+from flashviz.records import files as kernel_files
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.name for p in (ROOT / "kernels").glob("*.cu"))
@@ -60,14 +61,14 @@ def test_source_pastes_the_header_with_line_directives():
 def test_expand_includes_on_a_toy_tree(monkeypatch):
     files = {"a.cuh": '#pragma once\n#include "b.cuh"\nint a;\n', "b.cuh": "int b;\n",
              "k.cu": '// k\n#include "a.cuh"\n#include "b.cuh"\nint k;\n'}
-    monkeypatch.setattr(common, "kernel_source", lambda n: files[n])
-    out = common.expand_includes(files["k.cu"], "k.cu")
+    monkeypatch.setattr(kernel_files, "kernel_source", lambda n: files[n])
+    out = kernel_files.expand_includes(files["k.cu"], "k.cu")
     assert out.count("int b;") == 1                 # each header once
     assert out.index("int b;") < out.index("int a;") < out.index("int k;")
     assert out.endswith('#line 3 "k.cu"\n\nint k;\n') and "#pragma once" not in out   # k.cu line 3: the skipped include
-    monkeypatch.setattr(common, "kernel_source", lambda n: (_ for _ in ()).throw(FileNotFoundError(n)))
+    monkeypatch.setattr(kernel_files, "kernel_source", lambda n: (_ for _ in ()).throw(FileNotFoundError(n)))
     with pytest.raises(FileNotFoundError):
-        common.expand_includes('#include "missing.cuh"\n', "k.cu")
+        kernel_files.expand_includes('#include "missing.cuh"\n', "k.cu")
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-MODULES = ["files", "results", "timeline", "timeline_stats", "fa3_records", "bwd_records"]
+MODULES = ["files", "results", "timeline", "timeline_stats", "fa3_records", "bwd_records", "provenance"]
 
 
 @pytest.mark.parametrize("name", MODULES)

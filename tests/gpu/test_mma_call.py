@@ -51,10 +51,11 @@ def test_lists_and_other_objects_are_one_line_type_errors(bad):
 
 def test_the_source_is_read_once(monkeypatch):
     from flashviz.gpu import common
+    from flashviz.records import files
     monkeypatch.setattr(common, "_SOURCES", {})
     calls = []
-    real = common.kernel_source
-    monkeypatch.setattr(common, "kernel_source", lambda name: calls.append(name) or real(name))
+    real = files.kernel_source
+    monkeypatch.setattr(files, "kernel_source", lambda name: calls.append(name) or real(name))
     a = common.source("flash_fwd_mma.cu")
     b = common.source("flash_fwd_mma.cu")
     assert a is b and calls == ["flash_fwd_mma.cu", "fv_ptx.cuh", "fv_wgmma.cuh", "fv_trace.cuh"] and "flash_fwd_mma" in a
@@ -329,12 +330,14 @@ def test_a_repeated_call_reads_no_file_and_compiles_nothing(monkeypatch):
     torch = _torch()
     from flashviz.gpu import common, nvrtc
     from flashviz.gpu.tensorcore import kernel as mma
+    from flashviz.records import files
     q = torch.randn(1, 1, 64, 64, device="cuda", dtype=torch.float16)
     mma.flash_forward_mma(q, q, q)
 
     def boom(*a, **k):
         raise AssertionError("the per-call path touched the disk or the compiler")
     monkeypatch.setattr(common, "kernel_source", boom)
+    monkeypatch.setattr(files, "kernel_source", boom)
     monkeypatch.setattr(nvrtc, "compile_cubin", boom)
     O, _ = mma.flash_forward_mma(q, q, q)
     assert _rel(O, _ref(q, q, q)) <= 2e-3

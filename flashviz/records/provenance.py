@@ -1,0 +1,135 @@
+"""Which committed records timed the kernels of this tree, and which timed an older version.
+
+A GPU record names the kernel code it measured by hashes (the first 16 hex digits of a sha256), in
+one of three forms the runners have written over time:
+
+* ``kernel_sources`` at the top level or in ``env``: {kernel variant or kernel file: hash of the
+  text NVRTC compiled, headers pasted in} (``files.source_sha256``); a variant ("wgmma",
+  "mma.sync", "fa3") names its file through ``mma_limits.KERNEL_FILES``;
+* ``env.files_sha256``: {"kernels/<file>": hash of the file's bytes as committed} (other paths in
+  it are Python files, not kernels, and are not compared here);
+* none: the record predates hashing, and only its commit says what ran.
+
+``audit`` compares each named hash with the tree's and sorts the records into "current" (every
+kernel it names is unchanged), "changed" (a kernel it timed has changed since: its numbers describe
+an older kernel) and "unnamed". A changed source can still compile to the same cubin (a comment, a
+renamed variable): the cubin hashes some records carry (``cubins``) tell, but only a GPU machine can
+compile today's cubin to compare (``flashviz.gpu.nvrtc.loaded_cubins``), so "changed" here means
+the source. ``flashviz report`` lists the audit in docs/results.md.
+
+Standard library only, like the rest of ``flashviz.records``: no CuPy, no GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from ..mma_limits import KERNEL_FILES
+from .files import kernel_source, package_dir, source_sha256
+
+#: the ways a record names a kernel's code: "compiled" (the text NVRTC compiles) or "file" (its bytes)
+FORMS = ("compiled", "file")
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """One kernel a record names: its file under kernels/, how it was hashed (``FORMS``), the hash
+    the record holds, the tree's hash of the same kind now (None: the file is gone) and whether
+    the two are equal."""
+
+    file: str
+    form: str
+    recorded: str
+    now: str | None
+
+    @property
+    def same(self) -> bool:
+        return self.now is not None and self.now == self.recorded
+
+
+@dataclass
+class RecordAudit:
+    """One record: its file name, the kernels it names (``KernelCheck``) and its status: "current",
+    "changed" or "unnamed" (it names no kernel hash)."""
+
+    name: str
+    kernels: list[KernelCheck] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if not self.kernels:
+            return "unnamed"
+        return "current" if all(k.same for k in self.kernels) else "changed"
+
+    @property
+    def changed(self) -> list[str]:
+        """The kernel files whose source differs from what the record timed (sorted, no repeats)."""
+        return sorted({k.file for k in self.kernels if not k.same})
+
+
+def file_sha256(name: str) -> str | None:
+    """The first 16 hex digits of the sha256 of ``kernels/<name>``'s bytes as stored (the text as
+    UTF-8), or None if there is no such file."""
+    try:
+        return hashlib.sha256(kernel_source(name).encode("utf-8")).hexdigest()[:16]
+    except FileNotFoundError:
+        return None
+
+
+def _compiled_sha256(name: str) -> str | None:
+    try:
+        return source_sha256(name)
+    except FileNotFoundError:
+        return None
+
+
+def named_kernels(record: dict) -> list[tuple[str, str, str]]:
+    """The (kernel file, form, recorded hash) triples a record names, in the forms of the module
+    docstring; an empty list when it names none. A name that is neither a known variant nor a
+    kernels/ file ("teaching", say, in an old record) is kept as given, so ``audit`` reports it
+    as a file it cannot find."""
+    out = []
+    for where in (record, record.get("env") or {}):
+        for key, h in (where.get("kernel_sources") or {}).items():
+            out.append((KERNEL_FILES[key][0] if key in KERNEL_FILES else key, "compiled", str(h)))
+    for path, h in ((record.get("env") or {}).get("files_sha256") or {}).items():
+        if path.startswith("kernels/"):
+            out.append((path.split("/", 1)[1], "file", str(h)))
+    return sorted(set(out))
+
+
+def check_record(name: str, record: dict) -> RecordAudit:
+    """The audit of one record (a loaded JSON dict) named ``name``: each kernel it names, compared
+    with the tree's hash of the same form now."""
+    checks = []
+    for file, form, recorded in named_kernels(record):
+        now = _compiled_sha256(file) if form == "compiled" else file_sha256(file)
+        checks.append(KernelCheck(file, form, recorded, now))
+    return RecordAudit(name, checks)
+
+
+def is_gpu_record(record) -> bool:
+    """True for a record of a run on a GPU (its ``env`` names a ``device``); the browser stress
+    runs and other CPU records time no kernel and are not audited."""
+    return isinstance(record, dict) and isinstance(record.get("env"), dict) and "device" in record["env"]
+
+
+def audit(folder=None) -> list[RecordAudit]:
+    """Every GPU record (``is_gpu_record``) ``*.json`` directly in ``folder`` (default: the
+    committed results folder, ``benchmarks/results/``; ``archive/`` is history and not audited),
+    sorted by name, each checked by ``check_record``. A file that is not valid JSON raises
+    ValueError naming it."""
+    base = package_dir("flashviz.results") if folder is None else folder
+    out = []
+    for f in sorted(base.iterdir(), key=lambda f: f.name):
+        if not (f.is_file() and f.name.endswith(".json")):
+            continue
+        try:
+            record = json.loads(f.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{f.name} is not valid JSON: {e}") from None
+        if is_gpu_record(record):
+            out.append(check_record(f.name, record))
+    return out
