@@ -115,6 +115,7 @@ RENDERABLE = {
     "causal": ("flashviz.widgets.causal", "CausalExplorer"),
     "loop-order": ("flashviz.widgets.loop_order", "LoopOrderExplorer"),
     "backward": ("flashviz.widgets.backward", "BackwardExplorer"),
+    "decode": ("flashviz.widgets.decode", "DecodeExplorer"),
 }
 
 

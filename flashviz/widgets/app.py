@@ -46,6 +46,7 @@ CHAPTERS = {
                            ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
     "7 · What the GPU actually does": [("flashviz.widgets.timeline", "TimelineExplorer", {})],
     "8 · FlashAttention-3 on Hopper": [("flashviz.widgets.fa3_figures", "Fa3Figures", {})],
+    "9 · Decode: a different bottleneck": [("flashviz.widgets.decode", "DecodeExplorer", {})],
 }
 
 # one line per chapter, under the picker
@@ -65,6 +66,8 @@ CAPTIONS = {
                                       "the tiles in flight.",
     "8 · FlashAttention-3 on Hopper": "A producer warpgroup copies by TMA, consumers take turns on the tensor "
                                       "cores: the design, then H200 timings.",
+    "9 · Decode: a different bottleneck": "One query row against the KV cache: split the keys to fill the SMs, "
+                                          "merge by lse; GQA, pages.",
 }
 
 #: the figure every animated widget gets in the app: (width, height) inches and dpi. The

@@ -23,7 +23,7 @@ import flashviz.exercises as ex
 #: values for the question's parameters a check requires (the answers themselves are None)
 QUESTION = {"N": 256, "d": 64, "Nq": 256, "Nk": 256, "Br": 64, "Bc": 64, "sram_budget": "A100",
             "bound": "memory", "step": "producer"}
-MODULES = ["backward", "blocksize", "fa3", "gpu", "memory", "online", "tiling", "timeline"]
+MODULES = ["backward", "blocksize", "decode", "fa3", "gpu", "memory", "online", "tiling", "timeline"]
 
 
 def exercise_checks():

@@ -96,6 +96,17 @@ def test_render_writes_a_gif_and_a_png(tmp_path):
     assert Image.open(tmp_path / "f.png").size[0] > 500
 
 
+def test_render_decode_writes_a_png_and_a_gif(tmp_path):
+    """Chapter 9's DecodeExplorer renders like the others (1 sequence, 8 KV heads, 256 keys)."""
+    from PIL import Image
+
+    assert main(["render", "decode", "--out", str(tmp_path / "d.png"), "--set", "Nk=256", "--set", "num_splits=2"]) == 0
+    assert Image.open(tmp_path / "d.png").size[0] > 500
+    assert main(["render", "decode", "--out", str(tmp_path / "d.gif"), "--every", "2", "--set", "Nk=512",
+                 "--set", "num_splits=4"]) == 0
+    assert Image.open(tmp_path / "d.gif").n_frames >= 2
+
+
 def test_render_bad_arguments_are_one_line(capsys, tmp_path):
     assert main(["render", "tiles", "--out", str(tmp_path / "x.gif"), "--set", "N=0"]) == 2
     assert "N must be" in capsys.readouterr().err
