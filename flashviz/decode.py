@@ -262,14 +262,13 @@ class DecodeTrace(Trace):
 class _DecodeRecorder(Recorder):
     """A Recorder whose events are DecodeEvents (same counting; where the event happened, too)."""
 
-    def emit(self, kind, i, j, r0, r1, c0, c1, *, reads=None, writes=None, flops=0, tile="", where=(0, 0, -1),
-             pages=(), **snap):
-        self.io.add(reads, writes, flops)
-        if self.record:
-            snap = {k: (None if v is None else np.array(v, copy=True)) for k, v in snap.items()}
-            self.trace.events.append(DecodeEvent(kind, i, j, r0, r1, c0, c1, dict(reads or {}), dict(writes or {}),
-                                                 int(flops), tile, **snap, batch=where[0], kv_head=where[1],
-                                                 split=where[2], pages=tuple(int(p) for p in pages)))
+    event_cls = DecodeEvent
+
+    def emit(self, *args, where=(0, 0, -1), pages=(), **kw):
+        """``Recorder.emit``, the event also saying where it happened: where = (sequence b, KV head g,
+        split s; −1 for the merge) and the pool pages the step read."""
+        super().emit(*args, extra={"batch": where[0], "kv_head": where[1], "split": where[2],
+                                   "pages": tuple(int(p) for p in pages)}, **kw)
 
 
 # --- inputs -----------------------------------------------------------------------------------------
@@ -332,13 +331,27 @@ def _check_block_table(block_table, Q, num_pages, page_size, Nk):
     return bt.reshape(-1, bt.shape[-1]).astype(np.int64), int(Nk)
 
 
-def _paginate(X, page_size):
-    """A contiguous cache (Bn, H_kv, Nk, d) as a page pool (Bn·P, page_size, H_kv, d), pages in order."""
+def paginate(X, page_size: int, order=None):
+    """A contiguous cache X (Bn, H_kv, Nk, d) as a page pool and its block table.
+
+    The keys of sequence b are cut into P = ⌈Nk/page_size⌉ pages (the last one zero-padded); page p
+    of sequence b, the (b·P + p)-th page in order, goes to pool page ``order[b·P + p]`` (order: a
+    permutation of range(Bn·P); None keeps them in order). Returns (pool (Bn·P, page_size, H_kv, d)
+    in X's dtype, block_table (Bn, P) int32 with block_table[b, p] = that pool page): the paged
+    layout ``decode_attention`` reads (FlashAttention's k_cache and block_table). Used by
+    ``decode_attention`` for page_size without a table, and by the DecodeExplorer's shuffled cache.
+    ValueError if order is not such a permutation."""
     Bn, H_kv, Nk, d = X.shape
     P = -(-Nk // page_size)
     Xp = np.zeros((Bn, H_kv, P * page_size, d), X.dtype)
     Xp[:, :, :Nk] = X
-    return Xp.reshape(Bn, H_kv, P, page_size, d).transpose(0, 2, 3, 1, 4).reshape(Bn * P, page_size, H_kv, d)
+    pages = Xp.reshape(Bn, H_kv, P, page_size, d).transpose(0, 2, 3, 1, 4).reshape(Bn * P, page_size, H_kv, d)
+    order = np.arange(Bn * P) if order is None else np.asarray(order)
+    if order.shape != (Bn * P,) or not np.array_equal(np.sort(order), np.arange(Bn * P)):
+        raise ValueError(f"order must be a permutation of range({Bn * P}) (Bn·P pages), got shape {order.shape}")
+    pool = np.empty_like(pages)
+    pool[order] = pages
+    return pool, order.reshape(Bn, P).astype(np.int32)
 
 
 class _KVCache:
@@ -522,8 +535,8 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
                          V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False))
     elif block_table is None:
         P = -(-Nk // page_size)
-        cache = _KVCache(_paginate(K.reshape(Bn, H_kv, Nk, d).astype(acc, copy=False), page_size),
-                         _paginate(V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False), page_size),
+        cache = _KVCache(paginate(K.reshape(Bn, H_kv, Nk, d).astype(acc, copy=False), page_size)[0],
+                         paginate(V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False), page_size)[0],
                          np.arange(Bn * P).reshape(Bn, P), page_size)
     else:
         page_size = K.shape[1]

@@ -30,6 +30,7 @@ from .records.files import package_dir
 from .records.results import (
     METHOD_NAMES,
     check_summary,
+    cuda_version,
     latest_results,
     mma_sweep,
     mma_table,
@@ -78,10 +79,6 @@ def _yes(flag) -> str:
     return "yes" if flag else "no"
 
 
-def _cuda(v) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else str(v)
-
-
 def _link(name: str, prefix: str) -> str:
     return f"[`{name}`]({prefix}{RECORDS}/{name})"
 
@@ -94,7 +91,7 @@ def _env_line(env: dict, extra: str = "") -> str:
              when]
     if env.get("commit"):
         parts.append(f"commit `{str(env['commit'])[:7]}`")
-    soft = [f"CUDA {_cuda(env['cuda_runtime'])} runtime" if "cuda_runtime" in env else "",
+    soft = [f"CUDA {cuda_version(env['cuda_runtime'])} runtime" if "cuda_runtime" in env else "",
             f"CuPy {env['cupy']}" if env.get("cupy") else "", f"torch {env['torch']}" if env.get("torch") else "",
             f"{env['ncu']}" if env.get("ncu") else ""]
     soft = ", ".join(s for s in soft if s)
@@ -194,10 +191,11 @@ def readme_table(res: dict | None = None) -> str:
               f"{_link(h['record'], '')}; every shape, the other records and their methods: "
               f"[docs/results.md](docs/results.md)."]
     from .records.provenance import check_record
-    changed = check_record(h["record"], res if res is not None else latest_results("mma")).changed
-    if changed:
-        lines += ["", f"Since that run {', '.join(f'`{f}`' for f in changed)} changed (a newer version "
-                      "than these numbers describe; docs/results.md lists which records timed today's kernels)."]
+    audit = check_record(h["record"], res if res is not None else latest_results("mma"))
+    if audit.changed:
+        lines += ["", "Since that run the source compiled for " + ", ".join(_pasted(audit, f) for f in audit.changed)
+                  + " has changed; whether the binaries it timed did needs a GPU to tell (docs/results.md lists "
+                    "which records timed today's kernels)."]
     return "\n".join(lines)
 
 
@@ -340,42 +338,38 @@ def _dram_section(res: dict | None) -> list[str]:
 
 
 def _bwd_section(res: dict | None) -> list[str]:
+    from .records import bwd_records as br
     out = ["## Backward on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/bwd-*.json)."]
-    bench = res.get("bench", [])
     out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run. "
             f"Method, in the record's words: {res.get('method', '?')}. Ratios are SDPA's time ÷ ours, the same "
             "method on both sides (above 1: ours is faster); TFLOP/s count the backward as 2.5 × the forward's "
-            "matmul FLOPs (causal: the visible half).", "",
+            "matmul FLOPs (causal: the visible half). Chapter 6, section 7 draws the same rows "
+            "(`flashviz.records.bwd_records`).", "",
             "| d | causal | N | B×H | bwd_mma TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
             "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN | teaching fp32 ms (call) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-
-    def ratio(r, impl, key):
-        a, b = r.get(f"{impl}_{key}"), r.get(f"bwd_mma_{key}")
-        return _x(a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else "—"
-
-    for r in sorted(bench, key=lambda r: (r["d"], r["causal"], r["N"])):
+    for r in br.time_rows(res):
+        cells = [_x(r.get(f"bwd_mma_{m}_vs_{theirs}"))
+                 for theirs, ms in (("sdpa_flash_bwd", ("call", "kernel")), ("sdpa_cudnn_bwd", ("call", "kernel")))
+                 for m in ms]
+        cells += [_x(r.get(f"bwd_mma_fwdbwd_vs_{theirs}")) for theirs in br.THEIRS]
         teach = r.get("bwd_teaching_call_ms")
         out.append(f"| {r['d']} | {_yes(r['causal'])} | {r['N']:,} | {r['B']}×{r['H']} | "
-                   f"{_f(r.get('bwd_mma_tflops'), 0)} | {ratio(r, 'sdpa_flash_bwd', 'call_ms')} | "
-                   f"{ratio(r, 'sdpa_flash_bwd', 'kernel_ms')} | {ratio(r, 'sdpa_cudnn_bwd', 'call_ms')} | "
-                   f"{ratio(r, 'sdpa_cudnn_bwd', 'kernel_ms')} | {ratio(r, 'sdpa_flash_bwd', 'fwdbwd_call_ms')} | "
-                   f"{ratio(r, 'sdpa_cudnn_bwd', 'fwdbwd_call_ms')} | {'—' if teach is None else f'{teach:.2f}'} |")
-    det = res.get("deterministic", [])
-    if det:
-        out += ["", "Bitwise repeatability (the same inputs, "
-                f"{det[0].get('runs', '?')} runs each): "
-                + "; ".join(f"{impl}: {sum(x['bitwise_equal'] for x in det if x['impl'] == impl)} of "
-                            f"{sum(x['impl'] == impl for x in det)} shapes"
-                            for impl in dict.fromkeys(x["impl"] for x in det)) + "."]
-    peak = res.get("peak_bytes", [])
+                   f"{_f(r.get('bwd_mma_call_tflops'), 0)} | " + " | ".join(cells)
+                   + f" | {'—' if teach is None else f'{teach:.2f}'} |")
+    rep = br.repeatability(res)
+    if rep:
+        out += ["", "Bitwise repeatability (the same inputs, repeated calls compared bit for bit): "
+                + "; ".join(f"{impl}: {s['equal']} of {s['shapes']} shapes ({s['runs']} runs each)"
+                            for impl, s in rep.items()) + "."]
+    peak = br.peak_rows(res)
     if peak:
         out += ["", "| N | d | bwd_mma peak MiB | SDPA-flash peak MiB | SDPA-cuDNN peak MiB | SDPA-math peak MiB |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for r in peak:
-            cells = [r.get(f"{k}_peak_bytes") for k in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd")]
+            cells = [r.get(f"{k}_peak_bytes") for k in br.PEAK_IMPLS]
             out.append(f"| {r['N']:,} | {r['d']} | " + " | ".join("—" if c is None else f"{c / 2**20:,.0f}" for c in cells)
                        + " |")
     return out
@@ -432,18 +426,26 @@ def _fa3_section() -> list[str]:
     return out
 
 
+def _pasted(audit, file: str) -> str:
+    """"`f.cu` (+ `h.cuh`, ...)": a kernel file and the headers its compiled source pastes in."""
+    parts = audit.pasted(file)
+    return f"`{parts[0]}`" + (f" (+ {', '.join(f'`{p}`' for p in parts[1:])})" if len(parts) > 1 else "")
+
+
 def _provenance_section() -> list[str]:
     from .records.provenance import audit
     recs = audit()
     out = ["## Which records timed today's kernels", "",
            "Each GPU record names the kernel sources it timed by their sha256 (`flashviz.records.provenance`); "
-           "this compares them with the tree's. *changed*: a kernel the record timed has changed since, so its "
-           "numbers describe an older version (the source changed; whether its cubin did needs a GPU to tell). "
-           "*unnamed*: the record predates the hashes; its commit says what ran.", "",
-           "| record | status | kernels named | changed since |", "| --- | --- | --- | --- |"]
+           "this compares them with the tree's. *changed*: the source compiled for a kernel it timed (the file "
+           "with the kernels/ headers it includes) differs from today's, in the file or in a header; whether the "
+           "binary it timed changed too needs a GPU to tell (a change to code a normal build compiles out leaves "
+           "it as it was). *unnamed*: the record predates the hashes; its commit says what ran.", "",
+           "| record | status | kernels named | compiled source changed since (file + headers) |",
+           "| --- | --- | --- | --- |"]
     for a in recs:
         named = ", ".join(sorted({f"`{k.file}`" for k in a.kernels})) or "—"
-        changed = ", ".join(f"`{f}`" for f in a.changed) or "—"
+        changed = ", ".join(_pasted(a, f) for f in a.changed) or "—"
         out.append(f"| {_link(a.name, '../')} | {a.status} | {named} | {changed} |")
     return out
 

@@ -126,10 +126,14 @@ class Recorder:
         self.record = record
         self.io = IOCount(sram_bytes=trace.sram_bytes)
 
-    def emit(self, kind, i, j, r0, r1, c0, c1, *, reads=None, writes=None, flops=0, tile="", **snap):
-        """Count one step (bytes per tensor, FLOPs); when recording, keep it with copies of ``snap``."""
+    #: the event class kept when recording (a subclass may carry more fields: ``extra`` fills them)
+    event_cls = TraceEvent
+
+    def emit(self, kind, i, j, r0, r1, c0, c1, *, reads=None, writes=None, flops=0, tile="", extra=None, **snap):
+        """Count one step (bytes per tensor, FLOPs); when recording, keep it as an ``event_cls`` with
+        copies of the arrays in ``snap`` and the fields in ``extra`` (a dict, kept as given)."""
         self.io.add(reads, writes, flops)
         if self.record:
             snap = {k: (None if v is None else np.array(v, copy=True)) for k, v in snap.items()}
-            self.trace.events.append(TraceEvent(kind, i, j, r0, r1, c0, c1, dict(reads or {}),
-                                                dict(writes or {}), int(flops), tile, **snap))
+            self.trace.events.append(self.event_cls(kind, i, j, r0, r1, c0, c1, dict(reads or {}),
+                                                    dict(writes or {}), int(flops), tile, **snap, **(extra or {})))

@@ -19,6 +19,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..records.files import short_sha256
+
 #: cubin path -> what compile_cubin loaded from it in this process (see ``loaded_cubins``)
 _LOADED: dict = {}
 
@@ -97,10 +99,10 @@ def loaded_cubins() -> list[dict]:
     for path, info in _LOADED.items():
         p = Path(path)
         try:
-            digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+            digest = short_sha256(p.read_bytes())
         except OSError:
             digest = None
         out.append({"name": info["name"], "expression": info["expression"], "arch": info["arch"],
                     "options": info["options"], "file": p.stem, "sha256": digest,
-                    "source_sha256": hashlib.sha256(info["source"].encode()).hexdigest()[:16]})
+                    "source_sha256": short_sha256(info["source"].encode())})
     return out

@@ -21,7 +21,7 @@ Plain Python: no CuPy, no torch, no matplotlib (``tests/core/test_records.py``).
 
 from __future__ import annotations
 
-from .results import _cuda_version, latest_results
+from .results import cuda_version, latest_results
 
 #: the record's implementations, in the order the lesson lists them, with their names on screen
 IMPLS = {"bwd_mma": "ours, tensor cores (fp16)",
@@ -74,7 +74,7 @@ def bwd_label(res: dict) -> str:
     env = res.get("env", {})
     when = env.get("time_utc", "")
     when = f"{when[:10]} {when[11:16]} UTC" if len(when) >= 16 else env.get("date", "unknown date")
-    soft = [f"CUDA {_cuda_version(env['cuda_runtime'])}" if "cuda_runtime" in env else "",
+    soft = [f"CUDA {cuda_version(env['cuda_runtime'])}" if "cuda_runtime" in env else "",
             f"CuPy {env['cupy']}" if env.get("cupy") else "", f"torch {env['torch']}" if env.get("torch") else ""]
     soft = ", ".join(s for s in soft if s)
     commit = f", commit {env['commit'][:7]}" if env.get("commit") else ""

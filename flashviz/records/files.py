@@ -71,6 +71,12 @@ def expand_includes(text: str, name: str, _seen: set | None = None) -> str:
     return "".join(out)
 
 
+def short_sha256(data: bytes) -> str:
+    """The first 16 hex digits of the sha256 of ``data``: how records name a kernel source, a file
+    or a cubin they timed."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def compiled_source(name: str) -> str:
     """The text NVRTC compiles for ``kernels/<name>``: the file with its kernels/ headers pasted in
     (``expand_includes``). Read from disk on every call (``flashviz.gpu.common.source`` caches it
@@ -83,4 +89,18 @@ def source_sha256(name: str) -> str:
     name the kernel source they timed (``kernel_sources``), and the "source_sha256" of every cubin
     compiled from that file (``flashviz.gpu.nvrtc.loaded_cubins``). FileNotFoundError if there is
     no such kernel file."""
-    return hashlib.sha256(compiled_source(name).encode()).hexdigest()[:16]
+    return short_sha256(compiled_source(name).encode())
+
+
+def include_closure(name: str) -> list[str]:
+    """The kernels/ files whose text ``compiled_source(name)`` pastes together: ``name`` first, then
+    each header it includes (recursively, each once, in pasting order). FileNotFoundError for a
+    missing file."""
+    out, todo = [], [name]
+    while todo:
+        f = todo.pop(0)
+        if f in out:
+            continue
+        out.append(f)
+        todo.extend(m.group(1) for m in _INCLUDE.finditer(kernel_source(f)))
+    return out

@@ -22,12 +22,11 @@ Standard library only, like the rest of ``flashviz.records``: no CuPy, no GPU.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 
 from ..mma_limits import KERNEL_FILES
-from .files import kernel_source, package_dir, source_sha256
+from .files import include_closure, kernel_source, package_dir, short_sha256, source_sha256
 
 #: the ways a record names a kernel's code: "compiled" (the text NVRTC compiles) or "file" (its bytes)
 FORMS = ("compiled", "file")
@@ -65,15 +64,24 @@ class RecordAudit:
 
     @property
     def changed(self) -> list[str]:
-        """The kernel files whose source differs from what the record timed (sorted, no repeats)."""
+        """The kernel files whose compiled source (or bytes) differs from what the record timed
+        (sorted, no repeats)."""
         return sorted({k.file for k in self.kernels if not k.same})
+
+    def pasted(self, file: str) -> list[str]:
+        """The kernels/ files whose text makes ``file``'s compiled source (``files.include_closure``:
+        the file, then its headers): a changed hash means one of them changed since the run."""
+        try:
+            return include_closure(file)
+        except FileNotFoundError:
+            return [file]
 
 
 def file_sha256(name: str) -> str | None:
     """The first 16 hex digits of the sha256 of ``kernels/<name>``'s bytes as stored (the text as
     UTF-8), or None if there is no such file."""
     try:
-        return hashlib.sha256(kernel_source(name).encode("utf-8")).hexdigest()[:16]
+        return short_sha256(kernel_source(name).encode("utf-8"))
     except FileNotFoundError:
         return None
 

@@ -56,8 +56,8 @@ def _fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def _cuda_version(v) -> str:
-    """CUDA's integer version (13020) as text ('13.2')."""
+def cuda_version(v) -> str:
+    """CUDA's integer version (13020) as text ('13.2'); anything else as str(v)."""
     return f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else str(v)
 
 
@@ -65,7 +65,7 @@ def recorded_label(res: dict) -> str:
     """'NVIDIA H200, 2026-11-29 (CuPy 14.2.0, CUDA 13.2, torch 2.11.0)' from a results dict."""
     env = res.get("env", {})
     return (f"{env.get('device', 'unknown GPU')}, {env.get('date', 'unknown date')} "
-            f"(CuPy {env.get('cupy', '?')}, CUDA {_cuda_version(env.get('cuda_runtime', '?'))}"
+            f"(CuPy {env.get('cupy', '?')}, CUDA {cuda_version(env.get('cuda_runtime', '?'))}"
             f"{', torch ' + str(env['torch']) if env.get('torch') else ''}; file {res.get('source_file', '?')})")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import iomodel
 from ..checks import check_choice
-from ..decode import MAX_SPLITS, decode_attention
+from ..decode import MAX_SPLITS, decode_attention, paginate
 from ..reference import attention
 from ..replay.decode import DecodeReplay
 from ..views.decode_view import DecodeFigure
@@ -77,19 +77,13 @@ def decode_inputs(B, H, H_kv, Nq, Nk, d, *, source="rising", seed=0, dtype=np.fl
 
 
 def paged_cache(K, V, page_size: int, seed: int = 0):
-    """K, V (B, H_kv, Nk, d) as page pools (B·P, page_size, H_kv, d) in a shuffled order, and the
-    block table (B, P) int32 that finds them (P = ⌈Nk/page_size⌉; the last page zero-padded)."""
-    B, H_kv, Nk, d = K.shape
-    P = -(-Nk // page_size)
-    perm = np.random.default_rng(seed + 1).permutation(B * P)
-    pools = []
-    for X in (K, V):
-        Xp = np.zeros((B, P * page_size, H_kv, X.shape[-1]), X.dtype)
-        Xp[:, :Nk] = np.swapaxes(X, 1, 2)
-        pool = np.empty((B * P, page_size, H_kv, X.shape[-1]), X.dtype)
-        pool[perm] = Xp.reshape(B * P, page_size, H_kv, X.shape[-1])
-        pools.append(pool)
-    return pools[0], pools[1], perm.reshape(B, P).astype(np.int32)
+    """K, V (B, H_kv, Nk, d) as page pools (B·P, page_size, H_kv, d) in a shuffled order (seeded), and
+    the block table (B, P) int32 that finds them (``decode.paginate``; P = ⌈Nk/page_size⌉)."""
+    B, _, Nk, _ = K.shape
+    perm = np.random.default_rng(seed + 1).permutation(B * -(-Nk // page_size))
+    Kp, table = paginate(K, page_size, perm)
+    Vp, _ = paginate(V, page_size, perm)
+    return Kp, Vp, table
 
 
 def cache_problem(B: int, H_kv: int, Nk: int) -> str | None:

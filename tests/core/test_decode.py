@@ -513,3 +513,19 @@ def test_good_versions_of_the_bad_cases_run():
     assert np.allclose(r.O, 1.0, rtol=0, atol=TOL)
     r = fv.decode_attention(np.ones((6, 2, 8)), np.ones((3, 10, 8)), np.ones((3, 10, 8)), num_splits=2, Bc=1)
     assert r.O.shape == (6, 2, 8)
+
+
+def test_paginate_puts_each_page_where_its_table_says():
+    from flashviz.decode import paginate
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2, 3, 10, 4))                     # Bn, H_kv, Nk, d; 3 pages of 4, the last padded
+    order = rng.permutation(6)
+    pool, table = paginate(X, 4, order)
+    assert pool.shape == (6, 4, 3, 4) and table.dtype == np.int32 and table.tolist() == order.reshape(2, 3).tolist()
+    for b in range(2):
+        for p in range(3):
+            rows = X[b, :, 4 * p:4 * p + 4].transpose(1, 0, 2)      # (keys of the page, H_kv, d)
+            assert np.array_equal(pool[table[b, p], :len(rows)], rows)
+            assert not pool[table[b, p], len(rows):].any()          # padding of the last page is zero
+    with pytest.raises(ValueError, match="permutation of range"):
+        paginate(X, 4, [0, 0, 1, 2, 3, 4])

@@ -16,8 +16,12 @@ def test_wheel_contains_kernels_data_and_results(tmp_path):
     # build from a copy without build/: setuptools would otherwise reuse build/lib, whose stale
     # modules hide a package missing from pyproject's list
     src = tmp_path / "src"
+    # nor the folders other test processes write into while this one copies (pytest-xdist runs them at
+    # once: Hypothesis's example database, the browser artifacts, the lessons' working copy, caches)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
-                                                            ".pytest_cache", "node_modules"))
+                                                            ".pytest_cache", "node_modules", ".hypothesis",
+                                                            "artifacts", "lessons", ".ruff_cache", ".whl", ".gl",
+                                                            ".device"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            "-w", str(tmp_path), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]

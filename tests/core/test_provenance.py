@@ -87,3 +87,17 @@ def test_data_check_the_committed_records_file_hashes_match_the_bytes():
         for k in a.kernels:
             if k.form == "file" and (KERNELS / k.file).is_file():
                 assert k.same == (k.recorded == _bytes_sha(k.file)), (a.name, k)
+
+
+def test_a_changed_kernel_names_the_files_its_compiled_source_pastes(monkeypatch):
+    from flashviz.records import files
+    tree = {"k.cu": '#include "a.cuh"\n#include "b.cuh"\n', "a.cuh": '#include "b.cuh"\nint a;\n', "b.cuh": "int b;\n"}
+    def source(n):
+        if n not in tree:
+            raise FileNotFoundError(n)
+        return tree[n]
+    monkeypatch.setattr(files, "kernel_source", source)
+    assert files.include_closure("k.cu") == ["k.cu", "a.cuh", "b.cuh"]          # each once, in pasting order
+    a = pv.RecordAudit("r.json", [pv.KernelCheck("k.cu", "compiled", "0", "1")])
+    assert a.status == "changed" and a.pasted("k.cu") == ["k.cu", "a.cuh", "b.cuh"]
+    assert a.pasted("gone.cu") == ["gone.cu"]

@@ -188,10 +188,9 @@ def test_recorded_data_memory_table_equals_the_record(executed):
 @recorded_data
 def test_recorded_data_the_memory_prose_holds():
     md = _markdown()
-    assert "keeps the same bytes, $O$ and $\\mathrm{lse}$ (their lines lie on top of each other)" in md
-    for r in PEAKS:          # ours, flash and cuDNN keep the same bytes, within 0.01 %
+    for r in PEAKS:          # ours, flash and cuDNN keep the same bytes to within a kibibyte (the prose)
         kept = [r[f"{i}_saved_bytes"] for i in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd")]
-        assert max(kept) / min(kept) < 1.0001
+        assert max(kept) - min(kept) <= 1024
         assert r.get("sdpa_math_bwd_saved_bytes", float("inf")) > 10 * max(kept)
     # "at the largest N the record did not run it at all"
     assert [r["N"] for r in PEAKS if "sdpa_math_bwd_peak_bytes" not in r] == [max(r["N"] for r in PEAKS)]
@@ -292,15 +291,14 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
         g = {k: sum(x[f"{k}_bitwise_equal"] for x in mine) for k in ("dQ", "dK", "dV")}
         assert (f"  {impl:<17} {asks:<13} same bits in {sum(x['bitwise_equal'] for x in mine)} of {len(mine)} shapes "
                 f"({mine[0]['runs']} runs each): dQ {g['dQ']}, dK {g['dK']}, dV {g['dV']}") in texts
-    # the prose: only dQ ever differs; the atomic paths differ in most shapes, ours repeated at one; det always
+    # the prose: only dQ ever differs; the atomic paths differ in most shapes; det always
     assert all(x["dK_bitwise_equal"] and x["dV_bitwise_equal"] for x in det)
     for impl in ("bwd_teaching", "bwd_mma"):
         mine = [x for x in det if x["impl"] == impl]
         assert sum(x["bitwise_equal"] for x in mine) < len(mine) / 2
-    assert sum(x["bitwise_equal"] for x in det if x["impl"] == "bwd_mma") == 1
     assert all(x["bitwise_equal"] for x in det if x["impl"] == "bwd_teaching_det")
     md = _markdown()
-    assert "at one shape ours happened to repeat" in md and "Only $dQ$ ever differs" in md
+    assert "Only $dQ$ ever differs" in md
     for key, name in (("call_ms", "public call"), ("kernel_ms", "kernel-only")):
         x = [r[f"bwd_teaching_det_{key}"] / r[f"bwd_teaching_{key}"] for r in BENCH if f"bwd_teaching_det_{key}" in r]
         assert f"deterministic ÷ atomic teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes" \

@@ -596,11 +596,10 @@ def code_hashes() -> dict:
     """What code ran, for ``env``: kernel_sources ({kernel file: sha256} of every kernels/*.cu whose
     source some loaded cubin was compiled from), cubins (``nvrtc.loaded_cubins``),
     files_sha256 (the Python files that make the calls, sha256 of the file)."""
-    import hashlib
 
     import flashviz
 
-    from ...records.files import package_dir
+    from ...records.files import package_dir, short_sha256
     from ..common import source_sha256
     from ..nvrtc import loaded_cubins
     cubins = loaded_cubins()
@@ -614,7 +613,7 @@ def code_hashes() -> dict:
     files = {}
     for f in FILES:
         try:
-            files[f] = hashlib.sha256((base / f).read_bytes()).hexdigest()[:16]
+            files[f] = short_sha256((base / f).read_bytes())
         except OSError:
             files[f] = None
     return {"kernel_sources": sources, "cubins": cubins, "files_sha256": files}
