@@ -32,6 +32,7 @@ from ..records.results import latest_results
 from ..records.timeline import Timeline, latest_timeline, recorded_timelines
 from .autograd import attention_with_lse, flash_attention
 from .common import device_smem_optin, environment, gpu_status
+from .decode import compile_decode, decode_launch, decode_smem_bytes, flash_decode_gpu
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
@@ -61,5 +62,6 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "recorded_timelines", "trace_kernel",
            "flash_backward_gpu", "compile_backward", "CompiledBackward", "launch_backward", "bwd_smem_bytes",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
-           "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes"]
+           "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes",
+           "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes"]
 

@@ -1,0 +1,289 @@
+// flash_decode.cu: decode attention, split over the keys (Flash-Decoding), fp16 or bf16 in, fp32 math.
+//
+// At decode a model has Nq = 1 (up to a few) query rows per head and a KV cache of Nk keys. One
+// block of `flash_decode` takes one (sequence b, KV head g, split s) and the R = G·Nq query rows
+// that read that KV head (G = H / H_kv query heads of a GQA group, packed as flashviz.decode packs
+// them: row r is query head g·G + r / Nq, query row r % Nq); it streams the split's key tiles
+// K_j, V_j (Bc = 64 keys) through shared memory with the online softmax of FlashAttention-2
+// (Dao 2023, Algorithm 1, lines 7-10) and writes the split's partial: O_s = diag(l_s)⁻¹ Õ_s and
+// lse_s (Flash-Decoding step 2). `flash_decode_merge` then merges the splits by their lse (step 3).
+// With one split the block writes O and lse itself and there is no merge.
+//
+// The same algorithm as flashviz/decode.py (`decode_attention`), with the same names: the split
+// s covers key tiles [s·Tc/S, (s+1)·Tc/S) (masking.split_ranges), causal is bottom-right (query i
+// sees key c iff c <= i + Nk − Nq), a row that sees no key gets O = 0 and lse = −inf.
+//
+// Memory-bound by design: each K, V byte is used by R rows only (R FMAs a byte pair), so the
+// kernel's job is to keep HBM busy: 16-byte cp.async copies, the next tile in flight while this
+// one is computed (two buffers), and enough blocks (splits) to give every SM work.
+//
+// Layouts (b16 = fp16 / bf16 bits):
+//   Q       (B, H, Nq, D) contiguous;     O (B, H, Nq, D) b16, lse (B, H, Nq) fp32 (natural log)
+//   K, V    contiguous: (B, H_kv, Nk, D); paged (PAGED): pools (num_pages, page_size, H_kv, D) and
+//           block_table (B, max_pages) int32: key c of sequence b is row c % page_size of pool
+//           page block_table[b, c / page_size] (FlashAttention's k_cache / block_table layout)
+//   O_part  (B, H, Nq, S, D) fp32, lse_part (B, H, Nq, S) fp32: the partials when S > 1
+// Grid (S, H_kv · chunks, B), 128 threads; a block takes rows [chunk·RM, chunk·RM + RM) of its
+// group when R > RM (the runner counts the chunks).
+//
+// Shared memory: Qs [RM][D] fp32 (pre-scaled by scale·log2 e) | Ks, Vs [2][Bc][D] b16 | Ss [RM][Bc]
+// fp32 | m, l, alpha [RM] fp32: D = 128: 16,384 + 65,536 + 8,192 + 384 = 90,496 bytes.
+
+#include "fv_ptx.cuh"
+#include "fv_b16.cuh"
+
+namespace fvdec {
+
+using namespace fvptx;
+using fvb16::from_f32;
+using fvb16::to_f32;
+
+constexpr int Bc = 64;                     // keys per tile
+constexpr int RM = 32;                     // query rows per block at most
+constexpr int NT = 128;                    // threads per block
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+template <int D>
+constexpr int smem_bytes() { return RM * D * 4 + 2 * 2 * Bc * D * 2 + RM * Bc * 4 + 3 * RM * 4; }
+
+// Where key row c (of sequence b, KV head g) lives: a contiguous cache or a page of the pool.
+template <int D, bool PAGED>
+__device__ __forceinline__ const u16* key_row(const u16* X, const int* block_table, int max_pages, int page_size,
+                                              int b, int g, int H_kv, int Nk, int c)
+{
+    if constexpr (PAGED) {
+        const int page = block_table[(long long)b * max_pages + c / page_size];
+        return X + (((long long)page * page_size + c % page_size) * H_kv + g) * D;
+    } else {
+        return X + (((long long)b * H_kv + g) * Nk + c) * D;
+    }
+}
+
+// Start the copy of tile j (keys [j·Bc, j·Bc + Bc)) of K and V into buffer `buf`; keys past Nk are
+// zero-filled (and masked later).
+template <int D, bool PAGED>
+__device__ __forceinline__ void load_tile(u16* Ks, u16* Vs, const u16* K, const u16* V, const int* block_table,
+                                          int max_pages, int page_size, int b, int g, int H_kv, int Nk, int j)
+{
+    constexpr int CHUNKS = D / 8;                        // 16-byte chunks of one row
+    for (int idx = threadIdx.x; idx < Bc * CHUNKS; idx += NT) {
+        const int c = idx / CHUNKS, q = idx % CHUNKS;
+        const int key = j * Bc + c;
+        const bool in = key < Nk;
+        const int row = in ? key : Nk - 1;               // a valid address; 0 bytes copied
+        const u16* k = key_row<D, PAGED>(K, block_table, max_pages, page_size, b, g, H_kv, Nk, row);
+        const u16* v = key_row<D, PAGED>(V, block_table, max_pages, page_size, b, g, H_kv, Nk, row);
+        cp_async16(smem_addr(Ks + c * D + q * 8), k + q * 8, in ? 16 : 0);
+        cp_async16(smem_addr(Vs + c * D + q * 8), v + q * 8, in ? 16 : 0);
+    }
+}
+
+template <int DT, int D, bool PAGED>
+__global__ void __launch_bounds__(NT) flash_decode(
+    const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
+    const int* __restrict__ block_table, int max_pages, int page_size,
+    float* __restrict__ O_part, float* __restrict__ lse_part, u16* __restrict__ O, float* __restrict__ lse,
+    int H, int H_kv, int Nq, int Nk, int S, int causal, float scale)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* Qs = reinterpret_cast<float*>(smem);                        // [RM][D]
+    u16* Ks = reinterpret_cast<u16*>(Qs + RM * D);                     // [2][Bc][D]
+    u16* Vs = Ks + 2 * Bc * D;                                         // [2][Bc][D]
+    float* Ss = reinterpret_cast<float*>(Vs + 2 * Bc * D);             // [RM][Bc]
+    float* m_s = Ss + RM * Bc;                                         // [RM] running max (log2 units)
+    float* l_s = m_s + RM;                                             // [RM] running sum
+    float* alpha_s = l_s + RM;                                         // [RM] this tile's rescale
+
+    const int s = blockIdx.x, b = blockIdx.z;
+    const int G = H / H_kv;
+    const int chunks = (G * Nq + RM - 1) / RM;
+    const int g = blockIdx.y / chunks, r0 = (blockIdx.y % chunks) * RM;
+    const int R = min(RM, G * Nq - r0);                                // rows of this block
+    const int Tc = (Nk + Bc - 1) / Bc;
+    const int j0 = (int)((long long)s * Tc / S), j1 = (int)((long long)(s + 1) * Tc / S);
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+
+    // [load_Q] Alg. 1 line 4: the R query rows of this KV head to SRAM, as fp32 times scale·log2 e
+    for (int idx = t; idx < RM * D; idx += NT) {
+        const int r = idx / D, k = idx % D;
+        float x = 0.f;
+        if (r < R) {
+            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
+            x = to_f32<DT>(Q[(((long long)b * H + h) * Nq + i) * D + k]) * scale * LOG2E;
+        }
+        Qs[idx] = x;
+    }
+    // [init] Alg. 1 line 5: m = −inf, l = 0, O = 0 (O in registers: thread t keeps column t % D of
+    // the rows r ≡ t / D (mod NT / D))
+    constexpr int CPT = NT / D;                                        // threads per column: 1 or 2
+    constexpr int RPT = RM / CPT;                                      // rows per thread
+    const int col = t % D, rsub = t / D;
+    float acc[RPT];
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) acc[k] = 0.f;
+    if (t < RM) { m_s[t] = neg_inf(); l_s[t] = 0.f; }
+
+    // [load_KV] Alg. 1 line 7: the split's first tile in flight
+    if (j0 < j1) load_tile<D, PAGED>(Ks, Vs, K, V, block_table, max_pages, page_size, b, g, H_kv, Nk, j0);
+    cp_async_commit();
+    for (int j = j0; j < j1; ++j) {
+        const int buf = (j - j0) & 1;
+        u16* Kj = Ks + buf * Bc * D;
+        u16* Vj = Vs + buf * Bc * D;
+        // [load_KV] Alg. 1 line 7: tile j + 1 in flight while tile j is computed
+        if (j + 1 < j1)
+            load_tile<D, PAGED>(Ks + (buf ^ 1) * Bc * D, Vs + (buf ^ 1) * Bc * D, K, V, block_table, max_pages,
+                                page_size, b, g, H_kv, Nk, j + 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+
+        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ (log2 units): thread t takes key c = t % Bc and
+        // the rows r ≡ t / Bc (mod NT / Bc); it walks the row's 16-byte chunks from chunk c, so the
+        // eight lanes of a shared-memory phase read eight different banks
+        {
+            const int c = t % Bc;
+            constexpr int RS = NT / Bc;                                // rows sharing one key: 2
+            constexpr int CHUNKS = D / 8;
+            float sacc[RM / RS];
+#pragma unroll
+            for (int k = 0; k < RM / RS; ++k) sacc[k] = 0.f;
+            for (int qq = 0; qq < CHUNKS; ++qq) {
+                const int q = (qq + c) % CHUNKS;
+                const uint4 kv = *reinterpret_cast<const uint4*>(Kj + c * D + q * 8);
+                const u32 w[4] = {kv.x, kv.y, kv.z, kv.w};
+                float kf[8];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) { kf[2 * e] = to_f32<DT>(w[e] & 0xffffu); kf[2 * e + 1] = to_f32<DT>(w[e] >> 16); }
+#pragma unroll
+                for (int k = 0; k < RM / RS; ++k) {
+                    const int r = k * RS + t / Bc;
+                    if (r < R) {
+                        const float* qr = Qs + r * D + q * 8;
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) sacc[k] = fmaf(qr[e], kf[e], sacc[k]);
+                    }
+                }
+            }
+            // [mask_S] Alg. 1 line 8: keys past Nk, and (causal, bottom-right) keys after the row's
+            // last visible one, get a true −inf
+            const int key = j * Bc + c;
+#pragma unroll
+            for (int k = 0; k < RM / RS; ++k) {
+                const int r = k * RS + t / Bc;
+                if (r < RM) {
+                    const int i = (r0 + r) % Nq;
+                    const bool hidden = r >= R || key >= Nk || (causal && key > i + Nk - Nq);
+                    Ss[r * Bc + c] = hidden ? neg_inf() : sacc[k];
+                }
+            }
+        }
+        __syncthreads();
+
+        // [update_ml] Alg. 1 line 9: m_new = max(m, rowmax S_ij); P_ij = 2^(S_ij − m_new);
+        // l = alpha · l + rowsum P_ij with alpha = 2^(m − m_new); warp w takes rows w, w + 4, ...
+        for (int r = warp; r < R; r += NT / 32) {
+            float x0 = Ss[r * Bc + lane], x1 = Ss[r * Bc + lane + 32];
+            float mx = fmaxf(x0, x1);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float m_old = m_s[r];
+            const float m_new = fmaxf(m_old, mx);
+            const float m_use = m_new == neg_inf() ? 0.f : m_new;    // a row with nothing visible yet: no NaN
+            const float p0 = ex2(x0 - m_use), p1 = ex2(x1 - m_use);  // ex2(−inf) = 0
+            float sum = p0 + p1;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            Ss[r * Bc + lane] = p0;
+            Ss[r * Bc + lane + 32] = p1;
+            if (lane == 0) {
+                const float alpha = ex2(m_old - m_use);                // m_old = −inf: 0 (nothing to keep)
+                alpha_s[r] = alpha;
+                l_s[r] = alpha * l_s[r] + sum;
+                m_s[r] = m_new;
+            }
+        }
+        __syncthreads();
+
+        // [accumulate_O] Alg. 1 line 10: O = diag(alpha) O + P_ij V_j, thread t its column of its rows;
+        // each V_j value is read and converted once and used by all of the thread's rows
+#pragma unroll
+        for (int k = 0; k < RPT; ++k) {
+            const int r = k * CPT + rsub;
+            if (r < R) acc[k] *= alpha_s[r];
+        }
+        for (int c = 0; c < Bc; ++c) {
+            const float vc = to_f32<DT>(Vj[c * D + col]);
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const int r = k * CPT + rsub;
+                if (r < R) acc[k] = fmaf(Ss[r * Bc + c], vc, acc[k]);
+            }
+        }
+        __syncthreads();                                               // buffer buf is refilled next
+    }
+    cp_async_wait<0>();
+
+    // [write_partial] Flash-Decoding step 2: O_s = diag(l_s)⁻¹ Õ_s and lse_s = (m_s + log2 l_s)·ln 2;
+    // with one split these are O and lse themselves (an empty split or a row that saw no key:
+    // O = 0, lse = −inf)
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+        const int r = k * CPT + rsub;
+        if (r < R) {
+            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
+            const long long row = ((long long)b * H + h) * Nq + i;
+            const float l = l_s[r];
+            const float o = l > 0.f ? acc[k] / l : 0.f;
+            const float L = l > 0.f ? (m_s[r] + __log2f(l)) * LN2 : neg_inf();
+            if (S == 1) {
+                O[row * D + col] = from_f32<DT>(o);
+                if (col == 0) lse[row] = L;
+            } else {
+                O_part[(row * S + s) * D + col] = o;
+                if (col == 0) lse_part[row * S + s] = L;
+            }
+        }
+    }
+}
+
+// [merge] Flash-Decoding step 3: O = Σ_s e^(lse_s − lse) O_s, lse = log Σ_s e^(lse_s): one block of
+// D threads per query row (B·H·Nq blocks), thread t its column; the splits' lse are read by all
+template <int DT, int D>
+__global__ void __launch_bounds__(D) flash_decode_merge(const float* __restrict__ O_part,
+                                                        const float* __restrict__ lse_part, u16* __restrict__ O,
+                                                        float* __restrict__ lse, int S)
+{
+    const long long row = blockIdx.x;
+    const int t = threadIdx.x;
+    float M = neg_inf();
+    for (int s = 0; s < S; ++s) M = fmaxf(M, lse_part[row * S + s]);
+    if (M == neg_inf()) {                                              // no split saw a key
+        O[row * D + t] = from_f32<DT>(0.f);
+        if (t == 0) lse[row] = neg_inf();
+        return;
+    }
+    float l = 0.f, o = 0.f;
+    for (int s = 0; s < S; ++s) {
+        const float w = ex2((lse_part[row * S + s] - M) * LOG2E);      // e^(lse_s − M); an empty split: 0
+        l += w;
+        o = fmaf(w, O_part[(row * S + s) * D + t], o);
+    }
+    O[row * D + t] = from_f32<DT>(o / l);
+    if (t == 0) lse[row] = M + __logf(l);
+}
+
+}  // namespace fvdec
+
+#ifdef FLASHVIZ_PTX_CHECK
+// Only for the CPU build check (`make ptx`): instantiate every supported (DT, D, PAGED).
+#define FVDEC_INST(DT, D, P)                                                                              \
+    template __global__ void fvdec::flash_decode<DT, D, P>(const u16*, const u16*, const u16*, const int*, int, \
+                                                           int, float*, float*, u16*, float*, int, int, int, int, \
+                                                           int, int, float);
+#define FVDEC_INST_D(DT, D)                                                                               \
+    FVDEC_INST(DT, D, false) FVDEC_INST(DT, D, true)                                                      \
+    template __global__ void fvdec::flash_decode_merge<DT, D>(const float*, const float*, u16*, float*, int);
+FVDEC_INST_D(0, 64) FVDEC_INST_D(0, 128) FVDEC_INST_D(1, 64) FVDEC_INST_D(1, 128)
+#endif
