@@ -280,3 +280,30 @@ def mma_summary(res: dict | None) -> str:
         lines.append(f"correctness {variant} {dtype}: {c['passed']}/{c['cases']} within {tol}, "
                      f"worst relative error {c['worst_rel_err']:.1e}{', NaN seen' if c['nan'] else ''}")
     return "\n".join(lines)
+
+
+#: NVIDIA H200 SXM's HBM3e bandwidth from its data sheet (4.8 TB/s), used only when no record of
+#: a measured copy bandwidth is installed; the measured one (4.25-4.28 TB/s) is lower.
+H200_DATASHEET_BPS = 4.8e12
+
+
+def hbm_bandwidth() -> tuple[float, str, str]:
+    """(bytes per second, short label, where it comes from) of the HBM bandwidth the meters use.
+
+    In order: ``copy_GBps`` of the newest decode record (``benchmarks/results/decode-*.json``, when
+    ``records.results`` knows that kind), then the ``ceilings.copy_GBps`` of the newest tensor-core
+    record (mma-*.json: a device-to-device copy timed in the same run, read + write bytes over
+    time), else ``H200_DATASHEET_BPS``. The label names the device and date of a record."""
+    for kind, get in (("decode", lambda r: r.get("copy_GBps")),
+                      ("mma", lambda r: (r.get("ceilings") or {}).get("copy_GBps"))):
+        try:
+            res = latest_results(kind)
+        except ValueError:          # a kind this installation's records do not know
+            continue
+        gbps = get(res) if res else None
+        if gbps:
+            env = res.get("env", {})
+            dev = str(env.get("device", "GPU")).replace("NVIDIA ", "")
+            return (float(gbps) * 1e9, f"{float(gbps) / 1e3:.2f} TB/s",
+                    f"{dev} copy bandwidth, measured {env.get('date', '?')} ({res.get('source_file', kind)})")
+    return H200_DATASHEET_BPS, "4.8 TB/s", "H200 data sheet (no measured record installed)"

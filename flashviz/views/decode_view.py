@@ -18,7 +18,7 @@ split (Flash-Decoding) and the partial results merged. The figure:
   (``reference.attention``) and, in "break it" mode, the merge without rescaling; the error of
   the merge after each split;
 * bottom left — meters: HBM bytes so far by tensor (the run's counts, = ``iomodel.decode_io``)
-  with the least time the bandwidth allows (``hbm_bandwidth``: the H200's copy bandwidth from
+  with the least time the bandwidth allows (``records.results.hbm_bandwidth``: the H200's copy bandwidth from
   the committed record, else its data-sheet figure), and the SMs busy now and over the run.
 
 Text sizes go through ``style.pt``; the layout is computed in points from them, so the presenter
@@ -30,39 +30,13 @@ from __future__ import annotations
 
 from matplotlib.gridspec import GridSpec
 
-from ..records.results import latest_results
+from ..records.results import hbm_bandwidth
 from ..replay.decode import DecodeReplay, DecodeState  # noqa: F401 (DecodeReplay re-exported)
 from . import style
 from .backward_panels import robust_max
 from .blit import BlittedView, Blitter
 from .decode_panels import DecodeMeters, MergePanel, PagesPanel, PartialsPanel, SMPanel, split_colours
 from .text import drawn_width, fit_lines, font_height, line_height, presenter, text_width, tick_row
-
-#: NVIDIA H200 SXM's HBM3e bandwidth from its data sheet (4.8 TB/s), used only when no record of
-#: a measured copy bandwidth is installed; the measured one (4.25-4.28 TB/s) is lower.
-H200_DATASHEET_BPS = 4.8e12
-
-
-def hbm_bandwidth() -> tuple[float, str, str]:
-    """(bytes per second, short label, where it comes from) of the HBM bandwidth the meters use.
-
-    In order: ``copy_GBps`` of the newest decode record (``benchmarks/results/decode-*.json``, when
-    ``records.results`` knows that kind), then the ``ceilings.copy_GBps`` of the newest tensor-core
-    record (mma-*.json: a device-to-device copy timed in the same run, read + write bytes over
-    time), else ``H200_DATASHEET_BPS``. The label names the device and date of a record."""
-    for kind, get in (("decode", lambda r: r.get("copy_GBps")),
-                      ("mma", lambda r: (r.get("ceilings") or {}).get("copy_GBps"))):
-        try:
-            res = latest_results(kind)
-        except ValueError:          # a kind this installation's records do not know
-            continue
-        gbps = get(res) if res else None
-        if gbps:
-            env = res.get("env", {})
-            dev = str(env.get("device", "GPU")).replace("NVIDIA ", "")
-            return (float(gbps) * 1e9, f"{float(gbps) / 1e3:.2f} TB/s",
-                    f"{dev} copy bandwidth, measured {env.get('date', '?')} ({res.get('source_file', kind)})")
-    return H200_DATASHEET_BPS, "4.8 TB/s", "H200 data sheet (no measured record installed)"
 
 
 class DecodeFigure(BlittedView):

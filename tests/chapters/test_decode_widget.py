@@ -254,8 +254,7 @@ def test_meters_show_the_bytes_against_the_bandwidth(w):
 
 @pytest.mark.recorded_data
 def test_the_bandwidth_is_the_recorded_copy_bandwidth():
-    from flashviz.records.results import latest_results
-    from flashviz.views.decode_view import hbm_bandwidth
+    from flashviz.records.results import hbm_bandwidth, latest_results
 
     rec = latest_results("mma")
     bw, label, source = hbm_bandwidth()
