@@ -1,4 +1,4 @@
-# flashviz: `make lab` opens the explainer, `make test` runs every test.
+# flashviz: `make lab` serves the explainer in JupyterLab, `make test` runs every test.
 # Both create ./.venv on first use (Python >= 3.10 is all they need).
 
 PYTHON ?= python3

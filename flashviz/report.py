@@ -193,9 +193,9 @@ def readme_table(res: dict | None = None) -> str:
     from .records.provenance import check_record
     audit = check_record(h["record"], res if res is not None else latest_results("mma"))
     if audit.changed:
-        lines += ["", "Since that run the source compiled for " + ", ".join(_pasted(audit, f) for f in audit.changed)
-                  + " has changed; whether the binaries it timed did needs a GPU to tell (docs/results.md lists "
-                    "which records timed today's kernels)."]
+        lines += ["", "These numbers timed an earlier source of " + ", ".join(f"`{f}`" for f in audit.changed)
+                  + " (the file or a header it includes has changed since); docs/results.md lists which records "
+                    "timed today's kernels."]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from .files import package_dir
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
-KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-"}
+KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-", "decode": "decode-"}
 
 
 def latest_results(kind: str = "teaching") -> dict | None:
