@@ -53,8 +53,9 @@
 // A row that sees no key writes O = 0 and lse = −inf; NaN inputs give NaN rows.
 
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, ex2, pack2
-#include "fv_wgmma.cuh" // wgmma_ss / wgmma_rs, desc128, fence_regs, wgmma fence/commit/wait
+#include "fv_wgmma.cuh" // fence_regs, wgmma fence/wait (the products themselves: fv_attn.cuh)
 #include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
+#include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV, Ring, PingPong
 #include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 // FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
@@ -62,10 +63,6 @@
 // benchmarks define them to time each step in one run (benchmarks/probe_fa3.py).
 
 namespace fvfa3 {
-
-using namespace fvptx;
-using namespace fvmma;
-using namespace fvtma;
 
 // The kernel's fixed choices for a (Br, Bc, d): consumer warpgroups, ring depth, registers.
 template <int Br, int Bc, int D>
@@ -93,99 +90,6 @@ struct Config {
     static constexpr bool INTRA = (FEAT & 2) != 0;
 };
 
-// compute_S (Alg. 1 line 8): S = Q_i K_jᵀ for one warpgroup's 64 rows (sQw: its rows of Q_i; sKj: the K slot):
-// d/16 k-slices of m64nBck16, committed as one group.
-template <int DT, int Br, int Bc, int D>
-__device__ __forceinline__ void issue_S(float* s, u32 sQw, u32 sKj) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        const u64 da = desc128(sQw + (kk >> 2) * (Br * 128) + (kk & 3) * 32, 16, 1024);
-        const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
-        wgmma_ss<DT, Bc>(s, da, db, kk > 0);
-    }
-    wgmma_commit();
-#endif
-}
-
-// accumulate_O (Alg. 1 line 10): O_i += P V_j: Bc/16 k-slices, one m64n64k16 (A = P from registers) per 64
-// columns of d; committed as one group.
-template <int DT, int Bc, int D>
-__device__ __forceinline__ void issue_PV(float* o, const u32 (*p)[4], u32 sVj) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk) {
-#pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb)
-            wgmma_rs<DT, 64>(o + cb * 32, p[kk], desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024));
-    }
-    wgmma_commit();
-#endif
-}
-
-// mask_S (Alg. 1 line 8): columns past Nk, and (causal) past the row's last visible key, become -inf.
-template <int Bc, bool CAUSAL>
-__device__ __forceinline__ void mask_S(float* s, int c0, int Nk, int last0, int last1, int t) {
-#pragma unroll
-    for (int n8 = 0; n8 < Bc / 8; ++n8) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int c = c0 + n8 * 8 + 2 * t + e;
-            if (c >= Nk || (CAUSAL && c > last0)) s[4 * n8 + e] = neg_inf();
-            if (c >= Nk || (CAUSAL && c > last1)) s[4 * n8 + 2 + e] = neg_inf();
-        }
-    }
-}
-
-// update_ml (Alg. 1 line 9): the online softmax of one tile (exp2 domain), this thread's rows g and g + 8:
-// m_new = max(m_i, rowmax S); alpha = exp(m_i − m_new); S becomes P = exp(S − m_new) in place;
-// rs = this thread's part of rowsum P.
-template <int Bc>
-__device__ __forceinline__ void softmax_tile(float* s, float& m0, float& m1, float& alpha0, float& alpha1,
-                                             float& rs0, float& rs1, float scale_log2) {
-    float mn0 = m0, mn1 = m1;
-#pragma unroll
-    for (int n8 = 0; n8 < Bc / 8; ++n8) {
-        mn0 = fmaxf(mn0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
-        mn1 = fmaxf(mn1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
-    }
-    mn0 = fmaxf(mn0, __shfl_xor_sync(0xffffffff, mn0, 1));
-    mn0 = fmaxf(mn0, __shfl_xor_sync(0xffffffff, mn0, 2));
-    mn1 = fmaxf(mn1, __shfl_xor_sync(0xffffffff, mn1, 1));
-    mn1 = fmaxf(mn1, __shfl_xor_sync(0xffffffff, mn1, 2));
-    // a row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN
-    const float mu0 = (mn0 == neg_inf()) ? 0.f : mn0 * scale_log2;
-    const float mu1 = (mn1 == neg_inf()) ? 0.f : mn1 * scale_log2;
-    alpha0 = ex2(m0 * scale_log2 - mu0);
-    alpha1 = ex2(m1 * scale_log2 - mu1);
-    m0 = mn0;
-    m1 = mn1;
-    rs0 = 0.f;
-    rs1 = 0.f;
-#pragma unroll
-    for (int n8 = 0; n8 < Bc / 8; ++n8) {
-        s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -mu0));
-        s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -mu0));
-        s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -mu1));
-        s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -mu1));
-        rs0 += s[4 * n8] + s[4 * n8 + 1];
-        rs1 += s[4 * n8 + 2] + s[4 * n8 + 3];
-    }
-}
-
-// convert_P (Alg. 1 line 10): P to fp16/bf16 in registers: two adjacent n8 column groups of the accumulator are
-// exactly one 64 x 16 A slice of the next product.
-template <int DT, int Bc>
-__device__ __forceinline__ void convert_P(u32 (*p)[4], const float* s) {
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk) {
-        p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
-        p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
-        p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
-        p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-}
-
 }  // namespace fvfa3
 
 // The work list of a persistent block: tile L (of Tr·H·B) -> (query block i, head h, batch b).
@@ -206,14 +110,6 @@ __device__ __forceinline__ void tile_coords(int L, int Tr, int H, int B, int& i,
     }
 }
 
-// Key tiles query block i sees: all of them, or (causal) up to its last visible column.
-template <int Br, int Bc, bool CAUSAL>
-__device__ __forceinline__ int key_tiles(int i, int Nq, int Nk) {
-    int n_end = Nk;
-    if (CAUSAL) n_end = min(Nk, i * Br + Br + Nk - Nq);
-    return n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
-}
-
 template <int DT, int Br, int Bc, int D, bool CAUSAL>
 __global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
 flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
@@ -226,18 +122,23 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     static_assert(D == 64 || D == 128, "d must be 64 or 128");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace fvfa3;
+    using namespace fvattn;
     using C = Config<Br, Bc, D>;
     constexpr int NWG = C::NWG, ST = C::STAGES, TILE_KV = C::TILE_KV;
     constexpr int NS = Bc / 2;          // S_ij accumulators a thread (m64 x Bc over 128 threads)
     constexpr int NO = D / 2;           // O_i accumulators a thread
 
+    // Shared memory: Q_i, the K ring, the V ring, then the mbarriers
+    // (fullQ, emptyQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]).
     extern __shared__ unsigned char smem_raw[];
     const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const u32 sK = sQ + Br * D * 2;             // ST slots
-    const u32 sV = sK + ST * TILE_KV;           // ST slots
-    const u32 bars = sV + ST * TILE_KV;         // fullQ, emptyQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]
-    const u32 fullQ = bars, emptyQ = bars + 8;
+    const u32 sK = sQ + Br * D * 2;
+    const u32 sV = sK + ST * TILE_KV;
+    const u32 bars = sV + ST * TILE_KV;
     const u32 fullK = bars + 16, fullV = fullK + 8 * ST, emptyK = fullV + 8 * ST, emptyV = emptyK + 8 * ST;
+    const Ring<1, Br * D * 2> Qr{sQ, bars, bars + 8};      // Q_i: one slot, used once a tile
+    const Ring<ST, TILE_KV> Kr{sK, fullK, emptyK};
+    const Ring<ST, TILE_KV> Vr{sV, fullV, emptyV};
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;                     // 0: producer; 1..NWG: consumers
@@ -246,8 +147,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     const int shift = Nk - Nq;                   // bottom-right causal alignment
 
     if (tid == 0) {
-        mbar_init(fullQ, 1);                     // the producer's arrive + Q_i's bytes
-        mbar_init(emptyQ, NWG * 4);              // one arrive per consumer warp: Q_i no longer read
+        mbar_init(Qr.full, 1);                   // the producer's arrive + Q_i's bytes
+        mbar_init(Qr.empty, NWG * 4);            // one arrive per consumer warp: Q_i no longer read
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
             mbar_init(fullK + 8 * s, 1);
@@ -260,7 +161,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     __syncthreads();
 
     // Persistent: one block per SM walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...; the
-    // rings' slot counters (it) and Q's use count (qn) run on across tiles, so the producer loads
+    // rings' use counters (it for K and V, qn for Q) run on across tiles, so the producer loads
     // the next tile's Q_i and K_j while the consumers finish this one.
     if (wg == 0) {
         // ---------------- producer warpgroup ----------------
@@ -283,33 +184,22 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 FV_NOW32(t_a);
                 // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
                 // when the consumers no longer read the previous tile's.
-                mbar_wait(emptyQ, (qn & 1) ^ 1);
-                mbar_arrive_expect_tx(fullQ, Br * D * 2);
-#pragma unroll
-                for (int cb = 0; cb < D / 64; ++cb)
-                    tma_load_4d(sQ + cb * (Br * 128), &tmQ, fullQ, cb * 64, i_blk * Br, h, b);
+                const auto Qi = Qr.use(qn);
+                Qr.acquire(Qi, Br * D * 2);
+                load_tile_tma<Br, D>(Qr.tile(Qi), &tmQ, Qr.full_bar(Qi), i_blk * Br, h, b);
                 ++qn;
-                FV_NOW32(t_b);
-                FV_EVENT32(-1, FV_STAGE_LOAD_Q, t_a, t_b);
-                // [load_KV] Alg. 1 line 7: K_j, V_j into the ring, last tile first.
+                FV_STEP32(t_b, -1, FV_STAGE_LOAD_Q, t_a);
+                // [load_KV] Alg. 1 line 7: K_j, V_j into the rings, last tile first.
                 for (int t = 0; t < Tc; ++t, ++it) {
-                    const int j = Tc - 1 - t, s = it % ST;
-                    const u32 ph = (it / ST) & 1;
+                    const int j = Tc - 1 - t;
+                    const auto Kj = Kr.use(it), Vj = Vr.use(it);
                     FV_NOW32(t_a);
-                    mbar_wait(emptyK + 8 * s, ph ^ 1);
-                    mbar_arrive_expect_tx(fullK + 8 * s, TILE_KV);
-#pragma unroll
-                    for (int cb = 0; cb < D / 64; ++cb)
-                        tma_load_4d(sK + s * TILE_KV + cb * (Bc * 128), &tmK, fullK + 8 * s, cb * 64, j * Bc, h, b);
-                    FV_NOW32(t_b);
-                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_a, t_b);
-                    mbar_wait(emptyV + 8 * s, ph ^ 1);
-                    mbar_arrive_expect_tx(fullV + 8 * s, TILE_KV);
-#pragma unroll
-                    for (int cb = 0; cb < D / 64; ++cb)
-                        tma_load_4d(sV + s * TILE_KV + cb * (Bc * 128), &tmV, fullV + 8 * s, cb * 64, j * Bc, h, b);
-                    FV_NOW32(t_a);
-                    FV_EVENT32(j, FV_STAGE_LOAD_V, t_b, t_a);
+                    Kr.acquire(Kj, TILE_KV);
+                    load_tile_tma<Bc, D>(Kr.tile(Kj), &tmK, Kr.full_bar(Kj), j * Bc, h, b);
+                    FV_STEP32(t_b, j, FV_STAGE_LOAD_K, t_a);
+                    Vr.acquire(Vj, TILE_KV);
+                    load_tile_tma<Bc, D>(Vr.tile(Vj), &tmV, Vr.full_bar(Vj), j * Bc, h, b);
+                    FV_STEP32(t_a, j, FV_STAGE_LOAD_V, t_b);
                 }
             }
         }
@@ -320,9 +210,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
         const int warp = (tid >> 5) & 3, lane = tid & 31;
         const int g = lane >> 2, t4 = lane & 3;      // this thread's rows g, g+8; columns 8n + 2 t4, +1
         const u32 sQw = sQ + w * (64 * 128);
-        // ping-pong: warpgroup w waits on named barrier 1 + w for its turn, passes it to the next
-        const int my_bar = 1 + w, next_bar = 1 + (w + 1) % NWG;
-        constexpr int PP_THREADS = 256;              // one warpgroup syncs, the previous one arrives
+        const auto turn = PingPong<NWG, C::PINGPONG>::of(w);
         int it = 0, qn = 0;
 
         for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
@@ -351,71 +239,68 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             float o[NO];
 #pragma unroll
             for (int x = 0; x < NO; ++x) o[x] = 0.f;
-            float m0 = neg_inf(), m1 = neg_inf(), l0 = 0.f, l1 = 0.f;
+            RowStats stats;
+            stats.init();
             float s[NS];
             u32 p[Bc / 16][4];
 
             if (Tc > 0) {
-                mbar_wait(fullQ, qn & 1);
+                Qr.wait_full(Qr.use(qn));
                 ++qn;
-                FV_NOW32(t_k0);
-                FV_EVENT32(-1, FV_STAGE_LOAD_Q, 0u, t_k0);
-                if (C::PINGPONG && w == NWG - 1) bar_arrive(1, PP_THREADS);   // warpgroup 0 goes first
+                FV_STEP32(t_k0, -1, FV_STAGE_LOAD_Q, 0u);
+                turn.open();
 
                 // first tile (j = Tc - 1): S only; there is no previous P V yet
                 {
-                    const int j = Tc - 1, sl = it % ST;
+                    const int j = Tc - 1;
+                    const auto Kj = Kr.use(it);
                     FV_NOW32(t_k0);
-                    mbar_wait(fullK + 8 * sl, (it / ST) & 1);
-                    FV_NOW32(t_k1);
-                    FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);
-                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    Kr.wait_full(Kj);
+                    FV_STEP32(t_k1, j, FV_STAGE_LOAD_K, t_k0);
+                    turn.wait();
                     FV_NOW32(t_s0);
                     FV_STAMP32(j, FV_STAGE_COMPUTE_S, t_s0);
                     fence_regs<NS>(s);
                     wgmma_fence();
-                    issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
-                    if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
+                    issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                    turn.pass();
                     wgmma_wait<0>();
                     fence_regs<NS>(s);
-                    FV_NOW32(t_s1);
-                    FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
+                    FV_STEP32(t_s1, j, FV_STAGE_COMPUTE_S, t_s0);
                     if (lane == 0) {
-                        mbar_arrive(emptyK + 8 * sl);
-                        if (Tc == 1) mbar_arrive(emptyQ);     // the last S_ij: Q_i's buffer is free
+                        Kr.release(Kj);
+                        if (Tc == 1) Qr.release(Qr.use(qn));      // the last S_ij: Q_i's buffer is free
                     }
                     const int c0 = j * Bc;
                     if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
                         mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
-                    float a0, a1, rs0, rs1;
-                    softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
-                    FV_NOW32(t_ml);
-                    FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_s1, t_ml);
-                    l0 = rs0;
-                    l1 = rs1;
+                    Rows rowsum;
+                    stats.update<Bc>(s, scale_log2, rowsum);
+                    FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
+                    stats.l_i = rowsum;                    // the first tile: l_i was 0
                     convert_P<DT, Bc>(p, s);
-                    FV_NOW32(t_cv);
-                    FV_EVENT32(j, FV_STAGE_CONVERT_P, t_ml, t_cv);
+                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, t_ml);
                 }
                 for (int t = 1; t < Tc; ++t) {
-                    const int j = Tc - 1 - t, sl = (it + t) % ST, sp = (it + t - 1) % ST;
+                    const int j = Tc - 1 - t;
+                    const auto Kj = Kr.use(it + t), Vp = Vr.use(it + t - 1);   // K_j, and V of the previous tile
                     FV_NOW32(t_k0);
-                    mbar_wait(fullK + 8 * sl, ((it + t) / ST) & 1);           // K_j landed
+                    Kr.wait_full(Kj);                           // K_j landed
                     FV_NOW32(t_k1);
-                    mbar_wait(fullV + 8 * sp, ((it + t - 1) / ST) & 1);       // V of the previous tile landed
+                    Vr.wait_full(Vp);                           // V of the previous tile landed
                     FV_NOW32(t_v1);
                     if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
                     FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
-                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    turn.wait();
                     FV_NOW32(t_s0);
                     fence_regs<NS>(s);
                     fence_regs<NO>(o);
                     wgmma_fence();
                     // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
                     // previous tile: O_i += P V, both on the tensor cores at once.
-                    issue_S<DT, Br, Bc, D>(s, sQw, sK + sl * TILE_KV);
-                    issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
-                    if (C::PINGPONG) bar_arrive(next_bar, PP_THREADS);
+                    issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vp));
+                    turn.pass();
                     if (C::INTRA) {
                         wgmma_wait<1>();                                // S_ij done; P V may still run
                         fence_regs<NS>(s);
@@ -428,18 +313,17 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     FV_SET(t_o1, t_s1);                                 // without the overlap P V is done too
                     FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
                     if (lane == 0) {
-                        mbar_arrive(emptyK + 8 * sl);                   // K_j's slot is free
-                        if (t == Tc - 1) mbar_arrive(emptyQ);           // the last S_ij: Q_i's buffer too
+                        Kr.release(Kj);                                 // K_j's slot is free
+                        if (t == Tc - 1) Qr.release(Qr.use(qn));                // the last S_ij: Q_i's buffer too
                     }
                     // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
                     const int c0 = j * Bc;
                     if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
                         mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
                     // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
-                    float a0, a1, rs0, rs1;
-                    softmax_tile<Bc>(s, m0, m1, a0, a1, rs0, rs1, scale_log2);
-                    FV_NOW32(t_ml);
-                    FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_s1, t_ml);
+                    Rows rowsum;
+                    const Rows alpha = stats.update<Bc>(s, scale_log2, rowsum);
+                    FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
                     if (C::INTRA) {
                         // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
                         // instruction without inputs and hoists it to the top of its basic block, before
@@ -447,7 +331,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         // PTX order and the wait for the next K tile (a real loop) starts a new block.
                         fence_regs<NS>(s);
                         FV_NOW32(t_k0);
-                        if (t + 1 < Tc) mbar_wait(fullK + 8 * ((it + t + 1) % ST), ((it + t + 1) / ST) & 1);
+                        if (t + 1 < Tc) Kr.wait_full(Kr.use(it + t + 1));
                         FV_NOW32(t_k1);
                         if (t + 1 < Tc) FV_EVENT32(j - 1, FV_STAGE_LOAD_K, t_k0, t_k1);   // the next tile's K
                         wgmma_wait<0>();                                // the previous P V is done
@@ -455,41 +339,30 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         FV_NOW32(t_o1);
                     }
                     FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
-                    if (lane == 0) mbar_arrive(emptyV + 8 * sp);        // its V slot is free
+                    if (lane == 0) Vr.release(Vp);                   // its V slot is free
                     // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
-                    l0 = l0 * a0 + rs0;
-                    l1 = l1 * a1 + rs1;
-#pragma unroll
-                    for (int n8 = 0; n8 < D / 8; ++n8) {
-                        o[4 * n8 + 0] *= a0;
-                        o[4 * n8 + 1] *= a0;
-                        o[4 * n8 + 2] *= a1;
-                        o[4 * n8 + 3] *= a1;
-                    }
+                    stats.add(alpha, rowsum);
+                    RowStats::rescale<D>(o, alpha);
                     // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
                     convert_P<DT, Bc>(p, s);
-                    FV_NOW32(t_cv);
-                    FV_EVENT32(j, FV_STAGE_CONVERT_P, C::INTRA ? t_o1 : t_ml, t_cv);
+                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, C::INTRA ? t_o1 : t_ml);
                 }
                 // the last tile's O_i += P V
                 {
-                    const int sp = (it + Tc - 1) % ST;
+                    const auto Vp = Vr.use(it + Tc - 1);
                     FV_NOW32(t_k0);
-                    mbar_wait(fullV + 8 * sp, ((it + Tc - 1) / ST) & 1);
-                    FV_NOW32(t_v1);
-                    FV_EVENT32(0, FV_STAGE_LOAD_V, t_k0, t_v1);
-                    if (C::PINGPONG) bar_sync(my_bar, PP_THREADS);
+                    Vr.wait_full(Vp);
+                    FV_STEP32(t_v1, 0, FV_STAGE_LOAD_V, t_k0);
+                    turn.wait();
                     FV_NOW32(t_s0);
                     fence_regs<NO>(o);
                     wgmma_fence();
-                    issue_PV<DT, Bc, D>(o, p, sV + sp * TILE_KV);
-                    // the last turn: the last warpgroup passes it to nobody (every barrier balanced)
-                    if (C::PINGPONG && w != NWG - 1) bar_arrive(next_bar, PP_THREADS);
+                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vp));
+                    turn.pass_last();
                     wgmma_wait<0>();
                     fence_regs<NO>(o);
-                    FV_NOW32(t_o1);
-                    FV_EVENT32(0, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);
-                    if (lane == 0) mbar_arrive(emptyV + 8 * sp);
+                    FV_STEP32(t_o1, 0, FV_STAGE_ACCUMULATE_O, t_s0);
+                    if (lane == 0) Vr.release(Vp);
                 }
                 it += Tc;
             }
@@ -498,34 +371,9 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             // (while the producer already loads the next tile's Q_i and K_j).
             FV_DECL32(t_w0);
             FV_NOW32(t_w0);
-            l0 += __shfl_xor_sync(0xffffffff, l0, 1);
-            l0 += __shfl_xor_sync(0xffffffff, l0, 2);
-            l1 += __shfl_xor_sync(0xffffffff, l1, 1);
-            l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-            // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
-            const float inv0 = l0 == 0.f ? 0.f : 1.f / l0;
-            const float inv1 = l1 == 0.f ? 0.f : 1.f / l1;
-            u16* Op = O + b * sOb + h * sOh;
-            if (row0 < Nq) {
-                u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t4);
-#pragma unroll
-                for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
-            }
-            if (row1 < Nq) {
-                u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t4);
-#pragma unroll
-                for (int n8 = 0; n8 < D / 8; ++n8)
-                    dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
-            }
-            if (t4 == 0) {
-                const float LN2 = 0.6931471805599453f;
-                float* Lp = lse + ((long long)b * H + h) * Nq;
-                if (row0 < Nq) Lp[row0] = l0 == 0.f ? neg_inf() : (m0 * scale_log2 + __log2f(l0)) * LN2;
-                if (row1 < Nq) Lp[row1] = l1 == 0.f ? neg_inf() : (m1 * scale_log2 + __log2f(l1)) * LN2;
-            }
+            stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t4, o, scale_log2);
             FV_DECL32(t_w1);
-            FV_NOW32(t_w1);
-            FV_EVENT32(-1, FV_STAGE_WRITE_O, t_w0, t_w1);
+            FV_STEP32(t_w1, -1, FV_STAGE_WRITE_O, t_w0);
             FV_TRACE_END(i_blk, h, b, Tc);
         }
     }
@@ -535,13 +383,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 }
 
 #ifdef FLASHVIZ_PTX_CHECK
-#define FV_INST(DT, BR, BC, DD, C)                                                                  \
-    template __global__ void flash_fwd_fa3<DT, BR, BC, DD, C>(                                      \
-        const __grid_constant__ fvtma::TensorMap, const __grid_constant__ fvtma::TensorMap,         \
-        const __grid_constant__ fvtma::TensorMap, u16*, float*, int, int, int, int, long long,      \
-        long long, long long, float FV_TRACE_TYPES);
-#define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
-#define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
-#define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128) FV_INST_D(DT, BR, 176)
-FV_INST_BC(0, 128) FV_INST_BC(0, 192) FV_INST_BC(1, 128) FV_INST_BC(1, 192)
+// Every (dtype, Br, Bc, d, causal) the runner may launch (FV_ATTN_INST: kernels/fv_attn.cuh).
+#define FV_INST_BC(DT, BR) FV_ATTN_INST(flash_fwd_fa3, DT, BR, 64) FV_ATTN_INST(flash_fwd_fa3, DT, BR, 128) FV_ATTN_INST(flash_fwd_fa3, DT, BR, 176)
+__attribute__((used)) static const void* const fv_ptx_check[] = {FV_INST_BC(0, 128) FV_INST_BC(0, 192) FV_INST_BC(1, 128) FV_INST_BC(1, 192)};
 #endif

@@ -59,7 +59,8 @@
 // to a trap.
 
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
-#include "fv_wgmma.cuh" // wgmma_ss / wgmma_rs, desc128, fence_regs, the wgmma fence/commit/wait
+#include "fv_wgmma.cuh" // fence_regs, the wgmma fence and wait (the products themselves: fv_attn.cuh)
+#include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV
 #include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvmma {
@@ -113,6 +114,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     static_assert(D == 64 || D == 128, "d must be 64 or 128");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace fvmma;
+    using namespace fvattn;
     constexpr int NT = Br * 2;          // threads: Br/64 warpgroups of 128
     constexpr int TILE_Q = Br * D * 2;  // bytes of Q_i
     constexpr int TILE_KV = Bc * D * 2; // bytes of one K_j or V_j stage
@@ -159,9 +161,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     const u16* Vp = V + b * sVb + h * sVh;
 
     // Key tiles this query block sees: all of them, or (causal) up to its last visible column.
-    int n_end = Nk;
-    if (CAUSAL) n_end = min(Nk, r0 + Br + Nk - Nq);
-    const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
+    const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
 
     // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM, once (cp.async; rows past Nq are zero-filled).
     load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
@@ -177,8 +177,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     float o[NO];                                         // O_i (unnormalised), fp32
 #pragma unroll
     for (int x = 0; x < NO; ++x) o[x] = 0.f;
-    float m_i0 = neg_inf(), m_i1 = neg_inf();           // m_i of rows g, g+8 (raw scores)
-    float l_i0 = 0.f, l_i1 = 0.f;                        // l_i, this thread's partial sums
+    RowStats stats;                                      // m_i, l_i of rows g, g+8
+    stats.init();
     const int row0 = r0 + wg * 64 + warp * 16 + g;       // global query rows of this thread
     const int row1 = row0 + 8;
     const int shift = Nk - Nq;                           // bottom-right causal alignment
@@ -203,13 +203,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         FV_NOW32(t_s0);
         fence_regs<NS>(s);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const u64 da = desc128(sQ + (kk >> 2) * (Br * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
-            const u64 db = desc128(sKj + (kk >> 2) * (Bc * 128) + (kk & 3) * 32, 16, 1024);
-            wgmma_ss<DT, Bc>(s, da, db, kk > 0);
-        }
-        wgmma_commit();
+        issue_S<DT, Br, Bc, D>(s, sQ + wg * (64 * 128), sKj);
         wgmma_wait0();
         fence_regs<NS>(s);
         FV_NOW32(t_s1);
@@ -218,69 +212,21 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         // visible key, are -inf; only an edge tile pays for the comparisons.
         const int c0 = j * Bc;
         const bool edge = (c0 + Bc > Nk) || (CAUSAL && c0 + Bc - 1 > r0 + shift);
-        if (edge) {
-#pragma unroll
-            for (int n8 = 0; n8 < Bc / 8; ++n8) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = c0 + n8 * 8 + 2 * t + e;
-                    if (c >= Nk || (CAUSAL && c > row0 + shift)) s[4 * n8 + e] = neg_inf();
-                    if (c >= Nk || (CAUSAL && c > row1 + shift)) s[4 * n8 + 2 + e] = neg_inf();
-                }
-            }
-        }
+        if (edge) mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t);
 
         // [update_ml] Alg. 1 line 9, the online softmax (exp2 domain): m_new = max(m_i, rowmax S_ij);
         // alpha = exp(m_i - m_new); P_ij = exp(S_ij - m_new); l_i = alpha·l_i + rowsum P_ij.
-        float m_new0 = m_i0, m_new1 = m_i1;
-#pragma unroll
-        for (int n8 = 0; n8 < Bc / 8; ++n8) {
-            m_new0 = fmaxf(m_new0, fmaxf(s[4 * n8], s[4 * n8 + 1]));
-            m_new1 = fmaxf(m_new1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
-        }
-        m_new0 = fmaxf(m_new0, __shfl_xor_sync(0xffffffff, m_new0, 1));
-        m_new0 = fmaxf(m_new0, __shfl_xor_sync(0xffffffff, m_new0, 2));
-        m_new1 = fmaxf(m_new1, __shfl_xor_sync(0xffffffff, m_new1, 1));
-        m_new1 = fmaxf(m_new1, __shfl_xor_sync(0xffffffff, m_new1, 2));
-        // A row with nothing visible yet keeps max -inf: subtract 0 so exp2(-inf - 0) = 0, not NaN.
-        const float m_use0 = (m_new0 == neg_inf()) ? 0.f : m_new0 * scale_log2;
-        const float m_use1 = (m_new1 == neg_inf()) ? 0.f : m_new1 * scale_log2;
-        const float alpha0 = ex2(m_i0 * scale_log2 - m_use0);
-        const float alpha1 = ex2(m_i1 * scale_log2 - m_use1);
-        m_i0 = m_new0;
-        m_i1 = m_new1;
-        float row_sum0 = 0.f, row_sum1 = 0.f;
-#pragma unroll
-        for (int n8 = 0; n8 < Bc / 8; ++n8) {
-            s[4 * n8 + 0] = ex2(fmaf(s[4 * n8 + 0], scale_log2, -m_use0));
-            s[4 * n8 + 1] = ex2(fmaf(s[4 * n8 + 1], scale_log2, -m_use0));
-            s[4 * n8 + 2] = ex2(fmaf(s[4 * n8 + 2], scale_log2, -m_use1));
-            s[4 * n8 + 3] = ex2(fmaf(s[4 * n8 + 3], scale_log2, -m_use1));
-            row_sum0 += s[4 * n8] + s[4 * n8 + 1];
-            row_sum1 += s[4 * n8 + 2] + s[4 * n8 + 3];
-        }
-        l_i0 = l_i0 * alpha0 + row_sum0;
-        l_i1 = l_i1 * alpha1 + row_sum1;
+        Rows rowsum;
+        const Rows alpha = stats.update<Bc>(s, scale_log2, rowsum);
+        stats.add(alpha, rowsum);
         // [accumulate_O] Alg. 1 line 10 (first half): O_i = diag(alpha) O_i.
-#pragma unroll
-        for (int n8 = 0; n8 < D / 8; ++n8) {
-            o[4 * n8 + 0] *= alpha0;
-            o[4 * n8 + 1] *= alpha0;
-            o[4 * n8 + 2] *= alpha1;
-            o[4 * n8 + 3] *= alpha1;
-        }
+        RowStats::rescale<D>(o, alpha);
         FV_NOW32(t_ml);                                   // mask, m_i, P_ij, l_i and O_i rescaled
         // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers, the A operand of the next
         // product: the accumulator layout of two adjacent n8 column groups is exactly the register
         // layout of one 64 x 16 A slice.
         u32 p[Bc / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) {
-            p[kk][0] = pack2<DT>(s[8 * kk + 0], s[8 * kk + 1]);
-            p[kk][1] = pack2<DT>(s[8 * kk + 2], s[8 * kk + 3]);
-            p[kk][2] = pack2<DT>(s[8 * kk + 4], s[8 * kk + 5]);
-            p[kk][3] = pack2<DT>(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        convert_P<DT, Bc>(p, s);
 
         FV_NOW32(t_cv);
         // [load_KV] Alg. 1 line 7: wait until V_j landed, then prefetch V_{j+1} into the other stage.
@@ -293,21 +239,12 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         if (j + 1 < Tc) load_tile<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
 
-        // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j, one n64 wgmma per 64 columns of d,
-        // Bc/16 k-slices.
+        // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j on the tensor cores (issue_PV).
         FV_SET(t_o0p, t_o0);                             // the previous tile's product started
         FV_NOW32(t_o0);
         fence_regs<NO>(o);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) {
-#pragma unroll
-            for (int cb = 0; cb < D / 64; ++cb) {
-                const u64 db = desc128(sVj + cb * (Bc * 128) + kk * (16 * 128), 1024, 1024);
-                wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);
-            }
-        }
-        wgmma_commit();
+        issue_PV<DT, Bc, D>(o, p, sVj);
         FV_WRITER_BLOCK({   // while P_ij V_j runs, the writer stores this tile's steps (and the last product)
             unsigned long long* r = FV_ROW(j);
             r[FV_STAGE_LOAD_K] = FV_PACK(t_k_prev, t_kland);   // issued (prologue / step j-1) .. landed
@@ -329,31 +266,8 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     FV_WRITER_BLOCK({ if (Tc == 0) FV_ROW(-1)[FV_STAGE_LOAD_Q] = FV_PACK(t_q, t_w0); })  // no key: Q_i landed here
 
     // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log), written
-    // to HBM once. l_i: sum the 4 lanes of a row.
-    l_i0 += __shfl_xor_sync(0xffffffff, l_i0, 1);
-    l_i0 += __shfl_xor_sync(0xffffffff, l_i0, 2);
-    l_i1 += __shfl_xor_sync(0xffffffff, l_i1, 1);
-    l_i1 += __shfl_xor_sync(0xffffffff, l_i1, 2);
-    // l_i == 0: the row saw no key (O = 0, lse = -inf). A NaN l_i (NaN in the inputs) stays NaN.
-    const float inv0 = l_i0 == 0.f ? 0.f : 1.f / l_i0;
-    const float inv1 = l_i1 == 0.f ? 0.f : 1.f / l_i1;
-    u16* Op = O + b * sOb + h * sOh;
-    if (row0 < Nq) {
-        u32* dst = reinterpret_cast<u32*>(Op + row0 * sOs + 2 * t);
-#pragma unroll
-        for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8] * inv0, o[4 * n8 + 1] * inv0);
-    }
-    if (row1 < Nq) {
-        u32* dst = reinterpret_cast<u32*>(Op + row1 * sOs + 2 * t);
-#pragma unroll
-        for (int n8 = 0; n8 < D / 8; ++n8) dst[n8 * 4] = pack2<DT>(o[4 * n8 + 2] * inv1, o[4 * n8 + 3] * inv1);
-    }
-    if (t == 0) {
-        const float LN2 = 0.6931471805599453f;
-        float* L = lse + ((long long)b * H + h) * Nq;
-        if (row0 < Nq) L[row0] = l_i0 == 0.f ? neg_inf() : (m_i0 * scale_log2 + __log2f(l_i0)) * LN2;
-        if (row1 < Nq) L[row1] = l_i1 == 0.f ? neg_inf() : (m_i1 * scale_log2 + __log2f(l_i1)) * LN2;
-    }
+    // to HBM once.
+    stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t, o, scale_log2);
     FV_DECL32(t_w1);
     FV_NOW32(t_w1);
     FV_EVENT32(-1, FV_STAGE_WRITE_O, t_w0, t_w1);
@@ -364,13 +278,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
 }
 
 #ifdef FLASHVIZ_PTX_CHECK
-#define FV_INST(DT, BR, BC, DD, C)                                                                  \
-    template __global__ void flash_fwd_mma<DT, BR, BC, DD, C>(                                      \
-        const u16*, const u16*, const u16*, u16*, float*, int, int, int, long long, long long,      \
-        long long, long long, long long, long long, long long, long long, long long, long long,     \
-        long long, long long, float FV_TRACE_TYPES);
-#define FV_INST_C(DT, BR, BC, DD) FV_INST(DT, BR, BC, DD, false) FV_INST(DT, BR, BC, DD, true)
-#define FV_INST_D(DT, BR, BC) FV_INST_C(DT, BR, BC, 64) FV_INST_C(DT, BR, BC, 128)
-#define FV_INST_BC(DT, BR) FV_INST_D(DT, BR, 32) FV_INST_D(DT, BR, 64) FV_INST_D(DT, BR, 128)
-FV_INST_BC(0, 64) FV_INST_BC(0, 128) FV_INST_BC(1, 64) FV_INST_BC(1, 128)
+// Every (dtype, Br, Bc, d, causal) the runner may launch (FV_ATTN_INST: kernels/fv_attn.cuh).
+#define FV_INST_BC(DT, BR) FV_ATTN_INST(flash_fwd_mma, DT, BR, 32) FV_ATTN_INST(flash_fwd_mma, DT, BR, 64) FV_ATTN_INST(flash_fwd_mma, DT, BR, 128)
+__attribute__((used)) static const void* const fv_ptx_check[] = {FV_INST_BC(0, 64) FV_INST_BC(0, 128) FV_INST_BC(1, 64) FV_INST_BC(1, 128)};
 #endif

@@ -126,6 +126,12 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_SET(dst, src) dst = src
 #define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
 #define FV_STAMP32(j, stage, t0) fv_rec.stamp32(j, stage, t0)
+// a step that ends now: t1 = the time now, and the event (j, stage) from t0 to t1
+#define FV_STEP32(t1, j, stage, t0) \
+    do {                            \
+        FV_NOW32(t1);               \
+        FV_EVENT32(j, stage, t0, t1); \
+    } while (0)
 // a tile's steps stored in one branch taken by the writer thread only (the other warps skip the
 // address arithmetic): FV_WRITER_BLOCK({ unsigned long long* r = FV_ROW(j); r[FV_STAGE_X] = FV_PACK(a, b); })
 #define FV_WRITER_BLOCK(body) if (fv_rec.writer) body
@@ -147,6 +153,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_SET(dst, src)
 #define FV_EVENT32(j, stage, t0, t1)
 #define FV_STAMP32(j, stage, t0)
+#define FV_STEP32(t1, j, stage, t0)
 #define FV_WRITER_BLOCK(body) ((void)0);   // a whole statement: never guard what follows it
 
 #endif

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from .. import steps as _steps
 
 KERNEL_FILE = "flash_fwd_mma.cu"
+#: the Hopper kernels' tile vocabulary: the kernel calls its steps, this header holds their code
+HEADER_FILE = "fv_attn.cuh"
 NUMPY_FILE = "flashviz/tiled.py"
 
 
@@ -118,11 +120,11 @@ def _dedent(lines: list[str]) -> str:
     return "\n".join(ln[cut:] if ln[:cut].strip() == "" else ln.lstrip() for ln in lines)
 
 
-def kernel_text() -> str:
-    """The current text of kernels/flash_fwd_mma.cu."""
+def kernel_text(name: str = KERNEL_FILE) -> str:
+    """The current text of kernels/<name> (default: kernels/flash_fwd_mma.cu)."""
     from ..records.files import kernel_source
 
-    return kernel_source(KERNEL_FILE)
+    return kernel_source(name)
 
 
 def numpy_text() -> str:
@@ -145,12 +147,16 @@ def _cut(text: str, names, source: str) -> list[Snippet]:
 
 
 def step_snippets(*names: str) -> tuple[list[Snippet], list[Snippet]]:
-    """(kernel snippets, NumPy snippets) of the steps ``names`` (flashviz.steps names), each side
-    in file order, cut from the current files. A step that only the tensor-core kernels have
+    """(kernel snippets, NumPy snippets) of the steps ``names`` (flashviz.steps names), cut from
+    the current files. The kernel side holds the kernel's own blocks (kernels/flash_fwd_mma.cu)
+    and then the blocks of the tile vocabulary it calls (kernels/fv_attn.cuh) tagged with the same
+    steps, each file in line order. A step that only the tensor-core kernels have
     (``in_numpy=False``, e.g. convert_P) has no NumPy snippets. Raises KeyError for an unknown
-    name (listing the valid ones), LookupError when a step's tag is missing from a file."""
+    name (listing the valid ones), LookupError when a step's tag is missing from the kernel or
+    the NumPy file (the header need not tag every step)."""
     names = _check_names(names)
     kernel = _cut(kernel_text(), names, "kernels/" + KERNEL_FILE)
+    kernel += [s for s in tag_blocks(kernel_text(HEADER_FILE), None, "kernels/" + HEADER_FILE) if s.step in names]
     in_numpy = [n for n in names if _steps.step(n).in_numpy]
     return kernel, (_cut(numpy_text(), in_numpy, NUMPY_FILE) if in_numpy else [])
 
@@ -174,14 +180,18 @@ def _column(snips: list[Snippet], language: str, grow: int = 1, source: str = ""
         body = f"<div style='padding:6px 8px;font:12px sans-serif;color:#666'>{html.escape(empty)}</div>"
         return (f"<div style='flex:{grow} 1 0;min-width:0'>{head}"
                 f"<div style='border:1px solid #ddd;border-radius:4px'>{body}</div></div>")
-    where = ", ".join(f"{s.first}–{s.last}" if s.last > s.first else f"{s.first}" for s in snips)
-    plural = "s" if len(snips) > 1 or snips[0].last > snips[0].first else ""
-    head = (f"<div style='font:600 12px sans-serif;margin:2px 0 4px'>{html.escape(snips[0].source)} "
-            f"<span style='font-weight:normal;color:#666'>· line{plural} {where}</span></div>")
-    gap = "<div style='color:#999;font:12px monospace;padding:0 8px'>⋮</div>"
-    body = gap.join(_highlight(s.text, language) for s in snips)
-    return (f"<div style='flex:{grow} 1 0;min-width:0'>{head}"
-            f"<div style='overflow-x:auto;border:1px solid #ddd;border-radius:4px'>{body}</div></div>")
+    parts = []
+    for src in dict.fromkeys(s.source for s in snips):          # one box a file, in the given order
+        mine = [s for s in snips if s.source == src]
+        where = ", ".join(f"{s.first}–{s.last}" if s.last > s.first else f"{s.first}" for s in mine)
+        plural = "s" if len(mine) > 1 or mine[0].last > mine[0].first else ""
+        head = (f"<div style='font:600 12px sans-serif;margin:2px 0 4px'>{html.escape(src)} "
+                f"<span style='font-weight:normal;color:#666'>· line{plural} {where}</span></div>")
+        gap = "<div style='color:#999;font:12px monospace;padding:0 8px'>⋮</div>"
+        body = gap.join(_highlight(s.text, language) for s in mine)
+        parts.append(f"{head}<div style='overflow-x:auto;border:1px solid #ddd;border-radius:4px;"
+                     f"margin-bottom:6px'>{body}</div>")
+    return f"<div style='flex:{grow} 1 0;min-width:0'>{''.join(parts)}</div>"
 
 
 def title(*names: str) -> str:

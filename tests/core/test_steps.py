@@ -24,7 +24,8 @@ FORWARD_KERNELS = ["flash_fwd.cu", "flash_fwd_mma.cu", "flash_fwd_mma_sm80.cu"]
 # kernels cite the forward (Alg. 1), the backward kernels (flash_bwd*.cu) Algorithm 2
 # (the decode kernel also cites Flash-Decoding's steps, as flashviz/decode.py does)
 TAGGED = {p: "Alg. 2" if p.name.startswith("flash_bwd") else ("Alg. 1", "Flash-Decoding") if p.name == "flash_decode.cu"
-          else "Alg. 1" for p in KERNELS} | {ROOT / "flashviz" / "tiled.py": "Alg. 1",
+          else "Alg. 1" for p in KERNELS} | {ROOT / "kernels" / "fv_attn.cuh": "Alg. 1",
+                                             ROOT / "flashviz" / "tiled.py": "Alg. 1",
                                              ROOT / "flashviz" / "backward.py": "Alg. 2",
                                              ROOT / "flashviz" / "decode.py": ("Alg. 1", "Flash-Decoding")}
 MAIN_FORWARD = ["load_Q", "load_KV", "compute_S", "update_ml", "accumulate_O", "write_O"]

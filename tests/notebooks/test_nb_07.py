@@ -392,10 +392,10 @@ EXPECT = {  # the steps of each side_by_side cell, in the lesson's order → (te
                             "K_j, V_j = K[c0:c1], V[c0:c1]"),
     ("compute_S",): ("wgmma_ss<DT, Bc>(s, da, db, kk > 0);", "S_ij = scale * (Q_i @ K_j.T)"),
     ("mask_S",): ("= neg_inf();", "-np.inf"),
-    ("update_ml",): ("l_i0 = l_i0 * alpha0 + row_sum0;", "l_new = alpha * l_i + P_ij.sum(axis=1)"),
+    ("update_ml",): ("l_i.r0 = l_i.r0 * alpha.r0 + rowsum.r0;", "l_new = alpha * l_i + P_ij.sum(axis=1)"),
     ("convert_P",): ("pack2<DT>(s[8 * kk + 0], s[8 * kk + 1])", None),
-    ("accumulate_O",): ("wgmma_rs<DT, 64>(o + cb * 32, p[kk], db);", "O_new = alpha[:, None] * O_i + P_ij @ V_j"),
-    ("write_O",): ("__log2f(l_i0)", "m + np.log("),
+    ("accumulate_O",): ("wgmma_rs<DT, 64>(o + cb * 32, p[kk], desc128(", "O_new = alpha[:, None] * O_i + P_ij @ V_j"),
+    ("write_O",): ("__log2f(l_i.r0)", "m + np.log("),
 }
 
 
@@ -410,8 +410,10 @@ def test_every_snippet_is_found_in_the_current_sources(names):
     kernel, numpy = step_snippets(*names)
     want_k, want_n = EXPECT[names]
     assert kernel and (numpy if want_n else not numpy)
-    for side in (kernel, numpy):
-        assert [s.first for s in side] == sorted(s.first for s in side)          # file order
+    for side in (kernel, numpy):                                                # each file in line order
+        for src in {s.source for s in side}:
+            assert [s.first for s in side if s.source == src] == sorted(s.first for s in side if s.source == src)
+    assert [s.source for s in kernel] == sorted((s.source for s in kernel), key="kernels/fv_attn.cuh".__eq__)
     for snip in kernel + numpy:
         assert snip.step in names and 1 <= snip.first <= snip.last
         assert re.match(rf"(//|#) \[{snip.step}\] Alg\. 1 lines? ", snip.text)     # it opens with its tag
@@ -438,7 +440,11 @@ def test_snippet_line_numbers_are_the_files_lines():
     from flashviz.views.code_pairs import without_timeline_hooks
 
     lines = kernel_source("flash_fwd_mma.cu").splitlines()
-    (s,), _ = step_snippets("compute_S")
+    (s, h), _ = step_snippets("compute_S")           # the kernel's call, then the header's code
+    assert (s.source, h.source) == ("kernels/flash_fwd_mma.cu", "kernels/fv_attn.cuh")
+    header = kernel_source("fv_attn.cuh").splitlines()
+    assert [ln.strip() for ln in header[h.first - 1:h.last]] == [ln.strip() for ln in h.text.splitlines()]
+    assert "wgmma_ss<DT, Bc>" in h.text and header[h.last].strip() == "#endif"
     assert lines[s.first - 1].strip() == s.text.splitlines()[0].strip()
     assert lines[s.first - 1].strip().startswith("// [compute_S] Alg. 1 line 8:")
     # the snippet is the file's lines first..last, without the timeline's hooks (compiled out)

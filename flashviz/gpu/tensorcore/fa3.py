@@ -17,31 +17,31 @@ tile order: only the grid differs, so the two can be timed in one run (benchmark
 from __future__ import annotations
 
 import ctypes
-import struct
 import threading
 
 import numpy as np
 
+from ...mma_limits import KERNEL_FILES
+from ...records import kernel_params
 from ..common import LOG2E
 from .tma import MAP_BYTES, encode_bhsd
 
-#: after the three maps (3 x 128 bytes): O, lse pointers; Nq, Nk, H, B; O's three int64 strides;
-#: scale·log2(e)
-_TAIL = struct.Struct("<2Q4i3qf")
-_TAIL_AT = 3 * MAP_BYTES
-_OFFSETS = (0, 128, 256, 384, 392, 400, 404, 408, 412, 416, 424, 432, 440)
-#: the traced build's two more parameters (kernels/fv_trace.cuh FV_TRACE_PARAMS): the trace
-#: buffer's pointer (8-byte aligned after the scale) and jmax
-_TRACE = struct.Struct("<Qi")
-_TRACE_AT = 448
-_TRACE_OFFSETS = (*_OFFSETS, 448, 456)
+#: the kernel's parameters as its signature lays them out (``records.kernel_params``): the three
+#: maps (128 bytes each, 64-byte aligned), then O, lse pointers; Nq, Nk, H, B; O's three int64
+#: strides; scale·log2(e). The traced build adds the trace buffer's pointer and jmax.
+_NORMAL = kernel_params.layout(*KERNEL_FILES["fa3"])
+_TRACED = kernel_params.layout(*KERNEL_FILES["fa3"], traced=True)
+_TAIL_AT, _TAIL = _NORMAL.struct(3)
+_OFFSETS = _NORMAL.offsets
+_TRACE_AT, _TRACE = _TRACED.struct(len(_NORMAL.params))
+_TRACE_OFFSETS = _TRACED.offsets
 
 
 class _Params(threading.local):
     """One 64-byte aligned parameter block per thread and the array of pointers to its fields."""
 
     def __init__(self):
-        size = _TRACE_AT + _TRACE.size
+        size = _TRACED.size
         raw = np.zeros(size + 64, dtype=np.uint8)
         off = (-raw.ctypes.data) % 64
         self.raw = raw

@@ -15,7 +15,6 @@ same key, finds the plan and only allocates and launches (``_call_plan``).
 
 from __future__ import annotations
 
-import struct
 import sys
 import threading
 import time
@@ -37,6 +36,7 @@ from ...mma_limits import (
     default_blocks,
     mma_threads,
 )
+from ...records import kernel_params
 from ..common import LOG2E, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
 from .fa3 import launch_fa3
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
@@ -181,10 +181,20 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
     return mk
 
 
-#: the kernels' parameters (both kernels share one signature) as C lays them out: Q, K, V, O,
-#: lse pointers; Nq, Nk, H; 4 bytes of padding; 12 int64 strides (Q, K, V, O × b, h, s); scale·log2(e)
-_ARGS = struct.Struct("<5Q3i4x12qf")
-_OFFSETS = (0, 8, 16, 24, 32, 40, 44, 48, *range(56, 152, 8), 152)
+def _shared_layout():
+    """The parameter layout of the wgmma and mma.sync kernels, read from their signatures
+    (``records.kernel_params``): Q, K, V, O, lse pointers; Nq, Nk, H; 12 int64 strides (Q, K, V,
+    O × b, h, s); scale·log2(e). One parameter block serves both, so they must agree."""
+    wgmma, sm80 = (kernel_params.layout(*KERNEL_FILES[v]) for v in ("wgmma", "mma.sync"))
+    if [(p.ctype, p.offset) for p in wgmma.params] != [(p.ctype, p.offset) for p in sm80.params]:
+        raise RuntimeError(f"{KERNEL_FILES['wgmma'][0]} and {KERNEL_FILES['mma.sync'][0]} must share one "
+                           "parameter list (one launch packs both)")
+    return wgmma
+
+
+_LAYOUT = _shared_layout()
+_ARGS = _LAYOUT.struct()[1]
+_OFFSETS = _LAYOUT.offsets
 
 
 class _ArgBuffer(threading.local):
