@@ -70,7 +70,7 @@ lint: $(STAMP)
 ptx:
 	@if command -v nvcc >/dev/null 2>&1; then \
 	  for cu in kernels/*.cu; do \
-	    arch=sm_90; if grep -q "wgmma.mma_async\|fv_wgmma.cuh" $$cu; then arch=compute_90a; fi; \
+	    arch=sm_90; if grep -q "wgmma.mma_async\|fv_wgmma.cuh\|fv_attn.cuh" $$cu; then arch=compute_90a; fi; \
 	    echo "nvcc -arch=$$arch --ptx $$cu"; \
 	    nvcc -std=c++17 -arch=$$arch --ptx -DFLASHVIZ_PTX_CHECK -o /dev/null $$cu || exit 1; \
 	  done; \

@@ -8,9 +8,10 @@ commit: the file and its headers as they were there), and each kernel function's
 (``cuobjdump -sass``) is compared. A function is
 
 * ``same``      the same instructions in the same order (its code cannot behave differently);
-* ``reordered`` the same multiset of instructions once register numbers, predicates, ``.reuse``
-  hints and addresses are set aside: the compiler scheduled or allocated differently (check the
-  listed differences by hand: a swapped operand would also land here);
+* ``reordered`` the same multiset of instructions, constants included, once register numbers,
+  predicates, ``.reuse`` hints and code addresses (branch targets, call return addresses) are set
+  aside: the compiler scheduled or allocated differently (a swapped register operand would also
+  land here: read such a function's diff);
 * ``differs``   other instructions: the change is a change of the kernel;
 * ``only-old`` / ``only-new``: instantiated on one side only.
 
@@ -75,8 +76,20 @@ def sass(folder: Path, name: str, traced: bool, cuobjdump: str) -> dict[str, lis
 def _abstract(insn: str) -> str:
     insn = re.sub(r"\.reuse\b", "", insn)
     insn = re.sub(r"\bU?R[0-9]+\b", "R", insn)
-    insn = re.sub(r"\bU?P[0-9]\b", "P", insn)
-    return re.sub(r"0x[0-9a-f]+", "X", insn)
+    return re.sub(r"\bU?P[0-9]\b", "P", insn)
+
+
+def _data_insns(insns: list[str]) -> list[str]:
+    """``insns`` without the ones that hold code addresses: branches, calls and the move of a
+    call's return address just before it."""
+    out = []
+    for k, i in enumerate(insns):
+        if i.startswith(("BRA", "BSSY", "CALL")) or "BRA " in i:
+            continue
+        if k + 1 < len(insns) and insns[k + 1].startswith("CALL") and i.startswith("MOV"):
+            continue
+        out.append(i)
+    return out
 
 
 def verdict(old: list[str] | None, new: list[str] | None) -> str:
@@ -87,8 +100,8 @@ def verdict(old: list[str] | None, new: list[str] | None) -> str:
         return "only-old"
     if old == new:
         return "same"
-    a = collections.Counter(_abstract(i) for i in old if not i.startswith(("BRA", "BSSY", "CALL")))
-    b = collections.Counter(_abstract(i) for i in new if not i.startswith(("BRA", "BSSY", "CALL")))
+    a = collections.Counter(_abstract(i) for i in _data_insns(old))
+    b = collections.Counter(_abstract(i) for i in _data_insns(new))
     return "reordered" if a == b else "differs"
 
 

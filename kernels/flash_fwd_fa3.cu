@@ -55,7 +55,8 @@
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, ex2, pack2
 #include "fv_wgmma.cuh" // fence_regs, wgmma fence/wait (the products themselves: fv_attn.cuh)
 #include "fv_tma.cuh"   // TensorMap, mbarriers, TMA copies, named barriers, setmaxnreg
-#include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV, Ring, PingPong
+#include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV
+#include "fv_pipeline.cuh" // the TMA rings (Ring, load_tile_tma) and the consumers' turns (PingPong)
 #include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 // FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
@@ -128,8 +129,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     constexpr int NS = Bc / 2;          // S_ij accumulators a thread (m64 x Bc over 128 threads)
     constexpr int NO = D / 2;           // O_i accumulators a thread
 
-    // Shared memory: Q_i, the K ring, the V ring, then the mbarriers
-    // (fullQ, emptyQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST]).
+    // Shared memory: Q_i, the K ring, the V ring, then the mbarriers: Q's full and empty, then
+    // full K[ST], full V[ST], empty K[ST], empty V[ST] (8 bytes each).
     extern __shared__ unsigned char smem_raw[];
     const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 sK = sQ + Br * D * 2;
@@ -185,7 +186,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
                 // when the consumers no longer read the previous tile's.
                 const auto Qi = Qr.use(qn);
-                Qr.acquire(Qi, Br * D * 2);
+                Qr.acquire(Qi);
                 load_tile_tma<Br, D>(Qr.tile(Qi), &tmQ, Qr.full_bar(Qi), i_blk * Br, h, b);
                 ++qn;
                 FV_STEP32(t_b, -1, FV_STAGE_LOAD_Q, t_a);
@@ -194,10 +195,10 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     const int j = Tc - 1 - t;
                     const auto Kj = Kr.use(it), Vj = Vr.use(it);
                     FV_NOW32(t_a);
-                    Kr.acquire(Kj, TILE_KV);
+                    Kr.acquire(Kj);
                     load_tile_tma<Bc, D>(Kr.tile(Kj), &tmK, Kr.full_bar(Kj), j * Bc, h, b);
                     FV_STEP32(t_b, j, FV_STAGE_LOAD_K, t_a);
-                    Vr.acquire(Vj, TILE_KV);
+                    Vr.acquire(Vj);
                     load_tile_tma<Bc, D>(Vr.tile(Vj), &tmV, Vr.full_bar(Vj), j * Bc, h, b);
                     FV_STEP32(t_a, j, FV_STAGE_LOAD_V, t_b);
                 }
@@ -245,7 +246,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             u32 p[Bc / 16][4];
 
             if (Tc > 0) {
-                Qr.wait_full(Qr.use(qn));
+                const auto Qi = Qr.use(qn);
+                Qr.wait_full(Qi);
                 ++qn;
                 FV_STEP32(t_k0, -1, FV_STAGE_LOAD_Q, 0u);
                 turn.open();
@@ -269,7 +271,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     FV_STEP32(t_s1, j, FV_STAGE_COMPUTE_S, t_s0);
                     if (lane == 0) {
                         Kr.release(Kj);
-                        if (Tc == 1) Qr.release(Qr.use(qn));      // the last S_ij: Q_i's buffer is free
+                        if (Tc == 1) Qr.release(Qi);      // the last S_ij: Q_i's buffer is free
                     }
                     const int c0 = j * Bc;
                     if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
@@ -283,11 +285,11 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 }
                 for (int t = 1; t < Tc; ++t) {
                     const int j = Tc - 1 - t;
-                    const auto Kj = Kr.use(it + t), Vp = Vr.use(it + t - 1);   // K_j, and V of the previous tile
+                    const auto Kj = Kr.use(it + t), Vj1 = Vr.use(it + t - 1);  // K_j, and V_{j+1} (the previous tile)
                     FV_NOW32(t_k0);
                     Kr.wait_full(Kj);                           // K_j landed
                     FV_NOW32(t_k1);
-                    Vr.wait_full(Vp);                           // V of the previous tile landed
+                    Vr.wait_full(Vj1);                          // V of the previous tile landed
                     FV_NOW32(t_v1);
                     if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
                     FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
@@ -299,7 +301,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
                     // previous tile: O_i += P V, both on the tensor cores at once.
                     issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vp));
+                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
                     turn.pass();
                     if (C::INTRA) {
                         wgmma_wait<1>();                                // S_ij done; P V may still run
@@ -314,7 +316,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
                     if (lane == 0) {
                         Kr.release(Kj);                                 // K_j's slot is free
-                        if (t == Tc - 1) Qr.release(Qr.use(qn));                // the last S_ij: Q_i's buffer too
+                        if (t == Tc - 1) Qr.release(Qi);                // the last S_ij: Q_i's buffer too
                     }
                     // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
                     const int c0 = j * Bc;
@@ -339,8 +341,9 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         FV_NOW32(t_o1);
                     }
                     FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
-                    if (lane == 0) Vr.release(Vp);                   // its V slot is free
-                    // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i; l_i = alpha l_i + rowsum.
+                    if (lane == 0) Vr.release(Vj1);                     // its V slot is free
+                    // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i (after line 9's l_i = alpha l_i +
+                    // rowsum, which waited here with alpha).
                     stats.add(alpha, rowsum);
                     RowStats::rescale<D>(o, alpha);
                     // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
@@ -349,20 +352,20 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 }
                 // the last tile's O_i += P V
                 {
-                    const auto Vp = Vr.use(it + Tc - 1);
+                    const auto V0 = Vr.use(it + Tc - 1);
                     FV_NOW32(t_k0);
-                    Vr.wait_full(Vp);
+                    Vr.wait_full(V0);
                     FV_STEP32(t_v1, 0, FV_STAGE_LOAD_V, t_k0);
                     turn.wait();
                     FV_NOW32(t_s0);
                     fence_regs<NO>(o);
                     wgmma_fence();
-                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vp));
+                    issue_PV<DT, Bc, D>(o, p, Vr.tile(V0));
                     turn.pass_last();
                     wgmma_wait<0>();
                     fence_regs<NO>(o);
                     FV_STEP32(t_o1, 0, FV_STAGE_ACCUMULATE_O, t_s0);
-                    if (lane == 0) Vr.release(Vp);
+                    if (lane == 0) Vr.release(V0);
                 }
                 it += Tc;
             }

@@ -269,8 +269,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     // to HBM once.
     stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t, o, scale_log2);
     FV_DECL32(t_w1);
-    FV_NOW32(t_w1);
-    FV_EVENT32(-1, FV_STAGE_WRITE_O, t_w0, t_w1);
+    FV_STEP32(t_w1, -1, FV_STAGE_WRITE_O, t_w0);
     FV_TRACE_END(i_blk, h, b, Tc);
 #else
     __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)

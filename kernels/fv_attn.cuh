@@ -3,7 +3,7 @@
 // The steps of FlashAttention-2's Algorithm 1 (Dao 2023) as the Hopper kernels run them on one
 // consumer warpgroup's 64 query rows, written once and used by every Hopper attention kernel
 // (kernels/flash_fwd_mma.cu: FlashAttention-2 on wgmma; kernels/flash_fwd_fa3.cu:
-// FlashAttention-3). Each piece opens its body with the tag of the step of flashviz/steps.py it
+// FlashAttention-3). Each step's code opens with the tag of the step of flashviz/steps.py it
 // implements ("// [compute_S] Alg. 1 line 8: ..."), so chapter 7 cuts it beside the NumPy code:
 //
 //   key_tiles                   which key tiles a query block visits
@@ -14,11 +14,8 @@
 //                               write_O         O = O_i / l_i, lse_i to HBM              lines 12-15
 //   convert_P                   convert_P       P_ij to fp16/bf16, the A operand         line 10
 //   issue_PV                    accumulate_O    O_i += P_ij V_j on the tensor cores      line 10
-//   Ring                        load_KV         a ring of shared-memory slots filled by TMA, handed
-//                                               between producer and consumers by mbarriers
-//   PingPong                    the consumers' turn at the tensor cores, over named barriers
-//   load_tile_tma               load_Q, load_KV  one tile (ROWS x d) by TMA, d/64 boxes
 //
+// The warp-specialised pipeline around these steps (TMA rings, turns): kernels/fv_pipeline.cuh.
 // The thread's place in the accumulators (wgmma's m64nN fp32 layout): warp w4 of the warpgroup
 // holds rows 16·w4 .. 16·w4 + 15; lane = 4·g + t holds rows g and g + 8 of those and, for each
 // group n8 of 8 columns, columns 8·n8 + 2t and 8·n8 + 2t + 1: s[4·n8 + 0..1] of row g and
@@ -26,18 +23,17 @@
 // reduced over them with two shuffles.
 //
 // Shared-memory tiles: d/64 column blocks of [rows][64] elements, 128-byte swizzle, each block on
-// a 1024-byte boundary (fv_wgmma.cuh). Header-free, like fv_ptx.cuh.
+// a 1024-byte boundary (fv_wgmma.cuh). Header-free, like fv_ptx.cuh. FV_ATTN_INST (at the end): the
+// PTX check's instantiations.
 #pragma once
 
 #include "fv_ptx.cuh"
 #include "fv_wgmma.cuh"
-#include "fv_tma.cuh"
 
 namespace fvattn {
 
 using namespace fvptx;
 using namespace fvmma;
-using namespace fvtma;
 
 // Key tiles query block i (rows [i·Br, i·Br + Br)) visits: all Tc = ceil(Nk / Bc) of them, or
 // (causal, bottom-right: row r sees key c iff c <= r + Nk − Nq) up to the block's last visible
@@ -220,77 +216,6 @@ struct RowStats {
             if (row0 < Nq) L[row0] = l_i.r0 == 0.f ? neg_inf() : (m_i.r0 * scale_log2 + __log2f(l_i.r0)) * LN2;
             if (row1 < Nq) L[row1] = l_i.r1 == 0.f ? neg_inf() : (m_i.r1 * scale_log2 + __log2f(l_i.r1)) * LN2;
         }
-    }
-};
-
-// load_Q / load_KV (Alg. 1 lines 4, 7): one tile of ROWS x D elements, rows [row, row + ROWS) of head h, batch b, by
-// TMA into shared memory at dst: D/64 boxes of [ROWS][64] (the 128-byte swizzle's column blocks),
-// their bytes counted off mbarrier bar. Rows past the tensor's end arrive as zeros.
-template <int ROWS, int D>
-__device__ __forceinline__ void load_tile_tma(u32 dst, const TensorMap* map, u32 bar, int row, int h, int b) {
-#pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb) tma_load_4d(dst + cb * (ROWS * 128), map, bar, cb * 64, row, h, b);
-}
-
-// A ring of ST slots of TILE bytes in shared memory (from `tiles`), each with a "full" mbarrier
-// (the producer's copy landed) and an "empty" one (every consumer warp is done with it): ST
-// barriers of 8 bytes each from `full` and from `empty`. Use k = 0, 1, 2, ... of the ring takes
-// slot k mod ST in pass k / ST and waits for the barrier phase of that pass: the slot and the
-// parity are computed here and nowhere else. A fresh barrier is in phase 0, so the producer's
-// first pass (waiting for the phase "before" it) does not wait.
-template <int ST, int TILE>
-struct Ring {
-    u32 tiles, full, empty;
-
-    // use k of the ring (its slot is worked out once, where the use is named)
-    struct Use {
-        int k, slot;
-    };
-    __device__ __forceinline__ Use use(int k) const { return Use{k, k % ST}; }
-    __device__ __forceinline__ u32 parity(Use u) const { return (u.k / ST) & 1; }
-    // shared address of the use's tile, and of its full barrier (the copies signal it)
-    __device__ __forceinline__ u32 tile(Use u) const { return tiles + u.slot * TILE; }
-    __device__ __forceinline__ u32 full_bar(Use u) const { return full + 8 * u.slot; }
-
-    // producer: wait until the use's slot is empty, then arrive on its full barrier announcing
-    // the bytes its copies will bring
-    __device__ __forceinline__ void acquire(Use u, u32 bytes) const {
-        mbar_wait(empty + 8 * u.slot, parity(u) ^ 1);
-        mbar_arrive_expect_tx(full_bar(u), bytes);
-    }
-    // consumer: wait until the use's tile has landed
-    __device__ __forceinline__ void wait_full(Use u) const { mbar_wait(full_bar(u), parity(u)); }
-    // consumer: this warp is done with the use's tile (one lane a warp arrives)
-    __device__ __forceinline__ void release(Use u) const { mbar_arrive(empty + 8 * u.slot); }
-};
-
-// Named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads): consumer warpgroup w's turn at
-// the tensor cores is barrier TURN_0 + w.
-enum NamedBarrier : int { SYNC_ALL = 0, TURN_0 = 1 };
-
-// Ping-pong (FlashAttention-3 section 3.1): NWG consumer warpgroups take turns issuing their
-// products; a warpgroup waits for its turn, issues, and passes the turn on without waiting, so one
-// warpgroup's softmax runs while the next one's products occupy the tensor cores. ON = false
-// compiles every call to nothing (the consumers in lock-step).
-template <int NWG, bool ON>
-struct PingPong {
-    static constexpr int THREADS = 256;     // the warpgroup that waits and the one that arrives
-    int w, mine, next;                      // this consumer warpgroup; its turn's barrier, the next one's
-
-    __device__ __forceinline__ static PingPong of(int w) { return PingPong{w, TURN_0 + w, TURN_0 + (w + 1) % NWG}; }
-    // the first turn goes to warpgroup 0: the last warpgroup arrives on its barrier
-    __device__ __forceinline__ void open() const {
-        if (ON && w == NWG - 1) bar_arrive(TURN_0, THREADS);
-    }
-    __device__ __forceinline__ void wait() const {
-        if (ON) bar_sync(mine, THREADS);
-    }
-    __device__ __forceinline__ void pass() const {
-        if (ON) bar_arrive(next, THREADS);
-    }
-    // a tile's last turn: the last warpgroup passes it to nobody (every barrier stays balanced)
-    __device__ __forceinline__ void pass_last() const {
-        if (ON && w != NWG - 1) bar_arrive(next, THREADS);
     }
 };
 

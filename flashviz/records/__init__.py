@@ -10,6 +10,7 @@
     records/fa3_records.py    the FlashAttention-3 kernel's fixed choices (fa3_config, read from its
                               source) and the probe records that timed it step by step (probe-fa3-*.json)
     records/provenance.py     which records timed today's kernels: their source hashes against the tree's
+    records/kernel_params.py  a kernel's parameter layout, read from its __global__ signature (the launch packs it)
     records/bwd_records.py    the backward benchmark (bwd-*.json): times, TFLOP/s, backward ÷ forward,
                               peak memory per (batch, head), bitwise repeatability (chapter 6, section 7)
 

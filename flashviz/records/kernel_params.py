@@ -80,19 +80,21 @@ class Layout:
 
 
 def _signature(text: str, kernel: str) -> str:
-    """The text between the parentheses of ``kernel``'s ``__global__`` definition, comments removed."""
-    text = re.sub(r"//[^\n]*", "", text)
-    m = re.search(r"__global__\s+void\s+(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
-                  + re.escape(kernel) + r"\s*\(", text)
-    if m is None:
-        raise LookupError(f"no __global__ void {kernel}(...) definition found")
-    depth, k = 1, m.end()
-    while depth:
-        if k >= len(text):
-            raise LookupError(f"{kernel}: unbalanced parentheses in its signature")
-        depth += {"(": 1, ")": -1}.get(text[k], 0)
-        k += 1
-    return text[m.end():k - 1]
+    """The text between the parentheses of ``kernel``'s ``__global__`` definition (not a
+    declaration: the parameter list must be followed by its body), comments removed."""
+    text = re.sub(r"/\*.*?\*/", " ", re.sub(r"//[^\n]*", "", text), flags=re.S)
+    head = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
+                      + re.escape(kernel) + r"\s*\(")
+    for m in head.finditer(text):
+        depth, k = 1, m.end()
+        while depth:
+            if k >= len(text):
+                raise LookupError(f"{kernel}: unbalanced parentheses in its signature")
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            k += 1
+        if text[k:].lstrip().startswith("{"):
+            return text[m.end():k - 1]
+    raise LookupError(f"no __global__ void {kernel}(...) {{...}} definition found")
 
 
 def _trace_params() -> str:

@@ -1,7 +1,8 @@
 """The tensor-core kernel beside the NumPy algorithm: matching snippets cut between step tags.
 
-Chapter 7 shows each step of the FlashAttention-2 forward twice: in ``kernels/flash_fwd_mma.cu``
-(Hopper, wgmma) and in ``flashviz/tiled.py`` (NumPy, the same names). The snippets are not
+Chapter 7 shows each step of the FlashAttention-2 forward in ``kernels/flash_fwd_mma.cu`` (Hopper,
+wgmma) — the kernel's own block and the code it calls in ``kernels/fv_attn.cuh``, the Hopper tile
+vocabulary, under the same tag — beside ``flashviz/tiled.py`` (NumPy, the same names). The snippets are not
 copied into the lesson, and not found by matching code text: every block of code that implements
 a step opens with a *tag*, a comment line such as ``// [compute_S] Alg. 1 line 8: …`` (CUDA) or
 ``# [compute_S] Alg. 1 line 8: …`` (Python), whose name is one of ``flashviz.steps.NAMES``. A
@@ -13,7 +14,7 @@ from a file, ``step_snippets`` raises a LookupError naming the tag and the file,
 chapter's test fails.
 
 ``tag_blocks(text, name)`` cuts the blocks of one step from a text; ``step_snippets(*names)``
-cuts both files for one or several steps; ``side_by_side(*names)`` returns an object that Jupyter
+cuts the kernel, its header and the NumPy file for one or several steps; ``side_by_side(*names)`` returns an object that Jupyter
 shows as two columns of highlighted code (``.html`` holds the HTML).
 """
 

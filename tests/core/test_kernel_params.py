@@ -91,7 +91,8 @@ def test_the_runner_packs_with_the_derived_layouts():
 
 
 def test_signature_errors_are_named(monkeypatch):
-    src = {"k.cu": "__global__ void __launch_bounds__(128, 1) good(const float* __restrict__ x, int n,\n"
+    src = {"k.cu": "__global__ void good(int only_declared);\n"
+                   "__global__ void __launch_bounds__(128, 1) good(const float* __restrict__ x, /* a */ int n,\n"
                    "    long long s, float a) {}\n__global__ void bad(half h) {}\n",
            "fv_trace.cuh": "#define FV_TRACE_PARAMS , unsigned long long* t, int j\n"}
     monkeypatch.setattr(kp, "kernel_source", lambda n: src[n])

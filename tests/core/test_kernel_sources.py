@@ -113,7 +113,7 @@ def test_timeline_hooks_compile_to_nothing(tmp_path, name):
     common._SOURCES.clear()
     text = common.source(name)
     stripped = "\n".join(without_timeline_hooks(text.splitlines())) + "\n"
-    hook = r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|SET|EVENT|TRACE_BEGIN|TRACE_END|WRITER_BLOCK)\w*\("
+    hook = r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|SET|EVENT|STEP|STAMP|TRACE_BEGIN|TRACE_END|WRITER_BLOCK)\w*\("
     assert re.search(hook, text, re.M) and not re.search(hook, stripped, re.M)
     arch = "sm_90a" if "mma" in name or "fa3" in name else "sm_90"     # wgmma, setmaxnreg: sm_90a only
     outs = []

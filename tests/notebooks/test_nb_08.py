@@ -122,9 +122,9 @@ def test_the_kernel_excerpts_show_the_algorithm_without_the_timeline_hooks(execu
     _, texts = executed
     producer = _block(texts, "producer, kernels/flash_fwd_fa3.cu lines", "consumer, one key tile")
     consumer = _block(texts, "consumer, one key tile, from line", "Kr.release(Kj);")
-    assert "load_tile_tma<Bc, D>(Vr.tile(Vj)" in producer and "Kr.acquire(Kj" in producer
+    assert "load_tile_tma<Bc, D>(Vr.tile(Vj)" in producer and "Kr.acquire(Kj)" in producer
     assert "issue_S<" in consumer and "issue_PV<" in consumer and "turn.pass();" in consumer
-    assert "Kr.wait_full(Kj);" in consumer and "Vr.wait_full(Vp);" in consumer
+    assert "Kr.wait_full(Kj);" in consumer and "Vr.wait_full(Vj1);" in consumer
     assert "FV_" not in producer and "FV_" not in consumer and "FV_" in KERNEL
 
 
