@@ -79,7 +79,10 @@ __device__ __forceinline__ void load_tile(u16* Ks, u16* Vs, const u16* K, const 
     }
 }
 
-template <int DT, int D, bool PAGED>
+// ROWS (1, 2, 4, 8, 16 or 32; the runner picks the smallest power of two >= a block's rows R):
+// the row loops below run ROWS / (threads sharing a key or a column) times, unrolled, so a block
+// of one query row (MHA decode) does not pay for 32 guarded rows on every key.
+template <int DT, int D, bool PAGED, int ROWS>
 __global__ void __launch_bounds__(NT) flash_decode(
     const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
     const int* __restrict__ block_table, int max_pages, int page_size,
@@ -105,7 +108,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
 
     // [load_Q] Alg. 1 line 4: the R query rows of this KV head to SRAM, as fp32 times scale·log2 e
-    for (int idx = t; idx < RM * D; idx += NT) {
+    static_assert(ROWS >= 1 && ROWS <= RM && (ROWS & (ROWS - 1)) == 0, "ROWS: a power of two up to RM");
+    for (int idx = t; idx < ROWS * D; idx += NT) {
         const int r = idx / D, k = idx % D;
         float x = 0.f;
         if (r < R) {
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
     // [init] Alg. 1 line 5: m = −inf, l = 0, O = 0 (O in registers: thread t keeps column t % D of
     // the rows r ≡ t / D (mod NT / D))
     constexpr int CPT = NT / D;                                        // threads per column: 1 or 2
-    constexpr int RPT = RM / CPT;                                      // rows per thread
+    constexpr int RPT = (ROWS + CPT - 1) / CPT;                        // rows per thread
     const int col = t % D, rsub = t / D;
     float acc[RPT];
 #pragma unroll
@@ -146,9 +150,10 @@ __global__ void __launch_bounds__(NT) flash_decode(
             const int c = t % Bc;
             constexpr int RS = NT / Bc;                                // rows sharing one key: 2
             constexpr int CHUNKS = D / 8;
-            float sacc[RM / RS];
+            constexpr int SR = (ROWS + RS - 1) / RS;                   // rows per thread
+            float sacc[SR];
 #pragma unroll
-            for (int k = 0; k < RM / RS; ++k) sacc[k] = 0.f;
+            for (int k = 0; k < SR; ++k) sacc[k] = 0.f;
             for (int qq = 0; qq < CHUNKS; ++qq) {
                 const int q = (qq + c) % CHUNKS;
                 const uint4 kv = *reinterpret_cast<const uint4*>(Kj + c * D + q * 8);
@@ -157,7 +162,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
 #pragma unroll
                 for (int e = 0; e < 4; ++e) { kf[2 * e] = to_f32<DT>(w[e] & 0xffffu); kf[2 * e + 1] = to_f32<DT>(w[e] >> 16); }
 #pragma unroll
-                for (int k = 0; k < RM / RS; ++k) {
+                for (int k = 0; k < SR; ++k) {
                     const int r = k * RS + t / Bc;
                     if (r < R) {
                         const float* qr = Qs + r * D + q * 8;
@@ -170,9 +175,9 @@ __global__ void __launch_bounds__(NT) flash_decode(
             // last visible one, get a true −inf
             const int key = j * Bc + c;
 #pragma unroll
-            for (int k = 0; k < RM / RS; ++k) {
+            for (int k = 0; k < SR; ++k) {
                 const int r = k * RS + t / Bc;
-                if (r < RM) {
+                if (r < ROWS) {
                     const int i = (r0 + r) % Nq;
                     const bool hidden = r >= R || key >= Nk || (causal && key > i + Nk - Nq);
                     Ss[r * Bc + c] = hidden ? neg_inf() : sacc[k];
@@ -224,6 +229,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
         __syncthreads();                                               // buffer buf is refilled next
     }
     cp_async_wait<0>();
+    __syncthreads();          // an empty split (j0 == j1) never entered the loop: m, l set above must be seen
 
     // [write_partial] Flash-Decoding step 2: O_s = diag(l_s)⁻¹ Õ_s and lse_s = (m_s + log2 l_s)·ln 2;
     // with one split these are O and lse themselves (an empty split or a row that saw no key:
@@ -277,13 +283,14 @@ __global__ void __launch_bounds__(D) flash_decode_merge(const float* __restrict_
 }  // namespace fvdec
 
 #ifdef FLASHVIZ_PTX_CHECK
-// Only for the CPU build check (`make ptx`): instantiate every supported (DT, D, PAGED).
+// Only for the CPU build check (`make ptx`): instantiate every supported (DT, D, PAGED, ROWS) by
+// taking the kernels' addresses.
 #define FVDEC_INST(DT, D, P)                                                                              \
-    template __global__ void fvdec::flash_decode<DT, D, P>(const u16*, const u16*, const u16*, const int*, int, \
-                                                           int, float*, float*, u16*, float*, int, int, int, int, \
-                                                           int, int, float);
-#define FVDEC_INST_D(DT, D)                                                                               \
-    FVDEC_INST(DT, D, false) FVDEC_INST(DT, D, true)                                                      \
-    template __global__ void fvdec::flash_decode_merge<DT, D>(const float*, const float*, u16*, float*, int);
-FVDEC_INST_D(0, 64) FVDEC_INST_D(0, 128) FVDEC_INST_D(1, 64) FVDEC_INST_D(1, 128)
+    (const void*)&fvdec::flash_decode<DT, D, P, 1>, (const void*)&fvdec::flash_decode<DT, D, P, 2>,       \
+        (const void*)&fvdec::flash_decode<DT, D, P, 4>, (const void*)&fvdec::flash_decode<DT, D, P, 8>,   \
+        (const void*)&fvdec::flash_decode<DT, D, P, 16>, (const void*)&fvdec::flash_decode<DT, D, P, 32>,
+#define FVDEC_INST_D(DT, D) FVDEC_INST(DT, D, false) FVDEC_INST(DT, D, true) (const void*)&fvdec::flash_decode_merge<DT, D>,
+__attribute__((used)) static const void* const fvdec_ptx_check[] = {
+    FVDEC_INST_D(0, 64) FVDEC_INST_D(0, 128) FVDEC_INST_D(1, 64) FVDEC_INST_D(1, 128)
+};
 #endif

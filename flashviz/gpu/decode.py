@@ -3,8 +3,10 @@
 The split-KV decode of ``flashviz.decode.decode_attention`` (Flash-Decoding: split the keys, run
 FlashAttention-2's online softmax over each split, merge the splits by their lse), fp16 / bf16 in,
 fp32 math, GQA packed per KV head, contiguous or paged K, V. The same split rule
-(``masking.split_ranges``) and default split count (``decode.num_splits_heuristic``) as the NumPy
-algorithm, so the two can be compared split by split.
+(``masking.split_ranges``) and split-count rule (``decode.num_splits_heuristic``) as the NumPy
+algorithm, so the two can be compared split by split. (The rule counts the blocks the kernel
+launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed 32, where NumPy
+packs every head's rows into one block; and the device's SM count.)
 
 Status (2026-12-04): written and compiled (``make ptx``, nvcc) but not yet run on a GPU; its GPU
 tests (``tests/gpu/test_decode_gpu.py``) and its benchmark are the next step of the decode issue.
@@ -49,16 +51,29 @@ class DecodeKernels:
     smem_bytes: int
 
 
-def compile_decode(dtype: str, d: int, paged: bool) -> DecodeKernels:
+def block_rows(G: int, Nq: int) -> int:
+    """The ``ROWS`` template argument for G query heads a KV head and Nq query rows: the smallest
+    power of two >= a block's rows, min(G·Nq, 32) (a block takes at most 32 rows). ValueError for
+    G or Nq < 1."""
+    if min(G, Nq) < 1:
+        raise ValueError(f"G and Nq must be >= 1, got {G}, {Nq}")
+    R = min(G * Nq, DECODE_RM)
+    return 1 << (R - 1).bit_length()
+
+
+def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM) -> DecodeKernels:
     """Compile (or fetch from the per-process cache) the decode kernels for "float16" | "bfloat16",
-    d in {64, 128}, contiguous or paged K, V. RuntimeError without CuPy / a GPU or on a compile
-    error (NVRTC's log); ValueError for an unsupported d or dtype."""
+    d in {64, 128}, contiguous or paged K, V, blocks of at most ``rows`` query rows (a power of two
+    up to 32: ``block_rows``). RuntimeError without CuPy / a GPU or on a compile error (NVRTC's
+    log); ValueError for an unsupported d, dtype or rows."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"the decode kernel takes float16 or bfloat16, got {dtype}")
+    if rows not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"rows must be a power of two from 1 to {DECODE_RM}, got {rows!r}")
     smem = decode_smem_bytes(d)
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, d, paged, dev)
+    key = (dtype, d, paged, rows, dev)
     if key in _CACHE:
         return _CACHE[key]
     from .nvrtc import compile_cubin
@@ -68,7 +83,7 @@ def compile_decode(dtype: str, d: int, paged: bool) -> DecodeKernels:
                          f"this GPU allows {facts.smem_optin:,}")
     dt = 0 if dtype == "float16" else 1
     text, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
-    main, _, _ = compile_cubin(text, f"fvdec::flash_decode<{dt},{d},{'true' if paged else 'false'}>", arch)
+    main, _, _ = compile_cubin(text, f"fvdec::flash_decode<{dt},{d},{'true' if paged else 'false'},{rows}>", arch)
     merge, _, _ = compile_cubin(text, f"fvdec::flash_decode_merge<{dt},{d}>", arch)
     main.max_dynamic_shared_size_bytes = smem
     _CACHE[key] = DecodeKernels(main, merge, smem)
@@ -84,6 +99,13 @@ def _check_tensor(x, name: str, torch, dtype=None):
         raise TypeError(f"{name} must be {dtype} like Q, got {x.dtype}")
 
 
+def _check_aligned(x, name: str) -> None:
+    """The kernel copies rows 16 bytes at a time (cp.async): ValueError unless x starts on 16 bytes."""
+    if x.data_ptr() % 16:
+        raise ValueError(f"{name} must start on a 16-byte boundary (the kernel copies 16 bytes at a time); "
+                         f"its data pointer is {x.data_ptr():#x}: pass a contiguous copy (.clone())")
+
+
 def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None, Nk=None):
     """Decode attention on the GPU: the split-KV algorithm of ``flashviz.decode.decode_attention``.
 
@@ -97,8 +119,11 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
         ⌈Nk/64⌉ key tiles on 132 SMs); more splits than key tiles leave some empty (exact still).
     causal : bottom-right (query i sees key c iff c <= i + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)).
-    block_table : (B, max_pages) integer CUDA tensor, or None for a contiguous cache.
-    Nk : keys per sequence for a paged cache (default max_pages · page_size).
+    block_table : (B, max_pages) int32 or int64 CUDA tensor, or None for a contiguous cache. Its
+        entries must be page indices 0 .. num_pages − 1: they are not checked here (that would
+        synchronise with the GPU on every call; ``flashviz.decode.decode_attention`` checks them).
+    Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
+        cache None or K's own length.
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
     rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
@@ -128,9 +153,10 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
             raise ValueError(f"a paged K, V must be pools (num_pages, page_size, H_kv, d = {d}) of one shape, "
                              f"got {tuple(K.shape)}, {tuple(V.shape)}")
         table = block_table if block_table.dim() == 2 else block_table.unsqueeze(0)
-        if table.shape[0] != B or table.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"block_table must be an integer (B = {B}, max_pages) tensor, got "
-                             f"{tuple(block_table.shape)} {block_table.dtype}")
+        if table.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"block_table must be an int32 or int64 tensor, got {block_table.dtype}")
+        if table.dim() != 2 or table.shape[0] != B:
+            raise ValueError(f"block_table must be (B = {B}, max_pages), got {tuple(block_table.shape)}")
         table = table.to(torch.int32).contiguous()
         num_pages, page_size, H_kv, _ = K.shape
         max_pages = table.shape[1]
@@ -145,6 +171,9 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
             raise ValueError(f"K, V must be (B = {B}, H_kv, Nk, d = {d}) of one shape"
                              f"{'' if batched else ' without the batch axis'}, got {tuple(K.shape)}, "
                              f"{tuple(V.shape)} (a paged cache needs block_table)")
+        if Nk is not None and Nk != k.shape[2]:
+            raise ValueError(f"Nk = {Nk!r} is for a paged cache; a contiguous K, V has its own length "
+                             f"{k.shape[2]} (leave Nk None)")
         _, H_kv, Nk, _ = k.shape
         table, max_pages, page_size = None, 0, 0
     if d not in DECODE_D:
@@ -154,10 +183,16 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
                          f"H_kv = {H_kv}")
     if min(B, H, Nq, Nk) < 1:
         raise ValueError(f"B, H, Nq and Nk must be >= 1, got {B}, {H}, {Nq}, {Nk}")
+    for x, name in ((k, "K"), (v, "V"), (table, "block_table")):
+        if x is not None and x.device != q.device:
+            raise ValueError(f"{name} is on {x.device}, Q on {q.device}: put them on one GPU")
+    for x, name in ((q, "Q"), (k, "K"), (v, "V")):
+        _check_aligned(x, name)
     chunks = -(-(H // H_kv) * Nq // DECODE_RM)
     Tc = -(-Nk // DECODE_BC)
+    dev = q.get_device()
     if num_splits is None:
-        S = num_splits_heuristic(B * H_kv * chunks, Tc)
+        S = num_splits_heuristic(B * H_kv * chunks, Tc, num_sms=device_facts(dev).sm_count)
     elif isinstance(num_splits, (bool, float)) or not isinstance(num_splits, (int, np.integer)) or num_splits < 1:
         raise ValueError(f"num_splits must be an integer >= 1 or None, got {num_splits!r}")
     else:
@@ -166,12 +201,12 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
         raise ValueError(f"the grid puts KV heads·row chunks on grid.y and B on grid.z, at most 65,535 each; "
                          f"got {H_kv * chunks} and {B}")
     scale = check_scale(scale, d)
-    dev = q.get_device()
     cp = cupy()
     P = lambda t: np.uint64(0 if t is None else t.data_ptr())  # noqa: E731
     i32 = np.int32
     with cp.cuda.Device(dev), torch_stream(dev):
-        kern = compile_decode("float16" if q.dtype == torch.float16 else "bfloat16", d, paged)
+        kern = compile_decode("float16" if q.dtype == torch.float16 else "bfloat16", d, paged,
+                              block_rows(H // H_kv, Nq))
         O = torch.empty((B, H, Nq, d), dtype=q.dtype, device=q.device)
         lse = torch.empty((B, H, Nq), dtype=torch.float32, device=q.device)
         O_part = lse_part = None
@@ -189,13 +224,18 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
     return O, lse
 
 
-def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_splits=None) -> dict:
-    """What ``flash_decode_gpu`` launches for a shape, without a GPU: {"splits", "chunks",
-    "blocks" (S · H_kv · chunks · B), "smem_bytes", "tiles" (⌈Nk/64⌉)}. ValueError as the call."""
+def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_splits=None, *,
+                  num_sms: int = 132) -> dict:
+    """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs, without a GPU:
+    {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (the kernel's ROWS),
+    "smem_bytes", "tiles" (⌈Nk/64⌉)}. ValueError as the call."""
     if H_kv < 1 or H % H_kv:
         raise ValueError(f"H % H_kv must be 0, got H = {H}, H_kv = {H_kv}")
+    if num_splits is not None and (isinstance(num_splits, (bool, float)) or
+                                   not isinstance(num_splits, (int, np.integer)) or num_splits < 1):
+        raise ValueError(f"num_splits must be an integer >= 1 or None, got {num_splits!r}")
     chunks = -(-(H // H_kv) * Nq // DECODE_RM)
     Tc = math.ceil(Nk / DECODE_BC)
-    S = num_splits_heuristic(B * H_kv * chunks, Tc) if num_splits is None else int(num_splits)
-    return {"splits": S, "chunks": chunks, "blocks": S * H_kv * chunks * B, "smem_bytes": decode_smem_bytes(d),
-            "tiles": Tc}
+    S = num_splits_heuristic(B * H_kv * chunks, Tc, num_sms=num_sms) if num_splits is None else int(num_splits)
+    return {"splits": S, "chunks": chunks, "blocks": S * H_kv * chunks * B, "rows": block_rows(H // H_kv, Nq),
+            "smem_bytes": decode_smem_bytes(d), "tiles": Tc}
