@@ -58,7 +58,6 @@ run on any machine.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -578,45 +577,12 @@ def peak_row(N: int, impls, d: int = PEAK_D, causal: bool = False) -> dict:
     return row
 
 
-def _git_commit(root: Path) -> str | None:
-    """The checkout's short commit (+uncommitted when tracked files differ), or None without git."""
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        if sha.returncode:
-            return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha.stdout.strip() + ("+uncommitted" if dirty else "")
-    except Exception:
-        return None
-
-
 def code_hashes() -> dict:
     """What code ran, for ``env``: kernel_sources ({kernel file: sha256} of every kernels/*.cu whose
-    source some loaded cubin was compiled from), cubins (``nvrtc.loaded_cubins``),
-    files_sha256 (the Python files that make the calls, sha256 of the file)."""
-
-    import flashviz
-
-    from ...records.files import package_dir, short_sha256
-    from ..common import source_sha256
-    from ..nvrtc import loaded_cubins
-    cubins = loaded_cubins()
-    used = {c["source_sha256"] for c in cubins}
-    sources = {}
-    for f in sorted(p.name for p in package_dir("flashviz.kernels").iterdir() if p.name.endswith(".cu")):
-        h = source_sha256(f)
-        if h in used:
-            sources[f] = h
-    base = Path(flashviz.__file__).resolve().parent.parent
-    files = {}
-    for f in FILES:
-        try:
-            files[f] = short_sha256((base / f).read_bytes())
-        except OSError:
-            files[f] = None
-    return {"kernel_sources": sources, "cubins": cubins, "files_sha256": files}
+    source some loaded cubin was compiled from), cubins (``nvrtc.loaded_cubins``), files_sha256
+    (the Python files that make the calls, ``FILES``): ``provenance_env.code_hashes``."""
+    from ..provenance_env import code_hashes as hashes
+    return hashes(FILES)
 
 
 def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), impls=ALL_IMPLS,
@@ -641,13 +607,8 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
         raise ValueError(f"unknown implementations {bad}; choose from {', '.join(ALL_IMPLS)}")
     impls = [i for i in ALL_IMPLS if i in impls]
     check_streams()
-    env = environment()
-    if env.get("commit"):
-        env["commit_from"] = "FLASHVIZ_COMMIT"
-    else:
-        import flashviz
-        env["commit"] = _git_commit(Path(flashviz.__file__).resolve().parent.parent)
-        env["commit_from"] = "git" if env["commit"] else None
+    from ..provenance_env import stamp_commit
+    env = stamp_commit(environment())
     full = is_full(Ns=Ns, ds=ds, causals=causals, impls=impls, teaching_max_n=teaching_max_n, parts=parts,
                    peak_Ns=peak_Ns)
     out = Path(out_dir)
