@@ -50,6 +50,7 @@ _WIDGETS = {
     "CausalExplorer": "flashviz.widgets.causal",
     "LoopOrderExplorer": "flashviz.widgets.loop_order",
     "BackwardExplorer": "flashviz.widgets.backward",
+    "BackwardGPUPanel": "flashviz.widgets.backward_gpu_panel",
     "ChapterApp": "flashviz.widgets.app",
     "TensorCorePanel": "flashviz.widgets.mma_panel",
     "RecordedFigures": "flashviz.widgets.recorded_figures",

@@ -9,7 +9,8 @@ Two tracks with the same file names, and what they share beside them::
     gpu/tracing.py   trace_kernel: run a kernel built with its timeline switch on (kernels/fv_trace.cuh)
                      and return its flashviz.records.timeline.Timeline
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
-                     backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32)
+                     backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32),
+                     bench_backward.py (one backward configuration timed: chapter 6's panel)
     gpu/autograd.py  flash_attention: a torch.library custom op with its backward (torch imported lazily)
     gpu/tensorcore/  kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores; their launch
                      table is flashviz/mma_limits.py, readable without CuPy)
@@ -35,6 +36,7 @@ from .common import device_smem_optin, environment, gpu_status
 from .decode import compile_decode, decode_launch, decode_smem_bytes, flash_decode_gpu
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
+from .teaching.bench_backward import benchmark_backward
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
 from .teaching.limits import (
     SUPPORTED_BC,
@@ -61,6 +63,7 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "mma_smem_bytes", "check_mma_launch", "mma_blocks", "default_blocks", "Timeline", "latest_timeline",
            "recorded_timelines", "trace_kernel",
            "flash_backward_gpu", "compile_backward", "CompiledBackward", "launch_backward", "bwd_smem_bytes",
+           "benchmark_backward",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
            "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes",
            "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes"]

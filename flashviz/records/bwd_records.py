@@ -1,5 +1,6 @@
 """The backward benchmark record (``benchmarks/results/bwd-<device>-<date>.json``, written by
-``gpu/tensorcore/bench_bwd.py``) read without a GPU: chapter 6's section 7 and its exercises.
+``gpu/tensorcore/bench_bwd.py``) read without a GPU: chapter 6's section 7, its exercises and its
+GPU panel (``widgets/backward_gpu_panel.py``).
 
 One record is one process, one run, on one GPU. Its ``bench`` rows (B, H, N, d, causal; fp16,
 B·N = 16k tokens, H = 2048/d) hold, for every implementation of ``IMPLS`` that ran at that shape,
@@ -15,6 +16,8 @@ the backward's share of forward + backward; SDPA's time ÷ ours, the same method
 ``peak_rows(res)``: per peak row, bytes in all and per (batch, head) pair.
 ``repeatability(res)``: per implementation, in how many shapes repeated calls gave the same bits.
 ``det_cost(res)``: the deterministic teaching backward's time ÷ the atomic one's, per shape.
+``teaching_rows(res)``: the teaching backward's rows with the blocks it ran with and its errors
+(chapter 6's ``BackwardGPUPanel`` without a GPU).
 
 Plain Python: no CuPy, no torch, no matplotlib (``tests/core/test_records.py``).
 """
@@ -165,6 +168,41 @@ def repeatability(res: dict) -> dict:
         s["runs"].add(x.get("runs"))
     for s in out.values():
         s["runs"] = min(s["runs"]) if len(s["runs"]) == 1 else sorted(s["runs"])
+    return out
+
+
+TEACHING = ("bwd_teaching", "bwd_teaching_det")
+
+
+def teaching_rows(res: dict | None = None, *, d=None, causal=None) -> list[dict]:
+    """The bench rows where the teaching backward (``bwd_teaching``) ran, as ``time_rows`` gives
+    them (sorted by (d, causal, N), filtered by d / causal when given), each with the blocks it
+    ran with: ``Br``, ``Bc`` (``bwd_teaching_Br`` / ``_Bc`` of the record; None where the
+    record has none), ``bwd_teaching_det_Br`` / ``_Bc`` where the deterministic one ran, and
+    ``<impl>_rel_err`` for impl in TEACHING: the largest of |grad − ref|max ÷ |ref|max over dQ,
+    dK, dV in the record's correctness entry for that shape (where it has one). Raises
+    LookupError like ``bwd_record``."""
+    rec = bwd_record(res)
+    raw = {(r["N"], r["d"], bool(r["causal"])): r for r in rec["bench"]}
+    errs = {}
+    for c in rec.get("correctness", []):
+        if c.get("impl") in TEACHING and all(_num(c.get(f"{g}_max_abs_err")) for g in ("dQ", "dK", "dV")):
+            rel = max(c[f"{g}_max_abs_err"] / c[f"{g}_ref_max_abs"] if c.get(f"{g}_ref_max_abs") else
+                      c[f"{g}_max_abs_err"] for g in ("dQ", "dK", "dV"))
+            errs[(c["impl"], c["N"], c["d"], bool(c["causal"]))] = rel
+    out = []
+    for row in time_rows(rec, d=d, causal=causal):
+        if "bwd_teaching_call_ms" not in row:
+            continue
+        key = (row["N"], row["d"], bool(row["causal"]))
+        r = raw[key]
+        row = {**row, "Br": r.get("bwd_teaching_Br"), "Bc": r.get("bwd_teaching_Bc")}
+        for impl in TEACHING:
+            if f"{impl}_Br" in r:
+                row[f"{impl}_Br"], row[f"{impl}_Bc"] = r[f"{impl}_Br"], r.get(f"{impl}_Bc")
+            if (impl, *key) in errs:
+                row[f"{impl}_rel_err"] = errs[(impl, *key)]
+        out.append(row)
     return out
 
 

@@ -8,7 +8,7 @@ live controls, static HTML made from this very run:
 * an animated widget (a ``FrameWidget``) shows an animated GIF made by its own export
   (``save_gif``) of a few steps spread over its run (:data:`FRAMES` at most, first and last
   included), with its status line and a caption naming the widget, its settings and the steps shown;
-* a panel (``GPUPanel``, ``TensorCorePanel``) shows the text and tables it shows live.
+* a panel (``GPUPanel``, ``BackwardGPUPanel``, ``TensorCorePanel``) shows the text and tables it shows live.
 
 Nothing changes when ``FLASHVIZ_BOOK`` is unset: the widgets are live, as always.
 """

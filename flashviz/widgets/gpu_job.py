@@ -1,9 +1,9 @@
 """GPUJob: what every GPU panel shares — one measurement at a time in a background thread,
 a progress bar, a Stop button, and one lock for the whole process.
 
-A panel (GPUPanel, TensorCorePanel) mixes it in, calls ``_init_job`` in its constructor and
-starts measurements with ``_start_job``. The panel has ``ok`` and ``reason`` (is there a usable
-GPU, and which, or why not) and a ``status`` HTML line. The job's work runs off the kernel's
+A panel (GPUPanel, BackwardGPUPanel, TensorCorePanel) mixes it in, calls ``_init_job`` in its
+constructor and starts measurements with ``_start_job``. The panel has ``ok`` and ``reason`` (is
+there a usable GPU, and which, or why not) and a ``status`` HTML line. The job's work runs off the kernel's
 thread so the notebook stays responsive; it reads ``self._stop`` between its stages and
 advances ``self.progress``. Whatever the work raises becomes one red line in ``status`` (never
 a traceback), and the panel is left ready for the next measurement.

@@ -84,6 +84,24 @@ assert check_bwd_share({RIGHT_SHARE!r}, N=4096, d=64, causal=False)
 print("DRIVEN-GPU-OK")
 """
 
+# section 7's GPU panel follows the explorer (here without a GPU: the recorded rows); its model bytes are
+# the IO model's for the explorer's blocks, worked out here at the backward benchmark's shape
+DRIVE += """
+p = gpu_panel
+assert p.params == dict(Br=w.Br.value, Bc=w.Bc.value, d=w.d.value, causal=w.causal.value)
+n = p.N.value
+B, H = 16384 // n, 2048 // w.d.value
+seen = set()
+for bc in (16, 32, 64):
+    w.Bc.value = bc
+    want = iomodel.flash_backward_io(n, n, w.d.value, Br=w.Br.value, Bc=bc, itemsize=4, causal=w.causal.value)
+    assert p.params["Bc"] == bc and p.model_hbm_bytes == want.hbm_bytes * B * H
+    seen.add(p.model_hbm_bytes)
+assert len(seen) == 3
+assert p.recorded_config["d"] == 64 and "d" in p.recorded_differs and "<table" in p.recorded_html.value
+print("DRIVEN-PANEL-OK")
+"""
+
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
@@ -98,8 +116,8 @@ def test_backward_notebook_runs_and_is_driven(executed):
     nb, texts = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
-    assert len(widget_views(nb)) == 3, "the explorer and section 7's two figures"
-    assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts
+    assert len(widget_views(nb)) == 4, "the explorer, section 7's GPU panel and its two figures"
+    assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts and "DRIVEN-PANEL-OK" in texts
     # the six exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
     assert len(stubs) == 7 and "lse is kept in float32" in stubs[-1], stubs
@@ -186,8 +204,16 @@ def test_recorded_data_memory_table_equals_the_record(executed):
 
 
 @recorded_data
+def test_recorded_data_the_panel_prose_holds():
+    # "the record ran the teaching kernel with 64 × 64 blocks only" (so the panel shows the closest rows)
+    assert "the record ran the teaching kernel with $64 \\times 64$ blocks only" in _markdown()
+    blocks = {(r[f"{i}_Br"], r[f"{i}_Bc"]) for r in BENCH for i in ("bwd_teaching", "bwd_teaching_det")
+              if f"{i}_call_ms" in r}
+    assert blocks == {(64, 64)}
+
+
+@recorded_data
 def test_recorded_data_the_memory_prose_holds():
-    md = _markdown()
     for r in PEAKS:          # ours, flash and cuDNN keep the same bytes to within a kibibyte (the prose)
         kept = [r[f"{i}_saved_bytes"] for i in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd")]
         assert max(kept) - min(kept) <= 1024
