@@ -12,9 +12,17 @@ the split count (or "auto": ``decode.num_splits_heuristic``), the page size or N
 "Break it" toggles: no splits (num_splits = 1: B·H_kv blocks, most SMs idle), merging the
 partials without rescaling (``decode.merge_partials(..., rescale=False)``: the wrong answer and its
 error) and tiny pages (one token a page: the block-table reads grow; their bytes are shown).
+
+A change recomputes only what it changes: the inputs and the dense reference (the slow part:
+``reference.attention`` of every query head) are kept while N_k, B, H/H_kv and Nq stay; the last
+RUNS_KEPT runs of those inputs (the run, its block table, replay and checks), by split count and
+page size, are kept too. So "merge without rescaling" (which changes no run: the replay always
+holds both merges) only redraws, and a toggle switched back finds its run.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import ipywidgets as W
 import numpy as np
@@ -45,6 +53,10 @@ MAX_NK, MAX_B, MAX_GROUP, MAX_H_KV, MAX_NQ, MAX_PAGE = 16384, 8, 16, 16, 8, 256
 MAX_CACHE_ROWS = 131_072
 #: "tiny pages": the page size the toggle forces (one token a page)
 TINY_PAGE = 1
+#: runs of the current inputs kept for a control switched back (each holds its trace and replay:
+#: ~5 MB at the lesson's default, ~50 MB at MAX_CACHE_ROWS); 4 = every mix of the two toggles
+#: that change the run (no splits, tiny pages)
+RUNS_KEPT = 4
 #: the check passes when max |O − O_ref| <= TOL over every head (rounding of the output's type)
 TOL = {np.float64: 1e-12, np.float32: 2e-5, np.float16: 3e-3}
 #: how far the keys drift toward the queries in the "rising" inputs: scores rise by about this
@@ -177,6 +189,8 @@ class DecodeExplorer(FrameWidget):
             H_kv, d, Bc, source, dtype, causal, seed)
         self.result = self.inputs = self.block_table = self.reference = self.model = self.replay = None
         self.errors, self.ok = {}, None
+        self._data_key, self._data = None, None      # (Nk, B, H, Nq) → (Q, K, V, desc, reference)
+        self._runs = OrderedDict()                     # (num_splits asked, page size) → the run, for _data
         lay, wide = W.Layout, {"description_width": "initial"}
         self.Nk = W.SelectionSlider(options=list(_with(NK_OPTIONS, Nk)), value=Nk, description="Nk (keys)",
                                     continuous_update=False, style=wide, layout=lay(width="300px"))
@@ -216,27 +230,55 @@ class DecodeExplorer(FrameWidget):
     def _config_problem(self):
         return cache_problem(self.B.value, self.H_kv, self.Nk.value)
 
-    def _run(self):
-        Nk, B, H, Nq, ns, ps = self._choices()
+    def _inputs(self, Nk, B, H, Nq):
+        """(Q, K, V, desc, reference) for this shape: made once, kept while the shape stays (a new
+        shape drops them and every run of them)."""
+        key = (Nk, B, H, Nq)
+        if self._data_key != key:
+            self._data_key, self._data = None, None
+            self._runs.clear()
+            Q, K, V, desc = decode_inputs(B, H, self.H_kv, Nq, Nk, self.d_head, source=self.source,
+                                          seed=self.seed, dtype=DTYPES[self.dtype])
+            G = H // self.H_kv
+            ref = np.zeros((B, H, Nq, self.d_head))
+            for b in range(B):               # the G query heads of KV head g against it (a view, no copy)
+                for g in range(self.H_kv):
+                    heads = slice(g * G, (g + 1) * G)
+                    K_g, V_g = (np.broadcast_to(X[b, g], (G, *X.shape[2:])) for X in (K, V))
+                    ref[b, heads] = attention(Q[b, heads], K_g, V_g, causal=self.causal)
+            for X in (Q, K, V, ref):          # shared by the kept runs: read-only
+                X.flags.writeable = False
+            self._data_key, self._data = key, (Q, K, V, desc, ref)
+        return self._data
+
+    def _record(self, Q, K, V, ref, Nk, ns, ps):
+        """(block table, DecodeResult, DecodeReplay, decode_io model, errors, ok) of one run; the
+        last RUNS_KEPT of the current inputs are kept, by (ns, ps)."""
+        key = (ns, ps)
+        if key in self._runs:
+            self._runs.move_to_end(key)
+            return self._runs[key]
+        B, H, Nq = Q.shape[0], Q.shape[1], Q.shape[2]
         dt = DTYPES[self.dtype]
-        Q, K, V, desc = decode_inputs(B, H, self.H_kv, Nq, Nk, self.d_head, source=self.source, seed=self.seed,
-                                      dtype=dt)
         Kp, Vp, table = paged_cache(K, V, ps, self.seed)
         r = decode_attention(Q, Kp, Vp, num_splits=ns, Bc=self.Bc, causal=self.causal, block_table=table, Nk=Nk,
                              record=True)
-        G = H // self.H_kv
-        ref = np.zeros(r.O.shape)
-        for b in range(B):                   # the G query heads of KV head g against it (a view, no copy)
-            for g in range(self.H_kv):
-                heads = slice(g * G, (g + 1) * G)
-                K_g, V_g = (np.broadcast_to(X[b, g], (G, *X.shape[2:])) for X in (K, V))
-                ref[b, heads] = attention(Q[b, heads], K_g, V_g, causal=self.causal)
+        model = iomodel.decode_io(Nq, Nk, self.d_head, H=H, H_kv=self.H_kv, num_splits=r.num_splits, Bc=self.Bc,
+                                  itemsize=np.dtype(dt).itemsize, page_size=ps, causal=self.causal, B=B)
+        rp = DecodeReplay(r, ref)
+        run = (table, r, rp, model, {"merge": rp.err, "no rescale": rp.err_broken},
+               bool(rp.err <= TOL[dt]) and r.io == model)
+        self._runs[key] = run
+        while len(self._runs) > RUNS_KEPT:
+            self._runs.popitem(last=False)
+        return run
+
+    def _run(self):
+        Nk, B, H, Nq, ns, ps = self._choices()
+        Q, K, V, desc, ref = self._inputs(Nk, B, H, Nq)
+        table, r, rp, model, errors, ok = self._record(Q, K, V, ref, Nk, ns, ps)
         self.inputs, self.block_table, self.result, self.reference = (Q, K, V), table, r, ref
-        self.model = iomodel.decode_io(Nq, Nk, self.d_head, H=H, H_kv=self.H_kv, num_splits=r.num_splits, Bc=self.Bc,
-                                       itemsize=np.dtype(dt).itemsize, page_size=ps, causal=self.causal, B=B)
-        self.replay = rp = DecodeReplay(r, ref)
-        self.errors = {"merge": rp.err, "no rescale": rp.err_broken}
-        self.ok = bool(rp.err <= TOL[dt]) and r.io == self.model
+        self.model, self.replay, self.errors, self.ok = model, rp, dict(errors), ok
         return desc, ns
 
     def _status(self, ns):
@@ -287,6 +329,13 @@ class DecodeExplorer(FrameWidget):
             self.num_splits.unobserve(self._on_config, names="value")
             self.num_splits.value = self.result.num_splits
             self.num_splits.observe(self._on_config, names="value")
+
+    def close(self):
+        """Close the figure and every control, and drop the kept inputs and runs (idempotent)."""
+        super().close()
+        if hasattr(self, "_runs"):                  # not when the constructor failed before _build
+            self._runs.clear()
+            self._data_key = self._data = None
 
     def _make_view(self):
         desc, ns = self._run()

@@ -9,11 +9,12 @@ from the server's environment, so to stress an older commit make a worktree of i
 What it does (issue 20):
 * serves a notebook made for the run (tests.browser.servers: JupyterLab with its default
   settings — ``commsOverSubshells`` is ``perCommTarget`` — or Voilà) that shows the online-softmax
-  explorer of chapter 2 (where the kernel died), TileExplorer, BackwardExplorer, CausalExplorer
-  and LoopOrderExplorer at small sizes;
+  explorer of chapter 2 (where the kernel died), TileExplorer, BackwardExplorer, CausalExplorer,
+  LoopOrderExplorer and DecodeExplorer at small sizes;
 * fires bursts at one widget at a time (the online-softmax explorer first, then in turn), each
-  at full speed: ~90 ◀/▶ clicks, ~70 arrow keys on the step slider, ~10 drags of the block
-  slider ("block", or "Br"), ~20 Play/Pause toggles at 20 ms a step, ~15 ▶ clicks;
+  at full speed: ~90 ◀/▶ clicks, ~70 arrow keys on the step slider, ~10 drags of the slider that
+  rebuilds the run (CONFIG_SLIDER: the block size, "block" or "Br"; DecodeExplorer's "splits"),
+  ~20 Play/Pause toggles at 20 ms a step, ~15 ▶ clicks;
 * **deaths**: after each burst (and while waiting for the kernel) it reads the server's log,
   where the kernel's own stderr goes (servers.py turns ipykernel's fd capture off): glibc's heap
   checks, faulthandler's "Fatal Python error", "Segmentation fault", the restarter's "restarting
@@ -74,7 +75,11 @@ WIDGETS = {
     "backward": f"fv.BackwardExplorer(N=64, d=32, Br=16, Bc=16, key='s-backward', {SMALL})",
     "causal": f"fv.CausalExplorer(Nq=128, Nk=192, Br=32, Bc=32, key='s-causal', {SMALL})",
     "loop": f"fv.LoopOrderExplorer(N=128, d=32, Br=32, Bc=32, key='s-loop', {SMALL})",
+    # a split count, not "auto": the splits slider is live (1..128 splits of 32 key blocks)
+    "decode": f"fv.DecodeExplorer(Nk=1024, d=16, H_kv=2, Bc=32, num_splits=4, key='s-decode', {SMALL})",
 }
+#: the label (a regex, matched whole) of the slider each burst drags: one that rebuilds the run
+CONFIG_SLIDER = "block|Br|splits"
 
 #: kernel side: record every image each widget's canvas sends; a thread writes them out
 KERNEL_CODE = r'''
@@ -401,7 +406,7 @@ def burst(page, i: int, rng: random.Random, samples: list, n_samples: int) -> di
     # The step slider: 1-based "step" after the fix; before it the 0-based frame slider is named "step" too
     step = slider(box, page, "step")
     speed = slider(box, page, "ms/step")
-    block = slider(box, page, "block|Br")
+    block = slider(box, page, CONFIG_SLIDER)
     speed.locator(".noUi-handle").first.focus()
     page.keyboard.press("Home")                           # Play at 20 ms a step
 

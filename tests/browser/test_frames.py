@@ -1,6 +1,7 @@
 """The frame the browser shows is the frame we drew — for every animation widget.
 
-A notebook made for this test shows each FrameWidget and a "dump" button. The browser fires
+A notebook made for this test shows each FrameWidget and a "dump" button. The browser first
+ticks a few "break it" checkboxes (TICK: the widget rebuilds its figure and its run), then fires
 fast bursts at each widget (arrow keys on the step slider, Play then Pause at 20 ms a step),
 clicks "dump" — the kernel handles comm messages in order, so the click is handled after
 the whole burst — until the kernel's steps are the ones the page's sliders show. The test
@@ -48,6 +49,13 @@ WIDGETS = {
     "causal": "fv.CausalExplorer(Nq=128, Nk=192, Br=32, Bc=32, key='t-causal')",
     "backward": "fv.BackwardExplorer(N=64, d=32, Br=16, Bc=16, key='t-backward')",
     "blocksize": "fv.BlockSizeExplorer(key='t-blocksize')",
+    # 4 splits of 8 key blocks (Nk = 1,024, Bc = 32): 8 run frames, 4 merge frames, the write
+    "decode": "fv.DecodeExplorer(Nk=1024, d=16, H_kv=2, Bc=32, num_splits=4, key='t-decode')",
+}
+#: name -> checkboxes (their labels) the browser ticks before the bursts: the widget rebuilds its
+#: figure (another layout, another run), and the frames after that are the ones compared
+TICK = {
+    "decode": ("break it: merge without rescaling", "break it: tiny pages"),
 }
 
 
@@ -58,21 +66,29 @@ def _notebook(path: Path, out: Path) -> None:
     # (the kernel's fd 2: servers.py keeps ipykernel from capturing it)
     cells = ["import faulthandler, sys\nfaulthandler.enable(file=sys.__stderr__, all_threads=True)\n"
              "%matplotlib widget\nimport json, numpy as np, ipywidgets as W\nfrom PIL import Image\n"
-             "import flashviz as fv\nws = {}"]
+             "import flashviz as fv\nfrom flashviz.views.drawlock import DRAW_LOCK\nws = {}"]
     for name, make in WIDGETS.items():
         cells.append(f"ws[{name!r}] = {make}\nws[{name!r}]")
     cells.append(
+        # both read and draw the canvases under flashviz's drawing lock, as every draw must
+        # (views/drawlock.py): ipympl's messages draw the same figures on another thread (without
+        # it, a JupyterLab run once got a nearly blank "fresh draw" of the TileExplorer)
         "def dump(_=None):\n"
         "    info = {}\n"
         "    for name, w in ws.items():\n"
-        "        buf = np.asarray(w.fig.canvas.buffer_rgba()).copy()\n"
+        "        with DRAW_LOCK:\n"
+        "            buf = np.asarray(w.fig.canvas.buffer_rgba()).copy()\n"
         f"        Image.fromarray(buf).save({str(out)!r} + f'/{{name}}.png')\n"
         "        info[name] = int(w.frame.value)\n"
+        "    checked = {name: sorted(c.description for c in w.controls if isinstance(c, W.Checkbox) and c.value)\n"
+        "               for name, w in ws.items()}\n"
+        f"    open({str(out)!r} + '/checked.json', 'w').write(json.dumps(checked))\n"
         f"    open({str(out)!r} + '/frames.json', 'w').write(json.dumps(info))\n"
         "def render(_=None):\n"
         "    for name, w in ws.items():\n"
-        "        w.fig.canvas.draw()\n"
-        "        buf = np.asarray(w.fig.canvas.buffer_rgba()).copy()\n"
+        "        with DRAW_LOCK:\n"
+        "            w.fig.canvas.draw()\n"
+        "            buf = np.asarray(w.fig.canvas.buffer_rgba()).copy()\n"
         f"        Image.fromarray(buf).save({str(out)!r} + f'/{{name}}_full.png')\n"
         f"    open({str(out)!r} + '/rendered.json', 'w').write('{{}}')\n"
         "button = W.Button(description='dump')\nbutton.on_click(dump)\n"
@@ -102,14 +118,44 @@ def _burst(page, i: int) -> None:
         page.keyboard.press(key, delay=0)
 
 
+def _tick(page, i: int, label: str) -> None:
+    """Tick the i-th FrameWidget's checkbox whose label is ``label``."""
+    box = page.locator(".flashviz-frame-widget").nth(i).locator(".widget-checkbox", has_text=label).first
+    box.scroll_into_view_if_needed()
+    tick = box.locator("input[type=checkbox]").first
+    assert not tick.is_checked(), f"{label!r} is ticked already"
+    tick.click()
+
+
+def _dump(dump, out: Path, deadline: float) -> dict:
+    """Click "dump" and wait for the kernel's frames (it handles the page's messages in order:
+    everything sent before the click is done when it writes them)."""
+    (out / "frames.json").unlink(missing_ok=True)
+    dump.click()
+    while not (out / "frames.json").exists():
+        assert time.time() < deadline, "the kernel never wrote its frames"
+        time.sleep(0.5)
+    time.sleep(1)
+    return json.loads((out / "frames.json").read_text())
+
+
 def _compare(page, out: Path, front_end: str) -> None:
-    """Burst every widget, dump the kernel's frames, compare with what the page shows."""
+    """Tick the TICK checkboxes, burst every widget, dump the kernel's frames, compare with what
+    the page shows."""
     from PIL import Image
     dump = page.locator("button", has_text="dump").first
     dump.wait_for(timeout=240_000)
     page.wait_for_function(f"document.querySelectorAll('.flashviz-frame-widget').length >= {len(WIDGETS)}",
                            timeout=120_000)
     time.sleep(3)
+    names = list(WIDGETS)
+    for name, labels in TICK.items():
+        for label in labels:
+            _tick(page, names.index(name), label)
+    _dump(dump, out, time.time() + 120)                 # the kernel has rebuilt the ticked widgets
+    checked = json.loads((out / "checked.json").read_text())
+    for name, labels in TICK.items():                   # the kernel's checkboxes say so too
+        assert all(any(c.startswith(label) for c in checked[name]) for label in labels), (name, checked[name])
     for i in range(len(WIDGETS)):
         _burst(page, i)
     # The front end holds back widget updates while messages are pending, so a click can reach
@@ -117,13 +163,7 @@ def _compare(page, out: Path, front_end: str) -> None:
     # page's sliders show, then compare pictures.
     deadline = time.time() + 120
     while True:
-        (out / "frames.json").unlink(missing_ok=True)
-        dump.click()
-        while not (out / "frames.json").exists():
-            assert time.time() < deadline, "the kernel never wrote its frames"
-            time.sleep(0.5)
-        time.sleep(1)
-        frames = json.loads((out / "frames.json").read_text())
+        frames = _dump(dump, out, deadline)
         shown_steps = {name: slider_value(page, i) for i, name in enumerate(WIDGETS)}
         if shown_steps == frames:
             break

@@ -16,6 +16,7 @@ import pytest
 
 from .conftest import ARTIFACTS
 from .servers import CHROMIUM
+from .stress import WIDGETS
 
 pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
@@ -23,8 +24,9 @@ if not Path(CHROMIUM).exists():
 
 pytestmark = pytest.mark.browser
 
-#: bursts per front end (a burst takes ~10-25 s here with the kernel catching up: ~2 minutes each)
-BURSTS = 4
+#: bursts per front end: one at each widget of the harness, in its order (a burst takes ~10-25 s
+#: here with the kernel catching up: ~3 minutes each)
+BURSTS = len(WIDGETS)
 
 
 @pytest.mark.parametrize("front_end", ["lab", "voila"])

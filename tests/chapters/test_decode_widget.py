@@ -334,6 +334,83 @@ def test_frames_are_fast_enough():
         w.close()
 
 
+def _picture(w, k):
+    """Frame k as the live canvas shows it (RGB pixels), drawn the widget's way (blitted)."""
+    w.show_frame(k)
+    return np.asarray(w.fig.canvas.buffer_rgba())[..., :3].copy()
+
+
+def test_break_it_toggles_rerun_only_what_they_change_and_draw_what_the_state_says(monkeypatch):
+    """Ticking the three "break it" toggles one after another took ~0.6 s each here (issue 24 saw
+    ~6 s for the three in a browser) with no busy sign: every tick made the inputs, the dense
+    reference of all 32 heads and the run again. Now a tick runs only what it changes — no splits and tiny pages one
+    decode_attention each, no rescale nothing (the replay holds both merges) — and a tick switched
+    back finds its run; each picture is the one a widget made with those toggles draws."""
+    import flashviz.widgets.decode as mod
+
+    calls = {"attention": 0, "decode_attention": 0, "decode_inputs": 0}
+
+    def counted(name):
+        real = getattr(mod, name)
+
+        def f(*a, **kw):
+            calls[name] += 1
+            return real(*a, **kw)
+        return f
+
+    for name in calls:
+        monkeypatch.setattr(mod, name, counted(name))
+    w = DecodeExplorer(key="decode-toggles")                        # the lesson's default: Nk = 4k, d = 128
+    try:
+        assert calls == {"attention": 8, "decode_attention": 1, "decode_inputs": 1}     # one per KV head
+        k = w.n_frames - 2                                            # the last merge frame
+        before = _picture(w, k)
+        times = {}
+        for name, runs in (("no_splits", 1), ("no_rescale", 0), ("tiny_pages", 1)):
+            n = calls["decode_attention"]
+            t = time.perf_counter()
+            getattr(w, name).value = True
+            times[name] = time.perf_counter() - t
+            assert calls["decode_attention"] - n == runs, name
+        assert calls["attention"] == 8 and calls["decode_inputs"] == 1             # the inputs were kept
+        # what the state says: one split over pages of one token, both merges shown
+        assert w.result.num_splits == 1 and w.result.trace.page_size == 1 and w._view.broken
+        r, model, ref = independent_run(w)
+        assert w.result.io == r.io == model == w.model and np.array_equal(w.result.O, r.O)
+        assert np.abs(w.reference - ref).max() < 1e-13 and w.ok
+        assert "1 split (no splits)" in w.status.value and "nothing to merge with one split" in w.status.value
+        fresh = DecodeExplorer(no_splits=True, no_rescale=True, tiny_pages=True, key="decode-toggles-fresh")
+        try:
+            assert fresh.n_frames == w.n_frames
+            for j in (0, w.n_frames - 1):
+                assert np.array_equal(_picture(w, j), _picture(fresh, j)), j
+        finally:
+            fresh.close()
+        for name in calls:                                            # count w's calls only
+            calls[name] = 0
+        # switched back, last first: every run is kept, nothing is run again; the first picture
+        for name in ("tiny_pages", "no_rescale", "no_splits"):
+            t = time.perf_counter()
+            getattr(w, name).value = False
+            times[name + " off"] = time.perf_counter() - t
+        assert calls == {"attention": 0, "decode_attention": 0, "decode_inputs": 0}
+        assert w.result.num_splits == num_splits_heuristic(8, 64) and w.result.trace.page_size == 16
+        assert not w._view.broken
+        assert np.array_equal(_picture(w, k), before)
+        # an idle 2-core box: 0.17-0.33 s a tick (before: 0.5-0.65 s, up to 2 s on a busy one)
+        assert sum(times[n] for n in ("no_splits", "no_rescale", "tiny_pages")) < 2.0, times
+        assert max(times.values()) < 1.0, times
+        # another shape: new inputs and reference, then the toggle runs on them
+        w.Nk.value = 2048
+        assert calls == {"attention": 8, "decode_attention": 1, "decode_inputs": 1}
+        w.tiny_pages.value = True
+        assert calls["decode_attention"] == 2 and w.result.trace.Nk == 2048 and w.result.trace.page_size == 1
+        r, model, _ = independent_run(w)
+        assert w.result.io == model and np.array_equal(w.result.O, r.O)
+    finally:
+        w.close()
+
+
 def test_too_big_a_cache_is_refused_and_a_slider_keeps_the_previous_run(w):
     with pytest.raises(ValueError) as info:
         DecodeExplorer(Nk=16384, B=8, key="decode-big")
