@@ -41,7 +41,8 @@ CHAPTERS = {
     "4 · Block size": [("flashviz.widgets.blocksize", "BlockSizeExplorer", {})],
     "5 · Causal masking": [("flashviz.widgets.causal", "CausalExplorer", {})],
     "5 · Loop order: FA1 vs FA2": [("flashviz.widgets.loop_order", "LoopOrderExplorer", {})],
-    "6 · Backward pass": [("flashviz.widgets.backward", "BackwardExplorer", {})],
+    "6 · Backward pass": [("flashviz.widgets.backward", "BackwardExplorer", {}),
+                          ("flashviz.widgets.backward_gpu_panel", "BackwardGPUPanel", {"explorer": 0})],
     "7 · The GPU kernel": [("flashviz.widgets.recorded_figures", "RecordedFigures", {}),
                            ("flashviz.widgets.mma_panel", "TensorCorePanel", {})],
     "7 · What the GPU actually does": [("flashviz.widgets.timeline", "TimelineExplorer", {})],
@@ -335,7 +336,8 @@ class ChapterApp:
         ``folds``."""
         if n == 0 or getattr(w, "fig", None) is not None:
             return w.widget
-        box = W.Accordion(children=[w.widget], titles=(type(w).__name__.replace("Panel", " panel"),),
+        title = getattr(w, "TITLE", type(w).__name__)
+        box = W.Accordion(children=[w.widget], titles=(title,),
                           selected_index=None)
         folds.append(box)
         return box

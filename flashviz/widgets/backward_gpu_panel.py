@@ -190,6 +190,9 @@ class BackwardGPUPanel(GPUJob):
     without Br, Bc, d and causal controls, or an unhashable key.
     """
 
+    #: the header the app folds the panel under
+    TITLE = "The same backward on a GPU (the CUDA teaching kernel)"
+
     kind = "BackwardGPUPanel"
 
     def __init__(self, explorer=None, *, N: int = 4096, Br: int = 64, Bc: int = 64, d: int = 64,

@@ -105,6 +105,9 @@ class GPUPanel(GPUJob):
     without Br, Bc, d and causal controls, or an unhashable key.
     """
 
+    #: the header the app folds the panel under
+    TITLE = "The same tiling on a GPU (the CUDA teaching kernel)"
+
     def __init__(self, explorer=None, *, N: int = 4096, Br: int = 64, Bc: int = 64, d: int = 64,
                  causal: bool = False, key=None):
         N = checks.check_choice(N, "N", BENCH_N)

@@ -169,6 +169,9 @@ class TensorCorePanel(GPUJob):
     GPU both return None, and the panel shows the recorded H200 measurements.
     """
 
+    #: the header the app folds the panel under
+    TITLE = "The same tiling on tensor cores (fp16 / bf16)"
+
     def __init__(self, *, N: int = 4096, d: int = 64, causal: bool = False, dtype: str = "float16",
                  Br: int | None = None, Bc: int | None = None, key=None):
         N, d = _member(N, "N", BENCH_N), _member(d, "d", MMA_D)

@@ -54,6 +54,7 @@ def test_app_layout_fits_a_window():
             assert CAPTIONS[label] and "\n" not in CAPTIONS[label] and len(CAPTIONS[label]) <= 110, label
         gpu = app.body.children[1]
         assert isinstance(gpu, W.Accordion) and gpu.selected_index is None      # the GPU panel folded
+        assert gpu.titles == (app.current[1].TITLE,) and "Panel" not in gpu.titles[0]   # a header, not a class name
     finally:
         app.close()
 
