@@ -28,13 +28,12 @@ from ..views.style import fmt_bytes
 from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget
-from .gpu_job import GPUJob, red
+from .gpu_job import FOLLOWED as CONTROLS
+from .gpu_job import GPUJob, check_explorer, red
 from .notice import LIVE_CLASS, restart_notice
 
 #: the sequence lengths the panel times: the backward benchmark's, up to where it times the teaching kernel
 BENCH_N = tuple(n for n in BWD_N if n <= TEACHING_MAX_N)
-#: what the panel follows on its explorer
-CONTROLS = ("Br", "Bc", "d", "causal")
 #: the keys of a deterministic run that the panel keeps, as det_<key>
 DET_KEYS = ("call_ms", "kernel_ms", "host_us", "call_tflops", "kernel_tflops", "rel_err", "nan", "kernel_note")
 
@@ -200,11 +199,8 @@ class BackwardGPUPanel(GPUJob):
         N = checks.check_choice(N, "N", BENCH_N)
         Br, Bc, d = check_bwd_sizes(Br, Bc, d)
         causal = check_bool(causal, "causal")
-        if explorer is not None and not all(hasattr(getattr(explorer, name, None), "observe") for name in CONTROLS):
-            raise TypeError(f"explorer must be a BackwardExplorer (a widget with Br, Bc, d and causal controls) or "
-                            f"None, got {type(explorer).__name__}")
+        check_explorer(explorer, "BackwardExplorer")
         widget_checks.check_key(key)
-        self.explorer = explorer
         self._key = registry.caller_key() if key is None else key
         registry.register(self.kind, self._key, self)
         self.ok, self.reason = gpu.gpu_status()
@@ -221,10 +217,7 @@ class BackwardGPUPanel(GPUJob):
         self.recorded_html = W.HTML()
         self._init_job()
         self.run_button.on_click(lambda _: self.run(wait=False))
-        self._fixed = dict(Br=Br, Bc=Bc, d=d, causal=causal)
-        if explorer is not None:
-            for name in CONTROLS:
-                getattr(explorer, name).observe(self._refresh, names="value")
+        self._follow(explorer, dict(Br=Br, Bc=Bc, d=d, causal=causal))
         self.N.observe(self._refresh, names="value")
         self._boxes = [W.HTML("<b>The same backward on a GPU</b> — kernels/flash_bwd.cu (float32): key blocks "
                               "outside, query blocks inside, P<sub>ij</sub> recomputed from lse, with the explorer's "
@@ -235,15 +228,6 @@ class BackwardGPUPanel(GPUJob):
         self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html, self._notice])
         self.widget.add_class(LIVE_CLASS)
         self._refresh()
-
-    # configuration follows the explorer
-    @property
-    def params(self) -> dict:
-        """The kernel configuration now: Br, Bc, d and causal (from the explorer when there is one)."""
-        if self.explorer is None:
-            return dict(self._fixed)
-        e = self.explorer
-        return dict(Br=e.Br.value, Bc=e.Bc.value, d=e.d.value, causal=bool(e.causal.value))
 
     def _refresh(self, *_):
         p, N = self.params, self.N.value
@@ -338,12 +322,7 @@ class BackwardGPUPanel(GPUJob):
 
     def close(self):
         """Stop following the explorer and close every control of the panel (idempotent)."""
-        if self.explorer is not None:
-            for name in CONTROLS:
-                try:
-                    getattr(self.explorer, name).unobserve(self._refresh, names="value")
-                except ValueError:
-                    pass
+        self._unfollow()
         try:
             self.N.unobserve(self._refresh, names="value")
         except ValueError:

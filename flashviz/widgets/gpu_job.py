@@ -23,6 +23,18 @@ from .base import error_line
 
 GPU_LOCK = threading.Lock()
 
+#: the explorer controls a panel follows (``GPUJob._follow``)
+FOLLOWED = ("Br", "Bc", "d", "causal")
+
+
+def check_explorer(explorer, kind: str):
+    """``explorer`` if it is None or has Br, Bc, d and causal controls (``FOLLOWED``); else a
+    one-line TypeError naming ``kind``, the explorer the panel expects."""
+    if explorer is not None and not all(hasattr(getattr(explorer, name, None), "observe") for name in FOLLOWED):
+        raise TypeError(f"explorer must be a {kind} (a widget with Br, Bc, d and causal controls) or None, "
+                        f"got {type(explorer).__name__}")
+    return explorer
+
 
 def red(text: str) -> str:
     """``text`` (plain, escaped here) as one red HTML line: how a panel shows what went wrong."""
@@ -39,6 +51,32 @@ class GPUJob:
                                       layout=W.Layout(width="160px", visibility="hidden"))
         self._stop, self._thread = threading.Event(), None
         self.stop_button.on_click(lambda _: self.stop())
+
+    def _follow(self, explorer, fixed: dict) -> None:
+        """Follow ``explorer``'s Br, Bc, d and causal controls (checked with ``check_explorer``):
+        ``params`` reads them and ``self._refresh`` runs when one changes; with explorer None,
+        ``params`` is ``fixed``."""
+        self.explorer, self._fixed = explorer, dict(fixed)
+        if explorer is not None:
+            for name in FOLLOWED:
+                getattr(explorer, name).observe(self._refresh, names="value")
+
+    def _unfollow(self) -> None:
+        """Stop following the explorer (idempotent)."""
+        if self.explorer is not None:
+            for name in FOLLOWED:
+                try:
+                    getattr(self.explorer, name).unobserve(self._refresh, names="value")
+                except ValueError:
+                    pass
+
+    @property
+    def params(self) -> dict:
+        """The kernel configuration now: Br, Bc, d and causal (from the explorer when there is one)."""
+        if self.explorer is None:
+            return dict(self._fixed)
+        return {name: getattr(self.explorer, name).value for name in FOLLOWED} | \
+            {"causal": bool(self.explorer.causal.value)}
 
     def _busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

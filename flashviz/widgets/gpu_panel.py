@@ -19,7 +19,7 @@ from ..views.style import fmt_bytes
 from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget
-from .gpu_job import GPUJob, red
+from .gpu_job import GPUJob, check_explorer, red
 from .notice import LIVE_CLASS, restart_notice
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
@@ -113,12 +113,8 @@ class GPUPanel(GPUJob):
         N = checks.check_choice(N, "N", BENCH_N)
         Br, Bc, d = check_sizes(Br, Bc, d)
         causal = check_bool(causal, "causal")
-        if explorer is not None and not all(hasattr(getattr(explorer, name, None), "observe")
-                                            for name in ("Br", "Bc", "d", "causal")):
-            raise TypeError(f"explorer must be a TileExplorer (a widget with Br, Bc, d and causal controls) or None, "
-                            f"got {type(explorer).__name__}")
+        check_explorer(explorer, "TileExplorer")
         widget_checks.check_key(key)
-        self.explorer = explorer
         self._key = registry.caller_key() if key is None else key
         registry.register("GPUPanel", self._key, self)
         self.ok, self.reason = gpu.gpu_status()
@@ -132,10 +128,7 @@ class GPUPanel(GPUJob):
         self.recorded_html = W.HTML()
         self._init_job()
         self.run_button.on_click(lambda _: self.run(wait=False))
-        self._fixed = dict(Br=Br, Bc=Bc, d=d, causal=causal)
-        if explorer is not None:
-            for name in ("Br", "Bc", "d", "causal"):
-                getattr(explorer, name).observe(self._refresh, names="value")
+        self._follow(explorer, dict(Br=Br, Bc=Bc, d=d, causal=causal))
         self.N.observe(self._refresh, names="value")
         self._boxes = [W.HTML("<b>The same tiling on a GPU</b> — kernels/flash_fwd.cu (float32)" + _tensor_core_note()),
                        W.HBox([self.N, self.run_button, self.stop_button, self.progress, self.config])]
@@ -143,15 +136,6 @@ class GPUPanel(GPUJob):
         self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html, self._notice])
         self.widget.add_class(LIVE_CLASS)
         self._refresh()
-
-    # configuration follows the explorer
-    @property
-    def params(self) -> dict:
-        """The kernel configuration now: Br, Bc, d and causal (from the explorer when there is one)."""
-        if self.explorer is None:
-            return dict(self._fixed)
-        e = self.explorer
-        return dict(Br=e.Br.value, Bc=e.Bc.value, d=e.d.value, causal=e.causal.value)
 
     def _refresh(self, *_):
         p, N = self.params, self.N.value
@@ -228,12 +212,7 @@ class GPUPanel(GPUJob):
 
     def close(self):
         """Stop following the explorer and close every control of the panel (idempotent)."""
-        if self.explorer is not None:
-            for name in ("Br", "Bc", "d", "causal"):
-                try:
-                    getattr(self.explorer, name).unobserve(self._refresh, names="value")
-                except ValueError:
-                    pass
+        self._unfollow()
         self._stop.set()
         for w in (self.N, self.config, self.run_button, self.stop_button, self.progress, self.status,
                   self.result_html, self.recorded_html, self._notice,
