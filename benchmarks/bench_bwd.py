@@ -27,17 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from flashviz.gpu.bench_util import positive_ints  # noqa: E402
 from flashviz.gpu.tensorcore import bench_bwd as bb  # noqa: E402
-
-
-def _ints(text: str, what: str, ap) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        ap.error(f"{what}: comma-separated integers, got {text!r}")
-    if not vals or min(vals) < 1:
-        ap.error(f"{what}: at least one positive integer, got {text!r}")
-    return vals
 
 
 def parse(argv=None):
@@ -62,8 +53,8 @@ def parse(argv=None):
                     help="folder for the record (default: $OUT, else benchmarks/results)")
     ap.add_argument("--plan", action="store_true", help="print the plan and its planned time; needs no GPU")
     a = ap.parse_args(argv)
-    a.Ns = _ints(a.N, "--N", ap) if a.N else (bb.QUICK_N if a.quick else bb.BWD_N)
-    a.ds = _ints(a.d, "--d", ap) if a.d else bb.BWD_D
+    a.Ns = positive_ints(a.N, "--N", ap) if a.N else (bb.QUICK_N if a.quick else bb.BWD_N)
+    a.ds = positive_ints(a.d, "--d", ap) if a.d else bb.BWD_D
     if any(d not in bb.BWD_D for d in a.ds):
         ap.error(f"--d: each of {bb.BWD_D}, got {a.d!r}")
     a.causals = {"both": (False, True), "true": (True,), "false": (False,)}[a.causal]
@@ -75,7 +66,7 @@ def parse(argv=None):
         ap.error(f"--only: a selection of {','.join(bb.PARTS)}, got {a.only!r}")
     if a.teaching_max_n is None:
         a.teaching_max_n = bb.QUICK_TEACHING_MAX_N if a.quick else bb.TEACHING_MAX_N
-    a.peak_Ns = _ints(a.peak_n, "--peak-n", ap) if a.peak_n else (bb.QUICK_N if a.quick else bb.PEAK_N)
+    a.peak_Ns = positive_ints(a.peak_n, "--peak-n", ap) if a.peak_n else (bb.QUICK_N if a.quick else bb.PEAK_N)
     return a
 
 

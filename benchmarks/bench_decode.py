@@ -29,16 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flashviz.gpu import decode_bench as db  # noqa: E402
-
-
-def _ints(text: str, what: str, ap) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        ap.error(f"{what}: comma-separated integers, got {text!r}")
-    if not vals or min(vals) < 1:
-        ap.error(f"{what}: at least one positive integer, got {text!r}")
-    return vals
+from flashviz.gpu.bench_util import positive_ints  # noqa: E402
 
 
 def parse(argv=None):
@@ -61,7 +52,7 @@ def parse(argv=None):
     a.cases = db.QUICK_CASES if a.quick else db.FULL_CASES
     a.sweep = db.QUICK_SWEEP if a.quick else db.SWEEP_SHAPES
     if a.nk:
-        nks = _ints(a.nk, "--nk", ap)
+        nks = positive_ints(a.nk, "--nk", ap)
         a.cases = tuple(c for c in a.cases if c.Nk in nks)
         a.sweep = tuple(s for s in a.sweep if s[3] in nks)
         if not a.cases:

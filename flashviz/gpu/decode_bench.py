@@ -97,6 +97,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench_util import error_text, free_torch_cache
 from .decode import decode_launch
 from .timing import CALL_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
@@ -636,20 +637,6 @@ class _Impl:
         return self.ctx() if self.ctx is not None else nullcontext()
 
 
-def _err(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
-def _free_cache():
-    """Synchronise and give torch's cached blocks back; never raises."""
-    try:
-        import torch
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-    except Exception:
-        pass
-
-
 def _check_context(after: str, row: dict | None = None) -> None:
     """Raise ContextLost (carrying ``row``) unless a tiny torch op still runs (called after a failure)."""
     try:
@@ -659,8 +646,8 @@ def _check_context(after: str, row: dict | None = None) -> None:
         if float((x + 1).item()) != 2.0:
             raise RuntimeError("1 + 1 != 2 on the device")
     except Exception as exc:
-        raise ContextLost(f"after {after}: {_err(exc)}", row) from None
-    _free_cache()
+        raise ContextLost(f"after {after}: {error_text(exc)}", row) from None
+    free_torch_cache()
 
 
 def _inputs(case: Case, nsets: int, ref: bool = True):
@@ -751,7 +738,7 @@ def _build(impl: str, case: Case, sets, num_splits=None) -> _Impl:
                     calls[0]()
                 torch.cuda.synchronize()
             except Exception as exc:
-                failures.append(f"{mode}: {_err(exc)}")
+                failures.append(f"{mode}: {error_text(exc)}")
                 del kvs, calls
                 continue
             info = {f"{impl}_gqa": mode, f"{impl}_mask": how}
@@ -796,7 +783,7 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeat: int = COPY_REPEAT) -> dict:
         return float(np.median(call_times_ms(lambda: dst.copy_(src), repeat=repeat, warmup=3)))
 
     t = timed()
-    _free_cache()
+    free_torch_cache()
     return {"copy_GBps": 2 * nbytes / t / 1e6, "copy_bytes": 2 * nbytes, "copy_ms": t, "method": COPY_METHOD}
 
 
@@ -813,7 +800,7 @@ def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: i
         sets, src = _inputs(case, row["input_sets"])
     except Exception as exc:
         for impl in run:
-            row[f"{impl}_error"] = f"inputs: {_err(exc)}"
+            row[f"{impl}_error"] = f"inputs: {error_text(exc)}"
         _check_context("making the inputs", row)
         return row
     ref = None
@@ -823,7 +810,7 @@ def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: i
         row.update(ref_batch=0, ref_heads=int(refO.shape[0]), ref_max_abs=float(np.abs(refO).max()),
                    tol_rel=TOL_REL)
     except Exception as exc:
-        row["ref_error"] = _err(exc)
+        row["ref_error"] = error_text(exc)
     del src
     for impl in run:
         try:
@@ -840,10 +827,10 @@ def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: i
             row[f"{impl}_call_us"] = _measure(it, "call", budget_s)["call_ms"] * 1e3
             del it
         except Exception as exc:
-            row[f"{impl}_error"] = _err(exc)
+            row[f"{impl}_error"] = error_text(exc)
             _check_context(f"{impl} on {case.label}", derive(row, impls, copy_GBps))
     del sets
-    _free_cache()
+    free_torch_cache()
     return derive(row, impls, copy_GBps)
 
 
@@ -862,7 +849,7 @@ def kernel_pass_case(row: dict, impls, *, budget_s: float = BUDGET_S, l2_bytes: 
         sets, _ = _inputs(case, nsets, ref=False)
     except Exception as exc:
         for impl in todo:
-            row[f"{impl}_kernel_error"] = f"inputs: {_err(exc)}"
+            row[f"{impl}_kernel_error"] = f"inputs: {error_text(exc)}"
         _check_context("making the inputs", row)
         return row
     for impl in todo:
@@ -876,10 +863,10 @@ def kernel_pass_case(row: dict, impls, *, budget_s: float = BUDGET_S, l2_bytes: 
                 row[f"{impl}_kernel_note"] = t["kernel_note"]
             del it
         except Exception as exc:
-            row[f"{impl}_kernel_error"] = _err(exc)
+            row[f"{impl}_kernel_error"] = error_text(exc)
             _check_context(f"{impl} (kernel-only) on {row['label']}", derive(row, impls, copy_GBps))
     del sets
-    _free_cache()
+    free_torch_cache()
     return derive(row, impls, copy_GBps)
 
 
@@ -892,7 +879,7 @@ def split_sweep(B: int, H: int, H_kv: int, Nk: int, *, d: int = 128, budget_s: f
     try:
         sets, _ = _inputs(case, input_sets(set_bytes(case), l2_bytes), ref=False)
     except Exception as exc:
-        entry["errors"]["inputs"] = _err(exc)
+        entry["errors"]["inputs"] = error_text(exc)
         entry["kernel_us"] = [None] * len(entry["num_splits"])
         _check_context("making the sweep's inputs", entry)
         return entry
@@ -903,10 +890,10 @@ def split_sweep(B: int, H: int, H_kv: int, Nk: int, *, d: int = 128, budget_s: f
             del it
         except Exception as exc:
             entry["kernel_us"].append(None)
-            entry["errors"][str(s)] = _err(exc)
+            entry["errors"][str(s)] = error_text(exc)
             _check_context(f"the sweep at {s} splits", derive_sweep(entry))
     del sets
-    _free_cache()
+    free_torch_cache()
     return derive_sweep(entry)
 
 
@@ -959,7 +946,7 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
         try:
             data["env"].update(code_hashes(FILES, KERNELS))
         except Exception as exc:
-            data["env"]["code_hashes_error"] = _err(exc)
+            data["env"]["code_hashes_error"] = error_text(exc)
         data["figures"] = figures(data["bench"], data["splits"])
         data["wall_s"] = time.time() - t0
         path.write_text(json.dumps(data, indent=1, default=float) + "\n")
@@ -987,8 +974,8 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
             say(f"[{time.time() - t0:5.0f} s] copy: {copy_GBps:,.0f} GB/s ({c['copy_bytes'] / 2**30:.0f} GiB read + "
                 f"written in {c['copy_ms']:.3f} ms)")
         except Exception as exc:
-            data["copy"] = {"copy_error": _err(exc), "method": COPY_METHOD}
-            say(f"copy bandwidth FAILED: {_err(exc)}")
+            data["copy"] = {"copy_error": error_text(exc), "method": COPY_METHOD}
+            say(f"copy bandwidth FAILED: {error_text(exc)}")
             _check_context("the copy")
         save()
         stop = False
@@ -1028,8 +1015,8 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
         data["cut_short"] = f"the CUDA context was lost {exc}; nothing later could run in this process"
         say(f"run stopped: {data['cut_short']}")
     except BaseException as exc:                       # record what there is, then let it go on
-        data["cut_short"] = f"stopped by {_err(exc)}"
-        say(f"run stopped: {_err(exc)}")
+        data["cut_short"] = f"stopped by {error_text(exc)}"
+        say(f"run stopped: {error_text(exc)}")
         raise
     finally:
         if data["cut_short"] and full:

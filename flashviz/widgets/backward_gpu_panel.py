@@ -29,7 +29,7 @@ from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget
 from .gpu_job import FOLLOWED as CONTROLS
-from .gpu_job import GPUJob, check_explorer, red
+from .gpu_job import GPUJob, check_explorer, red, table_cell
 from .notice import LIVE_CLASS, restart_notice
 
 #: the sequence lengths the panel times: the backward benchmark's, up to where it times the teaching kernel
@@ -43,14 +43,6 @@ METHODS_HTML = ("<div style='font-size:11px;color:#555'>ms by method: <b>call</b
                 "matmul FLOPs, causal halved) / public-call time; GB/s = the IO model's bytes (atomic dQ) / "
                 "kernel-only time; deterministic ÷ atomic: the same method on both sides; rel. error: the largest "
                 "|grad − ref| ÷ |ref|max over dQ, dK, dV and both dQ paths, against float64 gradients.</div>")
-
-
-def _cell(v, fmt: str, suffix: str = "", bold: bool = False) -> str:
-    """A table cell: v formatted (and suffixed), bold when asked; — when v is None."""
-    if v is None:
-        return "<td>—</td>"
-    text = format(v, fmt) + suffix
-    return f"<td><b>{text}</b></td>" if bold else f"<td>{text}</td>"
 
 
 def _ratio(a, b, unit: float = 1.0):
@@ -143,13 +135,13 @@ def _table_html(rows: list[dict], selected_N=None) -> str:
         body.append(f"{tr}<td>{r['N']}</td><td>{r['d']}</td><td>{r['B'] * r['H']}</td>"
                     f"<td>{r['Br']}×{r['Bc']}</td><td>{'yes' if r.get('causal') else 'no'}</td>"
                     f"<td>{fmt_bytes(r['model_hbm_bytes']) if 'model_hbm_bytes' in r else '—'}</td>"
-                    f"{_cell(call, '.3f')}{_cell(kern, '.3f')}"
-                    f"{_cell(_ratio(r.get('flops'), call, 1e9), '.1f')}"
-                    f"{_cell(_ratio(r.get('model_hbm_bytes'), kern, 1e6), '.0f')}"
-                    f"{_cell(r.get('det_call_ms'), '.3f')}{_cell(r.get('det_kernel_ms'), '.3f')}"
-                    f"{_cell(_ratio(r.get('det_call_ms'), call), '.2f', 'x', bold=True)}"
-                    f"{_cell(_ratio(r.get('det_kernel_ms'), kern), '.2f', 'x')}"
-                    f"{_cell(max(errs) if errs else None, '.1e')}</tr>")
+                    f"{table_cell(call, '.3f')}{table_cell(kern, '.3f')}"
+                    f"{table_cell(_ratio(r.get('flops'), call, 1e9), '.1f')}"
+                    f"{table_cell(_ratio(r.get('model_hbm_bytes'), kern, 1e6), '.0f')}"
+                    f"{table_cell(r.get('det_call_ms'), '.3f')}{table_cell(r.get('det_kernel_ms'), '.3f')}"
+                    f"{table_cell(_ratio(r.get('det_call_ms'), call), '.2f', 'x', bold=True)}"
+                    f"{table_cell(_ratio(r.get('det_kernel_ms'), kern), '.2f', 'x')}"
+                    f"{table_cell(max(errs) if errs else None, '.1e')}</tr>")
     return ("<table style='border-collapse:collapse;font-size:12px' border='1' cellpadding='3'>"
             + head + "".join(body) + "</table>" + METHODS_HTML)
 

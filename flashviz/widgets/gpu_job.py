@@ -36,6 +36,15 @@ def check_explorer(explorer, kind: str):
     return explorer
 
 
+def table_cell(v, fmt: str, suffix: str = "", bold: bool = False) -> str:
+    """One HTML table cell of a panel's results: v formatted with ``fmt`` (and ``suffix``), bold
+    when asked; "—" when v is None."""
+    if v is None:
+        return "<td>—</td>"
+    text = format(v, fmt) + suffix
+    return f"<td><b>{text}</b></td>" if bold else f"<td>{text}</td>"
+
+
 def red(text: str) -> str:
     """``text`` (plain, escaped here) as one red HTML line: how a panel shows what went wrong."""
     return f"<span style='color:#d62728'>{html.escape(text)}</span>"

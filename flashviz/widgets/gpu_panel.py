@@ -19,7 +19,7 @@ from ..views.style import fmt_bytes
 from . import checks as widget_checks
 from . import registry
 from .base import check_bool, close_widget
-from .gpu_job import GPUJob, check_explorer, red
+from .gpu_job import GPUJob, check_explorer, red, table_cell
 from .notice import LIVE_CLASS, restart_notice
 
 BENCH_N = (1024, 2048, 4096, 8192, 16384)
@@ -30,14 +30,6 @@ METHODS_HTML = ("<div style='font-size:11px;color:#555'>ms by method: <b>call</b
                 "the GPU kernels each call launches (profiler, median). TFLOP/s by public call; GB/s = the IO "
                 "model's bytes / kernel-only time; naive / kernel = naive's time / the kernel's, same method on "
                 "both sides.</div>")
-
-
-def _cell(v, fmt: str, suffix: str = "", bold: bool = False) -> str:
-    """A table cell: v formatted (and suffixed), bold when asked; — when v is None."""
-    if v is None:
-        return "<td>—</td>"
-    text = format(v, fmt) + suffix
-    return f"<td><b>{text}</b></td>" if bold else f"<td>{text}</td>"
 
 
 def _table_html(rows: list[dict]) -> str:
@@ -61,12 +53,12 @@ def _table_html(rows: list[dict]) -> str:
                 else r.get("model_GBps"))
         body.append(f"<tr><td>{r['N']}</td><td>{r['d']}</td><td>{r['B'] * r['H']}</td>"
                     f"<td>{r['Br']}×{r['Bc']}</td><td>{'yes' if r.get('causal') else 'no'}</td>"
-                    f"{_cell(f.get('call_ms'), '.3f')}{_cell(f.get('kernel_ms'), '.3f')}"
-                    f"{_cell(f.get('call_tflops'), '.1f')}{_cell(gbps, '.0f')}"
-                    f"{_cell(f.get('naive_call_ms'), '.2f')}{_cell(f.get('naive_kernel_ms'), '.2f')}"
-                    f"{_cell(f.get('naive_over_call'), '.2f', 'x', bold=True)}"
-                    f"{_cell(f.get('naive_over_kernel'), '.2f', 'x')}"
-                    f"{_cell(r.get('rel_err'), '.1e')}</tr>")
+                    f"{table_cell(f.get('call_ms'), '.3f')}{table_cell(f.get('kernel_ms'), '.3f')}"
+                    f"{table_cell(f.get('call_tflops'), '.1f')}{table_cell(gbps, '.0f')}"
+                    f"{table_cell(f.get('naive_call_ms'), '.2f')}{table_cell(f.get('naive_kernel_ms'), '.2f')}"
+                    f"{table_cell(f.get('naive_over_call'), '.2f', 'x', bold=True)}"
+                    f"{table_cell(f.get('naive_over_kernel'), '.2f', 'x')}"
+                    f"{table_cell(r.get('rel_err'), '.1e')}</tr>")
     return ("<table style='border-collapse:collapse;font-size:12px' border='1' cellpadding='3'>"
             + head + "".join(body) + "</table>" + METHODS_HTML)
 

@@ -63,6 +63,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bench_util import error_text, free_torch_cache
 from ..timing import CALL_METHOD, KERNEL_METHOD, attention_flops
 
 IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: the four of issue 23
@@ -291,10 +292,6 @@ class _Impl:
         return self.ctx() if self.ctx is not None else nullcontext()
 
 
-def _err(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
 def _inputs(N: int, d: int):
     """q, k, v, dO: (B, H, N, d) unit-normal fp16 CUDA tensors, seeded by (N, d) (the causal and
     non-causal rows of a shape, and both passes, see the same values)."""
@@ -406,17 +403,6 @@ def _measure(impl: _Impl, fn, part: str, budget_s: float) -> dict:
         return measure(fn, repeat=30, warmup=2, kernel_repeat=10, budget_s=budget_s, parts=(part,))
 
 
-def _free_cache():
-    """Synchronise and give torch's cached blocks back (after a failure: an out-of-memory error
-    leaves them held); never raises (a broken context shows in the next cell's error)."""
-    try:
-        import torch
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-    except Exception:
-        pass
-
-
 def call_pass_shape(N: int, d: int, causal: bool, impls, *, teaching_max_n: int, budget_s: float,
                     log=print) -> tuple[dict, list[dict]]:
     """One shape's public-call pass: (bench row, correctness entries). Every implementation's
@@ -428,15 +414,15 @@ def call_pass_shape(N: int, d: int, causal: bool, impls, *, teaching_max_n: int,
         q, k, v, dO = _inputs(N, d)
     except Exception as exc:
         for impl in impls:
-            row[f"{impl}_error"] = f"inputs: {_err(exc)}"
+            row[f"{impl}_error"] = f"inputs: {error_text(exc)}"
         return row, checks
     try:
         nh, ref = _reference(q, k, v, dO, causal)
     except Exception as exc:
         nh, ref = 0, None
         checks.append({"N": N, "d": d, "B": row["B"], "H": row["H"], "causal": causal, "impl": "reference",
-                       "error": _err(exc)})
-        _free_cache()
+                       "error": error_text(exc)})
+        free_torch_cache()
     cache: dict = {}
     for impl in impls:
         why = skip_reason(impl, N, teaching_max_n)
@@ -455,10 +441,10 @@ def call_pass_shape(N: int, d: int, causal: bool, impls, *, teaching_max_n: int,
                 entry["pass"] = correctness_pass(entry)
             del grads
         except Exception as exc:
-            row[f"{impl}_error"] = _err(exc)
-            entry["error"] = _err(exc)
+            row[f"{impl}_error"] = error_text(exc)
+            entry["error"] = error_text(exc)
             checks.append(entry)
-            _free_cache()
+            free_torch_cache()
             continue
         if ref is not None:
             checks.append(entry)
@@ -466,11 +452,11 @@ def call_pass_shape(N: int, d: int, causal: bool, impls, *, teaching_max_n: int,
             try:
                 row[f"{impl}_{t}"] = _measure(it, fn, "call", budget_s)["call_ms"]
             except Exception as exc:
-                row[f"{impl}_{ERROR_KEY[t]}"] = _err(exc)
-                _free_cache()
+                row[f"{impl}_{ERROR_KEY[t]}"] = error_text(exc)
+                free_torch_cache()
         del it
     del cache, q, k, v, dO, ref
-    _free_cache()
+    free_torch_cache()
     return derive(row, impls), checks
 
 
@@ -483,7 +469,7 @@ def kernel_pass_shape(row: dict, impls, *, teaching_max_n: int, budget_s: float)
         q, k, v, dO = _inputs(N, d)
     except Exception as exc:
         for impl in impls:
-            row[f"{impl}_kernel_error"] = f"inputs: {_err(exc)}"
+            row[f"{impl}_kernel_error"] = f"inputs: {error_text(exc)}"
         return row
     cache: dict = {}
     for impl in impls:
@@ -498,10 +484,10 @@ def kernel_pass_shape(row: dict, impls, *, teaching_max_n: int, budget_s: float)
                 row[f"{impl}_kernel_note"] = t["kernel_note"]
             del it
         except Exception as exc:
-            row[f"{impl}_kernel_error"] = _err(exc)
-            _free_cache()
+            row[f"{impl}_kernel_error"] = error_text(exc)
+            free_torch_cache()
     del cache, q, k, v, dO
-    _free_cache()
+    free_torch_cache()
     return derive(row, impls)
 
 
@@ -531,11 +517,11 @@ def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> li
             e.update({f"{g}_bitwise_equal": s for g, s in zip(("dQ", "dK", "dV"), same)}, bitwise_equal=all(same))
             del it, first
         except Exception as exc:
-            e["error"] = _err(exc)
+            e["error"] = error_text(exc)
         out.append(e)
-        _free_cache()
+        free_torch_cache()
     del cache, q, k, v, dO
-    _free_cache()
+    free_torch_cache()
     return out
 
 
@@ -553,7 +539,7 @@ def peak_row(N: int, impls, d: int = PEAK_D, causal: bool = False) -> dict:
     for name in PEAK_IMPLS:
         if name != "sdpa_math_bwd" and name not in impls:
             continue
-        _free_cache()
+        free_torch_cache()
         if name == "sdpa_math_bwd":
             need, free = B * H * N * N * MATH_BYTES_PER_SCORE, torch.cuda.mem_get_info()[0]
             if need > 0.8 * free:
@@ -570,10 +556,10 @@ def peak_row(N: int, impls, d: int = PEAK_D, causal: bool = False) -> dict:
                 it.bwd()                                   # warm (compiles, cuDNN plans) outside the peak
                 row[f"{name}_peak_bytes"] = torch_peak_bytes(it.bwd)
         except Exception as exc:
-            row[f"{name}_peak_error"] = _err(exc)
+            row[f"{name}_peak_error"] = error_text(exc)
         del it
     del q, k, v, dO
-    _free_cache()
+    free_torch_cache()
     return row
 
 
@@ -638,7 +624,7 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
         try:
             data["env"].update(code_hashes())
         except Exception as exc:
-            data["env"]["code_hashes_error"] = _err(exc)
+            data["env"]["code_hashes_error"] = error_text(exc)
         data["wall_s"] = time.time() - t0
         path.write_text(json.dumps(data, indent=1, default=float) + "\n")
         path.with_suffix(".log").write_text("\n".join(lines) + "\n")
@@ -698,8 +684,8 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
                 say(f"[{time.time() - t0:5.0f} s] " + row_line(row, impls))
                 save()
     except BaseException as exc:                       # record what there is, then let it go on
-        data["cut_short"] = f"stopped by {_err(exc)}"
-        say(f"run stopped: {_err(exc)}")
+        data["cut_short"] = f"stopped by {error_text(exc)}"
+        say(f"run stopped: {error_text(exc)}")
         raise
     finally:
         if data["cut_short"] and full:
