@@ -124,8 +124,9 @@ def _instantiated(path) -> set:
     cpp = shutil.which("cpp")
     if cpp is None:
         pytest.skip("no C preprocessor (cpp) on this machine")
-    tail = "#define FLASHVIZ_PTX_CHECK\n" + "#ifdef FLASHVIZ_PTX_CHECK" + path.read_text().split("#ifdef FLASHVIZ_PTX_CHECK")[1]
-    out = subprocess.run([cpp, "-P", "-x", "c++", "-"], input=tail, capture_output=True, text=True, check=True).stdout
+    from flashviz.gpu.common import source
+    text = "#define FLASHVIZ_PTX_CHECK\n" + source(path.name)          # its headers' macros pasted in
+    out = subprocess.run([cpp, "-P", "-x", "c++", "-"], input=text, capture_output=True, text=True, check=True).stdout
     found = re.findall(r"flash_fwd_(?:mma|mma_sm80|fa3)<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(true|false)\s*>", out)
     assert {c for *_, c in found} == {"true", "false"}
     return {tuple(int(x) for x in f[:4]) for f in found}
