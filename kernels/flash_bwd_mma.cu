@@ -7,10 +7,16 @@
 //
 // Three kernels, launched in this order by flashviz/gpu/tensorcore/backward.py:
 //   flash_bwd_mma_preprocess<DT, D>  D = rowsum(dO ∘ O) (− dlse) in fp32, dQacc = 0 (fp32) in HBM;
-//   flash_bwd_mma<DT, Bc, D, CAUSAL> key blocks j outer (grid (Tc, B*H)), query blocks i inner;
-//                                    dK_j, dV_j in registers; dQ_i by fp32 atomicAdd into dQacc
-//                                    (FA2's choice: fast, the last bits of dQ may change run to run);
+//   flash_bwd_mma<DT, Bc, D, CAUSAL, true>  key blocks j outer (grid (Tc, B*H)), query blocks i
+//                                    inner; dK_j, dV_j in registers; dQ_i by fp32 atomicAdd into
+//                                    dQacc (FA2's choice: fast, the last bits of dQ may change run to
+//                                    run: the order of the atomic adds does);
 //   flash_bwd_mma_convert<DT, D>     dQ = dQacc in the input dtype.
+// Deterministic dQ (``deterministic=True``): the main kernel with ATOMIC_DQ = false (dK_j, dV_j
+// only), then flash_bwd_mma_dq<DT, D, CAUSAL>: query blocks i outer (grid (Tr, B*H)), key blocks j
+// inner, each warp recomputing S_ij, P_ij, dP_ij, dS_ij for its 16 query rows and keeping dQ_i in
+// registers: every dQ element is summed by one thread in one order, so the bits are the same on
+// every run (FlashAttention-1's loop order for dQ; 3 products a tile against the main kernel's 5).
 //
 // Partitioning. Br = 64 query rows per inner step; Bc = 16·W key rows per block, W warps. Warp w
 // owns the 16 key rows c0 + 16w .. c0 + 16w + 15 of K_j, V_j, dK_j, dV_j for the whole loop and
@@ -200,7 +206,7 @@ flash_bwd_mma_preprocess(const u16* __restrict__ O, const u16* __restrict__ dO, 
 
 // ---------------------------------------------------------------------------------------------------
 // The main kernel. Grid (Tc, B*H); Bc/16 warps.
-template <int DT, int Bc, int D, bool CAUSAL>
+template <int DT, int Bc, int D, bool CAUSAL, bool ATOMIC_DQ>
 __global__ void __launch_bounds__(Bc * 2)
 flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
               const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
@@ -305,10 +311,12 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             for (int e = 0; e < 4; ++e) {
                 const int rl = 8 * n + 2 * t + (e & 1);
                 s[n][e] = s[n][e] * (dp[n][e] - D_i[rl]);        // s now holds dS_ijᵀ
-                const int kl = 16 * warp + g + 8 * (e >> 1);      // key within the block
-                const u32 bits = pack2<DT>(s[n][e], 0.f) & 0xffffu;
-                asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(sdS + swz<Bc>(rl, kl >> 3) + 2 * (kl & 7)),
-                             "h"((unsigned short)bits) : "memory");
+                if constexpr (ATOMIC_DQ) {
+                    const int kl = 16 * warp + g + 8 * (e >> 1);  // key within the block
+                    const u32 bits = pack2<DT>(s[n][e], 0.f) & 0xffffu;
+                    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(sdS + swz<Bc>(rl, kl >> 3) + 2 * (kl & 7)),
+                                 "h"((unsigned short)bits) : "memory");
+                }
             }
 
         // [accumulate_dK] Alg. 2 line 16: dK_j ← dK_j + dS_ijᵀ Q_i (scale at the write).
@@ -317,6 +325,7 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             c_to_a<DT, KP>(sa, s);
             regs_times_rows<DT, KP, D>(dKa, sa, sQ, lane);
         }
+        if constexpr (!ATOMIC_DQ) continue;           // dQ: flash_bwd_mma_dq, in a fixed order
         __syncthreads();                              // dS_ij is complete in SRAM
 
         // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j, by fp32 atomicAdd into dQacc.
@@ -384,6 +393,115 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The deterministic dQ. Grid (Tr, B*H); 4 warps, warp w the query rows r0 + 16w .. r0 + 16w + 15 of
+// query block i; key blocks j of DQ_BC = 64 keys visited in order, one at a time.
+namespace fvbm {
+constexpr int DQ_BC = 64;                              // keys per step of the deterministic dQ
+}  // namespace fvbm
+
+template <int DT, int D, bool CAUSAL>
+__global__ void __launch_bounds__(128)
+flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
+                 const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
+                 u16* __restrict__ dQ, int Nq, int Nk, float scale)
+{
+    using namespace fvbm;
+    static_assert(DT == 0 || DT == 1, "DT: 0 = fp16, 1 = bf16");
+    static_assert(D == 64 || D == 128, "D in {64, 128}");
+    constexpr int NT = 128, Bc = DQ_BC;
+    constexpr int NS = Bc / 8;                  // n8 tiles of S_ij per warp (16 x Bc)
+    constexpr int KP = Bc / 16;                 // k16 steps of dS_ij K_j
+    constexpr int NO = D / 8;                   // n8 tiles of dQ_i per warp (16 x D)
+    constexpr u32 KV_BYTES = Bc * D * 2, Q_BYTES = Br * D * 2;
+    const float scale_log2 = scale * LOG2E;
+
+    extern __shared__ uint4 fvbm_smem[];
+    const u32 sQ = smem_addr(fvbm_smem);
+    const u32 sdO = sQ + Q_BYTES;
+    const u32 sK = sdO + Q_BYTES;
+    const u32 sV = sK + KV_BYTES;
+    float* L_i = reinterpret_cast<float*>(reinterpret_cast<char*>(fvbm_smem) + 2 * Q_BYTES + 2 * KV_BYTES);
+    float* D_i = L_i + Br;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int bh = blockIdx.y;
+    const int r0 = blockIdx.x * Br;
+    const int offset = Nk - Nq;
+    const u16* Kh = K + (size_t)bh * Nk * D;
+    const u16* Vh = V + (size_t)bh * Nk * D;
+
+    // [load_Qi] Alg. 2 line 9: Q_i, dO_i (cp.async), L_i (base 2; +inf for rows past Nq or with
+    // lse = −inf, so P_ij = 0 there) and D_i, once.
+    load_tile<Br, D, NT>(sQ, Q + (size_t)bh * Nq * D, r0, Nq, tid);
+    load_tile<Br, D, NT>(sdO, dO + (size_t)bh * Nq * D, r0, Nq, tid);
+    cp_async_commit();
+    for (int rr = tid; rr < Br; rr += NT) {
+        const float L = r0 + rr < Nq ? lse[(size_t)bh * Nq + r0 + rr] : neg_inf();
+        L_i[rr] = L == neg_inf() ? pos_inf() : L * LOG2E;
+        D_i[rr] = r0 + rr < Nq ? Dvec[(size_t)bh * Nq + r0 + rr] : 0.f;
+    }
+    // key blocks block i sees: all, or (causal) up to its last row's last visible key
+    int n_end = Nk;
+    if (CAUSAL) n_end = min(Nk, r0 + Br + offset);
+    const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
+
+    float dq[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+    const int rw = 16 * warp;                   // this warp's first row in the block
+#pragma unroll 1
+    for (int j = 0; j < Tc; ++j) {
+        const int c0 = j * Bc;
+        __syncthreads();                        // step j−1 is done with K_j, V_j
+        // [load_KV] Alg. 2 line 6: K_j, V_j from HBM to SRAM (rows past Nk zero-filled).
+        load_tile<Bc, D, NT>(sK, Kh, c0, Nk, tid);
+        load_tile<Bc, D, NT>(sV, Vh, c0, Nk, tid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+
+        // [recompute_P] Alg. 2 lines 10-11: S_ij = Q_i K_jᵀ (this warp's 16 queries x Bc keys);
+        // P_ij = exp2(S·scale·log2 e − L_i), 0 where masked. s[n][e]: query r0 + rw + g + 8(e>>1),
+        // key c0 + 8n + 2t + (e&1).
+        float s[NS][4];
+        rows_times_rows_t<DT, NS, D>(s, sQ, rw, sK, lane);
+        // [compute_dS] Alg. 2 lines 13-14: dP_ij = dO_i V_jᵀ; dS_ij = P_ij ∘ (dP_ij − D_i).
+        float dp[NS][4];
+        rows_times_rows_t<DT, NS, D>(dp, sdO, rw, sV, lane);
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int rl = rw + g + 8 * (e >> 1);
+                const int c = c0 + 8 * n + 2 * t + (e & 1);
+                const bool masked = c >= Nk || (CAUSAL && c > r0 + rl + offset);
+                const float p = masked ? 0.f : ex2(fmaf(s[n][e], scale_log2, -L_i[rl]));
+                s[n][e] = p * (dp[n][e] - D_i[rl]);
+            }
+        // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + dS_ij K_j (dS_ij rounded to the input dtype,
+        // as the atomic path does; scale at the write), in registers: one thread, one order.
+        {
+            u32 sa[KP][4];
+            c_to_a<DT, KP>(sa, s);
+            regs_times_rows<DT, KP, D>(dq, sa, sK, lane);
+        }
+    }
+
+    // dQ_i (times scale) to HBM in the input dtype, once; 0 for rows that see no key.
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + rw + g + 8 * hf;
+        if (r < Nq) {
+            u16* dst = dQ + ((size_t)bh * Nq + r) * D;
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+                *reinterpret_cast<u32*>(dst + 8 * n + 2 * t) = pack2<DT>(scale * dq[n][2 * hf], scale * dq[n][2 * hf + 1]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // dQ = dQacc in the input dtype. Grid ceil(n / 512), 256 threads, two elements each.
 template <int DT>
 __global__ void __launch_bounds__(256)
@@ -395,19 +513,16 @@ flash_bwd_mma_convert(const float* __restrict__ dQacc, u16* __restrict__ dQ, lon
 }
 
 #ifdef FLASHVIZ_PTX_CHECK
-// Only for the CPU build check (`make ptx`): instantiate every supported (DT, Bc, D, CAUSAL).
-#define FVBM_INST(DT, Bc, D, C)                                                                          \
-    template __global__ void flash_bwd_mma<DT, Bc, D, C>(const u16*, const u16*, const u16*, const u16*, \
-                                                         const float*, const float*, float*, u16*, u16*, \
-                                                         int, int, float);
+// Only for the CPU build check (`make ptx`): instantiate every supported (DT, Bc, D, CAUSAL, ATOMIC_DQ)
+// by taking the kernels' addresses.
+#define FVBM_INST(DT, Bc, D, C) (const void*)&flash_bwd_mma<DT, Bc, D, C, true>, \
+                                (const void*)&flash_bwd_mma<DT, Bc, D, C, false>,
 #define FVBM_INST_C(DT, Bc, D) FVBM_INST(DT, Bc, D, false) FVBM_INST(DT, Bc, D, true)
 #define FVBM_INST_DT(DT)                                                                                  \
     FVBM_INST_C(DT, 64, 64) FVBM_INST_C(DT, 64, 128) FVBM_INST_C(DT, 128, 64) FVBM_INST_C(DT, 128, 128)  \
-    template __global__ void flash_bwd_mma_preprocess<DT, 64>(const u16*, const u16*, const float*, float*,  \
-                                                              float*, int);                               \
-    template __global__ void flash_bwd_mma_preprocess<DT, 128>(const u16*, const u16*, const float*, float*, \
-                                                               float*, int);                              \
-    template __global__ void flash_bwd_mma_convert<DT>(const float*, u16*, long long);
-FVBM_INST_DT(0)
-FVBM_INST_DT(1)
+    (const void*)&flash_bwd_mma_preprocess<DT, 64>, (const void*)&flash_bwd_mma_preprocess<DT, 128>,      \
+    (const void*)&flash_bwd_mma_dq<DT, 64, false>, (const void*)&flash_bwd_mma_dq<DT, 64, true>,          \
+    (const void*)&flash_bwd_mma_dq<DT, 128, false>, (const void*)&flash_bwd_mma_dq<DT, 128, true>,        \
+    (const void*)&flash_bwd_mma_convert<DT>,
+__attribute__((used)) static const void* const fvbm_ptx_check[] = {FVBM_INST_DT(0) FVBM_INST_DT(1)};
 #endif

@@ -50,7 +50,13 @@ from .teaching.limits import (
     smem_bytes,
     supported_blocks,
 )
-from .tensorcore.backward import MMABackward, bwd_mma_smem_bytes, compile_backward_mma, flash_backward_mma
+from .tensorcore.backward import (
+    MMABackward,
+    bwd_mma_dq_smem_bytes,
+    bwd_mma_smem_bytes,
+    compile_backward_mma,
+    flash_backward_mma,
+)
 from .tensorcore.kernel import MMAKernel, compile_mma, device_variant, flash_forward_mma
 from .timing import attention_flops
 from .tracing import trace_kernel
@@ -65,6 +71,6 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "flash_backward_gpu", "compile_backward", "CompiledBackward", "launch_backward", "bwd_smem_bytes",
            "benchmark_backward",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
-           "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes",
+           "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes", "bwd_mma_dq_smem_bytes",
            "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes"]
 

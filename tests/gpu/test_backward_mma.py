@@ -39,19 +39,31 @@ def test_the_kernel_tags_every_backward_step_with_algorithm_2_lines():
     for t in tags:
         assert t.paper == "Alg. 2" and set(t.lines) <= set(by[t.name].lines["Alg. 2"]), (t.index + 1, t.name)
     start = text.index("flash_bwd_mma(const u16*")
-    end = text.index("flash_bwd_mma_convert(const float*")
+    end = text.index("flash_bwd_mma_dq(const u16*")
     assert [t.name for t in find_tags(text[start:end])] == [
         "load_KV", "init_dKdV", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
         "update_dQ", "write_dKdV"]
+    start, end = end, text.index("flash_bwd_mma_convert(const float*")      # the deterministic dQ pass
+    assert [t.name for t in find_tags(text[start:end])] == ["load_Qi", "load_KV", "recompute_P", "compute_dS",
+                                                            "update_dQ"]
 
 
-def test_deterministic_and_arrays_are_one_line_errors_without_a_gpu(monkeypatch):
+def test_dq_pass_smem_bytes_counted_by_hand():
+    for d in (64, 128):
+        assert gpu.bwd_mma_dq_smem_bytes(d) == 2 * (4 * 64 * d) + 8 * 64
+    assert gpu.bwd_mma_dq_smem_bytes(128) == 66_048
+    with pytest.raises(ValueError):
+        gpu.bwd_mma_dq_smem_bytes(96)
+
+
+def test_arrays_and_flags_are_one_line_errors_without_a_gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     z = [np.zeros((2, 8, 64), np.float32)] * 5 + [np.zeros((2, 8), np.float32)]
-    with pytest.raises(ValueError, match="atomics only; for a deterministic dQ use flashviz.gpu.flash_backward_gpu"):
-        gpu.flash_backward_mma(*z, deterministic=True)
-    with pytest.raises(TypeError, match="takes torch CUDA tensors"):
-        gpu.flash_backward_mma(*z)
+    for det in (False, True):
+        with pytest.raises(TypeError, match="takes torch CUDA tensors"):
+            gpu.flash_backward_mma(*z, deterministic=det)
+    with pytest.raises(TypeError, match="deterministic"):
+        gpu.flash_backward_mma(*z, deterministic="yes")
 
 
 # ---------------------------------------------------------------- GPU
@@ -91,10 +103,11 @@ def _rel(a, b, floor):
     return ((a.double() - b.double()).abs().max() / max(b.abs().max().item(), floor)).item()
 
 
-def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, record=None):
+def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, record=None, deterministic=False):
     dO = torch.randn(q.shape, device="cuda", dtype=q.dtype)
     O, lse, ref = _reference(torch, q, k, v, dO, causal=causal, scale=scale, dlse=dlse)
-    got = gpu.flash_backward_mma(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc)
+    got = gpu.flash_backward_mma(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc,
+                                 deterministic=deterministic)
     floor = 0.1 * ref[2].abs().max().item()                   # dV = Pᵀ dO never cancels
     errs = []
     for name, a, b in zip(("dQ", "dK", "dV"), got, ref):
@@ -130,6 +143,36 @@ def test_gradients_match_float64(torch, record_property, dtype, d, causal, k, Nq
 
 @torch_cuda
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("k, Nq_Nk", list(enumerate(SHAPES)), ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_deterministic_gradients_match_float64(torch, dtype, d, causal, k, Nq_Nk):
+    """deterministic=True: dK, dV from the main kernel without the dQ atomics, dQ from the dQ pass."""
+    Nq, Nk = Nq_Nk
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(2000 * k + d + causal)
+    q, kk, v = (torch.randn(2, 3, N, d, device="cuda", dtype=dt, generator=g) for N in (Nq, Nk, Nk))
+    _check(torch, q, kk, v, causal=causal, tol=TOL[dtype], Bc=(64, 128)[k % 2], deterministic=True)
+
+
+@torch_cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_deterministic_dq_has_the_same_bits_on_20_runs_and_the_atomic_dq_is_close(torch, causal):
+    g = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v, dO = (torch.randn(2, 8, 1000, 128, device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
+    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
+    first = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True)
+    for _ in range(19):
+        again = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
+    for a, b in zip(first, atomic):
+        assert _rel(a, b, 0.1 * b.abs().max().item()) <= 5e-3
+    assert torch.equal(first[1], atomic[1]) and torch.equal(first[2], atomic[2])   # dK, dV: the same kernel code
+
+
+@torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_strided_views_large_logits_scale_and_lse_gradient(torch, dtype):
     dt = getattr(torch, dtype)
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -138,6 +181,7 @@ def test_strided_views_large_logits_scale_and_lse_gradient(torch, dtype):
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], scale=0.05)
     dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, Bc=128)
+    _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, deterministic=True)
     big = (q.float() * 6).to(dt)                                                  # scores up to about ±60
     _check(torch, big, k, v, causal=False, tol=2 * TOL[dtype])
 

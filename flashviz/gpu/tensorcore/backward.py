@@ -8,8 +8,12 @@ rounded to the input dtype by a last small kernel. This first version has no sof
 (each tile is loaded, then computed) and no Hopper-only instructions (wgmma, TMA, warp
 specialisation): the FlashAttention-3 design remains the target of issue 23.
 
-Only the atomic dQ exists here; ``deterministic=True`` is refused with a one-line error that
-names the deterministic path that exists (the teaching kernel, ``flash_backward_gpu``).
+dQ two ways: by fp32 atomicAdd (the default: fast, its last bits may differ run to run), or,
+``deterministic=True``, by a separate pass, ``flash_bwd_mma_dq`` (query blocks outer, dQ_i kept in
+registers: the same bits on every run) after the main kernel computes dK, dV alone.
+Status (2026-12-04): the deterministic pass is written and compiled (nvcc, no spills; the atomic
+path's machine code unchanged) but has not run on a GPU yet; ``flashviz.gpu.flash_attention``
+keeps routing ``deterministic=True`` to the fp32 teaching kernel until it has.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ..common import check_scale, cupy, device_facts, source, torch_stream
 _KERNEL_FILE = "flash_bwd_mma.cu"
 BWD_MMA_BR = 64                        #: query rows per inner step (fixed in the kernel)
 BWD_MMA_BC = (64, 128)                 #: key rows per block: Bc/16 warps
+BWD_MMA_DQ_BC = 64                     #: keys per step of the deterministic dQ pass (fixed in the kernel)
 #: the default Bc: 128 (8 warps) measured 10-25 % faster than 64 at every shape of
 #: benchmarks/results/probe-bwd-h200-2026-12-02.json (e.g. d = 128, N = 4k: 8.05 against 10.06 ms)
 BWD_MMA_BC_DEFAULT = 128
@@ -44,11 +49,20 @@ def bwd_mma_smem_bytes(Bc: int, d: int) -> int:
     return 2 * (2 * Bc * d + 2 * BWD_MMA_BR * d + BWD_MMA_BR * Bc) + 8 * BWD_MMA_BR
 
 
+def bwd_mma_dq_smem_bytes(d: int) -> int:
+    """Dynamic shared memory of one block of the deterministic dQ pass ``flash_bwd_mma_dq<DT, d,
+    causal>``, in bytes: 2·(2·64·d + 2·64·d) + 8·64 (Q_i, dO_i, K_j, V_j in b16; L_i, D_i in fp32).
+    d = 64: 33,280; d = 128: 66,048. Raises ValueError / TypeError for an unsupported d."""
+    d = check_member(d, "d", BWD_MMA_D, "tensor-core backward")
+    return 2 * (2 * BWD_MMA_BR * d + 2 * BWD_MMA_DQ_BC * d) + 8 * BWD_MMA_BR
+
+
 @dataclass
 class MMABackward:
-    """The three compiled kernels of one (dtype, Bc, d, causal): preprocess, main, convert
-    (cupy RawKernels); smem_bytes of main; compile_ms (NVRTC + load, ms); num_regs and
-    local_bytes (spills, bytes per thread) of main."""
+    """The compiled kernels of one (dtype, Bc, d, causal, deterministic): preprocess, main,
+    convert (cupy RawKernels; deterministic: main without the dQ atomics, and dq, the dQ pass, with
+    its shared memory dq_smem_bytes); smem_bytes of main; compile_ms (NVRTC + load, ms); num_regs
+    and local_bytes (spills, bytes per thread) of main."""
 
     dtype: str
     Bc: int
@@ -61,17 +75,22 @@ class MMABackward:
     compile_ms: float
     num_regs: int
     local_bytes: int
+    deterministic: bool = False
+    dq: object = None
+    dq_smem_bytes: int = 0
 
 
-def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, causal: bool = False) -> MMABackward:
+def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, causal: bool = False,
+                         deterministic: bool = False) -> MMABackward:
     """Compile (or fetch from the per-process cache) the tensor-core backward for one shape class.
 
-    dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}. Raises ValueError / TypeError
-    for unsupported values, RuntimeError without CuPy, on a GPU older than sm_80, or on an
-    NVRTC error (with its log)."""
+    dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}; deterministic: dQ by the
+    separate pass instead of atomics. Raises ValueError / TypeError for unsupported values,
+    RuntimeError without CuPy, on a GPU older than sm_80, or on an NVRTC error (with its log)."""
+    deterministic = check_flag(deterministic, "deterministic")
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, Bc, d, causal, dev)
+    key = (dtype, Bc, d, causal, deterministic, dev)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -90,11 +109,17 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
     src, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
     t0 = time.perf_counter()
     pre, _, _ = compile_cubin(src, f"flash_bwd_mma_preprocess<{dt},{d}>", arch)
-    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{'true' if causal else 'false'}>", arch)
+    c = "true" if causal else "false"
+    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{c},{'false' if deterministic else 'true'}>", arch)
     conv, _, _ = compile_cubin(src, f"flash_bwd_mma_convert<{dt}>", arch)
     main.max_dynamic_shared_size_bytes = smem
+    dq, dq_smem = None, 0
+    if deterministic:
+        dq_smem = bwd_mma_dq_smem_bytes(d)
+        dq, _, _ = compile_cubin(src, f"flash_bwd_mma_dq<{dt},{d},{c}>", arch)
+        dq.max_dynamic_shared_size_bytes = dq_smem
     mb = MMABackward(dtype, Bc, d, causal, pre, main, conv, smem, (time.perf_counter() - t0) * 1e3,
-                     int(main.num_regs), int(main.local_size_bytes))
+                     int(main.num_regs), int(main.local_size_bytes), deterministic, dq, dq_smem)
     _CACHE[key] = mb
     return mb
 
@@ -130,8 +155,9 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         row that sees no key). One leading shape (such as (B, H)); d in {64, 128}; Nq, Nk >= 1.
     causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)); must be the forward's.
-    deterministic : must be False here: dQ is accumulated with fp32 atomicAdd (its last bits may
-        change between runs). True raises ValueError naming the deterministic path that exists.
+    deterministic : False: dQ accumulated with fp32 atomicAdd (its last bits may change between
+        runs); True: dQ by a separate pass with a fixed order of additions (the same bits on every
+        run; not yet run on a GPU, see the module text).
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
     Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
 
@@ -143,14 +169,12 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     Raises
     ------
     TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
-    (shapes, d, Bc, scale, deterministic=True, more than 65,535 batch·heads), RuntimeError
+    (shapes, d, Bc, scale, more than 65,535 batch·heads), RuntimeError
     (no CuPy, a GPU older than sm_80); one line each.
     """
     from ..teaching.backward import check_backward_shapes
     causal = check_flag(causal, "causal")
-    if check_flag(deterministic, "deterministic"):
-        raise ValueError("the tensor-core backward accumulates dQ with atomics only; for a deterministic dQ use "
-                         "flashviz.gpu.flash_backward_gpu(..., deterministic=True) (fp32 teaching kernel)")
+    deterministic = check_flag(deterministic, "deterministic")
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(Q, torch.Tensor):
@@ -171,7 +195,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
     cp = cupy()
     with cp.cuda.Device(dev), torch_stream(dev):
-        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal)
+        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal, deterministic)
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
@@ -184,6 +208,11 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         mb.main((-(-Nk // Bc), BH, 1), (2 * Bc, 1, 1),
                 (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQacc), P(dK), P(dV), i32(Nq), i32(Nk),
                  np.float32(scale)), shared_mem=mb.smem_bytes)
-        n = BH * Nq * d
-        mb.convert((-(-(n // 2) // 256), 1, 1), (256, 1, 1), (P(dQacc), P(dQ), np.int64(n)))
+        if deterministic:
+            mb.dq((-(-Nq // BWD_MMA_BR), BH, 1), (128, 1, 1),
+                  (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQ), i32(Nq), i32(Nk), np.float32(scale)),
+                  shared_mem=mb.dq_smem_bytes)
+        else:
+            n = BH * Nq * d
+            mb.convert((-(-(n // 2) // 256), 1, 1), (256, 1, 1), (P(dQacc), P(dQ), np.int64(n)))
     return dQ, dK, dV

@@ -38,6 +38,9 @@ Implementations (record prefixes; every one on the same seeded inputs, in the sa
   ``flash_attention`` uses (``autograd.backward_blocks``); forward + backward: ``flash_attention``
   on float32 tensors (teaching forward and backward);
 * ``bwd_teaching_det`` — the same with ``deterministic=True``: its cost against the atomic dQ;
+* ``bwd_mma_det`` — ``flash_backward_mma(..., deterministic=True)``: the main kernel without the
+  dQ atomics, then the dQ pass ``flash_bwd_mma_dq`` (no forward + backward figure: the autograd
+  entry keeps ``deterministic=True`` on the teaching kernel until this pass has run on a GPU);
 * ``sdpa_flash_bwd`` / ``sdpa_cudnn_bwd`` — torch SDPA with the backend forced
   (``torch.nn.attention.sdpa_kernel``, entered outside the timed region): the backward is
   ``torch.autograd.grad`` on a graph whose forward ran outside the timed region
@@ -67,10 +70,12 @@ from ..bench_util import error_text, free_torch_cache
 from ..timing import CALL_METHOD, KERNEL_METHOD, attention_flops
 
 IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: the four of issue 23
-EXTRA_IMPLS = ("bwd_teaching_det",)                  #: also timed: the deterministic dQ's cost
+EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_det")   #: also timed: the deterministic dQ's cost
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
 TEACHING_IMPLS = ("bwd_teaching", "bwd_teaching_det")
-SHORT = {"bwd_mma": "mma", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
+#: implementations without a forward + backward figure (the record's "no_fwdbwd")
+NO_FWDBWD = ("bwd_mma_det",)
+SHORT = {"bwd_mma": "mma", "bwd_mma_det": "mma-det", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
          "sdpa_flash_bwd": "flash", "sdpa_cudnn_bwd": "cudnn", "sdpa_math_bwd": "math"}
 OURS = "bwd_mma"
 THEIRS = ("sdpa_flash_bwd", "sdpa_cudnn_bwd")
@@ -239,7 +244,7 @@ def is_full(*, Ns, ds, causals, impls, teaching_max_n, parts, peak_Ns) -> bool:
 
 #: TFLOP/s assumed by estimate_seconds (backward, forward): the H200 anchors of issue 23 and
 #: benchmarks/results/probe-bwd-h200-2026-12-02.json, rounded down
-_RATES = {"bwd_mma": (110, 450), "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
+_RATES = {"bwd_mma": (110, 450), "bwd_mma_det": (85, 450), "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
           "sdpa_flash_bwd": (220, 330), "sdpa_cudnn_bwd": (380, 500)}
 
 
@@ -315,23 +320,31 @@ def _build(name: str, q, k, v, dO, causal: bool, cache: dict) -> _Impl:
 
     from ..autograd import backward_blocks, flash_attention
     d = q.shape[-1]
-    if name == "bwd_mma" or name in TEACHING_IMPLS:
+    if name in ("bwd_mma", "bwd_mma_det") or name in TEACHING_IMPLS:
         if "fwd" not in cache:
             from .kernel import flash_forward_mma
             with torch.no_grad():
                 cache["fwd"] = flash_forward_mma(q, k, v, causal=causal)
         O, lse = cache["fwd"]
-    if name == "bwd_mma":
-        from .backward import compile_backward_mma, flash_backward_mma
+    if name in ("bwd_mma", "bwd_mma_det"):
+        from .backward import BWD_MMA_BC_DEFAULT, compile_backward_mma, flash_backward_mma
+        det = name == "bwd_mma_det"
         leaves = _leaves(q, k, v)
 
         def fwdbwd():
             return torch.autograd.grad(flash_attention(*leaves, causal=causal), leaves, grad_outputs=dO)
 
-        mb = compile_backward_mma(DTYPE, 64, d, causal)            # flash_backward_mma's default Bc
-        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal), fwdbwd,
-                     info={"Bc": mb.Bc, "Br": 64, "regs": mb.num_regs, "local_bytes": mb.local_bytes,
-                           "smem_bytes": mb.smem_bytes})
+        # the kernels flash_backward_mma launches (its default Bc; the record of 2026-12-04 named
+        # Bc = 64 here while the call ran the default, 128)
+        mb = compile_backward_mma(DTYPE, BWD_MMA_BC_DEFAULT, d, causal, det)
+        info = {"Bc": mb.Bc, "Br": 64, "regs": mb.num_regs, "local_bytes": mb.local_bytes, "smem_bytes": mb.smem_bytes}
+        if det:
+            info.update(dq_regs=int(mb.dq.num_regs), dq_local_bytes=int(mb.dq.local_size_bytes),
+                        dq_smem_bytes=mb.dq_smem_bytes)
+        # the autograd entry keeps deterministic=True on the teaching kernel until this pass has run
+        # on a GPU (autograd.uses_tensor_core_backward): no forward + backward figure for it yet
+        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=det),
+                     None if name in NO_FWDBWD else fwdbwd, info=info)
     if name in TEACHING_IMPLS:
         from ..common import cupy
         from ..teaching.backward import flash_backward_gpu
@@ -449,6 +462,8 @@ def call_pass_shape(N: int, d: int, causal: bool, impls, *, teaching_max_n: int,
         if ref is not None:
             checks.append(entry)
         for t, fn in (("call_ms", it.bwd), ("fwdbwd_call_ms", it.fwdbwd)):
+            if fn is None:
+                continue
             try:
                 row[f"{impl}_{t}"] = _measure(it, fn, "call", budget_s)["call_ms"]
             except Exception as exc:
@@ -494,11 +509,11 @@ def kernel_pass_shape(row: dict, impls, *, teaching_max_n: int, budget_s: float)
 def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> list[dict]:
     """Each backward of ``impls`` among the teaching kernels and bwd_mma, ``runs`` times on the
     same inputs, compared bit for bit with its first result: one entry per implementation with
-    "deterministic" (whether it promises the same bits: bwd_teaching_det only), "bitwise_equal"
+    "deterministic" (whether it promises the same bits: bwd_teaching_det, bwd_mma_det), "bitwise_equal"
     and per gradient "dQ_bitwise_equal", ... (or "error")."""
     import torch
     out = []
-    names = [n for n in ("bwd_teaching_det", "bwd_teaching", "bwd_mma") if n in impls]
+    names = [n for n in ("bwd_teaching_det", "bwd_mma_det", "bwd_teaching", "bwd_mma") if n in impls]
     if not names:
         return out
     B, H = shape_of(N, d)
@@ -506,7 +521,7 @@ def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> li
     cache: dict = {}
     for name in names:
         e = {"impl": name, "N": N, "d": d, "B": B, "H": H, "causal": causal, "runs": runs,
-             "deterministic": name == "bwd_teaching_det"}
+             "deterministic": name in ("bwd_teaching_det", "bwd_mma_det")}
         try:
             it = _build(name, q, k, v, dO, causal, cache)
             first = tuple(g.clone() for g in it.bwd())
@@ -618,6 +633,7 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
                       "the timed region), on the same O and lse as bwd_mma",
                       "SDPA's backend is forced with torch.nn.attention.sdpa_kernel, entered outside the timed "
                       "region; its backward is timed on a graph built outside the timed region"],
+            "no_fwdbwd": [i for i in impls if i in NO_FWDBWD],
             "correctness": [], "deterministic": [], "bench": [], "peak_bytes": [], "cut_short": None}
 
     def save():
