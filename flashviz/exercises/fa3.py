@@ -2,8 +2,8 @@
 the kernel's own parameters (no GPU needed).
 
 ``check_step_gain(step, gain, d=128, causal=False)``: which step of the recorded "steps" probe
-(``records.fa3_records.STEPS``: "producer", "pingpong", "intra") made the kernel the most faster
-than the step before it, and by what factor (the step before's kernel-only time ÷ this step's,
+(``records.fa3_records.STEPS``: "producer", "pingpong", "intra") sped the kernel up the most over
+the step before it, and by what factor (the step before's kernel-only time ÷ this step's,
 the same run); the factor within 2 %.
 ``check_consumer_registers(answer, Br=128)``: the share of an SM's 65,536 registers that the
 consumer warpgroups hold after ``setmaxnreg`` (a fraction); within 0.001.

@@ -302,9 +302,9 @@ class DecodeReplay:
     def _text(self, phase: str, k: int, s: int, busy: int) -> tuple[str, str]:
         """The frame's sentence in the paper's names, and a shorter wording of it."""
         if phase == "merge":
-            return (f"merge split {s}: m = max(m, lse_s); l, O rescaled by α = exp(m_old − m); "
+            return (f"merge split s = {s}: m = max(m, lse_s); l, O rescaled by α = exp(m_old − m); "
                     f"the split weighs β = exp(lse_s − m)",
-                    f"merge split {s}: m = max(m, lse_s); l, O × α; split × β")
+                    f"merge split s = {s}: m = max(m, lse_s); l, O × α; split × β")
         if phase == "write":
             text = "write O = O / l and lse = m + log l to HBM, once: the output"
             return text, text

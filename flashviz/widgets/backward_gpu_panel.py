@@ -203,6 +203,7 @@ class BackwardGPUPanel(GPUJob):
         self.N = W.Dropdown(options=list(BENCH_N), value=N, description="N", layout=W.Layout(width="150px"))
         self.config = W.HTML()
         self.run_button = W.Button(description="Run on GPU", icon="play", button_style="primary",
+                                   layout=W.Layout(min_width="132px", flex="0 0 auto"),   # never cut to "Run o…"
                                    disabled=not self.ok, tooltip="compile, check and time the backward kernel")
         self.status = W.HTML()
         self.result_html = W.HTML()

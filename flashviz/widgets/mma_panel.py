@@ -214,6 +214,7 @@ class TensorCorePanel(GPUJob):
         self.Bc = dd("Bc", MMA_BC, Bc, "95px", "key columns per block")
         self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="80px"))
         self.run_button = W.Button(description="Run on GPU", icon="play", button_style="primary",
+                                   layout=W.Layout(min_width="132px", flex="0 0 auto"),   # never cut to "Run o…"
                                    tooltip="time this configuration against PyTorch SDPA")
         self.sweep_button = W.Button(description="Sweep Br×Bc", icon="table",
                                      tooltip="time every supported block size at this N, d, causal")
