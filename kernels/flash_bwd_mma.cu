@@ -5,13 +5,14 @@
 // Each block of the kernels opens with a tag, "// [step] Alg. 2 line k: ...": the step's name in
 // flashviz/steps.py and the line of FlashAttention-2 (Dao 2023), Algorithm 2, that it implements.
 //
-// Three kernels, launched in this order by flashviz/gpu/tensorcore/backward.py:
+// Three kernels (four with the deterministic dQ), launched in this order by
+// flashviz/gpu/tensorcore/backward.py:
 //   flash_bwd_mma_preprocess<DT, D>  D = rowsum(dO ∘ O) (− dlse) in fp32, dQacc = 0 (fp32) in HBM;
 //   flash_bwd_mma<DT, Bc, D, CAUSAL, true>  key blocks j outer (grid (Tc, B*H)), query blocks i
 //                                    inner; dK_j, dV_j in registers; dQ_i by fp32 atomicAdd into
 //                                    dQacc (FA2's choice: fast, the last bits of dQ may change run to
 //                                    run: the order of the atomic adds does);
-//   flash_bwd_mma_convert<DT, D>     dQ = dQacc in the input dtype.
+//   flash_bwd_mma_convert<DT>        dQ = dQacc in the input dtype.
 // Deterministic dQ (``deterministic=True``): the main kernel with ATOMIC_DQ = false (dK_j, dV_j
 // only), then flash_bwd_mma_dq<DT, D, CAUSAL>: query blocks i outer (grid (Tr, B*H)), key blocks j
 // inner, each warp recomputing S_ij, P_ij, dP_ij, dS_ij for its 16 query rows and keeping dQ_i in
@@ -325,48 +326,49 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             c_to_a<DT, KP>(sa, s);
             regs_times_rows<DT, KP, D>(dKa, sa, sQ, lane);
         }
-        if constexpr (!ATOMIC_DQ) continue;           // dQ: flash_bwd_mma_dq, in a fixed order
-        __syncthreads();                              // dS_ij is complete in SRAM
+        if constexpr (ATOMIC_DQ) {                    // else dQ: flash_bwd_mma_dq, in a fixed order
+            __syncthreads();                              // dS_ij is complete in SRAM
 
-        // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j, by fp32 atomicAdd into dQacc.
-        // Warp w: query rows 16·(w mod 4) .. +15, columns split among the NW/4 warps of a row group,
-        // 32 columns (4 n8 tiles) at a time to keep registers free.
-        {
-            constexpr int RG = Br / 16;                            // 4 row groups
-            constexpr int COLS = D / (NW / RG);                    // columns per warp
-            const int rg = warp % RG, x0 = (warp / RG) * COLS;
-            const int x7 = lane & 7;
-            const u32 a_row = (u32)(16 * rg + (lane & 15)) * (Bc * 2);
-            const int a_chunk = lane >> 4;
-            const u32 v_row = (u32)(lane & 15) * ROWB;
-            const int v_chunk = lane >> 4;
+            // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j, by fp32 atomicAdd into dQacc.
+            // Warp w: query rows 16·(w mod 4) .. +15, columns split among the NW/4 warps of a row group,
+            // 32 columns (4 n8 tiles) at a time to keep registers free.
+            {
+                constexpr int RG = Br / 16;                            // 4 row groups
+                constexpr int COLS = D / (NW / RG);                    // columns per warp
+                const int rg = warp % RG, x0 = (warp / RG) * COLS;
+                const int x7 = lane & 7;
+                const u32 a_row = (u32)(16 * rg + (lane & 15)) * (Bc * 2);
+                const int a_chunk = lane >> 4;
+                const u32 v_row = (u32)(lane & 15) * ROWB;
+                const int v_chunk = lane >> 4;
 #pragma unroll 1
-            for (int xc = x0; xc < x0 + COLS; xc += 32) {
-                float q[4][4];
+                for (int xc = x0; xc < x0 + COLS; xc += 32) {
+                    float q[4][4];
 #pragma unroll
-                for (int n = 0; n < 4; ++n) q[n][0] = q[n][1] = q[n][2] = q[n][3] = 0.f;
+                    for (int n = 0; n < 4; ++n) q[n][0] = q[n][1] = q[n][2] = q[n][3] = 0.f;
 #pragma unroll
-                for (int ks = 0; ks < Bc / 16; ++ks) {
-                    u32 a[4];
-                    ldsm_x4(a, sdS + a_row + (((2 * ks + a_chunk) ^ x7) << 4));
+                    for (int ks = 0; ks < Bc / 16; ++ks) {
+                        u32 a[4];
+                        ldsm_x4(a, sdS + a_row + (((2 * ks + a_chunk) ^ x7) << 4));
 #pragma unroll
-                    for (int dp2 = 0; dp2 < 2; ++dp2) {
-                        u32 b[4];
-                        const int chunk = xc / 8 + 2 * dp2 + v_chunk;
-                        ldsm_x4_trans(b, sK + (u32)(16 * ks) * ROWB + v_row + ((chunk ^ x7) << 4));
-                        mma16816<DT>(q[2 * dp2], a, b[0], b[1]);
-                        mma16816<DT>(q[2 * dp2 + 1], a, b[2], b[3]);
+                        for (int dp2 = 0; dp2 < 2; ++dp2) {
+                            u32 b[4];
+                            const int chunk = xc / 8 + 2 * dp2 + v_chunk;
+                            ldsm_x4_trans(b, sK + (u32)(16 * ks) * ROWB + v_row + ((chunk ^ x7) << 4));
+                            mma16816<DT>(q[2 * dp2], a, b[0], b[1]);
+                            mma16816<DT>(q[2 * dp2 + 1], a, b[2], b[3]);
+                        }
                     }
-                }
 #pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                    const int r = r0 + 16 * rg + g + 8 * hf;
-                    if (r < Nq) {
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int r = r0 + 16 * rg + g + 8 * hf;
+                        if (r < Nq) {
 #pragma unroll
-                        for (int n = 0; n < 4; ++n) {
-                            float* dst = dQh + (size_t)r * D + xc + 8 * n + 2 * t;
-                            atomicAdd(dst, scale * q[n][2 * hf]);
-                            atomicAdd(dst + 1, scale * q[n][2 * hf + 1]);
+                            for (int n = 0; n < 4; ++n) {
+                                float* dst = dQh + (size_t)r * D + xc + 8 * n + 2 * t;
+                                atomicAdd(dst, scale * q[n][2 * hf]);
+                                atomicAdd(dst + 1, scale * q[n][2 * hf + 1]);
+                            }
                         }
                     }
                 }
@@ -426,7 +428,8 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y;
-    const int r0 = blockIdx.x * Br;
+    const int i_blk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;   // causal: long rows first
+    const int r0 = i_blk * Br;
     const int offset = Nk - Nq;
     const u16* Kh = K + (size_t)bh * Nk * D;
     const u16* Vh = V + (size_t)bh * Nk * D;
@@ -487,6 +490,7 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
             regs_times_rows<DT, KP, D>(dq, sa, sK, lane);
         }
     }
+    cp_async_wait<0>();                         // a block that sees no key: its Q_i, dO_i copies too
 
     // dQ_i (times scale) to HBM in the input dtype, once; 0 for rows that see no key.
 #pragma unroll
