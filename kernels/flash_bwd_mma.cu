@@ -45,10 +45,12 @@
 // of dK, dV are exactly 0, never NaN. Key blocks no query reaches write dK = dV = 0.
 
 #include "fv_ptx.cuh"   // u16/u32, neg_inf, smem_addr, cp.async, ex2, pack2
+#include "fv_b16.cuh"   // to_f32: one fp16 / bf16 value to fp32
 
 namespace fvbm {
 
 using namespace fvptx;
+using fvb16::to_f32;
 
 constexpr int Br = 64;                                // query rows per inner step
 constexpr float LOG2E = 1.4426950408889634f;
@@ -78,19 +80,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// one b16 value (fp16 / bf16 bits) -> fp32
-template <int DT>
-__device__ __forceinline__ float to_f32(u32 h)
-{
-    if constexpr (DT == 0) {
-        float f;
-        asm("{ .reg .b16 x; cvt.u16.u32 x, %1; cvt.f32.f16 %0, x; }" : "=f"(f) : "r"(h));
-        return f;
-    } else {
-        return __uint_as_float(h << 16);
     }
 }
 

@@ -2,8 +2,6 @@
 //
 // NVRTC from the pip CUDA wheels has no <cuda_fp16.h>, so the kernels keep fp16 (DT 0) and bf16
 // (DT 1) values as raw bits and convert with one PTX instruction (PTX ISA 8.x, cvt 9.7.9.21).
-// (flash_bwd_mma.cu still has its own to_f32; it moves here with that kernel's next version, so
-// that the backward's recorded source hash stays the one it timed.)
 #pragma once
 
 #include "fv_ptx.cuh"
