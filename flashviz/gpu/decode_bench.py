@@ -86,7 +86,6 @@ Nothing here imports CuPy or torch at import time: the plan (``FULL_CASES``, ``b
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import zlib
@@ -97,7 +96,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_util import error_text, free_torch_cache
+from .bench_util import RunRecord, error_text, free_torch_cache
 from .decode import decode_launch
 from .timing import CALL_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
@@ -930,34 +929,15 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = record_path(out, env, full)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        log(line)
-
     data = {"kind": "flashviz decode benchmark", "env": env, "argv": list(argv or []), "full": full,
             "impls": list(impls), "parts": list(parts), "cases": [c.label for c in cases], "dtype": DTYPE,
             "tol_rel": TOL_REL, "ref_elements": REF_ELEMENTS,
             "targets": dict(TARGETS), "method": METHOD, "methods": dict(METHODS), "notes": list(NOTES),
             "copy_GBps": None, "copy": None, "bench": [], "splits": [], "figures": None, "cut_short": None}
 
-    def save():
-        try:
-            data["env"].update(code_hashes(FILES, KERNELS))
-        except Exception as exc:
-            data["env"]["code_hashes_error"] = error_text(exc)
-        data["figures"] = figures(data["bench"], data["splits"])
-        data["wall_s"] = time.time() - t0
-        path.write_text(json.dumps(data, indent=1, default=float) + "\n")
-        path.with_suffix(".log").write_text("\n".join(lines) + "\n")
-
-    def late(what: str) -> bool:
-        if time.time() - t0 > deadline_s:
-            data["cut_short"] = f"deadline of {deadline_s:.0f} s reached before {what}"
-            say(f"deadline reached: {what} not run")
-            return True
-        return False
+    rec = RunRecord(path, data, t0=t0, deadline_s=deadline_s, log=log, hashes=lambda: code_hashes(FILES, KERNELS),
+                    finish=lambda d: d.update(figures=figures(d["bench"], d["splits"])))
+    say, save, late = rec.say, rec.save, rec.late
 
     est = estimate_seconds(cases, impls, parts=parts, sweep=sweep, budget_s=budget_s)
     say(f"{env['device']}: torch {env.get('torch')}, CuPy {env.get('cupy')}, commit {env.get('commit')}; "
@@ -1026,12 +1006,12 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
                 except OSError:
                     pass
             data["full"] = False
-            path = record_path(out, env, False)
+            path = rec.path = record_path(out, env, False)
         save()
     for line in figures_lines(data["figures"]):
         say(line)
     say(f"done in {time.time() - t0:.0f} s: {path}")
-    path.with_suffix(".log").write_text("\n".join(lines) + "\n")
+    path.with_suffix(".log").write_text("\n".join(rec.lines) + "\n")
     return path
 
 

@@ -60,13 +60,12 @@ run on any machine.
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..bench_util import error_text, free_torch_cache
+from ..bench_util import RunRecord, error_text, free_torch_cache
 from ..timing import CALL_METHOD, KERNEL_METHOD, attention_flops
 
 IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: the four of issue 23
@@ -616,12 +615,6 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
     out.mkdir(parents=True, exist_ok=True)
     path = record_path(out, env, full)
     shapes = bench_shapes(Ns, ds, causals)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        log(line)
-
     data = {"kind": "flashviz backward benchmark", "env": env, "argv": list(argv or []), "full": full,
             "impls": list(impls), "parts": list(parts),
             "shapes": {"N": list(Ns), "d": list(ds), "causal": list(causals), "tokens": TOKENS,
@@ -636,21 +629,8 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
             "no_fwdbwd": [i for i in impls if i in NO_FWDBWD],
             "correctness": [], "deterministic": [], "bench": [], "peak_bytes": [], "cut_short": None}
 
-    def save():
-        try:
-            data["env"].update(code_hashes())
-        except Exception as exc:
-            data["env"]["code_hashes_error"] = error_text(exc)
-        data["wall_s"] = time.time() - t0
-        path.write_text(json.dumps(data, indent=1, default=float) + "\n")
-        path.with_suffix(".log").write_text("\n".join(lines) + "\n")
-
-    def late(what: str) -> bool:
-        if time.time() - t0 > deadline_s:
-            data["cut_short"] = f"deadline of {deadline_s:.0f} s reached before {what}"
-            say(f"deadline reached: {what} not run")
-            return True
-        return False
+    rec = RunRecord(path, data, t0=t0, deadline_s=deadline_s, log=log, hashes=lambda: code_hashes())
+    say, save, late = rec.say, rec.save, rec.late
 
     est = estimate_seconds(shapes, impls, teaching_max_n=teaching_max_n, parts=parts, budget_s=budget_s,
                            peak_Ns=peak_Ns)
@@ -711,10 +691,10 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
             except OSError:
                 pass
             data["full"] = False
-            path = record_path(out, env, False)
+            path = rec.path = record_path(out, env, False)
         save()
     say(f"done in {time.time() - t0:.0f} s: {path}")
-    path.with_suffix(".log").write_text("\n".join(lines) + "\n")
+    path.with_suffix(".log").write_text("\n".join(rec.lines) + "\n")
     return path
 
 
