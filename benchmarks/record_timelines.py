@@ -16,6 +16,11 @@ span, file size.
 The FlashAttention-3 kernel (fa3) is traced at the same four N = 4096 shapes as the wgmma kernel,
 for chapter 8's side-by-side timelines (its records are per tile; group 0 its producer).
 
+The split-KV decode kernel (kernels/flash_decode.cu, ``flashviz.gpu.trace_decode``; chapter 9):
+one sequence, 32 query heads sharing 8 KV heads, one query row, d = 128, Nk = 4096 and 32768,
+each with one split a block (num_splits = 1: B·H_kv = 8 blocks) and with the split count the call
+chooses on the device: timeline-decode-d128-n<Nk>-s<S>-<device>-<date>.json.gz.
+
 Usage: FLASHVIZ_COMMIT=<sha> FLASHVIZ_CACHE=<empty dir> python benchmarks/record_timelines.py [--out DIR]
        [--kernels fa3,...]   (default: benchmarks/results,
 every kernel; with --kernels only those runs, and the summary is timelines-<kernels>-<device>-<date>.json)
@@ -41,6 +46,8 @@ RUNS += [("wgmma", 64, False, 16384, 1, 4, "kernel"), ("wgmma", 64, True, 16384,
 RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
          for k, d, N, H in (("wgmma", 64, 4096, 32), ("wgmma", 128, 4096, 16), ("wgmma", 64, 16384, 4),
                             ("teaching", 64, 4096, 32))]
+#: decode runs: (B, H, H_kv, Nq, Nk, d, num_splits); None: the split count flash_decode_gpu chooses
+DECODE_RUNS = [(1, 32, 8, 1, Nk, 128, S) for Nk in (4096, 32768) for S in (1, None)]
 
 
 def _tail_share(tl) -> float:
@@ -58,8 +65,9 @@ def _kernel_sources(only) -> dict:
     from flashviz.gpu.tensorcore.run import kernel_source_hashes
     kernels = sorted({k for k, *_ in RUNS if not only or k in only})
     out = kernel_source_hashes([k for k in kernels if k != "teaching"])
-    if "teaching" in kernels:
-        out["teaching"] = hashlib.sha256(source("flash_fwd.cu").encode()).hexdigest()[:16]
+    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu")):
+        if kernel in kernels or (kernel == "decode" and (not only or "decode" in only)):
+            out[kernel] = hashlib.sha256(source(file).encode()).hexdigest()[:16]
     return out
 
 
@@ -75,13 +83,45 @@ def _cubins() -> list[dict]:
             for n in sorted(cache_dir().glob("*.name"))]
 
 
+def _decode_runs(out: Path, dev: str) -> list[dict]:
+    """The DECODE_RUNS, each traced by gpu.trace_decode and saved; one summary row each."""
+    import flashviz.gpu as gpu
+
+    rows = []
+    for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS:
+        t0 = time.perf_counter()
+        base = {"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
+                "order": "kernel", "num_splits": S}
+        try:
+            tl = gpu.trace_decode(B, H, H_kv, Nk, d, Nq=Nq, num_splits=S, repeat=20, rounds=7)
+        except Exception as exc:  # record the failure, go on with the next run
+            rows.append({**base, "error": f"{type(exc).__name__}: {exc}"})
+            print(rows[-1], flush=True)
+            continue
+        tl.commit = os.environ.get("FLASHVIZ_COMMIT", "")
+        name = f"timeline-decode-d{d}-n{Nk}-s{tl.grid[0]}-{dev}-{tl.date}.json.gz"
+        path = tl.save(out / name, detail=16)
+        dur = tl.blocks["t1_ns"] - tl.blocks["t0_ns"]
+        rows.append({**base, "S": tl.grid[0], "heuristic_S": tl.notes["heuristic_S"], "Br": tl.Br, "Bc": tl.Bc,
+                     "tail_share": _tail_share(tl), "blocks": len(tl.blocks),
+                     "sms_used": int(len(np.unique(tl.blocks["sm"]))), "kernel_ms": tl.kernel_ms,
+                     "traced_ms": tl.traced_ms, "overhead": tl.traced_ms / tl.kernel_ms - 1,
+                     "kernel_GBps": tl.notes["kernel_GBps"], "span_us": tl.span_ns / 1e3,
+                     "block_us_median": float(np.median(dur)) / 1e3, "block_us_max": float(dur.max()) / 1e3,
+                     "events": int(len(tl.events)), "tiles": int(len(tl.tiles)),
+                     "ns_per_cycle": tl.notes.get("ns_per_cycle"), "file": name,
+                     "file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
     only = [k for k in args.kernels.split(",") if k]
-    known = sorted({r[0] for r in RUNS})
+    known = sorted({r[0] for r in RUNS} | {"decode"})
     if any(k not in known for k in only):
         ap.error(f"--kernels: each must be one of {', '.join(known)}; got {args.kernels!r}")
     out = Path(args.out)
@@ -121,11 +161,14 @@ def main(argv=None) -> int:
                      "ns_per_cycle": tl.notes.get("ns_per_cycle"), "file": name,
                      "file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)})
         print(json.dumps(rows[-1]), flush=True)
+    if not only or "decode" in only:
+        rows += _decode_runs(out, dev)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),
                "kernel_sources": _kernel_sources(only), "cubins": _cubins(),
                "method": "trace_kernel: normal and traced builds on the same inputs, outputs compared bit for bit; "
                          "kernel-only times by CUDA events around 10 back-to-back launches, 7 alternating rounds, "
-                         "median per launch", "runs": rows}
+                         "median per launch (decode: trace_decode, the split pass alone, 20 launches, 7 rounds)",
+               "runs": rows}
     tag = "-".join(only) + "-" if only else ""
     (out / f"timelines-{tag}{dev}-{env.get('date', 'unknown')}.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0 if all("error" not in r for r in rows) else 1

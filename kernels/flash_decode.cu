@@ -31,6 +31,7 @@
 
 #include "fv_ptx.cuh"
 #include "fv_b16.cuh"
+#include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvdec {
 
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
     const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
     const int* __restrict__ block_table, int max_pages, int page_size,
     float* __restrict__ O_part, float* __restrict__ lse_part, u16* __restrict__ O, float* __restrict__ lse,
-    int H, int H_kv, int Nq, int Nk, int S, int causal, float scale)
+    int H, int H_kv, int Nq, int Nk, int S, int causal, float scale FV_TRACE_PARAMS)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     float* Qs = reinterpret_cast<float*>(smem);                        // [RM][D]
@@ -106,6 +107,12 @@ __global__ void __launch_bounds__(NT) flash_decode(
     const int Tc = (Nk + Bc - 1) / Bc;
     const int j0 = (int)((long long)s * Tc / S), j1 = (int)((long long)(s + 1) * Tc / S);
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    // timeline (FLASHVIZ_TRACE builds only): one record a block, one writer a warp; its key-tile rows
+    // are the split's own tiles, j − j0
+    FV_TRACE_BEGIN(NT / 32, warp, lane == 0, t == 0);
+    FV_DECL(t_a);
+    FV_DECL(t_b);
+    FV_NOW(t_a);
 
     // [load_Q] Alg. 1 line 4: the R query rows of this KV head to SRAM, as fp32 times scale·log2 e
     static_assert(ROWS >= 1 && ROWS <= RM && (ROWS & (ROWS - 1)) == 0, "ROWS: a power of two up to RM");
@@ -131,6 +138,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
     // [load_KV] Alg. 1 line 7: the split's first tile in flight
     if (j0 < j1) load_tile<D, PAGED>(Ks, Vs, K, V, block_table, max_pages, page_size, b, g, H_kv, Nk, j0);
     cp_async_commit();
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_LOAD_Q, t_a, t_b);
     for (int j = j0; j < j1; ++j) {
         const int buf = (j - j0) & 1;
         u16* Kj = Ks + buf * Bc * D;
@@ -142,6 +151,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
+        FV_NOW(t_a);
+        FV_EVENT(j - j0, FV_STAGE_LOAD_KV, t_b, t_a);                 // tile j + 1 issued, tile j landed
 
         // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ (log2 units): thread t takes key c = t % Bc and
         // the rows r ≡ t / Bc (mod NT / Bc); it walks the row's 16-byte chunks from chunk c, so the
@@ -185,6 +196,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
             }
         }
         __syncthreads();
+        FV_NOW(t_b);
+        FV_EVENT(j - j0, FV_STAGE_COMPUTE_S, t_a, t_b);
 
         // [update_ml] Alg. 1 line 9: m_new = max(m, rowmax S_ij); P_ij = 2^(S_ij − m_new);
         // l = alpha · l + rowsum P_ij with alpha = 2^(m − m_new); warp w takes rows w, w + 4, ...
@@ -210,6 +223,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
             }
         }
         __syncthreads();
+        FV_NOW(t_a);
+        FV_EVENT(j - j0, FV_STAGE_UPDATE_ML, t_b, t_a);
 
         // [accumulate_O] Alg. 1 line 10: O = diag(alpha) O + P_ij V_j, thread t its column of its rows;
         // each V_j value is read and converted once and used by all of the thread's rows
@@ -227,9 +242,12 @@ __global__ void __launch_bounds__(NT) flash_decode(
             }
         }
         __syncthreads();                                               // buffer buf is refilled next
+        FV_NOW(t_b);
+        FV_EVENT(j - j0, FV_STAGE_ACCUMULATE_O, t_a, t_b);
     }
     cp_async_wait<0>();
     __syncthreads();          // an empty split (j0 == j1) never entered the loop: m, l set above must be seen
+    FV_NOW(t_a);
 
     // [write_partial] Flash-Decoding step 2: O_s = diag(l_s)⁻¹ Õ_s and lse_s = (m_s + log2 l_s)·ln 2;
     // with one split these are O and lse themselves (an empty split or a row that saw no key:
@@ -252,6 +270,9 @@ __global__ void __launch_bounds__(NT) flash_decode(
             }
         }
     }
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_WRITE_O, t_a, t_b);                          // write_partial when S > 1
+    FV_TRACE_END(s, blockIdx.y, b, j1 - j0);
 }
 
 // [merge] Flash-Decoding step 3: O = Σ_s e^(lse_s − lse) O_s, lse = log Σ_s e^(lse_s): one block of

@@ -8,6 +8,8 @@ Two tracks with the same file names, and what they share beside them::
     gpu/timing.py    the one timing method every implementation is measured by
     gpu/tracing.py   trace_kernel: run a kernel built with its timeline switch on (kernels/fv_trace.cuh)
                      and return its flashviz.records.timeline.Timeline
+    gpu/decode.py    flash_decode_gpu: split-KV decode (kernels/flash_decode.cu), GQA, paged cache;
+                     decode_trace.py (trace_decode: its timeline), decode_bench.py (its benchmark)
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
                      backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32),
                      bench_backward.py (one backward configuration timed: chapter 6's panel)
@@ -34,6 +36,7 @@ from ..records.timeline import Timeline, latest_timeline, recorded_timelines
 from .autograd import attention_with_lse, flash_attention
 from .common import device_smem_optin, environment, gpu_status
 from .decode import compile_decode, decode_launch, decode_smem_bytes, flash_decode_gpu
+from .decode_trace import trace_decode
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.bench_backward import benchmark_backward
@@ -72,5 +75,5 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "benchmark_backward",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
            "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes", "bwd_mma_dq_smem_bytes",
-           "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes"]
+           "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes", "trace_decode"]
 

@@ -61,10 +61,12 @@ def block_rows(G: int, Nq: int) -> int:
     return 1 << (R - 1).bit_length()
 
 
-def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM) -> DecodeKernels:
+def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, *, traced: bool = False) -> DecodeKernels:
     """Compile (or fetch from the per-process cache) the decode kernels for "float16" | "bfloat16",
     d in {64, 128}, contiguous or paged K, V, blocks of at most ``rows`` query rows (a power of two
-    up to 32: ``block_rows``). RuntimeError without CuPy / a GPU or on a compile error (NVRTC's
+    up to 32: ``block_rows``); ``traced``: main built with its timeline switch on
+    (``-DFLASHVIZ_TRACE=1``, kernels/fv_trace.cuh: two more parameters, the trace buffer and
+    jmax; ``gpu.decode_trace``). RuntimeError without CuPy / a GPU or on a compile error (NVRTC's
     log); ValueError for an unsupported d, dtype or rows."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"the decode kernel takes float16 or bfloat16, got {dtype}")
@@ -73,7 +75,7 @@ def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM) -> De
     smem = decode_smem_bytes(d)
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, d, paged, rows, dev)
+    key = (dtype, d, paged, rows, dev, bool(traced))
     if key in _CACHE:
         return _CACHE[key]
     from .nvrtc import compile_cubin
@@ -83,7 +85,8 @@ def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM) -> De
                          f"this GPU allows {facts.smem_optin:,}")
     dt = 0 if dtype == "float16" else 1
     text, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
-    main, _, _ = compile_cubin(text, f"fvdec::flash_decode<{dt},{d},{'true' if paged else 'false'},{rows}>", arch)
+    main, _, _ = compile_cubin(text, f"fvdec::flash_decode<{dt},{d},{'true' if paged else 'false'},{rows}>", arch,
+                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
     merge, _, _ = compile_cubin(text, f"fvdec::flash_decode_merge<{dt},{d}>", arch)
     main.max_dynamic_shared_size_bytes = smem
     _CACHE[key] = DecodeKernels(main, merge, smem)
@@ -106,32 +109,52 @@ def _check_aligned(x, name: str) -> None:
                          f"its data pointer is {x.data_ptr():#x}: pass a contiguous copy (.clone())")
 
 
-def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None, Nk=None):
-    """Decode attention on the GPU: the split-KV algorithm of ``flashviz.decode.decode_attention``.
+@dataclass(slots=True)
+class DecodePlan:
+    """One checked decode call, ready to launch: the contiguous torch tensors ``q`` (B, H, Nq, d),
+    ``k``, ``v`` (the cache or the page pools), ``table`` (int32 block table or None), the sizes, the
+    split count ``S``, the row ``chunks`` of a KV head, ``causal``, ``scale`` and the CUDA device
+    index; ``batched``: Q had its batch axis. Made by ``plan_decode``."""
 
-    Parameters
-    ----------
-    Q : (B, H, Nq, d) or (H, Nq, d) torch CUDA tensor, float16 or bfloat16; d in {64, 128}.
-    K, V : contiguous cache (B, H_kv, Nk, d) (or (H_kv, Nk, d)), or, with ``block_table``, page pools
-        (num_pages, page_size, H_kv, d) (FlashAttention's k_cache layout). H % H_kv == 0: query head
-        h reads KV head h // (H // H_kv).
-    num_splits : int >= 1 or None (``decode.num_splits_heuristic`` for B·H_kv·⌈G·Nq/32⌉ blocks and
-        ⌈Nk/64⌉ key tiles on 132 SMs); more splits than key tiles leave some empty (exact still).
-    causal : bottom-right (query i sees key c iff c <= i + Nk − Nq).
-    scale : float > 0 or None (1/sqrt(d)).
-    block_table : (B, max_pages) int32 or int64 CUDA tensor, or None for a contiguous cache. Its
-        entries must be page indices 0 .. num_pages − 1: they are not checked here (that would
-        synchronise with the GPU on every call; ``flashviz.decode.decode_attention`` checks them).
-    Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
-        cache None or K's own length.
+    q: object
+    k: object
+    v: object
+    table: object
+    max_pages: int
+    page_size: int
+    B: int
+    H: int
+    H_kv: int
+    Nq: int
+    Nk: int
+    d: int
+    S: int
+    chunks: int
+    causal: bool
+    scale: float
+    device: int
+    batched: bool
 
-    Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
-    rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """flash_decode's grid: (S, H_kv · chunks, B)."""
+        return (self.S, self.H_kv * self.chunks, self.B)
 
-    Raises TypeError (not torch CUDA tensors, dtypes), ValueError (shapes, d, H % H_kv, splits,
-    block table), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
-    Massa, Sizov 2023) on FlashAttention-2's Algorithm 1 (Dao 2023).
-    """
+    @property
+    def tiles(self) -> int:
+        """Key tiles of the cache, Tc = ⌈Nk / 64⌉."""
+        return -(-self.Nk // DECODE_BC)
+
+    @property
+    def dtype(self) -> str:
+        """"float16" or "bfloat16"."""
+        return str(self.q.dtype).removeprefix("torch.")
+
+
+def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None,
+                Nk=None) -> DecodePlan:
+    """Check the arguments of ``flash_decode_gpu`` (see there: the same parameters and the same
+    TypeError / ValueError) and return the DecodePlan of the call, without launching anything."""
     torch = sys.modules.get("torch")
     if torch is None:
         raise TypeError(f"flash_decode_gpu takes torch CUDA tensors; Q is {type(Q).__name__}")
@@ -201,25 +224,77 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
         raise ValueError(f"the grid puts KV heads·row chunks on grid.y and B on grid.z, at most 65,535 each; "
                          f"got {H_kv * chunks} and {B}")
     scale = check_scale(scale, d)
-    cp = cupy()
-    P = lambda t: np.uint64(0 if t is None else t.data_ptr())  # noqa: E731
+    return DecodePlan(q, k, v, table, int(max_pages), int(page_size), int(B), int(H), int(H_kv), int(Nq), int(Nk),
+                      int(d), int(S), int(chunks), causal, float(scale), int(dev), batched)
+
+
+def launch_decode(plan: DecodePlan, kern: DecodeKernels, O, lse, O_part=None, lse_part=None, trace=None, *,
+                  merge: bool = True) -> None:
+    """Launch ``kern.main`` (then ``kern.merge`` when plan.S > 1 and ``merge``) for ``plan`` on the
+    current CuPy stream: O (B, H, Nq, d) like Q, lse (B, H, Nq) float32, O_part (B, H, Nq, S, d) and
+    lse_part (B, H, Nq, S) float32 (None when S = 1) — torch or CuPy arrays; ``trace``: (buffer
+    pointer, jmax) for a main kernel built with its timeline switch (``compile_decode(traced=True)``)."""
+    P = lambda t: np.uint64(0 if t is None else (t.data_ptr() if hasattr(t, "data_ptr") else t.data.ptr))  # noqa: E731
     i32 = np.int32
-    with cp.cuda.Device(dev), torch_stream(dev):
-        kern = compile_decode("float16" if q.dtype == torch.float16 else "bfloat16", d, paged,
-                              block_rows(H // H_kv, Nq))
-        O = torch.empty((B, H, Nq, d), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, H, Nq), dtype=torch.float32, device=q.device)
+    extra = () if trace is None else (np.uint64(trace[0]), i32(trace[1]))
+    kern.main(plan.grid, (DECODE_THREADS, 1, 1),
+              (P(plan.q), P(plan.k), P(plan.v), P(plan.table), i32(plan.max_pages), i32(plan.page_size), P(O_part),
+               P(lse_part), P(O), P(lse), i32(plan.H), i32(plan.H_kv), i32(plan.Nq), i32(plan.Nk), i32(plan.S),
+               i32(int(plan.causal)), np.float32(plan.scale), *extra),
+              shared_mem=kern.smem_bytes)
+    if plan.S > 1 and merge:
+        kern.merge((plan.B * plan.H * plan.Nq, 1, 1), (plan.d, 1, 1), (P(O_part), P(lse_part), P(O), P(lse), i32(plan.S)))
+
+
+def kernels_for(plan: DecodePlan, *, traced: bool = False) -> DecodeKernels:
+    """The compiled kernels ``plan`` launches (``compile_decode`` for its dtype, d, cache layout
+    and rows)."""
+    return compile_decode(plan.dtype, plan.d, plan.table is not None, block_rows(plan.H // plan.H_kv, plan.Nq),
+                          traced=traced)
+
+
+
+
+def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None, Nk=None):
+    """Decode attention on the GPU: the split-KV algorithm of ``flashviz.decode.decode_attention``.
+
+    Parameters
+    ----------
+    Q : (B, H, Nq, d) or (H, Nq, d) torch CUDA tensor, float16 or bfloat16; d in {64, 128}.
+    K, V : contiguous cache (B, H_kv, Nk, d) (or (H_kv, Nk, d)), or, with ``block_table``, page pools
+        (num_pages, page_size, H_kv, d) (FlashAttention's k_cache layout). H % H_kv == 0: query head
+        h reads KV head h // (H // H_kv).
+    num_splits : int >= 1 or None (``decode.num_splits_heuristic`` for B·H_kv·⌈G·Nq/32⌉ blocks and
+        ⌈Nk/64⌉ key tiles on 132 SMs); more splits than key tiles leave some empty (exact still).
+    causal : bottom-right (query i sees key c iff c <= i + Nk − Nq).
+    scale : float > 0 or None (1/sqrt(d)).
+    block_table : (B, max_pages) int32 or int64 CUDA tensor, or None for a contiguous cache. Its
+        entries must be page indices 0 .. num_pages − 1: they are not checked here (that would
+        synchronise with the GPU on every call; ``flashviz.decode.decode_attention`` checks them).
+    Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
+        cache None or K's own length.
+
+    Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
+    rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
+
+    Raises TypeError (not torch CUDA tensors, dtypes), ValueError (shapes, d, H % H_kv, splits,
+    block table), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
+    Massa, Sizov 2023) on FlashAttention-2's Algorithm 1 (Dao 2023).
+    """
+    p = plan_decode(Q, K, V, num_splits=num_splits, causal=causal, scale=scale, block_table=block_table, Nk=Nk)
+    torch = sys.modules["torch"]
+    cp = cupy()
+    with cp.cuda.Device(p.device), torch_stream(p.device):
+        kern = kernels_for(p)
+        q = p.q
+        O = torch.empty((p.B, p.H, p.Nq, p.d), dtype=q.dtype, device=q.device)
+        lse = torch.empty((p.B, p.H, p.Nq), dtype=torch.float32, device=q.device)
         O_part = lse_part = None
-        if S > 1:
-            O_part = torch.empty((B, H, Nq, S, d), dtype=torch.float32, device=q.device)
-            lse_part = torch.empty((B, H, Nq, S), dtype=torch.float32, device=q.device)
-        kern.main((S, H_kv * chunks, B), (DECODE_THREADS, 1, 1),
-                  (P(q), P(k), P(v), P(table), i32(max_pages), i32(page_size), P(O_part), P(lse_part), P(O), P(lse),
-                   i32(H), i32(H_kv), i32(Nq), i32(Nk), i32(S), i32(int(causal)), np.float32(scale)),
-                  shared_mem=kern.smem_bytes)
-        if S > 1:
-            kern.merge((B * H * Nq, 1, 1), (d, 1, 1), (P(O_part), P(lse_part), P(O), P(lse), i32(S)))
-    if not batched:
+        if p.S > 1:
+            O_part = torch.empty((p.B, p.H, p.Nq, p.S, p.d), dtype=torch.float32, device=q.device)
+            lse_part = torch.empty((p.B, p.H, p.Nq, p.S), dtype=torch.float32, device=q.device)
+        launch_decode(p, kern, O, lse, O_part, lse_part)
+    if not p.batched:
         O, lse = O[0], lse[0]
     return O, lse
 

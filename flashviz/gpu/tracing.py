@@ -34,7 +34,7 @@ import datetime
 
 import numpy as np
 
-from ..records.timeline import BLOCK_DTYPE, EVENT_DTYPE, KERNELS, ORDERS, STAGES, TILE_DTYPE, Timeline
+from ..records.timeline import BLOCK_DTYPE, EVENT_DTYPE, FORWARD_KERNELS, ORDERS, STAGES, TILE_DTYPE, Timeline
 
 FV_HEAD, FV_NSTAGE = 8, len(STAGES)
 FV_MAGIC = 0xF1A5400000000001
@@ -49,8 +49,9 @@ def trace_words(n_blocks: int, groups: int, jmax: int) -> int:
 
 
 def _check_kernel(kernel) -> str:
-    if not isinstance(kernel, str) or kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}; got {kernel!r}")
+    if not isinstance(kernel, str) or kernel not in FORWARD_KERNELS:
+        more = " (the decode kernel: gpu.trace_decode)" if kernel == "decode" else ""
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, FORWARD_KERNELS))}{more}; got {kernel!r}")
     return kernel
 
 
@@ -67,7 +68,7 @@ def _bhsd(x, name: str, dtype):
     return cp.ascontiguousarray(cp.asarray(x, dtype=dtype))
 
 
-def _median_launch_ms(launches: dict, repeat: int, rounds: int) -> dict:
+def median_launch_ms(launches: dict, repeat: int, rounds: int) -> dict:
     """Kernel-only time per launch of each callable (ms): CUDA events around ``repeat``
     back-to-back launches, rounds alternating between the callables, median over rounds."""
     from .common import cupy
@@ -172,7 +173,7 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     traced, _, _ = compile_cubin(src, name, arch, options=("-DFLASHVIZ_TRACE=1", *opts))
     traced.max_dynamic_shared_size_bytes = smem
     jmax = -(-Nk // Bc)
-    buf = _trace_buffer(int(np.prod(grid)), groups, jmax, "blocks")
+    buf = trace_buffer(int(np.prod(grid)), groups, jmax, "blocks")
     tr_args = lambda: (*args(O_tr, lse_tr), buf, np.int32(jmax))  # noqa: E731
 
     # the launch grid: longest_first turns the axes (fv_trace.cuh); the records keep launch order
@@ -190,15 +191,15 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
         launches["kernel_order"] = lambda: default(grid, block, args(O_def, lse_def), shared_mem=smem)
     for x in (O, O_tr, lse, lse_tr):
         x.fill(np.nan)
-    times = _median_launch_ms(launches, repeat, rounds)
+    times = median_launch_ms(launches, repeat, rounds)
     buf.fill(0)
     O_tr.fill(np.nan)
     lse_tr.fill(np.nan)
     run_traced()
     cp.cuda.Device().synchronize()
-    if not _same_bits([(O, O_tr), (lse, lse_tr)]):
+    if not same_bits([(O, O_tr), (lse, lse_tr)]):
         raise RuntimeError(f"the traced {kernel} kernel's O or lse differ from the normal kernel's (bit for bit)")
-    if opts and not _same_bits([(O, O_def), (lse, lse_def)]):
+    if opts and not same_bits([(O, O_def), (lse, lse_def)]):
         raise RuntimeError(f"the {kernel} kernel in the {order} block order gives another O or lse than in its own "
                            "order (bit for bit)")
     env = environment()
@@ -214,7 +215,7 @@ def trace_kernel(Q, K, V, *, kernel: str = "wgmma", causal: bool = False, Br: in
     return tl
 
 
-def _trace_buffer(records: int, groups: int, jmax: int, what: str):
+def trace_buffer(records: int, groups: int, jmax: int, what: str):
     """A zeroed device buffer for ``records`` trace records (CuPy uint64). ValueError, naming both
     sizes, when it would exceed MAX_TRACE_BYTES or a quarter of the free device memory."""
     from .common import cupy
@@ -228,7 +229,8 @@ def _trace_buffer(records: int, groups: int, jmax: int, what: str):
     return cp.zeros(words, cp.uint64)
 
 
-def _same_bits(pairs) -> bool:
+def same_bits(pairs) -> bool:
+    """True when each (a, b) of CuPy arrays (float16 or 32-bit) holds the same bits (NaN included)."""
     from .common import cupy
 
     cp = cupy()
@@ -259,7 +261,7 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
     tk = dataclasses.replace(mk, kernel=traced, function=traced.kernel, function_ptr=int(traced.kernel.ptr),
                              num_regs=int(traced.num_regs), local_bytes=int(traced.local_size_bytes), traced=True)
     Tr, jmax, groups = -(-Nq // Br), -(-Nk // Bc), Br // 64 + 1
-    buf = _trace_buffer(Tr * H * B, groups, jmax, "tiles")
+    buf = trace_buffer(Tr * H * B, groups, jmax, "tiles")
     O, O_tr = cp.empty_like(Qd), cp.empty_like(Qd)
     lse, lse_tr = (cp.empty((B * H, Nq), cp.float32) for _ in range(2))
     st = lambda x: tuple(int(s // x.itemsize) for s in x.strides[:3])  # noqa: E731 (b, h, s)
@@ -271,14 +273,14 @@ def _trace_fa3(Qd, Kd, Vd, *, causal: bool, Br, Bc, repeat: int, rounds: int, fa
 
     for x in (O, O_tr, lse, lse_tr):
         x.fill(np.nan)
-    times = _median_launch_ms({"normal": lambda: run(mk, O, lse),
+    times = median_launch_ms({"normal": lambda: run(mk, O, lse),
                                "traced": lambda: run(tk, O_tr, lse_tr, (buf.data.ptr, jmax))}, repeat, rounds)
     buf.fill(0)
     O_tr.fill(np.nan)
     lse_tr.fill(np.nan)
     run(tk, O_tr, lse_tr, (buf.data.ptr, jmax))
     cp.cuda.Device().synchronize()
-    if not _same_bits([(O, O_tr), (lse, lse_tr)]):
+    if not same_bits([(O, O_tr), (lse, lse_tr)]):
         raise RuntimeError("the traced fa3 kernel's O or lse differ from the normal kernel's (bit for bit)")
     env = environment()
     tl = decode(cp.asnumpy(buf), grid=(Tr, H, B), groups=groups, jmax=jmax, kernel="fa3", N=Nq, d=d, Br=Br, Bc=Bc,

@@ -19,13 +19,21 @@ named with the project's one vocabulary (``flashviz.steps``), on the SM's cycle 
   file keeps them for ``detail_ctas`` only (a sample of blocks, ``save(detail=…)``), the
   blocks and tiles for all.
 
-and the run's facts: ``kernel`` ("teaching" | "wgmma" | "fa3"; fa3's rows are the tiles of its
-work list, its group 0 the producer warpgroup), ``grid`` (Tr, H, B), ``N``, ``d``,
+and the run's facts: ``kernel`` ("teaching" | "wgmma" | "fa3" | "decode"; fa3's rows are the tiles
+of its work list, its group 0 the producer warpgroup), ``grid`` (Tr, H, B), ``N``, ``d``,
 ``Br``, ``Bc``, ``causal``, ``dtype``, ``sm_count``, ``device``, ``date``, ``kernel_ms`` (the
 uninstrumented kernel, same inputs, same run), ``traced_ms`` (the instrumented one), ``order``
 (which query blocks the hardware starts first, ``ORDERS``: "kernel" — the kernel's own order,
 causal long rows of each head first — or the lesson's experiments "ascending" and
 "longest_first"; kernels/fv_trace.cuh, FV_BLOCK_ORDER).
+
+The split-KV decode ("decode", kernels/flash_decode.cu, ``gpu.trace_decode``) reuses the
+columns with its own meaning: ``grid`` is its launch grid (S splits, H_kv · row chunks, B), a
+block's ``i`` is its split s and ``h`` its KV head (times row chunks), ``N`` is Nk (the cached
+keys), ``Br`` the query rows a block takes (min(G·Nq, 32)), ``Bc`` = 64, the groups are its four
+warps, and the tiles' ``j`` are the cache's key tiles (a split covers a range of them); the run's
+B, H, H_kv, Nq and S are in ``notes``. Its step at the end is ``write_partial`` when S > 1 (the
+block writes its split's O_s and lse_s for the merge) and ``write_O`` when S = 1.
 
 Files are JSON (``save`` / ``load``): the facts as plain values, each column as base64 of its
 little-endian bytes (compact: a 4096-block run is a few MB, not tens), gzip-compressed when
@@ -46,7 +54,10 @@ import numpy as np
 from .files import package_dir
 
 FORMAT = "flashviz-timeline/1"
-KERNELS = ("teaching", "wgmma", "fa3")
+#: the forward kernels (the TimelineExplorer's choices, ``gpu.trace_kernel``)
+FORWARD_KERNELS = ("teaching", "wgmma", "fa3")
+#: every kernel with a timeline switch: the forward ones and the split-KV decode (``gpu.trace_decode``)
+KERNELS = FORWARD_KERNELS + ("decode",)
 #: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
 #: the longest rows of every head first
 ORDERS = ("kernel", "ascending", "longest_first")
@@ -60,7 +71,7 @@ TILE_DTYPE = np.dtype([("cta", "<i4"), ("i", "<i4"), ("j", "<i4"), ("t0_ns", "<f
 EVENT_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("group", "<i2"), ("j", "<i4"), ("stage", "<i1"),
                         ("t0_ns", "<f8"), ("t1_ns", "<f8")])
 _NAME = re.compile(rf"timeline-(?P<kernel>{'|'.join(KERNELS)})-d(?P<d>\d+)(?P<causal>-causal)?(?:-(?P<order>ascending|longest_first))?"
-                   r"-n(?P<N>\d+)-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
+                   r"-n(?P<N>\d+)(?:-s(?P<splits>\d+))?-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
 #: how each column is stored in a file (times as float32 ns: exact to well under the 32 ns tick)
 _STORED = {"<f8": "<f4"}
 META = ("kernel", "grid", "N", "d", "Br", "Bc", "causal", "dtype", "sm_count", "device", "date",
@@ -235,9 +246,10 @@ class Timeline:
 
 def recorded_timelines() -> list[dict]:
     """The committed timelines (benchmarks/results/timeline-*.json.gz, package ``flashviz.results``)
-    as [{"file", "kernel", "d", "causal", "order", "N", "device", "date"}] read from their names
-    (``timeline-<kernel>-d<d>[-causal][-<order>]-n<N>-<device>-<date>.json.gz``; no order part: the
-    kernel's own, "kernel"), newest first; [] without any."""
+    as [{"file", "kernel", "d", "causal", "order", "N", "splits", "device", "date"}] read from their
+    names (``timeline-<kernel>-d<d>[-causal][-<order>]-n<N>[-s<S>]-<device>-<date>.json.gz``; no order
+    part: the kernel's own, "kernel"; ``-s<S>``: a decode run's split count, else splits None),
+    newest first; [] without any."""
     try:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
@@ -247,18 +259,20 @@ def recorded_timelines() -> list[dict]:
         m = _NAME.fullmatch(f.name)
         if m:
             out.append({"file": f, "kernel": m["kernel"], "d": int(m["d"]), "causal": bool(m["causal"]),
-                        "order": m["order"] or "kernel", "N": int(m["N"]), "device": m["device"], "date": m["date"]})
+                        "order": m["order"] or "kernel", "N": int(m["N"]),
+                        "splits": int(m["splits"]) if m["splits"] else None, "device": m["device"], "date": m["date"]})
     return sorted(out, key=lambda r: (r["date"], r["file"].name), reverse=True)
 
 
 def latest_timeline(kernel: str = "wgmma", causal: bool = False, d: int | None = None, N: int | None = None,
                     order: str = "kernel") -> Timeline:
-    """The newest committed timeline of ``kernel`` (``KERNELS``: "teaching" | "wgmma" | "fa3") with this causal flag
+    """The newest committed timeline of ``kernel`` (``FORWARD_KERNELS``: "teaching" | "wgmma" | "fa3"; the decode
+    kernel's: ``timeline_stats.recorded_decode_runs``) with this causal flag
     and block ``order`` (``ORDERS``; default the kernel's own), and d, N when given (otherwise the
     smallest d and N recorded): works without a GPU.
     Raises ValueError for a bad kernel or order name and LookupError naming what is recorded when none matches."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    if kernel not in FORWARD_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(FORWARD_KERNELS)}; got {kernel!r}")
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
     rows = [r for r in recorded_timelines() if r["kernel"] == kernel and r["causal"] == bool(causal)

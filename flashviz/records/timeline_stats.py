@@ -12,6 +12,10 @@ Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
   sampled blocks, which seldom run side by side on one SM;
 * ``recorded_orders(kernel, d, N)``: the recorded causal runs of chapter 7's block-order
   experiment, {order: Timeline};
+* ``sm_time_share(tl)``: the share of the GPU's SM-time (SMs × the run's span) during which an
+  SM ran at least one block — chapter 9's "idle SMs" in one number;
+* ``recorded_decode_runs(Nk)``: the recorded decode timelines of one cache length, {S: Timeline}
+  (one split a block, and the split count the call chose);
 * what the TimelineExplorer's numbers read: ``tile_flops``, ``tail_share``, ``in_flight``,
   ``blocks_per_sm`` and ``tile_vs_ceiling`` (a block's time per tile against the measured matmul
   ceiling, ``Ceiling`` / ``TileCeiling``).
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timeline import ORDERS, Timeline, latest_timeline
+from .timeline import ORDERS, Timeline, latest_timeline, recorded_timelines
 
 SOFTMAX_STEPS = ("update_ml", "convert_P")
 MATMUL_STEPS = ("compute_S", "accumulate_O")
@@ -219,3 +223,30 @@ def tile_vs_ceiling(tl, ceiling_tflops: float | None) -> TileCeiling:
         return TileCeiling(flops, measured, k, None, None, None)
     one = flops / (ceiling_tflops * 1e12 / tl.sm_count) * 1e9
     return TileCeiling(flops, measured, k, one, k * one, measured / (k * one))
+
+
+def sm_time_share(tl) -> float:
+    """Σ over SMs of the time the SM ran at least one block, over (SM count × the run's span):
+    1.0 when every SM is busy from the first block's start to the last block's end. TypeError for
+    anything but a Timeline."""
+    b = _check(tl).blocks
+    span = tl.span_ns
+    if not len(b) or span <= 0:
+        return 0.0
+    busy = sum(float(np.diff(_union(b["t0_ns"][b["sm"] == s], b["t1_ns"][b["sm"] == s]), axis=1).sum())
+               for s in np.unique(b["sm"]))
+    return busy / (tl.sm_count * span)
+
+
+def recorded_decode_runs(Nk: int | None = None) -> dict[int, Timeline]:
+    """The committed decode timelines (benchmarks/record_timelines.py, ``gpu.trace_decode``) of the
+    newest date for cache length Nk (None: the longest recorded that day), {S: Timeline} in
+    ascending split count; {} when none is recorded."""
+    rows = [r for r in recorded_timelines() if r["kernel"] == "decode"]
+    if not rows:
+        return {}
+    newest = max(r["date"] for r in rows)
+    rows = [r for r in rows if r["date"] == newest]
+    Nk = max(r["N"] for r in rows) if Nk is None else Nk
+    return {r["splits"]: Timeline.load(r["file"]) for r in sorted(rows, key=lambda r: r["splits"] or 0)
+            if r["N"] == Nk}

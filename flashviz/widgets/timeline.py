@@ -22,7 +22,7 @@ from ..checks import check_choice
 from ..gpu.common import gpu_status
 from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
 from ..records.results import latest_results
-from ..records.timeline import KERNELS, Timeline, recorded_timelines
+from ..records.timeline import FORWARD_KERNELS, Timeline, recorded_timelines
 from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
 from .base import NOTEBOOK_DPI, FrameWidget, check_bool, error_line
@@ -139,7 +139,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
                  figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         if timeline is not None and not isinstance(timeline, Timeline):
             raise TypeError(f"timeline must be a flashviz.gpu.Timeline or None, got {type(timeline).__name__}")
-        kernel = check_choice(kernel, "kernel", KERNELS)
+        kernel = check_choice(kernel, "kernel", FORWARD_KERNELS)
         causal = check_bool(causal, "causal")
         if timeline is not None:
             kernel, causal, d, N = timeline.kernel, bool(timeline.causal), timeline.d, timeline.N
@@ -182,7 +182,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
             self._results = None
         # the kernels there is something to show for: a recorded timeline (fa3's comes later than
         # the others), or the one given
-        shown = [k for k in KERNELS if k == kernel or any(r["kernel"] == k for r in recorded_timelines())]
+        shown = [k for k in FORWARD_KERNELS if k == kernel or any(r["kernel"] == k for r in recorded_timelines())]
         self.kernel = W.Dropdown(options=shown, value=kernel, description="kernel",
                                  layout=W.Layout(width="200px"))
         self.causal = W.Checkbox(value=causal, description="causal", indent=False, layout=W.Layout(width="90px"))

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_buffers import trace_buffer as _buffer
 
 from flashviz import steps
-from flashviz.gpu.tracing import FV_HEAD, FV_MAGIC, FV_NSTAGE, decode, trace_words
+from flashviz.gpu.tracing import FV_HEAD, FV_MAGIC, FV_NSTAGE, decode
 from flashviz.records.timeline import STAGES, Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,32 +29,6 @@ def test_stage_numbers_match_the_kernel_header_and_the_vocabulary():
     assert int(re.search(r"#define FV_MAGIC (0x[0-9A-Fa-f]+)ull", header).group(1), 16) == FV_MAGIC
     for name in STAGES:                        # every stage is a step of the one vocabulary
         assert steps.step(name).name == name
-
-
-def _buffer(grid, groups, jmax, plan, ns_per_cycle=0.5, gt_origin=10_000_000, c_origin=5_000_000, bases=None):
-    """A trace buffer as the kernel writes it. plan: {cta: (sm, i, start_ns, [(group, j, stage,
-    t0_ns, t1_ns) from the block's start], end_ns)}; bases: {cta: [each group's writer start in
-    cycles from the header's, or None for a writer that never started]} (default 3·group)."""
-    Tr, H, B = grid
-    stride = FV_HEAD + groups + FV_NSTAGE * groups * (jmax + 1)
-    buf = np.zeros(trace_words(Tr * H * B, groups, jmax), np.uint64)
-    for cta, (sm, i, start, evs, end) in plan.items():
-        npc = ns_per_cycle[cta] if isinstance(ns_per_cycle, dict) else ns_per_cycle
-        rec = buf[cta * stride:(cta + 1) * stride]
-        c0 = c_origin + 1000 * cta                   # each SM's clock has its own origin
-        rec[0], rec[1] = gt_origin + start, gt_origin + start + end
-        rec[2], rec[3] = c0, c0 + round(end / npc)
-        i, h, b = i if isinstance(i, tuple) else (i, 0, 0)           # the block's work: i | h << 24 | b << 44
-        rec[4], rec[5] = sm, i | (h << 24) | (b << 44)
-        rec[6], rec[7] = len({j for _, j, *_ in evs if j >= 0}), FV_MAGIC
-        offs = (bases or {}).get(cta, [3 * g for g in range(groups)])
-        gbase = [c0 + (o or 0) for o in offs]        # each writer's own start clock
-        rec[FV_HEAD:FV_HEAD + groups] = [0 if o is None else b for o, b in zip(offs, gbase)]
-        for g, j, stage, t0, t1 in evs:
-            k = FV_HEAD + groups + (g * (jmax + 1) + j + 1) * FV_NSTAGE + STAGES.index(stage)
-            a, b = (c0 + round(t / npc) - gbase[g] for t in (t0, t1))
-            rec[k] = (b << 32) | a
-    return buf
 
 
 def _plan():
@@ -203,12 +178,19 @@ def test_every_kernel_s_recorded_name_reads_back(monkeypatch, tmp_path):
     from flashviz.records import timeline as T
 
     tl = decode(_buffer((2, 1, 1), 2, 2, _plan()), grid=(2, 1, 1), groups=2, jmax=2, **META)
-    for kernel in T.KERNELS:
+    for kernel in T.FORWARD_KERNELS:
         tl.save(tmp_path / f"timeline-{kernel}-d128-causal-n4096-h200-2026-12-02.json.gz")
+    for S in (1, 16):                          # the decode runs: one name per split count
+        tl.save(tmp_path / f"timeline-decode-d128-n32768-s{S}-h200-2026-12-02.json.gz")
     monkeypatch.setattr(T, "package_dir", lambda pkg: tmp_path)
-    assert sorted(r["kernel"] for r in T.recorded_timelines()) == sorted(T.KERNELS)
-    for kernel in T.KERNELS:
+    rows = T.recorded_timelines()
+    assert sorted(r["kernel"] for r in rows) == sorted(T.FORWARD_KERNELS + ("decode", "decode"))
+    assert sorted(r["splits"] for r in rows if r["kernel"] == "decode") == [1, 16]
+    assert all(r["splits"] is None for r in rows if r["kernel"] != "decode")
+    for kernel in T.FORWARD_KERNELS:
         assert T.latest_timeline(kernel, causal=True, d=128, N=4096).N == tl.N
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        T.latest_timeline("decode")
 
 
 def _fa3_timeline():

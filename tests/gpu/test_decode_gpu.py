@@ -1,7 +1,7 @@
 """The decode kernel (kernels/flash_decode.cu, flashviz.gpu.decode): its launch arithmetic on the CPU,
 and on a GPU its output against the NumPy split-KV decode (flashviz.decode.decode_attention, float64
 on the same fp16 / bf16-rounded inputs) over GQA, Nq, causal, split counts (empty splits included)
-and paged caches. The gpu-marked cases have not run on a GPU yet (2026-12-04)."""
+and paged caches. The gpu-marked cases have not run on a GPU yet (2026-12-05), the timeline included."""
 
 from __future__ import annotations
 
@@ -169,3 +169,38 @@ def test_rows_that_see_no_key_and_bad_input():
     flat = torch.empty(q.numel() + 8, dtype=q.dtype, device="cuda")
     with pytest.raises(ValueError, match="16-byte boundary"):
         gd.flash_decode_gpu(flat[1:1 + q.numel()].view(q.shape), k, v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B, H, H_kv, Nq, Nk, num_splits, causal", [
+    (1, 32, 8, 1, 4096, 1, False), (1, 32, 8, 1, 4096, None, False), (2, 8, 2, 3, 1000, 7, True),
+    (1, 4, 1, 1, 640, 40, False)])                 # 40 splits of 10 key tiles: 30 empty splits
+def test_decode_timeline_is_complete_ordered_and_exact(B, H, H_kv, Nq, Nk, num_splits, causal):
+    """kernels/flash_decode.cu traced (trace_decode; its O and lse are bit-identical to the normal
+    kernel's there): one record per block, each (split, KV head, sequence) once; over each KV head
+    the splits' tiles are the key tiles 0 .. Tc − 1 once; in each warp the steps of a tile run in
+    the kernel's order (load_KV, compute_S, update_ml, accumulate_O) and the tiles one after the
+    other; the last step is write_partial when S > 1; both times measured."""
+    pytest.importorskip("torch")
+    from flashviz.gpu.decode_trace import trace_decode
+    tl = trace_decode(B, H, H_kv, Nk, 128, Nq=Nq, num_splits=num_splits, causal=causal, repeat=3, rounds=2)
+    S, Tc = tl.grid[0], -(-Nk // 64)
+    assert tl.kernel == "decode" and tl.grid == (S, H_kv * tl.notes["chunks"], B) and tl.notes["S"] == S
+    if num_splits:
+        assert S == num_splits
+    assert len(tl.blocks) == S * tl.grid[1] * B
+    for b in range(B):
+        for h in range(tl.grid[1]):
+            mine = tl.tiles[(tl.blocks["b"][tl.tiles["cta"]] == b) & (tl.blocks["h"][tl.tiles["cta"]] == h)]
+            assert sorted(mine["j"].tolist()) == list(range(Tc))
+    order = ("load_KV", "compute_S", "update_ml", "accumulate_O")
+    for blk in tl.blocks[:64]:
+        for w in range(4):
+            e = tl.events[(tl.events["cta"] == blk["cta"]) & (tl.events["group"] == w) & (tl.events["j"] >= 0)]
+            e = e[np.lexsort((e["t0_ns"], e["j"]))]
+            names = [tl.stages[s] for s in e["stage"]]
+            assert names == list(order) * (len(e) // 4), names[:8]
+            assert np.all(np.diff(e["t0_ns"]) >= -1.0)          # one step after the other, tiles in order
+    assert tl.stages[-1] == ("write_partial" if S > 1 else "write_O")
+    assert len(tl.stage_events(tl.stages[-1])) == 4 * len(tl.blocks)
+    assert tl.kernel_ms > 0 and tl.traced_ms > 0
