@@ -21,6 +21,10 @@ one sequence, 32 query heads sharing 8 KV heads, one query row, d = 128, Nk = 40
 each with one split a block (num_splits = 1: B·H_kv = 8 blocks) and with the split count the call
 chooses on the device: timeline-decode-d128-n<Nk>-s<S>-<device>-<date>.json.gz.
 
+The teaching backward (kernels/flash_bwd.cu, ``flashviz.gpu.trace_backward``; chapter 6): d = 64,
+N = 4096, B = 1, H = 32, causal and not, Br = Bc = 64 — the teaching forward's shapes, so chapter 6
+can set the two side by side: timeline-bwd_teaching-d64[-causal]-n4096-<device>-<date>.json.gz.
+
 Usage: FLASHVIZ_COMMIT=<sha> FLASHVIZ_CACHE=<empty dir> python benchmarks/record_timelines.py [--out DIR]
        [--kernels fa3,...]   (default: benchmarks/results,
 every kernel; with --kernels only those runs, and the summary is timelines-<kernels>-<device>-<date>.json)
@@ -48,6 +52,8 @@ RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
                             ("teaching", 64, 4096, 32))]
 #: decode runs: (B, H, H_kv, Nq, Nk, d, num_splits); None: the split count flash_decode_gpu chooses
 DECODE_RUNS = [(1, 32, 8, 1, Nk, 128, S) for Nk in (4096, 32768) for S in (1, None)]
+#: teaching-backward runs (d, causal, N, B, H): the shapes of the teaching forward's runs above, Br = Bc = 64
+BWD_RUNS = [(64, c, 4096, 1, 32) for c in (False, True)]
 
 
 def _tail_share(tl) -> float:
@@ -65,8 +71,8 @@ def _kernel_sources(only) -> dict:
     from flashviz.gpu.tensorcore.run import kernel_source_hashes
     kernels = sorted({k for k, *_ in RUNS if not only or k in only})
     out = kernel_source_hashes([k for k in kernels if k != "teaching"])
-    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu")):
-        if kernel in kernels or (kernel == "decode" and (not only or "decode" in only)):
+    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu"), ("bwd_teaching", "flash_bwd.cu")):
+        if kernel in kernels or (kernel != "teaching" and (not only or kernel in only)):
             out[kernel] = hashlib.sha256(source(file).encode()).hexdigest()[:16]
     return out
 
@@ -83,35 +89,57 @@ def _cubins() -> list[dict]:
             for n in sorted(cache_dir().glob("*.name"))]
 
 
+def _record(base: dict, trace, out: Path, name_of) -> dict:
+    """Run ``trace()`` (a Timeline), save it as ``out / name_of(tl)`` with 16 detailed blocks and
+    return its summary row ({**base, ...}), or base with the error when the trace raised."""
+    t0 = time.perf_counter()
+    try:
+        tl = trace()
+    except Exception as exc:  # record the failure, go on with the next run
+        row = {**base, "error": f"{type(exc).__name__}: {exc}"}
+        print(row, flush=True)
+        return row
+    tl.commit = os.environ.get("FLASHVIZ_COMMIT", "")
+    name = name_of(tl)
+    path = tl.save(out / name, detail=16)
+    dur = tl.blocks["t1_ns"] - tl.blocks["t0_ns"]
+    row = {**base, "Br": tl.Br, "Bc": tl.Bc, "kernel_order_ms": tl.notes.get("kernel_order_ms"),
+           "tail_share": _tail_share(tl), "blocks": len(tl.blocks), "sms_used": int(len(np.unique(tl.blocks["sm"]))),
+           "kernel_ms": tl.kernel_ms, "traced_ms": tl.traced_ms, "overhead": tl.traced_ms / tl.kernel_ms - 1,
+           "span_us": tl.span_ns / 1e3, "block_us_median": float(np.median(dur)) / 1e3,
+           "block_us_max": float(dur.max()) / 1e3, "events": int(len(tl.events)), "tiles": int(len(tl.tiles)),
+           "ns_per_cycle": tl.notes.get("ns_per_cycle"), "file": name, "file_bytes": path.stat().st_size,
+           "seconds": round(time.perf_counter() - t0, 1)}
+    if tl.kernel == "decode":
+        row.update(S=tl.grid[0], heuristic_S=tl.notes["heuristic_S"], kernel_GBps=tl.notes["kernel_GBps"])
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def _decode_runs(out: Path, dev: str) -> list[dict]:
     """The DECODE_RUNS, each traced by gpu.trace_decode and saved; one summary row each."""
     import flashviz.gpu as gpu
 
+    return [_record({"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
+                     "order": "kernel", "num_splits": S},
+                    lambda: gpu.trace_decode(B, H, H_kv, Nk, d, Nq=Nq, num_splits=S, repeat=20, rounds=7), out,
+                    lambda tl: f"timeline-decode-d{d}-n{Nk}-s{tl.grid[0]}-{dev}-{tl.date}.json.gz")
+            for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS]
+
+
+def _backward_runs(out: Path, dev: str) -> list[dict]:
+    """The BWD_RUNS (the teaching backward), each traced by gpu.trace_backward and saved."""
+    import flashviz.gpu as gpu
+
     rows = []
-    for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS:
-        t0 = time.perf_counter()
-        base = {"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
-                "order": "kernel", "num_splits": S}
-        try:
-            tl = gpu.trace_decode(B, H, H_kv, Nk, d, Nq=Nq, num_splits=S, repeat=20, rounds=7)
-        except Exception as exc:  # record the failure, go on with the next run
-            rows.append({**base, "error": f"{type(exc).__name__}: {exc}"})
-            print(rows[-1], flush=True)
-            continue
-        tl.commit = os.environ.get("FLASHVIZ_COMMIT", "")
-        name = f"timeline-decode-d{d}-n{Nk}-s{tl.grid[0]}-{dev}-{tl.date}.json.gz"
-        path = tl.save(out / name, detail=16)
-        dur = tl.blocks["t1_ns"] - tl.blocks["t0_ns"]
-        rows.append({**base, "S": tl.grid[0], "heuristic_S": tl.notes["heuristic_S"], "Br": tl.Br, "Bc": tl.Bc,
-                     "tail_share": _tail_share(tl), "blocks": len(tl.blocks),
-                     "sms_used": int(len(np.unique(tl.blocks["sm"]))), "kernel_ms": tl.kernel_ms,
-                     "traced_ms": tl.traced_ms, "overhead": tl.traced_ms / tl.kernel_ms - 1,
-                     "kernel_GBps": tl.notes["kernel_GBps"], "span_us": tl.span_ns / 1e3,
-                     "block_us_median": float(np.median(dur)) / 1e3, "block_us_max": float(dur.max()) / 1e3,
-                     "events": int(len(tl.events)), "tiles": int(len(tl.tiles)),
-                     "ns_per_cycle": tl.notes.get("ns_per_cycle"), "file": name,
-                     "file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)})
-        print(json.dumps(rows[-1]), flush=True)
+    for d, causal, N, B, H in BWD_RUNS:
+        rng = np.random.default_rng(0)
+        Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
+        rows.append(_record({"kernel": "bwd_teaching", "d": d, "causal": causal, "order": "kernel", "N": N, "B": B,
+                             "H": H},
+                            lambda: gpu.trace_backward(Q, K, V, causal=causal, repeat=10, rounds=7), out,
+                            lambda tl: f"timeline-bwd_teaching-d{d}{'-causal' if causal else ''}-n{N}-{dev}-"
+                                       f"{tl.date}.json.gz"))
     return rows
 
 
@@ -121,7 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
     only = [k for k in args.kernels.split(",") if k]
-    known = sorted({r[0] for r in RUNS} | {"decode"})
+    known = sorted({r[0] for r in RUNS} | {"decode", "bwd_teaching"})
     if any(k not in known for k in only):
         ap.error(f"--kernels: each must be one of {', '.join(known)}; got {args.kernels!r}")
     out = Path(args.out)
@@ -136,33 +164,15 @@ def main(argv=None) -> int:
             continue
         rng = np.random.default_rng(0)
         Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
-        t0 = time.perf_counter()
-        try:
-            tl = gpu.trace_kernel(Q, K, V, kernel=kernel, causal=causal, repeat=10, rounds=7, order=order)
-        except Exception as exc:  # record the failure, go on with the next run
-            rows.append({"kernel": kernel, "d": d, "causal": causal, "order": order, "N": N,
-                         "error": f"{type(exc).__name__}: {exc}"})
-            print(rows[-1], flush=True)
-            continue
-        tl.commit = os.environ.get("FLASHVIZ_COMMIT", "")
-        name = (f"timeline-{kernel}-d{d}{'-causal' if causal else ''}{'' if order == 'kernel' else '-' + order}"
-                f"-n{N}-{dev}-{tl.date}.json.gz")
-        path = tl.save(out / name, detail=16)
-        dur = tl.blocks["t1_ns"] - tl.blocks["t0_ns"]
-        tail = _tail_share(tl)
-        rows.append({"kernel": kernel, "d": d, "causal": causal, "order": order, "N": N, "B": B, "H": H,
-                     "Br": tl.Br, "Bc": tl.Bc, "kernel_order_ms": tl.notes.get("kernel_order_ms"),
-                     "tail_share": tail,
-                     "blocks": len(tl.blocks), "sms_used": int(len(np.unique(tl.blocks["sm"]))),
-                     "kernel_ms": tl.kernel_ms, "traced_ms": tl.traced_ms,
-                     "overhead": tl.traced_ms / tl.kernel_ms - 1, "span_us": tl.span_ns / 1e3,
-                     "block_us_median": float(np.median(dur)) / 1e3, "block_us_max": float(dur.max()) / 1e3,
-                     "events": int(len(tl.events)), "tiles": int(len(tl.tiles)),
-                     "ns_per_cycle": tl.notes.get("ns_per_cycle"), "file": name,
-                     "file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)})
-        print(json.dumps(rows[-1]), flush=True)
+        rows.append(_record({"kernel": kernel, "d": d, "causal": causal, "order": order, "N": N, "B": B, "H": H},
+                            lambda: gpu.trace_kernel(Q, K, V, kernel=kernel, causal=causal, repeat=10, rounds=7,
+                                                     order=order), out,
+                            lambda tl: f"timeline-{kernel}-d{d}{'-causal' if causal else ''}"
+                                       f"{'' if order == 'kernel' else '-' + order}-n{N}-{dev}-{tl.date}.json.gz"))
     if not only or "decode" in only:
         rows += _decode_runs(out, dev)
+    if not only or "bwd_teaching" in only:
+        rows += _backward_runs(out, dev)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),
                "kernel_sources": _kernel_sources(only), "cubins": _cubins(),
                "method": "trace_kernel: normal and traced builds on the same inputs, outputs compared bit for bit; "

@@ -24,6 +24,11 @@
 //                             on chip, so every element is summed in one fixed order: the same bits on
 //                             every run, for two extra matmuls per tile (S_ij and dP_ij again).
 //
+// Timeline switch: built with -DFLASHVIZ_TRACE=1 (kernels/fv_trace.cuh), flash_bwd records for each
+// thread block (key block j) its SM and times, and for each query block i and warp the steps load_Qi,
+// recompute_P, accumulate_dV, compute_dS, accumulate_dK, update_dQ (FV_BSTAGE_*), with load_KV and
+// write_dKdV once a block; the normal build has none of it (flashviz.gpu.trace_backward).
+//
 // Layout: Q, dQ (B,H,Nq,D), K, V, dK, dV (B,H,Nk,D), O, dO (B,H,Nq,D), lse, D (B,H,Nq): C-contiguous
 // float32. Block 256 threads = 16 x 16 (ty, tx). Thread (ty, tx) owns
 //   rows    r = ty + 16*a  (a < Br/16)  and columns c = tx + 16*b (b < Bc/16) of S_ij, P_ij, dP_ij, dS_ij
@@ -37,6 +42,7 @@
 // Header-free on purpose: NVRTC from the pip CUDA wheels has no <mma.h> and no INFINITY.
 
 #include "fv_ptx.cuh"   // neg_inf
+#include "fv_trace.cuh" // the timeline switch of flash_bwd: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 using fvptx::neg_inf;
 
@@ -140,7 +146,7 @@ __global__ void __launch_bounds__(256)
 flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
           const float* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
           float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV,
-          int Nq, int Nk, float scale, int causal, int atomic_dQ)
+          int Nq, int Nk, float scale, int causal, int atomic_dQ FV_TRACE_PARAMS)
 {
     using namespace fvbwd;
     static_assert(Br % 16 == 0 && Bc % 16 == 0 && D % 16 == 0, "Br, Bc, D must be multiples of 16");
@@ -180,10 +186,18 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
     if (causal && c0 - offset > 0) i_first = (c0 - offset) / Br;
     const int i_last = (causal && c0 - offset >= Nq) ? -1 : Tr - 1;
 
+    // timeline (FLASHVIZ_TRACE builds only): one record a block (key block j), one writer a warp, a
+    // row per query block i; the steps are numbered FV_BSTAGE_* (fv_trace.cuh)
+    FV_TRACE_BEGIN(8, tid >> 5, (tid & 31) == 0, tid == 0);
+    FV_DECL(t_a);
+    FV_DECL(t_b);
+    FV_NOW(t_a);
     // [load_KV] Alg. 2 line 6: for key block j (the outer loop: this thread block), K_j, V_j from HBM
     // to SRAM once (columns past Nk are zero).
     load_rows<Bc, D>(K_j, K + (size_t)bh * Nk * D, c0, Nk, tid);
     load_rows<Bc, D>(V_j, V + (size_t)bh * Nk * D, c0, Nk, tid);
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_BSTAGE_LOAD_KV, t_a, t_b);
 
     // [init_dKdV] Alg. 2 line 7: dK_j = 0, dV_j = 0 on chip (registers). dK_j accumulates dS_ijᵀ Q_i;
     // the scale is applied once, when it is written.
@@ -205,6 +219,8 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
             D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
         }
         __syncthreads();
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_LOAD_QI, t_b, t_a);
 
         // [recompute_P] Alg. 2 lines 10-11: S_ij = scale · Q_i K_jᵀ on chip; P_ij = exp(S_ij − L_i)
         // (0 where masked), from the forward's L_i instead of a stored P.
@@ -216,6 +232,8 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 #pragma unroll
             for (int b = 0; b < NB; ++b) P_ij[(ty + 16 * a) * LDP + tx + 16 * b] = P[a][b];
         __syncthreads();  // P_ij is complete in SRAM
+        FV_NOW(t_b);
+        FV_EVENT(i, FV_BSTAGE_RECOMPUTE_P, t_a, t_b);
 
         // [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i. Thread (ty, tx) sums over the Br
         // rows r for its rows c = ty + 16b of dV_j: P_ij[r][c] is one word for a half-warp (broadcast),
@@ -232,6 +250,8 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 #pragma unroll
                 for (int q = 0; q < X; ++q) dV_j[b][q] = fmaf(p[b], g[q], dV_j[b][q]);
         }
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_ACCUMULATE_DV, t_b, t_a);
 
         // [compute_dS] Alg. 2 lines 13-14: dP_ij = dO_i V_jᵀ; dS_ij = P_ij ∘ (dP_ij − D_i), to SRAM.
         float dP[A][NB];
@@ -243,6 +263,8 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
             for (int b = 0; b < NB; ++b) dS_ij[(ty + 16 * a) * LDP + tx + 16 * b] = P[a][b] * (dP[a][b] - Dr);
         }
         __syncthreads();  // dS_ij is complete in SRAM
+        FV_NOW(t_b);
+        FV_EVENT(i, FV_BSTAGE_COMPUTE_DS, t_a, t_b);
 
         // [accumulate_dK] Alg. 2 line 16: dK_j ← dK_j + scale · dS_ijᵀ Q_i (scale at the write).
 #pragma unroll 4
@@ -257,6 +279,8 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 #pragma unroll
                 for (int q = 0; q < X; ++q) dK_j[b][q] = fmaf(s[b], qv[q], dK_j[b][q]);
         }
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_ACCUMULATE_DK, t_b, t_a);
 
         // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j, added into HBM with float32
         // atomicAdd (other key blocks add to the same dQ_i at the same time). Skipped when the
@@ -279,8 +303,11 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                     for (int q = 0; q < X; ++q) atomicAdd(&dQh[(size_t)r * D + tx + 16 * q], scale * acc[q]);
                 }
             }
+            FV_NOW(t_b);
+            FV_EVENT(i, FV_BSTAGE_UPDATE_DQ, t_a, t_b);
         }
     }
+    FV_NOW(t_a);
 
     // [write_dKdV] Alg. 2 line 18: dK_j (times scale), dV_j to HBM, once per key block; zeros for a key
     // block no query sees.
@@ -297,6 +324,9 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
             }
         }
     }
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_BSTAGE_WRITE_DKDV, t_a, t_b);
+    FV_TRACE_END(j, bh, 0, i_last - i_first + 1);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -409,7 +439,7 @@ flash_bwd_dq(const float* __restrict__ Q, const float* __restrict__ K, const flo
 #define FLASHVIZ_INSTANTIATE(Br, Bc, D)                                                                       \
     template __global__ void flash_bwd<Br, Bc, D>(const float*, const float*, const float*, const float*,     \
                                                   const float*, const float*, float*, float*, float*, int,     \
-                                                  int, float, int, int);                                       \
+                                                  int, float, int, int FV_TRACE_TYPES);                        \
     template __global__ void flash_bwd_dq<Br, Bc, D>(const float*, const float*, const float*, const float*,  \
                                                      const float*, const float*, float*, int, int, float, int);
 #define FLASHVIZ_INSTANTIATE_D(Br, Bc) \

@@ -31,6 +31,16 @@
 #define FV_STAGE_ACCUMULATE_O 7
 #define FV_STAGE_WRITE_O 8
 #define FV_NSTAGE 9
+// the backward (flash_bwd.cu, FA2 Algorithm 2) numbers its own steps in the same nine slots; its
+// blocks are key blocks j and its rows query blocks i (flashviz.records.timeline.BWD_STAGES)
+#define FV_BSTAGE_LOAD_KV 0
+#define FV_BSTAGE_LOAD_QI 1
+#define FV_BSTAGE_RECOMPUTE_P 2
+#define FV_BSTAGE_ACCUMULATE_DV 3
+#define FV_BSTAGE_COMPUTE_DS 4
+#define FV_BSTAGE_ACCUMULATE_DK 5
+#define FV_BSTAGE_UPDATE_DQ 6
+#define FV_BSTAGE_WRITE_DKDV 7
 #define FV_HEAD 8
 #define FV_MAGIC 0xF1A5400000000001ull
 

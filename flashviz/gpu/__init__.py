@@ -12,7 +12,8 @@ Two tracks with the same file names, and what they share beside them::
                      decode_trace.py (trace_decode: its timeline), decode_bench.py (its benchmark)
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
                      backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32),
-                     bench_backward.py (one backward configuration timed: chapter 6's panel)
+                     bench_backward.py (one backward configuration timed: chapter 6's panel),
+                     bwd_trace.py (trace_backward: the backward's timeline)
     gpu/autograd.py  flash_attention: a torch.library custom op with its backward (torch imported lazily)
     gpu/tensorcore/  kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores; their launch
                      table is flashviz/mma_limits.py, readable without CuPy)
@@ -40,6 +41,7 @@ from .decode_trace import trace_decode
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.bench_backward import benchmark_backward
+from .teaching.bwd_trace import trace_backward
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
 from .teaching.limits import (
     SUPPORTED_BC,
@@ -75,5 +77,6 @@ __all__ = ["gpu_status", "kernel_source", "compile_kernel", "CompiledKernel", "f
            "benchmark_backward",
            "check_bwd_launch", "bwd_supported_blocks", "flash_attention", "attention_with_lse",
            "flash_backward_mma", "compile_backward_mma", "MMABackward", "bwd_mma_smem_bytes", "bwd_mma_dq_smem_bytes",
-           "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes", "trace_decode"]
+           "flash_decode_gpu", "compile_decode", "decode_launch", "decode_smem_bytes", "trace_decode",
+           "trace_backward"]
 

@@ -35,6 +35,11 @@ warps, and the tiles' ``j`` are the cache's key tiles (a split covers a range of
 B, H, H_kv, Nq and S are in ``notes``. Its step at the end is ``write_partial`` when S > 1 (the
 block writes its split's O_s and lse_s for the merge) and ``write_O`` when S = 1.
 
+The teaching backward ("bwd_teaching", kernels/flash_bwd.cu, ``gpu.trace_backward``) turns the loops
+round as FlashAttention-2's Algorithm 2 does: a block is a key block, so ``blocks["i"]`` holds its
+key block j and the rows of ``tiles`` and ``events`` are query blocks (their ``j`` column holds the
+query block i); ``grid`` is (Tc, H, B); its steps are ``BWD_STAGES``, its groups its eight warps.
+
 Files are JSON (``save`` / ``load``): the facts as plain values, each column as base64 of its
 little-endian bytes (compact: a 4096-block run is a few MB, not tens), gzip-compressed when
 the name ends in ``.gz``.
@@ -56,14 +61,18 @@ from .files import package_dir
 FORMAT = "flashviz-timeline/1"
 #: the forward kernels (the TimelineExplorer's choices, ``gpu.trace_kernel``)
 FORWARD_KERNELS = ("teaching", "wgmma", "fa3")
-#: every kernel with a timeline switch: the forward ones and the split-KV decode (``gpu.trace_decode``)
-KERNELS = FORWARD_KERNELS + ("decode",)
+#: every kernel with a timeline switch: the forward ones, the split-KV decode (``gpu.trace_decode``) and
+#: the teaching backward (``gpu.trace_backward``)
+KERNELS = FORWARD_KERNELS + ("decode", "bwd_teaching")
 #: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
 #: the longest rows of every head first
 ORDERS = ("kernel", "ascending", "longest_first")
 #: the stage numbers of kernels/fv_trace.cuh (FV_STAGE_*), by name: steps of flashviz.steps
 STAGES = ("load_Q", "load_KV", "load_K", "load_V", "compute_S", "update_ml", "convert_P", "accumulate_O",
           "write_O")
+#: the backward's steps (kernels/fv_trace.cuh FV_BSTAGE_*, in the same nine slots): FA2 Algorithm 2
+BWD_STAGES = ("load_KV", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ",
+              "write_dKdV")
 
 BLOCK_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("i", "<i4"), ("h", "<i4"), ("b", "<i4"), ("n_j", "<i4"),
                         ("t0_ns", "<f8"), ("t1_ns", "<f8")])

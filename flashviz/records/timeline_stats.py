@@ -16,6 +16,9 @@ Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
   SM ran at least one block — chapter 9's "idle SMs" in one number;
 * ``recorded_decode_runs(Nk)``: the recorded decode timelines of one cache length, {S: Timeline}
   (one split a block, and the split count the call chose);
+* ``per_tile_steps(tl)``: each step's mean time per tile (ns) in one group of the detailed blocks,
+  and ``recorded_backward_pair(causal)``: the recorded teaching backward beside the teaching
+  forward of the same shape (chapter 6: where a backward tile's time goes);
 * what the TimelineExplorer's numbers read: ``tile_flops``, ``tail_share``, ``in_flight``,
   ``blocks_per_sm`` and ``tile_vs_ceiling`` (a block's time per tile against the measured matmul
   ceiling, ``Ceiling`` / ``TileCeiling``).
@@ -250,3 +253,37 @@ def recorded_decode_runs(Nk: int | None = None) -> dict[int, Timeline]:
     Nk = max(r["N"] for r in rows) if Nk is None else Nk
     return {r["splits"]: Timeline.load(r["file"]) for r in sorted(rows, key=lambda r: r["splits"] or 0)
             if r["N"] == Nk}
+
+
+def per_tile_steps(tl, group: int = 0) -> dict[str, float]:
+    """{step: mean ns per tile} over the key-tile (forward, decode) or query-block (backward) rows of
+    the blocks whose steps ``tl`` keeps, in group ``group`` (a warp or warpgroup), in the order of
+    ``tl.stages``; a step with no event is left out. Block-level steps (j = −1) are not per tile.
+    TypeError for anything but a Timeline."""
+    e = _check(tl).events
+    e = e[(e["group"] == group) & (e["j"] >= 0)]
+    if not len(e):
+        return {}
+    tiles = len(np.unique(e["cta"].astype(np.int64) * (1 << 24) + e["j"]))
+    out = {}
+    for k, name in enumerate(tl.stages):
+        sel = e["stage"] == k
+        if sel.any():
+            out[name] = float((e["t1_ns"][sel] - e["t0_ns"][sel]).sum()) / tiles
+    return out
+
+
+def recorded_backward_pair(causal: bool = False) -> dict[str, Timeline]:
+    """{"forward": the teaching forward's recorded timeline, "backward": the teaching backward's} of
+    one shape (the backward's newest, at its smallest d and N; the forward's newest of the same d,
+    N and mask), or {} when either is not recorded."""
+    rows = [r for r in recorded_timelines() if r["kernel"] == "bwd_teaching" and r["causal"] == bool(causal)]
+    if not rows:
+        return {}
+    newest = max(r["date"] for r in rows)
+    best = min((r for r in rows if r["date"] == newest), key=lambda r: (r["d"], r["N"]))
+    try:
+        fwd = latest_timeline("teaching", causal=causal, d=best["d"], N=best["N"])
+    except LookupError:
+        return {}
+    return {"forward": fwd, "backward": Timeline.load(best["file"])}

@@ -99,6 +99,7 @@ INSTANCE = {  # one instantiation per kernel, appended to the text under test
     "flash_fwd_mma.cu": _instance("flash_fwd_mma", "0, 128, 64, 64, false"),
     "flash_fwd_fa3.cu": _instance("flash_fwd_fa3", "0, 128, 128, 128, true"),
     "flash_decode.cu": _instance("fvdec::flash_decode", "0, 128, false, 4"),
+    "flash_bwd.cu": _instance("flash_bwd", "64, 64, 64"),
 }
 
 

@@ -319,3 +319,50 @@ def test_the_block_steps_of_two_kernels_side_by_side():
             plot_block_steps(**bad)
         assert "\n" not in str(info.value)
     assert plt.get_fignums() == before                                        # no figure left behind
+
+
+def test_backward_stage_numbers_match_the_kernel_header_and_the_vocabulary():
+    """FV_BSTAGE_* of kernels/fv_trace.cuh are BWD_STAGES in order, fit FV_NSTAGE slots, and each is a
+    step of FA2's Algorithm 2 in the one vocabulary; flash_bwd.cu uses every one of them."""
+    from flashviz.records.timeline import BWD_STAGES
+
+    header = (ROOT / "kernels" / "fv_trace.cuh").read_text()
+    defined = {int(v): n.lower() for n, v in re.findall(r"#define FV_BSTAGE_(\w+) (\d+)", header)}
+    assert [defined[k] for k in sorted(defined)] == [s.lower() for s in BWD_STAGES]
+    assert len(BWD_STAGES) <= FV_NSTAGE
+    for name in BWD_STAGES:
+        assert steps.step(name).backward, name
+    kernel = (ROOT / "kernels" / "flash_bwd.cu").read_text()
+    assert {n.lower() for n in re.findall(r"FV_EVENT\([^,]+, FV_BSTAGE_(\w+),", kernel)} == set(defined.values())
+
+
+def test_a_backward_trace_has_key_blocks_as_blocks_and_query_blocks_as_rows():
+    """flash_bwd's records, written by hand: block = key block j of head h (its recorded i), rows =
+    the query blocks it visits; the Timeline names its steps BWD_STAGES and splits b·H + h."""
+    from flashviz.gpu.teaching.bwd_trace import GROUPS, backward_timeline
+    from flashviz.records.timeline import BWD_STAGES
+
+    def evs(i_list):
+        out = [(0, -1, "load_Q", 0, 500)]                    # slot 0: load_KV in the backward's numbering
+        for n, i in enumerate(i_list):
+            t = 500 + 4000 * n
+            out += [(w, i, "load_KV", t, t + 500) for w in (0, 7)]          # slot 1: load_Qi
+            out += [(w, i, "load_K", t + 500, t + 2000) for w in (0, 7)]    # slot 2: recompute_P
+        return out
+
+    # causal, Tr = Tc = 3, H = 2: key block j sees query blocks j .. 2
+    plan = {}
+    for h in range(2):
+        for j in range(3):
+            cta = j + 3 * h
+            plan[cta] = (cta, (j, h, 0), 0, evs(list(range(j, 3))), 500 + 4000 * (3 - j) + 100)
+    meta = {k: v for k, v in META.items() if k != "kernel"}
+    tl = backward_timeline(_buffer((3, 2, 1), GROUPS, 3, plan), grid=(3, 2, 1), Tr=3, **meta)
+    assert tl.kernel == "bwd_teaching" and tl.stages == BWD_STAGES
+    assert sorted(zip(tl.blocks["i"].tolist(), tl.blocks["h"].tolist())) == [(j, h) for j in range(3) for h in range(2)]
+    assert tl.blocks["n_j"].tolist() == [3, 2, 1, 3, 2, 1]
+    for j in range(3):                                   # the rows of key block j are query blocks j .. 2
+        rows = sorted(set(tl.tiles["j"][tl.tiles["i"] == j].tolist()))
+        assert rows == list(range(j, 3))
+    assert len(tl.stage_events("load_Qi")) == 2 * 2 * (3 + 2 + 1)
+    assert len(tl.stage_events("load_KV")) == 6 and np.all(tl.stage_events("load_KV")["j"] == -1)

@@ -365,3 +365,36 @@ def test_compile_cached_and_shared_memory_error(cp):
     if limit < 270_848:
         with pytest.raises(ValueError, match=rf"needs 270,848 bytes of shared memory; the device limit is {limit:,}"):
             gpu.flash_backward_gpu(*_args(d=128), Br=64, Bc=128)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal, Nq, Nk, Br, Bc", [(False, 257, 129, 64, 64), (True, 300, 300, 32, 64),
+                                                    (True, 100, 300, 64, 32)])
+def test_backward_timeline_is_complete_ordered_and_exact(cp, causal, Nq, Nk, Br, Bc):
+    """kernels/flash_bwd.cu traced (gpu.trace_backward: its dK, dV bit-identical to the normal
+    kernel's, dQ to float32 rounding): one record per key block j and head; each block visits the
+    query blocks that see K_j (causal, bottom-right: from the block of row c0 − (Nk − Nq) on) and no
+    other; in each warp the steps of a query block run in Algorithm 2's order, one query block after
+    the other; load_KV and write_dKdV once a block; both times measured."""
+    rng = np.random.default_rng(3)
+    Q, K, V = (rng.standard_normal((1, 2, n, 64)).astype(np.float32) for n in (Nq, Nk, Nk))
+    tl = gpu.trace_backward(Q, K, V, causal=causal, Br=Br, Bc=Bc, repeat=3, rounds=2)
+    Tr, Tc = -(-Nq // Br), -(-Nk // Bc)
+    assert tl.kernel == "bwd_teaching" and tl.grid == (Tc, 2, 1) and len(tl.blocks) == 2 * Tc
+    order = ("load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
+    for blk in tl.blocks:
+        j = int(blk["i"])
+        c0, off = j * Bc, Nk - Nq
+        first = max(0, (c0 - off) // Br) if causal else 0
+        seen = [] if causal and c0 - off >= Nq else list(range(first, Tr))
+        assert sorted(tl.tiles["j"][tl.tiles["cta"] == blk["cta"]].tolist()) == seen
+        assert blk["n_j"] == len(seen)
+        mine = tl.events[tl.events["cta"] == blk["cta"]]
+        for w in range(8):
+            e = mine[(mine["group"] == w) & (mine["j"] >= 0)]
+            e = e[np.lexsort((e["t0_ns"], e["j"]))]
+            assert [tl.stages[s] for s in e["stage"]] == list(order) * len(seen)
+            assert np.all(np.diff(e["t0_ns"]) >= -1.0)
+        block_steps = sorted(tl.stages[s] for s in mine["stage"][mine["j"] == -1])
+        assert block_steps == sorted(["load_KV"] * 8 + ["write_dKdV"] * 8)
+    assert tl.kernel_ms > 0 and tl.traced_ms > 0

@@ -116,7 +116,9 @@ def test_backward_notebook_runs_and_is_driven(executed):
     nb, texts = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
-    assert len(widget_views(nb)) == 4, "the explorer, section 7's GPU panel and its two figures"
+    from flashviz.records.timeline_stats import recorded_backward_pair
+    timeline = 1 if recorded_backward_pair() else 0             # section 7's measured tile, when recorded
+    assert len(widget_views(nb)) == 4 + timeline, "the explorer, section 7's GPU panel, its figures (and the tile)"
     assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts and "DRIVEN-PANEL-OK" in texts
     # the six exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
@@ -368,3 +370,19 @@ def test_recorded_data_exercises_name_their_mistakes():
         got = check_bwd_share(answer, N=4096, d=64, causal=False)
         assert_wrong(got, RIGHT_SHARE)
         assert words in got.message, (words, got.message)
+
+
+def test_section_7_shows_the_backward_tile_when_recorded(executed):
+    """The measured tile: each recorded timeline's steps per tile and the ratios, as the records say;
+    one line saying none is recorded otherwise."""
+    from flashviz.records.timeline_stats import per_tile_steps, recorded_backward_pair
+    from flashviz.views.backward_timeline import tile_ratio
+    _, texts = executed
+    pair = recorded_backward_pair(causal=False)
+    if not pair:
+        assert "No teaching-backward timeline is recorded in this installation yet" in texts
+        return
+    for k, t in pair.items():
+        steps_us = ", ".join(f"{name} {ns / 1e3:.2f}" for name, ns in per_tile_steps(t).items())
+        assert f"{k:>8} ({t.device}, {t.date}): µs per tile: {steps_us}; whole kernel {t.kernel_ms:.3f} ms" in texts
+    assert f"backward ÷ forward, per tile: {tile_ratio(pair):.2f}; whole kernels: " in texts

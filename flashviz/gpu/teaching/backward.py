@@ -55,8 +55,10 @@ class CompiledBackward:
     local_bytes: tuple
 
 
-def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledBackward:
-    """Compile (or fetch from the per-process cache) the backward kernels for (Br, Bc, d).
+def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = False) -> CompiledBackward:
+    """Compile (or fetch from the per-process cache) the backward kernels for (Br, Bc, d);
+    ``traced``: ``main`` built with its timeline switch on (``-DFLASHVIZ_TRACE=1``: two more
+    parameters, the trace buffer and jmax; ``launch_backward(trace=...)``, ``gpu.trace_backward``).
 
     Br, Bc in {16, 32, 64, 128}, d in {16, 32, 64, 128}, within the device's shared memory
     (``limits.bwd_smem_bytes``). Checks before compiling. Raises TypeError / ValueError for
@@ -65,11 +67,11 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledBackwar
     """
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (Br, Bc, d, dev)
+    key = (Br, Bc, d, dev, traced)
     if type(Br) is int and type(Bc) is int and type(d) is int and key in _CACHE:
         return _CACHE[key]
     Br, Bc, d = check_bwd_sizes(Br, Bc, d)
-    key = (Br, Bc, d, dev)
+    key = (Br, Bc, d, dev, bool(traced))
     if key in _CACHE:
         return _CACHE[key]
     facts = device_facts(dev)
@@ -80,7 +82,7 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledBackwar
     src = source(_KERNEL_FILE)
     t0 = time.perf_counter()
     pre, _, _ = compile_cubin(src, f"flash_bwd_preprocess<{d}>", arch)
-    main, _, _ = compile_cubin(src, f"flash_bwd<{Br},{Bc},{d}>", arch)
+    main, _, _ = compile_cubin(src, f"flash_bwd<{Br},{Bc},{d}>", arch, options=("-DFLASHVIZ_TRACE=1",) if traced else ())
     dq, _, _ = compile_cubin(src, f"flash_bwd_dq<{Br},{Bc},{d}>", arch)
     main.max_dynamic_shared_size_bytes = smem       # > 48 KB needs the explicit opt-in
     dq.max_dynamic_shared_size_bytes = dq_smem
@@ -93,8 +95,9 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64) -> CompiledBackwar
 
 
 def launch_backward(cb: CompiledBackward, Qd, Kd, Vd, Od, dOd, lsed, dQ, dK, dV, Dbuf, *, causal: bool,
-                    scale: float, deterministic: bool = False, dlsed=None) -> None:
+                    scale: float, deterministic: bool = False, dlsed=None, trace=None) -> None:
     """Launch the backward kernels on prepared buffers (no checks, no allocation; for timing).
+    ``trace``: (buffer pointer, jmax) for a ``cb`` compiled with ``traced=True``.
 
     Qd, Od, dOd, dQ (BH, Nq, d); Kd, Vd, dK, dV (BH, Nk, d); lsed, Dbuf (and dlsed, optional)
     (BH, Nq): C-contiguous float32 CuPy arrays (views of torch memory are fine), 16-byte aligned.
@@ -108,7 +111,8 @@ def launch_backward(cb: CompiledBackward, Qd, Kd, Vd, Od, dOd, lsed, dQ, dK, dV,
                   (Od, dOd, dl, Dbuf, dQ, i32(Nq), i32(0 if deterministic else 1)))
     cb.main((-(-Nk // cb.Bc), BH, 1), (16, 16, 1),
             (Qd, Kd, Vd, dOd, lsed, Dbuf, dQ, dK, dV, i32(Nq), i32(Nk), f32(scale), i32(1 if causal else 0),
-             i32(0 if deterministic else 1)), shared_mem=cb.smem_bytes)
+             i32(0 if deterministic else 1), *(() if trace is None else (np.uint64(trace[0]), i32(trace[1])))),
+            shared_mem=cb.smem_bytes)
     if deterministic:
         cb.dq((-(-Nq // cb.Br), BH, 1), (16, 16, 1),
               (Qd, Kd, Vd, dOd, lsed, Dbuf, dQ, i32(Nq), i32(Nk), f32(scale), i32(1 if causal else 0)),
