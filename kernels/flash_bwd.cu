@@ -141,12 +141,14 @@ flash_bwd_preprocess(const float* __restrict__ O, const float* __restrict__ dO, 
 
 // ---------------------------------------------------------------------------------------------------
 // The main backward kernel, FA2 Algorithm 2. Grid (Tc, B*H): one thread block per (key block j, head).
-template <int Br, int Bc, int D>
+// STORED_P (chapter 6's "recompute versus store", measured): read P_ij from P_stored, (B*H, Nq, Nk)
+// float32 with 0 where masked, instead of recomputing it; P_stored is unused (null) otherwise.
+template <int Br, int Bc, int D, bool STORED_P = false>
 __global__ void __launch_bounds__(256)
 flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
           const float* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
           float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV,
-          int Nq, int Nk, float scale, int causal, int atomic_dQ FV_TRACE_PARAMS)
+          int Nq, int Nk, float scale, int causal, int atomic_dQ, const float* __restrict__ P_stored FV_TRACE_PARAMS)
 {
     using namespace fvbwd;
     static_assert(Br % 16 == 0 && Bc % 16 == 0 && D % 16 == 0, "Br, Bc, D must be multiples of 16");
@@ -224,9 +226,24 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
 
         // [recompute_P] Alg. 2 lines 10-11: S_ij = scale · Q_i K_jᵀ on chip; P_ij = exp(S_ij − L_i)
         // (0 where masked), from the forward's L_i instead of a stored P.
+        // STORED_P: P_ij as the forward left it in HBM (Nq x Nk per head) — no S_ij, no exp, but Br·Bc
+        // numbers read for each tile
         float P[A][NB];
-        tile_ABt<A, NB, D>(P, Q_i, K_j, ty, tx);
-        probabilities<A, NB>(P, L_i, r0, c0, Nk, offset, causal, scale, ty, tx);
+        if constexpr (STORED_P) {
+            const float* Ph = P_stored + (size_t)bh * Nq * Nk;
+#pragma unroll
+            for (int a = 0; a < A; ++a) {
+                const int r = r0 + ty + 16 * a;
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    const int c = c0 + tx + 16 * b;
+                    P[a][b] = (r < Nq && c < Nk) ? Ph[(size_t)r * Nk + c] : 0.f;
+                }
+            }
+        } else {
+            tile_ABt<A, NB, D>(P, Q_i, K_j, ty, tx);
+            probabilities<A, NB>(P, L_i, r0, c0, Nk, offset, causal, scale, ty, tx);
+        }
 #pragma unroll
         for (int a = 0; a < A; ++a)
 #pragma unroll
@@ -439,7 +456,10 @@ flash_bwd_dq(const float* __restrict__ Q, const float* __restrict__ K, const flo
 #define FLASHVIZ_INSTANTIATE(Br, Bc, D)                                                                       \
     template __global__ void flash_bwd<Br, Bc, D>(const float*, const float*, const float*, const float*,     \
                                                   const float*, const float*, float*, float*, float*, int,     \
-                                                  int, float, int, int FV_TRACE_TYPES);                        \
+                                                  int, float, int, int, const float* FV_TRACE_TYPES);          \
+    template __global__ void flash_bwd<Br, Bc, D, true>(const float*, const float*, const float*, const float*, \
+                                                        const float*, const float*, float*, float*, float*, int, \
+                                                        int, float, int, int, const float* FV_TRACE_TYPES);    \
     template __global__ void flash_bwd_dq<Br, Bc, D>(const float*, const float*, const float*, const float*,  \
                                                      const float*, const float*, float*, int, int, float, int);
 #define FLASHVIZ_INSTANTIATE_D(Br, Bc) \

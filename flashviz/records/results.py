@@ -11,7 +11,7 @@ from .files import package_dir
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
-KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-", "decode": "decode-"}
+KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-", "decode": "decode-", "storep": "storep-"}
 
 
 def latest_results(kind: str = "teaching") -> dict | None:
@@ -21,7 +21,9 @@ def latest_results(kind: str = "teaching") -> dict | None:
     kind: "teaching" (gpu-*.json: the fp32 teaching kernel vs naive CuPy), "mma"
     (mma-*.json: the tensor-core kernels' correctness grid, benchmark against SDPA, block
     sweep, device ceilings), "dram" (dram-*.json: Nsight Compute DRAM bytes vs the IO
-    model) or "bwd" (bwd-*.json: the backward benchmark, ``gpu/tensorcore/bench_bwd.py``).
+    model), "bwd" (bwd-*.json: the backward benchmark, ``gpu/tensorcore/bench_bwd.py``),
+    "decode" (decode-*.json: ``gpu/decode_bench.py``) or "storep" (storep-*.json: recompute versus
+    store, ``gpu/teaching/store_bench.py``).
     Newest = latest YYYY-MM-DD in the file name (ties broken by name). Returns the
     parsed dict with an added key "source_file" (the file name); None when there is no such
     file or the folder cannot be found. Raises ValueError for an unknown kind and

@@ -398,3 +398,48 @@ def test_backward_timeline_is_complete_ordered_and_exact(cp, causal, Nq, Nk, Br,
         block_steps = sorted(tl.stages[s] for s in mine["stage"][mine["j"] == -1])
         assert block_steps == sorted(["load_KV"] * 8 + ["write_dKdV"] * 8)
     assert tl.kernel_ms > 0 and tl.traced_ms > 0
+
+
+# ---------------------------------------------------------------- recompute versus store
+
+def test_the_stored_p_paths_refuse_bad_input_in_one_line():
+    from flashviz.gpu.teaching.stored_p import flash_backward_stored_p, naive_backward_gpu
+    Q, K, V, dO = _inputs(np.random.default_rng(0), (2,), 5, 7, 16)
+    with pytest.raises(ValueError, match="K must have shape"):
+        naive_backward_gpu(Q, K[:, :, :8], V, Q, dO, Q[..., 0])
+    with pytest.raises(TypeError, match="causal must be"):
+        flash_backward_stored_p(Q, K, V, Q, dO, Q[..., 0], None, causal="yes")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Nq, Nk", [(129, 257), (257, 129), (64, 64), (3, 300)])
+def test_the_stored_p_and_the_naive_backward_match_float64(cp, causal, Nq, Nk):
+    """P made from lse equals the float64 softmax (0 where masked, and on rows that see no key); the
+    teaching kernel reading it and the whole-matrix cuBLAS backward give the float64 gradients, and
+    the stored-P kernel the recomputing kernel's to float32 rounding (they differ in P's step only)."""
+    from flashviz.gpu.teaching.stored_p import flash_backward_stored_p, naive_backward_gpu, probabilities_gpu
+    Q, K, V, dO = _inputs(np.random.default_rng(Nq + Nk), (2,), Nq, Nk, 64)
+    O, lse, dQ_ref, dK_ref, dV_ref = dense_forward_backward(Q, K, V, dO, causal=causal)
+    S = (Q.astype(np.float64) @ K.astype(np.float64).swapaxes(-1, -2)) / 8.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        P_ref = np.where(np.isneginf(lse)[..., None], 0.0, np.exp(S - lse[..., None]))
+    if causal:
+        P_ref = np.where(np.arange(Nk)[None, :] <= np.arange(Nq)[:, None] + Nk - Nq, P_ref, 0.0)
+    O32, lse32 = O.astype(np.float32), lse.astype(np.float32)
+    P = probabilities_gpu(Q, K, lse32, causal=causal)
+    assert P.shape == (2, Nq, Nk) and float(cp.abs(P.get() - P_ref).max()) <= 1e-5
+    floor = 0.1 * float(np.abs(dV_ref).max())
+    stored = flash_backward_stored_p(Q, K, V, O32, dO, lse32, P, Br=32, Bc=64, causal=causal)
+    naive = naive_backward_gpu(Q, K, V, O32, dO, lse32, causal=causal)
+    recompute = gpu.flash_backward_gpu(Q, K, V, O32, dO, lse32, Br=32, Bc=64, causal=causal)
+    for grads in (stored, naive):
+        for got, ref in zip(grads, (dQ_ref, dK_ref, dV_ref)):
+            assert got.shape == ref.shape and _err(got.get(), ref, floor) <= 1e-4
+    for a, b in zip(stored, recompute):
+        assert _err(a.get(), b.get().astype(np.float64), floor) <= 1e-5
+    given = naive_backward_gpu(Q, K, V, O32, dO, lse32, causal=causal, P=P)     # the stored P, unchanged
+    assert all(bool(cp.array_equal(a, b)) for a, b in zip(given, naive))
+    assert float(cp.abs(P.get() - P_ref).max()) <= 1e-5
+    keyless = np.isneginf(lse)
+    assert np.all(stored[0].get()[keyless] == 0) and np.all(naive[0].get()[keyless] == 0)

@@ -116,9 +116,11 @@ def test_backward_notebook_runs_and_is_driven(executed):
     nb, texts = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
+    from flashviz.records.results import latest_results
     from flashviz.records.timeline_stats import recorded_backward_pair
     timeline = 1 if recorded_backward_pair() else 0             # section 7's measured tile, when recorded
-    assert len(widget_views(nb)) == 4 + timeline, "the explorer, section 7's GPU panel, its figures (and the tile)"
+    store = 1 if latest_results("storep") else 0                 # and the recompute-versus-store figure
+    assert len(widget_views(nb)) == 4 + timeline + store, "the explorer, section 7's GPU panel, its figures"
     assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts and "DRIVEN-PANEL-OK" in texts
     # the six exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
@@ -386,3 +388,19 @@ def test_section_7_shows_the_backward_tile_when_recorded(executed):
         steps_us = ", ".join(f"{name} {ns / 1e3:.2f}" for name, ns in per_tile_steps(t).items())
         assert f"{k:>8} ({t.device}, {t.date}): µs per tile: {steps_us}; whole kernel {t.kernel_ms:.3f} ms" in texts
     assert f"backward ÷ forward, per tile: {tile_ratio(pair):.2f}; whole kernels: " in texts
+
+
+def test_section_7_shows_recompute_versus_store_when_recorded(executed):
+    """Each row of the installed recompute-versus-store record and its crossover, as the record says;
+    one line saying none is installed otherwise."""
+    from flashviz.records.results import latest_results
+    from flashviz.records.store_records import crossover, store_rows
+    _, texts = executed
+    store = latest_results("storep")
+    if not store:
+        assert "No recompute-versus-store record is installed yet" in texts
+        return
+    for r in store_rows(store):
+        assert f"  N = {r['N']:>6,}: " in texts
+    n = crossover(store)
+    assert ("from N = " + f"{n:,} on" if n else "at no N of this record") in texts

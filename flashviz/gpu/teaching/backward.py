@@ -55,10 +55,13 @@ class CompiledBackward:
     local_bytes: tuple
 
 
-def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = False) -> CompiledBackward:
+def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = False,
+                     stored_p: bool = False) -> CompiledBackward:
     """Compile (or fetch from the per-process cache) the backward kernels for (Br, Bc, d);
     ``traced``: ``main`` built with its timeline switch on (``-DFLASHVIZ_TRACE=1``: two more
-    parameters, the trace buffer and jmax; ``launch_backward(trace=...)``, ``gpu.trace_backward``).
+    parameters, the trace buffer and jmax; ``launch_backward(trace=...)``, ``gpu.trace_backward``);
+    ``stored_p``: ``main`` is ``flash_bwd<Br, Bc, d, true>``, which reads P_ij from a stored P
+    instead of recomputing it (``launch_backward(P=...)``, ``gpu.teaching.stored_p``).
 
     Br, Bc in {16, 32, 64, 128}, d in {16, 32, 64, 128}, within the device's shared memory
     (``limits.bwd_smem_bytes``). Checks before compiling. Raises TypeError / ValueError for
@@ -67,11 +70,11 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = 
     """
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (Br, Bc, d, dev, traced)
+    key = (Br, Bc, d, dev, traced, stored_p)
     if type(Br) is int and type(Bc) is int and type(d) is int and key in _CACHE:
         return _CACHE[key]
     Br, Bc, d = check_bwd_sizes(Br, Bc, d)
-    key = (Br, Bc, d, dev, bool(traced))
+    key = (Br, Bc, d, dev, bool(traced), bool(stored_p))
     if key in _CACHE:
         return _CACHE[key]
     facts = device_facts(dev)
@@ -82,7 +85,8 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = 
     src = source(_KERNEL_FILE)
     t0 = time.perf_counter()
     pre, _, _ = compile_cubin(src, f"flash_bwd_preprocess<{d}>", arch)
-    main, _, _ = compile_cubin(src, f"flash_bwd<{Br},{Bc},{d}>", arch, options=("-DFLASHVIZ_TRACE=1",) if traced else ())
+    main, _, _ = compile_cubin(src, f"flash_bwd<{Br},{Bc},{d}{',true' if stored_p else ''}>", arch,
+                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
     dq, _, _ = compile_cubin(src, f"flash_bwd_dq<{Br},{Bc},{d}>", arch)
     main.max_dynamic_shared_size_bytes = smem       # > 48 KB needs the explicit opt-in
     dq.max_dynamic_shared_size_bytes = dq_smem
@@ -95,9 +99,10 @@ def compile_backward(Br: int = 64, Bc: int = 64, d: int = 64, *, traced: bool = 
 
 
 def launch_backward(cb: CompiledBackward, Qd, Kd, Vd, Od, dOd, lsed, dQ, dK, dV, Dbuf, *, causal: bool,
-                    scale: float, deterministic: bool = False, dlsed=None, trace=None) -> None:
+                    scale: float, deterministic: bool = False, dlsed=None, trace=None, P=None) -> None:
     """Launch the backward kernels on prepared buffers (no checks, no allocation; for timing).
-    ``trace``: (buffer pointer, jmax) for a ``cb`` compiled with ``traced=True``.
+    ``trace``: (buffer pointer, jmax) for a ``cb`` compiled with ``traced=True``; ``P``: the stored
+    probabilities (BH, Nq, Nk) float32 CuPy array for a ``cb`` compiled with ``stored_p=True``.
 
     Qd, Od, dOd, dQ (BH, Nq, d); Kd, Vd, dK, dV (BH, Nk, d); lsed, Dbuf (and dlsed, optional)
     (BH, Nq): C-contiguous float32 CuPy arrays (views of torch memory are fine), 16-byte aligned.
@@ -111,7 +116,8 @@ def launch_backward(cb: CompiledBackward, Qd, Kd, Vd, Od, dOd, lsed, dQ, dK, dV,
                   (Od, dOd, dl, Dbuf, dQ, i32(Nq), i32(0 if deterministic else 1)))
     cb.main((-(-Nk // cb.Bc), BH, 1), (16, 16, 1),
             (Qd, Kd, Vd, dOd, lsed, Dbuf, dQ, dK, dV, i32(Nq), i32(Nk), f32(scale), i32(1 if causal else 0),
-             i32(0 if deterministic else 1), *(() if trace is None else (np.uint64(trace[0]), i32(trace[1])))),
+             i32(0 if deterministic else 1), np.uint64(0) if P is None else P,
+             *(() if trace is None else (np.uint64(trace[0]), i32(trace[1])))),
             shared_mem=cb.smem_bytes)
     if deterministic:
         cb.dq((-(-Nq // cb.Br), BH, 1), (16, 16, 1),
@@ -196,7 +202,9 @@ def torch_f32(t, name: str, dev: int, shape):
     return x
 
 
-def _cupy_f32(x, cp, shape):
+def cupy_f32(x, cp, shape):
+    """``x`` (NumPy or CuPy float array) as a C-contiguous, 16-byte aligned CuPy float32 array of
+    ``shape`` on the current device (a copy only where needed)."""
     xd = cp.ascontiguousarray(cp.asarray(x, dtype=cp.float32)).reshape(shape)
     if xd.data.ptr % 16:
         xd = xd.copy()
@@ -259,7 +267,7 @@ def flash_backward_gpu(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causa
     ref = next((x for x in ins if _is_torch(x)), None)
     if ref is None:                                     # arrays: CuPy's current device and stream
         cb = compile_backward(Br, Bc, d)
-        bufs = [_cupy_f32(x, cp, s) for x, s in zip(ins, shapes)]
+        bufs = [cupy_f32(x, cp, s) for x, s in zip(ins, shapes)]
         dQ, dK, dV = cp.empty((BH, Nq, d), cp.float32), cp.empty((BH, Nk, d), cp.float32), \
             cp.empty((BH, Nk, d), cp.float32)
         Dbuf = cp.empty((BH, Nq), cp.float32)
@@ -276,7 +284,7 @@ def flash_backward_gpu(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causa
     with cp.cuda.Device(dev), torch_stream(dev):
         cb = compile_backward(Br, Bc, d)
         names = _NAMES + ("dlse",)
-        tens = [torch_f32(x, n, dev, s) if _is_torch(x) else torch.as_tensor(_cupy_f32(x, cp, s), device=f"cuda:{dev}")
+        tens = [torch_f32(x, n, dev, s) if _is_torch(x) else torch.as_tensor(cupy_f32(x, cp, s), device=f"cuda:{dev}")
                 for x, n, s in zip(ins, names, shapes)]
         out = [torch.empty((BH, n, d), dtype=torch.float32, device=f"cuda:{dev}") for n in (Nq, Nk, Nk)]
         Dbuf = torch.empty((BH, Nq), dtype=torch.float32, device=f"cuda:{dev}")
