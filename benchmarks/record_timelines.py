@@ -116,15 +116,26 @@ def _record(base: dict, trace, out: Path, name_of) -> dict:
     return row
 
 
-def _decode_runs(out: Path, dev: str) -> list[dict]:
-    """The DECODE_RUNS, each traced by gpu.trace_decode and saved; one summary row each."""
+def _decode_runs(out: Path, dev: str, sm_count: int) -> list[dict]:
+    """The DECODE_RUNS, each traced by gpu.trace_decode and saved; one summary row each. A run whose
+    split count (the heuristic's on this GPU's sm_count SMs) one before it already traced at its
+    Nk is left out, with a row that says so (its file would have the same name)."""
     import flashviz.gpu as gpu
 
-    return [_record({"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
-                     "order": "kernel", "num_splits": S},
-                    lambda: gpu.trace_decode(B, H, H_kv, Nk, d, Nq=Nq, num_splits=S, repeat=20, rounds=7), out,
-                    lambda tl: f"timeline-decode-d{d}-n{Nk}-s{tl.grid[0]}-{dev}-{tl.date}.json.gz")
-            for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS]
+    rows, done = [], set()
+    for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS:
+        base = {"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
+                "order": "kernel", "num_splits": S}
+        S_run = gpu.decode_launch(B, H, H_kv, Nq, Nk, d, S, num_sms=sm_count)["splits"]
+        if (B, H, H_kv, Nq, Nk, d, S_run) in done:
+            rows.append({**base, "S": S_run, "skipped": f"the split count chosen here, {S_run}, is traced above"})
+            print(rows[-1], flush=True)
+            continue
+        done.add((B, H, H_kv, Nq, Nk, d, S_run))
+        rows.append(_record(base, lambda: gpu.trace_decode(B, H, H_kv, Nk, d, Nq=Nq, num_splits=S, repeat=20,
+                                                           rounds=7), out,
+                            lambda tl: f"timeline-decode-d{d}-n{Nk}-s{tl.grid[0]}-{dev}-{tl.date}.json.gz"))
+    return rows
 
 
 def _backward_runs(out: Path, dev: str) -> list[dict]:
@@ -170,7 +181,7 @@ def main(argv=None) -> int:
                             lambda tl: f"timeline-{kernel}-d{d}{'-causal' if causal else ''}"
                                        f"{'' if order == 'kernel' else '-' + order}-n{N}-{dev}-{tl.date}.json.gz"))
     if not only or "decode" in only:
-        rows += _decode_runs(out, dev)
+        rows += _decode_runs(out, dev, int(env.get("sm_count") or 132))
     if not only or "bwd_teaching" in only:
         rows += _backward_runs(out, dev)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),

@@ -451,7 +451,7 @@ def _provenance_section() -> list[str]:
 
 
 #: the timeline summaries of a run of some kernels only (record_timelines.py --kernels): timelines-<kernels>-…
-TIMELINE_KERNELS = ("teaching", "wgmma", "fa3")
+TIMELINE_KERNELS = ("teaching", "wgmma", "fa3", "decode", "bwd_teaching")
 _PARTIAL_TIMELINES = rf"timelines-(?:{'|'.join(TIMELINE_KERNELS)})-"
 
 
@@ -477,9 +477,15 @@ def _timeline_rows(rec: dict) -> list[str]:
            "traced ms | tracing cost | tail share |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rec.get("runs", []):
+        kv = f" (H_kv {r['H_kv']}, S {r.get('S', '?')})" if "H_kv" in r else ""     # a decode run
+        shape = (f"| {r['kernel']} | {r['d']} | {_yes(r['causal'])} | {r['order']} | {r['N']:,} | "
+                 f"{r.get('B', '?')}×{r.get('H', '?')}{kv} | ")
+        if "error" in r or "skipped" in r:   # a run that failed or was left out: its one line, no figures
+            what = f"failed: {str(r['error'])[:120]}" if "error" in r else f"not run: {r['skipped']}"
+            out.append(shape + f"{what} | | | | | |")
+            continue
         own = r.get("kernel_order_ms")
-        out.append(f"| {r['kernel']} | {r['d']} | {_yes(r['causal'])} | {r['order']} | {r['N']:,} | {r['B']}×{r['H']} | "
-                   f"{r['Br']}×{r['Bc']} | {r['kernel_ms']:.4f} | {'—' if own is None else f'{own:.4f}'} | "
+        out.append(shape + f"{r['Br']}×{r['Bc']} | {r['kernel_ms']:.4f} | {'—' if own is None else f'{own:.4f}'} | "
                    f"{r['traced_ms']:.4f} | {100 * r['overhead']:.1f} % | {100 * r['tail_share']:.1f} % |")
     return out
 

@@ -320,9 +320,9 @@ flash_bwd(const float* __restrict__ Q, const float* __restrict__ K, const float*
                     for (int q = 0; q < X; ++q) atomicAdd(&dQh[(size_t)r * D + tx + 16 * q], scale * acc[q]);
                 }
             }
-            FV_NOW(t_b);
-            FV_EVENT(i, FV_BSTAGE_UPDATE_DQ, t_a, t_b);
         }
+        FV_NOW(t_b);                                    // the next load_Qi starts here, atomics or not
+        if (atomic_dQ) FV_EVENT(i, FV_BSTAGE_UPDATE_DQ, t_a, t_b);
     }
     FV_NOW(t_a);
 

@@ -91,7 +91,7 @@ def trace_decode(B: int = 1, H: int = 32, H_kv: int = 8, Nk: int = 32768, d: int
     """Run kernels/flash_decode.cu with its timeline switch on for one decode shape and return the
     Timeline (kernel "decode"; see ``records.timeline`` for what its columns mean there).
 
-    B sequences, H query heads sharing H_kv KV heads (H % H_kv == 0), Nq query rows (1 … 8) against
+    B sequences, H query heads sharing H_kv KV heads (H % H_kv == 0), Nq query rows (>= 1) against
     Nk cached keys, head dimension d (64 or 128), fp16, a contiguous cache; inputs standard normal
     from ``torch.Generator("cuda").manual_seed(seed)`` (Q, then K, then V). num_splits: None for
     the split count ``flash_decode_gpu`` chooses on this GPU, or an integer >= 1 (1: no split).
@@ -103,17 +103,32 @@ def trace_decode(B: int = 1, H: int = 32, H_kv: int = 8, Nk: int = 32768, d: int
     over ``tracing.MAX_TRACE_BYTES``), RuntimeError without a GPU, when the traced build's O or
     lse differ from the normal kernel's, or when a block did not finish its record."""
     from .. import checks
-    from .common import cupy, device_facts, environment
-    from .decode import kernels_for, launch_decode, plan_decode
-    from .tracing import median_launch_ms, trace_buffer
+    from .common import cupy, torch_stream
+    from .decode import decode_launch, decode_smem_bytes
 
     for name, v in (("B", B), ("H", H), ("H_kv", H_kv), ("Nk", Nk), ("Nq", Nq)):
         checks.check_int(v, name, 1, 1 << 24)
     repeat = checks.check_int(repeat, "repeat", 1, 1000)
     rounds = checks.check_int(rounds, "rounds", 1, 100)
+    decode_smem_bytes(d)                                   # d, H % H_kv and num_splits checked before any
+    decode_launch(B, H, H_kv, Nq, Nk, d, num_splits)       # allocation
     cp = cupy()
     import torch
 
+    dev = torch.cuda.current_device()
+    with cp.cuda.Device(dev), torch_stream(dev):           # the device and stream flash_decode_gpu runs on
+        return _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed)
+
+
+def _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed) -> Timeline:
+    """trace_decode's run, on the device and stream it set (its arguments checked)."""
+    import torch
+
+    from .common import cupy, device_facts, environment
+    from .decode import kernels_for, launch_decode, plan_decode
+    from .tracing import median_launch_ms, trace_buffer
+
+    cp = cupy()
     q, k, v = _inputs(B, H, H_kv, Nq, Nk, d, seed)
     plan = plan_decode(q, k, v, num_splits=num_splits, causal=causal)
     facts = device_facts(plan.device)

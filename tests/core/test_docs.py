@@ -118,3 +118,29 @@ def test_the_readme_picture_is_a_small_animation():
     assert gif.stat().st_size < 1_500_000
     with Image.open(gif) as im:
         assert im.format == "GIF" and im.n_frames > 10
+
+
+def test_partial_timeline_runs_and_failed_runs_get_their_own_lines(monkeypatch, tmp_path):
+    """A run of some kernels only (record_timelines.py --kernels decode,bwd_teaching) is shown under
+    the full record, not instead of it; a run that failed is one line with its error, not a crash."""
+    import json
+
+    from flashviz.records import timeline as T
+
+    env = {"device": "NVIDIA H200", "date": "2026-12-01"}
+    fwd = {"kernel": "wgmma", "d": 64, "causal": False, "order": "kernel", "N": 4096, "B": 1, "H": 32, "Br": 128,
+           "Bc": 64, "kernel_ms": 0.25, "traced_ms": 0.26, "overhead": 0.04, "tail_share": 0.1}
+    dec = {"kernel": "decode", "d": 128, "causal": False, "order": "kernel", "N": 32768, "B": 1, "H": 32, "H_kv": 8,
+           "S": 16, "Br": 4, "Bc": 64, "kernel_ms": 0.03, "traced_ms": 0.031, "overhead": 0.033, "tail_share": 0.2}
+    bad = {"kernel": "bwd_teaching", "d": 64, "causal": True, "order": "kernel", "N": 4096, "B": 1, "H": 32,
+           "error": "RuntimeError: the traced backward's dK or dV differ"}
+    (tmp_path / "timelines-h200-2026-12-01.json").write_text(json.dumps({"env": env, "runs": [fwd]}))
+    (tmp_path / "timelines-decode-bwd_teaching-h200-2026-12-05.json").write_text(
+        json.dumps({"env": {**env, "date": "2026-12-05"}, "runs": [dec, bad]}))
+    monkeypatch.setattr(report, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(T, "package_dir", lambda pkg: tmp_path)
+    text = report.results_page()
+    assert "timelines-h200-2026-12-01.json" in text.split("decode alone")[0]
+    assert "| wgmma | 64 | no | kernel | 4,096 | 1×32 | 128×64 | 0.2500 |" in text
+    assert "| decode | 128 | no | kernel | 32,768 | 1×32 (H_kv 8, S 16) | 4×64 | 0.0300 |" in text
+    assert "| bwd_teaching | 64 | yes | kernel | 4,096 | 1×32 | failed: RuntimeError: the traced backward" in text

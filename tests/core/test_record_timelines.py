@@ -55,6 +55,7 @@ def test_the_script_records_decode_and_backward_runs_with_their_names(monkeypatc
     monkeypatch.setattr(gpu, "trace_backward", _fake_backward)
     monkeypatch.setattr(mod, "_cubins", lambda: [])
     monkeypatch.setattr(mod, "BWD_RUNS", [(64, c, 256, 1, 2) for c in (False, True)])
+    monkeypatch.setattr(gpu, "decode_launch", lambda *a, num_sms: {"splits": a[6] or 4})
     assert mod.main(["--kernels", "decode,bwd_teaching", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "timelines-decode-bwd_teaching-pretend-gpu-2026-12-05.json").read_text())
     runs = summary["runs"]
@@ -73,6 +74,19 @@ def test_the_script_records_decode_and_backward_runs_with_their_names(monkeypatc
     assert Timeline.load(tmp_path / bwd[1]["file"]).stages == BWD_STAGES
 
 
+def test_a_heuristic_that_chooses_one_split_is_not_traced_twice(monkeypatch, tmp_path):
+    mod = _script()
+    monkeypatch.setattr(gpu, "environment", lambda: {"device": "Pretend GPU", "date": "2026-12-05", "sm_count": 8})
+    monkeypatch.setattr(gpu, "trace_decode", _fake_decode)
+    monkeypatch.setattr(gpu, "decode_launch", lambda *a, num_sms: {"splits": a[6] or 1})     # 8 blocks fill 8 SMs
+    monkeypatch.setattr(mod, "_cubins", lambda: [])
+    monkeypatch.setattr(mod, "DECODE_RUNS", [(1, 32, 8, 1, 4096, 128, 1), (1, 32, 8, 1, 4096, 128, None)])
+    assert mod.main(["--kernels", "decode", "--out", str(tmp_path)]) == 0
+    runs = json.loads((tmp_path / "timelines-decode-pretend-gpu-2026-12-05.json").read_text())["runs"]
+    assert "file" in runs[0] and runs[1]["skipped"].startswith("the split count chosen here, 1")
+    assert len(list(tmp_path.glob("timeline-decode-*.json.gz"))) == 1
+
+
 def test_a_failing_run_is_recorded_and_the_exit_status_says_so(monkeypatch, tmp_path):
     mod = _script()
     monkeypatch.setattr(gpu, "environment", lambda: {"device": "Pretend GPU", "date": "2026-12-05"})
@@ -81,6 +95,7 @@ def test_a_failing_run_is_recorded_and_the_exit_status_says_so(monkeypatch, tmp_
         raise RuntimeError("the traced decode kernel's O or lse differ")
 
     monkeypatch.setattr(gpu, "trace_decode", broken)
+    monkeypatch.setattr(gpu, "decode_launch", lambda *a, num_sms: {"splits": a[6] or 4})
     monkeypatch.setattr(mod, "_cubins", lambda: [])
     assert mod.main(["--kernels", "decode", "--out", str(tmp_path)]) == 1
     runs = json.loads((tmp_path / "timelines-decode-pretend-gpu-2026-12-05.json").read_text())["runs"]

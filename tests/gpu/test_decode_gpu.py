@@ -202,5 +202,8 @@ def test_decode_timeline_is_complete_ordered_and_exact(B, H, H_kv, Nq, Nk, num_s
             assert names == list(order) * (len(e) // 4), names[:8]
             assert np.all(np.diff(e["t0_ns"]) >= -1.0)          # one step after the other, tiles in order
     assert tl.stages[-1] == ("write_partial" if S > 1 else "write_O")
-    assert len(tl.stage_events(tl.stages[-1])) == 4 * len(tl.blocks)
+    writes = tl.stage_events(tl.stages[-1])
+    assert len(writes) == 4 * len(tl.blocks) and np.all(writes["j"] == -1)
+    starts = [s * Tc // S for s in range(S + 1)]                     # split s: key tiles [starts[s], starts[s+1])
+    assert [int(b["n_j"]) for b in tl.blocks] == [starts[int(b["i"]) + 1] - starts[int(b["i"])] for b in tl.blocks]
     assert tl.kernel_ms > 0 and tl.traced_ms > 0
