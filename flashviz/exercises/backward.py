@@ -10,6 +10,9 @@ and compared with what flashviz computed there.
 (section 7) read their truth from the committed backward record (``records.bwd_records``): how many
 times more memory SDPA-math's backward peaked at than ours, and the backward's share of the forward +
 backward time, each within 1 % and naming the known wrong readings.
+``check_recompute_share(answer, causal=False)`` (section 7, the measured tile) reads the recorded
+teaching-backward timeline (``records.timeline_stats.recorded_backward_pair``): the share of a
+backward tile's time that recompute_P takes, within 2 %.
 
 Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
 answer or the learner's code does.
@@ -299,4 +302,40 @@ def check_bwd_share(answer, N: int = 4096, d: int = 64, causal: bool = False, im
                                 + (f"; at the same shape {theirs}" if theirs else "")
                                 + (". Our backward is slow for our forward: benchmarks/NOTES.md says why"
                                    if impl == "bwd_mma" and want > flops else ""))
+    return say(got)
+
+
+@never_raises(say)
+def check_recompute_share(answer, causal: bool = False, *, pair: dict | None = None) -> CheckResult:
+    """answer: the share (a fraction) of one backward tile's time that recompute_P takes in the
+    recorded teaching-backward timeline — its mean time per tile over the sum of the six steps'
+    (``records.timeline_stats.per_tile_steps``, the first warp of the recorded blocks). Within 2 %,
+    narrowed so that no named mistake passes: the forward's S and softmax share of its own tile,
+    recompute_P over the forward's whole tile, the complement, a percentage. pair: {"forward",
+    "backward"} timelines to read instead of the installed ones."""
+    from ..records.timeline_stats import per_tile_steps, recorded_backward_pair
+
+    pair = recorded_backward_pair(causal) if pair is None else pair
+    if not pair:
+        return say(wrong("no teaching-backward timeline is installed: this exercise reads the recorded one"))
+    if answer is None:
+        return say(wrong("replace the placeholder with recompute_P's share of a backward tile (a fraction); got None"))
+    b, f = per_tile_steps(pair["backward"]), per_tile_steps(pair["forward"])
+    if "recompute_P" not in b:
+        return say(wrong("the recorded backward timeline has no recompute_P steps"))
+    want = b["recompute_P"] / sum(b.values())
+    f_tile = sum(f.values())
+    mistakes = [(1 - want, "that is everything but the recomputation; the question asks for recompute_P's share"),
+                (100 * want, "give a fraction, such as 0.2, not a percentage"),
+                (b["recompute_P"] / f_tile, "that divides by the forward's tile; divide by the backward's own"),
+                ((f.get("compute_S", 0) + f.get("update_ml", 0)) / f_tile,
+                 "that is the forward's S and softmax share of its own tile; read the backward's bar")]
+    got = close_number(answer, want, rel=0.02, what="recompute_P's share of a backward tile",
+                       mistakes=_far(want, mistakes, 0.04),
+                       hint="recompute_P's µs ÷ the sum of the backward bar's six steps")
+    if got.ok:
+        got = CheckResult(True, f"{got.message}: recomputing S and P costs {b['recompute_P'] / 1e3:.2f} µs of a "
+                                f"{sum(b.values()) / 1e3:.2f} µs tile here, against the forward's "
+                                f"{(f.get('compute_S', 0) + f.get('update_ml', 0)) / 1e3:.2f} µs for S and its "
+                                f"softmax ({pair['backward'].device}, {pair['backward'].date})")
     return say(got)

@@ -12,6 +12,9 @@ intensities). Within 1 %.
 (truth: ``iomodel.decode_io(...).intensity``). Within 2 %.
 ``check_merged_lse(answer, lse_a, lse_b)``: the log-sum-exp of two splits merged (truth:
 ``decode.merge_partials``). Within 1e-6 (absolute).
+``check_split_speedup(answer, Nk=None)``: how many times faster the decode kernel's split pass ran
+with the split count the rule chose than with one split a block, both kernel-only in the recorded
+timelines (``records.timeline_stats.recorded_decode_runs``). Within 2 %.
 
 Each check shows its one line (✓ or ✗, ``say``) and returns a CheckResult; none raises. A known
 wrong answer (V forgotten, elements for bytes, H for H_kv, the factor 2 of FLOPs, the max alone,
@@ -166,3 +169,36 @@ def check_merged_lse(answer, lse_a: float = 3.1, lse_b: float = 4.6) -> CheckRes
     return say(close_number(a, expected, rel=1e-6 / max(abs(expected), 1e-12), what="the merged lse",
                             mistakes=mistakes,
                             hint="lse = log Σ exp over all keys, and each split's Σ exp is exp(lse_s)"))
+
+
+@never_raises(say)
+def check_split_speedup(answer, Nk: int | None = None, *, runs: dict | None = None) -> CheckResult:
+    """answer: kernel-only time with one split a block ÷ time with the most splits recorded, for the
+    recorded decode timelines of cache length Nk (None: the longest recorded). Within 2 %,
+    narrowed so that no named mistake passes (the inverse, the split count, the ratio of SMs used,
+    a percentage). runs: {S: Timeline} to read instead of the installed ones."""
+    from ..records.timeline_stats import recorded_decode_runs
+
+    runs = recorded_decode_runs(Nk) if runs is None else runs
+    if 1 not in runs or len(runs) < 2:
+        return say(wrong("this exercise reads the recorded decode timelines with and without splits; they are "
+                         "not installed"))
+    if answer is None:
+        return say(wrong("replace the placeholder with the speed-up (a factor, a number); got None"))
+    S = max(runs)
+    one, split = runs[1], runs[S]
+    want = one.kernel_ms / split.kernel_ms
+    sms = len(set(split.blocks["sm"].tolist())) / len(set(one.blocks["sm"].tolist()))
+    mistakes = [(1 / want, "that is split ÷ unsplit; divide the one-split time by the split one"),
+                (float(S), "that is the split count; the time does not fall by as much"),
+                (sms, "that is the ratio of SMs used; read the two kernel-only times"),
+                (100 * (want - 1), "give a factor, such as 3.5, not a percentage")]
+    got = close_number(answer, want, rel=0.02, what="the speed-up from splitting", unit="x",
+                       mistakes=[m for m in mistakes if abs(m[0] - want) > 0.04 * want],
+                       hint="the kernel-only time with S = 1 ÷ the kernel-only time with the most splits")
+    if got.ok:
+        got = CheckResult(True, f"{got.message}: {one.kernel_ms * 1e3:.1f} µs → {split.kernel_ms * 1e3:.1f} µs with "
+                                f"{S} splits, {len(split.blocks)} blocks instead of {len(one.blocks)} "
+                                f"({split.device}, {split.date}); less than {S}x: each split also pays its start, "
+                                "its partial's write (the merge, a second small kernel, is not in these times)")
+    return say(got)

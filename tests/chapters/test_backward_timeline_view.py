@@ -90,3 +90,25 @@ def test_the_recorded_pair_matches_shapes_and_needs_both(monkeypatch, tmp_path):
     pair = recorded_backward_pair()
     assert pair["forward"].N == pair["backward"].N == 256 and pair["backward"].kernel == "bwd_teaching"
     assert recorded_backward_pair(causal=True) == {}
+
+
+def test_the_recompute_share_exercise_reads_the_timeline_and_names_mistakes(capsys):
+    """check_recompute_share: right within 2 % of recompute_P ÷ the backward tile (hand-written times),
+    each named mistake ✗ with its hint, no record installed ✗ in one line."""
+    from flashviz.exercises.backward import check_recompute_share
+
+    pair = {"forward": _forward(), "backward": _backward()}
+    want = BWD_NS["load_K"] / sum(BWD_NS.values())                  # slot load_K holds recompute_P's times
+    assert check_recompute_share(want, pair=pair).ok
+    assert check_recompute_share(round(want, 3), pair=pair).ok
+    assert not check_recompute_share(want * 1.05, pair=pair).ok
+    for wrong_value, words in ((1 - want, "everything but the recomputation"), (100 * want, "not a percentage"),
+                               (BWD_NS["load_K"] / sum(FWD_NS.values()), "forward's tile"),
+                               ((FWD_NS["compute_S"] + FWD_NS["update_ml"]) / sum(FWD_NS.values()),
+                                "the forward's S and softmax")):
+        res = check_recompute_share(wrong_value, pair=pair)
+        assert not res.ok and words in res.message, (wrong_value, res.message)
+    res = check_recompute_share(None, pair=pair)
+    assert not res.ok and "placeholder" in res.message
+    assert not check_recompute_share(0.2, pair={}).ok
+    assert "✗" in capsys.readouterr().out

@@ -90,3 +90,19 @@ def test_the_recorded_runs_of_the_newest_day_by_split_count(monkeypatch, tmp_pat
     monkeypatch.setattr(T, "package_dir", lambda pkg: tmp_path / "none")
     (tmp_path / "none").mkdir()
     assert recorded_decode_runs() == {}
+
+
+def test_the_split_speedup_exercise_reads_the_two_runs_and_names_mistakes(capsys):
+    """check_split_speedup: right within 2 % of kernel_ms(S = 1) ÷ kernel_ms(S = 16), each named
+    mistake ✗ with its hint, runs missing ✗ in one line."""
+    from flashviz.exercises.decode import check_split_speedup
+
+    runs = {1: _run(1), 16: _run(16)}
+    want = runs[1].kernel_ms / runs[16].kernel_ms
+    assert check_split_speedup(want, runs=runs).ok and check_split_speedup(round(want, 2), runs=runs).ok
+    assert not check_split_speedup(want * 0.9, runs=runs).ok
+    for wrong_value, words in ((1 / want, "split ÷ unsplit"), (100 * (want - 1), "not a percentage")):
+        res = check_split_speedup(wrong_value, runs=runs)
+        assert not res.ok and words in res.message, res.message
+    assert not check_split_speedup(want, runs={16: runs[16]}).ok
+    assert "✗" in capsys.readouterr().out

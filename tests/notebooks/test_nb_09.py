@@ -112,7 +112,10 @@ def test_decode_notebook_runs_and_is_driven(executed):
     assert len(widget_views(nb)) == 2 + timelines, "the roofline, the explorer (and the decode timelines)"
     assert "DRIVEN-OK" in texts and "EXERCISES-OK" in texts
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
-    assert len(stubs) == 5 and all("placeholder" in s for s in stubs), stubs
+    speedup = 1 if len(recorded_decode_runs()) > 1 else 0         # exercise 6, when the timelines are installed
+    assert len(stubs) == 5 + speedup and all("placeholder" in s for s in stubs), stubs
+    if not speedup:
+        assert "(exercise 6 reads the recorded decode timelines; none is installed yet)" in texts
     assert texts.count("✓ Right") == 6
     # the answers are printed nowhere before the checks
     before = texts.split("EXERCISES-OK")[0].split("lse of split 0")[0]
