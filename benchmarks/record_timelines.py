@@ -21,9 +21,10 @@ one sequence, 32 query heads sharing 8 KV heads, one query row, d = 128, Nk = 40
 each with one split a block (num_splits = 1: B·H_kv = 8 blocks) and with the split count the call
 chooses on the device: timeline-decode-d128-n<Nk>-s<S>-<device>-<date>.json.gz.
 
-The teaching backward (kernels/flash_bwd.cu, ``flashviz.gpu.trace_backward``; chapter 6): d = 64,
-N = 4096, B = 1, H = 32, causal and not, Br = Bc = 64 — the teaching forward's shapes, so chapter 6
-can set the two side by side: timeline-bwd_teaching-d64[-causal]-n4096-<device>-<date>.json.gz.
+The backwards (``flashviz.gpu.trace_backward``; chapter 6): the teaching one (kernels/flash_bwd.cu,
+fp32, Br = Bc = 64) and the tensor-core one (kernels/flash_bwd_mma.cu, fp16, its default blocks) at
+d = 64, N = 4096, B = 1, H = 32, causal and not — the teaching forward's shapes, so chapter 6 can set
+them side by side: timeline-bwd_<teaching|mma>-d64[-causal]-n4096-<device>-<date>.json.gz.
 
 Usage: FLASHVIZ_COMMIT=<sha> FLASHVIZ_CACHE=<empty dir> python benchmarks/record_timelines.py [--out DIR]
        [--kernels fa3,...]   (default: benchmarks/results,
@@ -52,8 +53,9 @@ RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
                             ("teaching", 64, 4096, 32))]
 #: decode runs: (B, H, H_kv, Nq, Nk, d, num_splits); None: the split count flash_decode_gpu chooses
 DECODE_RUNS = [(1, 32, 8, 1, Nk, 128, S) for Nk in (4096, 32768) for S in (1, None)]
-#: teaching-backward runs (d, causal, N, B, H): the shapes of the teaching forward's runs above, Br = Bc = 64
-BWD_RUNS = [(64, c, 4096, 1, 32) for c in (False, True)]
+#: backward runs (kernel, d, causal, N, B, H): the teaching forward's shapes above, for the teaching backward
+#: (fp32, Br = Bc = 64) and the tensor-core one (fp16, Br = 64, its default Bc)
+BWD_RUNS = [(k, 64, c, 4096, 1, 32) for k in ("bwd_teaching", "bwd_mma") for c in (False, True)]
 
 
 def _tail_share(tl) -> float:
@@ -71,7 +73,8 @@ def _kernel_sources(only) -> dict:
     from flashviz.gpu.tensorcore.run import kernel_source_hashes
     kernels = sorted({k for k, *_ in RUNS if not only or k in only})
     out = kernel_source_hashes([k for k in kernels if k != "teaching"])
-    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu"), ("bwd_teaching", "flash_bwd.cu")):
+    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu"), ("bwd_teaching", "flash_bwd.cu"),
+                         ("bwd_mma", "flash_bwd_mma.cu")):
         if kernel in kernels or (kernel != "teaching" and (not only or kernel in only)):
             out[kernel] = hashlib.sha256(source(file).encode()).hexdigest()[:16]
     return out
@@ -138,19 +141,22 @@ def _decode_runs(out: Path, dev: str, sm_count: int) -> list[dict]:
     return rows
 
 
-def _backward_runs(out: Path, dev: str) -> list[dict]:
-    """The BWD_RUNS (the teaching backward), each traced by gpu.trace_backward and saved."""
+def _backward_runs(out: Path, dev: str, only) -> list[dict]:
+    """The BWD_RUNS (the backward kernels named in ``only``, all when empty), each traced by
+    gpu.trace_backward and saved."""
     import flashviz.gpu as gpu
 
     rows = []
-    for d, causal, N, B, H in BWD_RUNS:
+    for kernel, d, causal, N, B, H in BWD_RUNS:
+        if only and kernel not in only:
+            continue
         rng = np.random.default_rng(0)
         Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
-        rows.append(_record({"kernel": "bwd_teaching", "d": d, "causal": causal, "order": "kernel", "N": N, "B": B,
-                             "H": H},
-                            lambda: gpu.trace_backward(Q, K, V, causal=causal, repeat=10, rounds=7), out,
-                            lambda tl: f"timeline-bwd_teaching-d{d}{'-causal' if causal else ''}-n{N}-{dev}-"
-                                       f"{tl.date}.json.gz"))
+        which = "teaching" if kernel == "bwd_teaching" else "mma"
+        rows.append(_record({"kernel": kernel, "d": d, "causal": causal, "order": "kernel", "N": N, "B": B, "H": H},
+                            lambda: gpu.trace_backward(Q, K, V, kernel=which, causal=causal, repeat=10, rounds=7),
+                            out, lambda tl: f"timeline-{kernel}-d{d}{'-causal' if causal else ''}-n{N}-{dev}-"
+                                            f"{tl.date}.json.gz"))
     return rows
 
 
@@ -160,7 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
     only = [k for k in args.kernels.split(",") if k]
-    known = sorted({r[0] for r in RUNS} | {"decode", "bwd_teaching"})
+    known = sorted({r[0] for r in RUNS} | {"decode", "bwd_teaching", "bwd_mma"})
     if any(k not in known for k in only):
         ap.error(f"--kernels: each must be one of {', '.join(known)}; got {args.kernels!r}")
     out = Path(args.out)
@@ -182,8 +188,8 @@ def main(argv=None) -> int:
                                        f"{'' if order == 'kernel' else '-' + order}-n{N}-{dev}-{tl.date}.json.gz"))
     if not only or "decode" in only:
         rows += _decode_runs(out, dev, int(env.get("sm_count") or 132))
-    if not only or "bwd_teaching" in only:
-        rows += _backward_runs(out, dev)
+    if not only or {"bwd_teaching", "bwd_mma"} & set(only):
+        rows += _backward_runs(out, dev, only)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),
                "kernel_sources": _kernel_sources(only), "cubins": _cubins(),
                "method": "trace_kernel: normal and traced builds on the same inputs, outputs compared bit for bit; "

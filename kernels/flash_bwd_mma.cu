@@ -46,6 +46,7 @@
 
 #include "fv_ptx.cuh"   // u16/u32, neg_inf, smem_addr, cp.async, ex2, pack2
 #include "fv_b16.cuh"   // to_f32: one fp16 / bf16 value to fp32
+#include "fv_trace.cuh"  // the timeline switch of flash_bwd_mma: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvbm {
 
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(Bc * 2)
 flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
               const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
               float* __restrict__ dQacc, u16* __restrict__ dK, u16* __restrict__ dV,
-              int Nq, int Nk, float scale)
+              int Nq, int Nk, float scale FV_TRACE_PARAMS)
 {
     using namespace fvbm;
     static_assert(DT == 0 || DT == 1, "DT: 0 = fp16, 1 = bf16");
@@ -240,10 +241,19 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     if (CAUSAL && c0 - offset > 0) i_first = (c0 - offset) / Br;
     const int i_last = (CAUSAL && c0 - offset >= Nq) ? -1 : Tr - 1;
 
+    // timeline (FLASHVIZ_TRACE builds only): one record a block (key block j), one writer a warp, a
+    // row per query block i; the steps are numbered FV_BSTAGE_* (fv_trace.cuh)
+    FV_TRACE_BEGIN(NW, warp, lane == 0, tid == 0);
+    FV_DECL(t_a);
+    FV_DECL(t_b);
+    FV_NOW(t_a);
+
     // [load_KV] Alg. 2 line 6: key block j (this thread block): K_j, V_j from HBM to SRAM, once.
     load_tile<Bc, D, NT>(sK, K + (size_t)bh * Nk * D, c0, Nk, tid);
     load_tile<Bc, D, NT>(sV, V + (size_t)bh * Nk * D, c0, Nk, tid);
     cp_async_commit();
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_BSTAGE_LOAD_KV, t_a, t_b);                  // issued; they land with the first Q_i
 
     // [init_dKdV] Alg. 2 line 7: dK_j = 0, dV_j = 0 on chip: this warp's 16 key rows, C layout.
     float dKa[NO][4], dVa[NO][4];
@@ -268,6 +278,8 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         }
         cp_async_wait<0>();
         __syncthreads();
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_LOAD_QI, t_b, t_a);
 
         // [recompute_P] Alg. 2 lines 10-11: S_ijᵀ = K_j Q_iᵀ (this warp's 16 keys x Br queries);
         // P_ijᵀ = exp2(S·scale·log2 e − L_i), 0 where masked. s[n][e]: key c0 + 16w + g + 8(e>>1),
@@ -283,6 +295,8 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
                 const bool masked = c >= Nk || (CAUSAL && c > r0 + rl + offset);
                 s[n][e] = masked ? 0.f : ex2(fmaf(s[n][e], scale_log2, -L_i[rl]));
             }
+        FV_NOW(t_b);
+        FV_EVENT(i, FV_BSTAGE_RECOMPUTE_P, t_a, t_b);
 
         // [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i (P_ijᵀ rounded to the input dtype).
         {
@@ -290,6 +304,8 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             c_to_a<DT, KP>(pa, s);
             regs_times_rows<DT, KP, D>(dVa, pa, sdO, lane);
         }
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_ACCUMULATE_DV, t_b, t_a);
 
         // [compute_dS] Alg. 2 lines 13-14: dP_ijᵀ = V_j dO_iᵀ; dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), and
         // dS_ij (not transposed) to SRAM for the dQ product, in the input dtype.
@@ -308,6 +324,8 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
                                  "h"((unsigned short)bits) : "memory");
                 }
             }
+        FV_NOW(t_b);
+        FV_EVENT(i, FV_BSTAGE_COMPUTE_DS, t_a, t_b);
 
         // [accumulate_dK] Alg. 2 line 16: dK_j ← dK_j + dS_ijᵀ Q_i (scale at the write).
         {
@@ -315,6 +333,8 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             c_to_a<DT, KP>(sa, s);
             regs_times_rows<DT, KP, D>(dKa, sa, sQ, lane);
         }
+        FV_NOW(t_a);
+        FV_EVENT(i, FV_BSTAGE_ACCUMULATE_DK, t_b, t_a);
         if constexpr (ATOMIC_DQ) {                    // else dQ: flash_bwd_mma_dq, in a fixed order
             __syncthreads();                              // dS_ij is complete in SRAM
 
@@ -363,11 +383,14 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
                 }
             }
         }
+        FV_NOW(t_b);                                    // the next load_Qi starts here, atomics or not
+        if (ATOMIC_DQ) FV_EVENT(i, FV_BSTAGE_UPDATE_DQ, t_a, t_b);
     }
 
     // [write_dKdV] Alg. 2 line 18: dK_j (times scale) and dV_j to HBM in the input dtype, once per key
     // block; zeros for a key block no query sees (whose K_j, V_j copies are awaited first).
     cp_async_wait<0>();
+    FV_NOW(t_a);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int c = c0 + 16 * warp + g + 8 * hf;
@@ -381,6 +404,9 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             }
         }
     }
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_BSTAGE_WRITE_DKDV, t_a, t_b);
+    FV_TRACE_END(blockIdx.x, bh, 0, i_last - i_first + 1);
 }
 
 // ---------------------------------------------------------------------------------------------------

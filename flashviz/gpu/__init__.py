@@ -12,8 +12,8 @@ Two tracks with the same file names, and what they share beside them::
                      decode_trace.py (trace_decode: its timeline), decode_bench.py (its benchmark)
     gpu/teaching/    limits.py, kernel.py, bench.py               (fp32 teaching kernel)
                      backward.py (kernels/flash_bwd.cu: FA2 Algorithm 2, fp32),
-                     bench_backward.py (one backward configuration timed: chapter 6's panel),
-                     bwd_trace.py (trace_backward: the backward's timeline)
+                     bench_backward.py (one backward configuration timed: chapter 6's panel)
+    gpu/bwd_trace.py trace_backward: a backward kernel's timeline (teaching or tensor-core)
     gpu/autograd.py  flash_attention: a torch.library custom op with its backward (torch imported lazily)
     gpu/tensorcore/  kernel.py, bench.py, operands.py,  (fp16/bf16 tensor cores; their launch
                      table is flashviz/mma_limits.py, readable without CuPy)
@@ -35,13 +35,13 @@ from ..records.files import kernel_source
 from ..records.results import latest_results
 from ..records.timeline import Timeline, latest_timeline, recorded_timelines
 from .autograd import attention_with_lse, flash_attention
+from .bwd_trace import trace_backward
 from .common import device_smem_optin, environment, gpu_status
 from .decode import compile_decode, decode_launch, decode_smem_bytes, flash_decode_gpu
 from .decode_trace import trace_decode
 from .teaching.backward import CompiledBackward, compile_backward, flash_backward_gpu, launch_backward
 from .teaching.bench import benchmark, peak_memory, relative_error
 from .teaching.bench_backward import benchmark_backward
-from .teaching.bwd_trace import trace_backward
 from .teaching.kernel import CompiledKernel, compile_kernel, flash_forward_gpu, launch, naive_attention_gpu
 from .teaching.limits import (
     SUPPORTED_BC,

@@ -347,7 +347,7 @@ def decode(raw: np.ndarray, *, grid, groups: int, jmax: int, **meta) -> Timeline
     blocks["i"] = (work & np.uint64(0xFFFFFF)).astype(np.int64)
     hh = ((work >> np.uint64(24)) & np.uint64(0xFFFFF)).astype(np.int64)
     bb = (work >> np.uint64(44)).astype(np.int64)
-    if meta.get("kernel") in ("teaching", "bwd_teaching"):   # its h is b·H + h
+    if meta.get("kernel") in ("teaching", "bwd_teaching", "bwd_mma"):   # its h is b·H + h
         hh, bb = hh % H, hh // H
     blocks["h"], blocks["b"] = hh, bb
     work_id = (bb * H + hh) * Tr + blocks["i"]

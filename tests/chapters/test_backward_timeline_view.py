@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from trace_buffers import trace_buffer  # noqa: E402
 
-from flashviz.gpu.teaching.bwd_trace import GROUPS, backward_timeline  # noqa: E402
+from flashviz.gpu.bwd_trace import GROUPS, backward_timeline  # noqa: E402
 from flashviz.gpu.tracing import decode  # noqa: E402
 from flashviz.records import timeline as T  # noqa: E402
 from flashviz.records.timeline_stats import per_tile_steps, recorded_backward_pair  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 from trace_buffers import trace_buffer
 
 import flashviz.gpu as gpu
+from flashviz.gpu import bwd_trace
 from flashviz.gpu.decode_trace import GROUPS, decode_split_timeline
-from flashviz.gpu.teaching import bwd_trace
 from flashviz.records.timeline import BWD_STAGES, Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,12 +38,13 @@ def _fake_decode(B, H, H_kv, Nk, d, *, Nq=1, num_splits=None, **kw):
     return tl
 
 
-def _fake_backward(Q, K, V, *, causal=False, **kw):
+def _fake_backward(Q, K, V, *, kernel="teaching", causal=False, **kw):
     B, H, N, d = Q.shape
     Tc = 2
     plan = {j + Tc * h: (j + Tc * h, (j, h, 0), 0, [(0, 0, "load_KV", 3000, 5000)], 6000)
             for h in range(B * H) for j in range(Tc)}
     tl = bwd_trace.backward_timeline(trace_buffer((Tc, H, B), 8, 2, plan), grid=(Tc, H, B), Tr=2,
+                                     kernel=bwd_trace.KERNELS[kernel],
                                      **{**META, "N": N, "d": d, "Br": 64, "causal": causal, "dtype": "float32"})
     return tl
 
@@ -54,13 +55,14 @@ def test_the_script_records_decode_and_backward_runs_with_their_names(monkeypatc
     monkeypatch.setattr(gpu, "trace_decode", _fake_decode)
     monkeypatch.setattr(gpu, "trace_backward", _fake_backward)
     monkeypatch.setattr(mod, "_cubins", lambda: [])
-    monkeypatch.setattr(mod, "BWD_RUNS", [(64, c, 256, 1, 2) for c in (False, True)])
+    monkeypatch.setattr(mod, "BWD_RUNS", [("bwd_teaching", 64, c, 256, 1, 2) for c in (False, True)]
+                        + [("bwd_mma", 64, False, 256, 1, 2)])
     monkeypatch.setattr(gpu, "decode_launch", lambda *a, num_sms: {"splits": a[6] or 4})
-    assert mod.main(["--kernels", "decode,bwd_teaching", "--out", str(tmp_path)]) == 0
-    summary = json.loads((tmp_path / "timelines-decode-bwd_teaching-pretend-gpu-2026-12-05.json").read_text())
+    assert mod.main(["--kernels", "decode,bwd_teaching,bwd_mma", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "timelines-decode-bwd_teaching-bwd_mma-pretend-gpu-2026-12-05.json").read_text())
     runs = summary["runs"]
-    assert [r["kernel"] for r in runs] == ["decode"] * len(mod.DECODE_RUNS) + ["bwd_teaching"] * 2
-    assert {"decode", "bwd_teaching"} <= set(summary["kernel_sources"])
+    assert [r["kernel"] for r in runs] == ["decode"] * len(mod.DECODE_RUNS) + ["bwd_teaching"] * 2 + ["bwd_mma"]
+    assert {"decode", "bwd_teaching", "bwd_mma"} <= set(summary["kernel_sources"])
     for r in runs:
         tl = Timeline.load(tmp_path / r["file"])
         assert r["blocks"] == len(tl.blocks) and r["overhead"] == pytest.approx(0.052 / 0.05 - 1)
@@ -72,6 +74,9 @@ def test_the_script_records_decode_and_backward_runs_with_their_names(monkeypatc
     assert [r["file"] for r in bwd] == ["timeline-bwd_teaching-d64-n256-pretend-gpu-2026-12-05.json.gz",
                                         "timeline-bwd_teaching-d64-causal-n256-pretend-gpu-2026-12-05.json.gz"]
     assert Timeline.load(tmp_path / bwd[1]["file"]).stages == BWD_STAGES
+    mma = [r for r in runs if r["kernel"] == "bwd_mma"]
+    assert mma[0]["file"] == "timeline-bwd_mma-d64-n256-pretend-gpu-2026-12-05.json.gz"
+    assert Timeline.load(tmp_path / mma[0]["file"]).kernel == "bwd_mma"
 
 
 def test_a_heuristic_that_chooses_one_split_is_not_traced_twice(monkeypatch, tmp_path):

@@ -339,7 +339,7 @@ def test_backward_stage_numbers_match_the_kernel_header_and_the_vocabulary():
 def test_a_backward_trace_has_key_blocks_as_blocks_and_query_blocks_as_rows():
     """flash_bwd's records, written by hand: block = key block j of head h (its recorded i), rows =
     the query blocks it visits; the Timeline names its steps BWD_STAGES and splits b·H + h."""
-    from flashviz.gpu.teaching.bwd_trace import GROUPS, backward_timeline
+    from flashviz.gpu.bwd_trace import GROUPS, backward_timeline
     from flashviz.records.timeline import BWD_STAGES
 
     def evs(i_list):

@@ -199,3 +199,31 @@ def test_one_head_as_n_by_d_and_errors(torch):
         gpu.flash_backward_mma(q, k.bfloat16(), v, O, O, lse)
     with pytest.raises(TypeError, match="float16 or bfloat16"):
         gpu.flash_backward_mma(q.float(), k.float(), v.float(), O.float(), O.float(), lse)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal, Nq, Nk, Bc", [(False, 257, 129, 128), (True, 300, 300, 64), (True, 100, 300, 128)])
+def test_mma_backward_timeline_is_complete_ordered_and_exact(torch, causal, Nq, Nk, Bc):
+    """kernels/flash_bwd_mma.cu traced (gpu.trace_backward(kernel="mma"): dK, dV bit-identical to
+    the normal kernel's, dQ to fp16 rounding): one record per key block and head; each block visits
+    exactly the query blocks of 64 rows that see K_j; in each warp (Bc/16 of them) the steps of a
+    query block run in Algorithm 2's order; load_KV and write_dKdV once a warp."""
+    rng = np.random.default_rng(4)
+    Q, K, V = (rng.standard_normal((1, 2, n, 64)).astype(np.float32) for n in (Nq, Nk, Nk))
+    tl = gpu.trace_backward(Q, K, V, kernel="mma", causal=causal, Bc=Bc, repeat=3, rounds=2)
+    Tr, Tc, W = -(-Nq // 64), -(-Nk // Bc), Bc // 16
+    assert tl.kernel == "bwd_mma" and tl.grid == (Tc, 2, 1) and (tl.Br, tl.Bc) == (64, Bc)
+    order = ("load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
+    for blk in tl.blocks:
+        c0, off = int(blk["i"]) * Bc, Nk - Nq
+        first = max(0, (c0 - off) // 64) if causal else 0
+        seen = [] if causal and c0 - off >= Nq else list(range(first, Tr))
+        assert sorted(tl.tiles["j"][tl.tiles["cta"] == blk["cta"]].tolist()) == seen and blk["n_j"] == len(seen)
+        mine = tl.events[tl.events["cta"] == blk["cta"]]
+        for w in range(W):
+            e = mine[(mine["group"] == w) & (mine["j"] >= 0)]
+            e = e[np.lexsort((e["t0_ns"], e["j"]))]
+            assert [tl.stages[s] for s in e["stage"]] == list(order) * len(seen)
+            assert np.all(np.diff(e["t0_ns"]) >= -1.0)
+        assert sorted(tl.stages[s] for s in mine["stage"][mine["j"] == -1]) == sorted(["load_KV", "write_dKdV"] * W)
+    assert tl.kernel_ms > 0 and tl.traced_ms > 0

@@ -81,16 +81,18 @@ class MMABackward:
 
 
 def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, causal: bool = False,
-                         deterministic: bool = False) -> MMABackward:
+                         deterministic: bool = False, *, traced: bool = False) -> MMABackward:
     """Compile (or fetch from the per-process cache) the tensor-core backward for one shape class.
 
     dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}; deterministic: dQ by the
-    separate pass instead of atomics. Raises ValueError / TypeError for unsupported values,
+    separate pass instead of atomics; traced: main built with its timeline switch on
+    (``-DFLASHVIZ_TRACE=1``: two more parameters, ``launch_backward_mma(trace=...)``,
+    ``gpu.trace_backward(kernel="mma")``). Raises ValueError / TypeError for unsupported values,
     RuntimeError without CuPy, on a GPU older than sm_80, or on an NVRTC error (with its log)."""
     deterministic = check_flag(deterministic, "deterministic")
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, Bc, d, causal, deterministic, dev)
+    key = (dtype, Bc, d, causal, deterministic, dev, bool(traced))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -110,7 +112,8 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
     t0 = time.perf_counter()
     pre, _, _ = compile_cubin(src, f"flash_bwd_mma_preprocess<{dt},{d}>", arch)
     c = "true" if causal else "false"
-    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{c},{'false' if deterministic else 'true'}>", arch)
+    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{c},{'false' if deterministic else 'true'}>", arch,
+                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
     conv, _, _ = compile_cubin(src, f"flash_bwd_mma_convert<{dt}>", arch)
     main.max_dynamic_shared_size_bytes = smem
     dq, dq_smem = None, 0
@@ -201,18 +204,32 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
         dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device)
         dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        P = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-        i32 = np.int32
-        mb.preprocess((-(-Nq // 8), BH, 1), (256, 1, 1),
-                      (P(o), P(do), np.uint64(0) if dl is None else P(dl), P(Dvec), P(dQacc), i32(Nq)))
-        mb.main((-(-Nk // Bc), BH, 1), (2 * Bc, 1, 1),
-                (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQacc), P(dK), P(dV), i32(Nq), i32(Nk),
-                 np.float32(scale)), shared_mem=mb.smem_bytes)
-        if deterministic:
-            mb.dq((-(-Nq // BWD_MMA_BR), BH, 1), (128, 1, 1),
-                  (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQ), i32(Nq), i32(Nk), np.float32(scale)),
-                  shared_mem=mb.dq_smem_bytes)
-        else:
-            n = BH * Nq * d
-            mb.convert((-(-(n // 2) // 256), 1, 1), (256, 1, 1), (P(dQacc), P(dQ), np.int64(n)))
+        launch_backward_mma(mb, q, k, v, o, do, lse32, dl, Dvec, dQacc, dQ, dK, dV, scale=scale)
     return dQ, dK, dV
+
+
+def launch_backward_mma(mb: MMABackward, q, k, v, o, do, lse32, dl, Dvec, dQacc, dQ, dK, dV, *, scale: float,
+                        trace=None) -> None:
+    """Launch ``mb``'s kernels on prepared contiguous torch tensors (no checks, no allocation), on
+    CuPy's current stream: q, o, do, dQ (..., Nq, d) and k, v, dK, dV (..., Nk, d) in the input
+    dtype, one leading shape of BH elements; lse32, Dvec (BH, Nq) and dQacc (BH, Nq, d) float32; dl
+    (..., Nq) float32 or None. ``trace``: (buffer pointer, jmax) for a main kernel compiled with
+    ``traced=True``."""
+    Nq, d = q.shape[-2], q.shape[-1]
+    Nk = k.shape[-2]
+    BH = q.numel() // (Nq * d)
+    P = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    i32 = np.int32
+    mb.preprocess((-(-Nq // 8), BH, 1), (256, 1, 1),
+                  (P(o), P(do), np.uint64(0) if dl is None else P(dl), P(Dvec), P(dQacc), i32(Nq)))
+    mb.main((-(-Nk // mb.Bc), BH, 1), (2 * mb.Bc, 1, 1),
+            (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQacc), P(dK), P(dV), i32(Nq), i32(Nk),
+             np.float32(scale), *(() if trace is None else (np.uint64(trace[0]), i32(trace[1])))),
+            shared_mem=mb.smem_bytes)
+    if mb.deterministic:
+        mb.dq((-(-Nq // BWD_MMA_BR), BH, 1), (128, 1, 1),
+              (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQ), i32(Nq), i32(Nk), np.float32(scale)),
+              shared_mem=mb.dq_smem_bytes)
+    else:
+        n = BH * Nq * d
+        mb.convert((-(-(n // 2) // 256), 1, 1), (256, 1, 1), (P(dQacc), P(dQ), np.int64(n)))
