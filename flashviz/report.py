@@ -375,6 +375,62 @@ def _bwd_section(res: dict | None) -> list[str]:
     return out
 
 
+def _decode_section(res: dict | None) -> list[str]:
+    from .records.decode_records import decode_rows, split_sweeps
+    out = ["## Decode on the GPU against PyTorch SDPA", ""]
+    if not res:
+        return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
+    copy = res.get("copy_GBps")
+    out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run; "
+            f"the device's copy bandwidth measured in the same run: "
+            f"{'not measured' if not copy else f'{copy / 1e3:.2f} TB/s'}. Bandwidth = bytes of K and V read ÷ time; "
+            "cuDNN ÷ ours is cuDNN's kernel-only time over ours (above 1: ours is faster). Chapter 9, section 7 "
+            "prints the same rows (`flashviz.records.decode_records`).", "",
+            "| B | H / H_kv | Nq | Nk | d | causal | pages | S | ours µs (kernel) | ours TB/s | of copy | "
+            "cuDNN TB/s | flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cell(r, name, key, scale=1.0, digits=1):
+        v = r["impls"].get(name, {}).get(key)
+        return "—" if v is None else f"{v * scale:,.{digits}f}"
+
+    for r in decode_rows(res):
+        share = r["ours_of_copy"]
+        out.append(f"| {r['B']} | {r['H']} / {r['H_kv']} | {r['Nq']} | {r['Nk']:,} | {r['d']} | {_yes(r['causal'])} | "
+                   f"{r['page_size'] or '—'} | {r['num_splits']} | {cell(r, 'ours', 'kernel_us')} | "
+                   f"{cell(r, 'ours', 'kernel_GBps', 1e-3, 2)} | {'—' if share is None else f'{100 * share:.0f} %'} | "
+                   f"{cell(r, 'SDPA-cuDNN', 'kernel_GBps', 1e-3, 2)} | {cell(r, 'SDPA-flash', 'kernel_GBps', 1e-3, 2)} | "
+                   f"{_x(r['cudnn_over_ours'])} | {cell(r, 'ours', 'call_us')} | {cell(r, 'SDPA-cuDNN', 'call_us')} |")
+    for sw in split_sweeps(res):
+        ratio = sw["heuristic_over_best"]
+        out += ["", f"Split sweep B = {sw['B']}, H = {sw['H']} / {sw['H_kv']}, Nk = {sw['Nk']:,}: the heuristic chose "
+                    f"{sw['heuristic']}, the fastest was {sw['best']} (heuristic ÷ best: "
+                    f"{'—' if ratio is None else f'{ratio:.3f}'})."]
+    return out
+
+
+def _store_section(res: dict | None) -> list[str]:
+    from .records.store_records import NAMES, crossover, store_rows
+    out = ["## Recompute versus store: the teaching backward over N", ""]
+    if not res:
+        return out + ["No record (benchmarks/results/storep-*.json): `benchmarks/bench_store_p.py` makes it."]
+    n = crossover(res)
+    out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run; "
+            f"d = {res.get('d')}, {res.get('BH')} heads, Br × Bc = {res.get('Br')} × {res.get('Bc')}, fp32, no mask. "
+            "Kernel-only ms; peak MiB of one call (a fresh CuPy pool's high-water mark). Recomputing is at least "
+            f"as fast as reading the stored P {f'from N = {n:,} on' if n else 'at no N of this record'}.", "",
+            "| N | " + " | ".join(f"{name} ms | peak MiB" for name in NAMES.values()) + " | making P ms |",
+            "| --- | " + " | ".join("--- | ---" for _ in NAMES) + " | --- |"]
+    for r in store_rows(res):
+        cells = []
+        for k in NAMES:
+            t, p = r[k]["kernel_ms"], r[k]["peak_bytes"]
+            cells += ["—" if t is None else f"{t:.3f}", "—" if p is None else f"{p / 2**20:,.0f}"]
+        mk = r["make_P_kernel_ms"]
+        out.append(f"| {r['N']:,} | " + " | ".join(cells) + f" | {'—' if mk is None else f'{mk:.3f}'} |")
+    return out
+
+
 def _fa3_section() -> list[str]:
     recs = fr.probe_records()
     out = ["## FlashAttention-3: the probe runs", ""]
@@ -559,7 +615,8 @@ def results_page() -> str:
               "[measuring.md](measuring.md); what each version of the kernels tried: "
               "[benchmarks/NOTES.md](../benchmarks/NOTES.md)."],
              _mma_section(mma), _teaching_section(latest_results("teaching")), _dram_section(latest_results("dram")),
-             _bwd_section(latest_results("bwd")), _fa3_section(), _timeline_section(), _tests_section(),
+             _bwd_section(latest_results("bwd")), _store_section(latest_results("storep")),
+             _decode_section(latest_results("decode")), _fa3_section(), _timeline_section(), _tests_section(),
              _provenance_section(), _cpu_section(), _all_records()]
     return "\n\n".join("\n".join(p) for p in parts if p).replace("\n\n\n", "\n\n") + "\n"
 

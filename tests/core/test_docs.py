@@ -144,3 +144,34 @@ def test_partial_timeline_runs_and_failed_runs_get_their_own_lines(monkeypatch, 
     assert "| wgmma | 64 | no | kernel | 4,096 | 1×32 | 128×64 | 0.2500 |" in text
     assert "| decode | 128 | no | kernel | 32,768 | 1×32 (H_kv 8, S 16) | 4×64 | 0.0300 |" in text
     assert "| bwd_teaching | 64 | yes | kernel | 4,096 | 1×32 | failed: RuntimeError: the traced backward" in text
+
+
+def test_the_decode_and_store_sections_show_their_records(monkeypatch, tmp_path):
+    """When a decode record and a recompute-versus-store record are installed, results.md shows each
+    row's figures as the records hold them (rows made by the benchmarks' own row builders)."""
+    import json
+
+    from flashviz.gpu import decode_bench as db
+    from flashviz.gpu.teaching import store_bench as sb
+
+    row = db.derive({**db.base_row(db.Case(8, 32, 8, 32768)), "decode_kernel_us": 270.0, "decode_call_us": 280.0,
+                     "sdpa_cudnn_kernel_us": 290.0, "sdpa_cudnn_call_us": 300.0}, copy_GBps=4250.0)
+    dec = {"env": {"device": "NVIDIA H200", "date": "2026-12-06"}, "copy_GBps": 4250.0, "bench": [row], "splits": []}
+    store = {"env": {"device": "NVIDIA H200", "date": "2026-12-06"}, "d": 64, "BH": 8, "Br": 64, "Bc": 64,
+             "bench": [{"N": N, "recompute_kernel_ms": r, "stored_kernel_ms": s, "naive_kernel_ms": 0.5 * s,
+                        "make_P_kernel_ms": 0.1 * s, "recompute_peak_bytes": 2**20, "stored_peak_bytes": 2**21,
+                        "naive_peak_bytes": sb.kept_bytes(N, "naive")}
+                       for N, r, s in ((1024, 1.0, 0.8), (2048, 4.0, 4.5))]}
+    (tmp_path / "decode-h200-2026-12-06.json").write_text(json.dumps(dec))
+    (tmp_path / "storep-h200-2026-12-06.json").write_text(json.dumps(store))
+    from flashviz.records import results as R
+    monkeypatch.setattr(report, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(R, "package_dir", lambda pkg: tmp_path)
+    text = report.results_page()
+    gbps = row["kv_bytes"] / 270.0 / 1e3
+    assert (f"| 8 | 32 / 8 | 1 | 32,768 | 128 | no | — | {row['num_splits']} | 270.0 | {gbps / 1e3:.2f} | "
+            f"{100 * gbps / 4250:.0f} % | {row['sdpa_cudnn_kernel_GBps'] / 1e3:.2f} | — | {290 / 270:.2f}x | 280.0 | 300.0 |"
+            ) in text
+    assert "the device's copy bandwidth measured in the same run: 4.25 TB/s" in text
+    assert "| 1,024 | 1.000 | 1 | 0.800 | 2 | 0.400 |" in text and "| 2,048 | 4.000 | 1 |" in text
+    assert "Recomputing is at least as fast as reading the stored P from N = 2,048 on" in text
