@@ -10,6 +10,10 @@ consumer warpgroups hold after ``setmaxnreg`` (a fraction); within 0.001.
 ``check_fa3_smem(answer, d=128)``: the bytes of shared memory of the default fa3 block for d —
 Q_i, the K and V rings, the mbarriers and the 1024-byte alignment slack — exactly
 (``limits.mma_smem_bytes``).
+``check_overlap_gain(answer, d=128, causal=False)``: how many times larger the share of a consumer
+warpgroup's softmax time under the other consumer's products is in the recorded fa3 run than in
+the FlashAttention-2 (wgmma) run of the same shape (``records.timeline_stats.softmax_overlap`` of
+the two recorded timelines, N = 4096); within 3 %.
 
 Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
 answer or the question's parameters.
@@ -158,3 +162,43 @@ def check_fa3_smem(answer, d: int = 128) -> CheckResult:
         return say(wrong(f"you said {fmt_answer(a)} B — {hint}"))
     return say(wrong(f"{fmt_answer(a)} B is {direction(a, want)}. hint: Q_i (Br × d), stages slots of Bc × d for each "
                      "of K and V, 2 bytes an element; then the mbarriers and the alignment slack"))
+
+
+@never_raises(say)
+def check_overlap_gain(answer, d: int = 128, causal: bool = False) -> CheckResult:
+    """answer: softmax_overlap of the recorded fa3 timeline ÷ that of the recorded wgmma (FA2)
+    timeline, both at d, N = 4096 and this mask. Within 3 %, narrowed so that no named mistake
+    passes: the inverse, the difference of the two shares (as a fraction or in points), the fa3
+    share alone, the ratio at the other mask."""
+    from ..records.timeline import latest_timeline
+    from ..records.timeline_stats import softmax_overlap
+
+    def shares(c: bool):
+        return (softmax_overlap(latest_timeline("fa3", causal=c, d=d, N=4096))[0],
+                softmax_overlap(latest_timeline("wgmma", causal=c, d=d, N=4096))[0])
+
+    try:
+        fa3, fa2 = shares(causal)
+    except (LookupError, ValueError) as exc:
+        return say(wrong(f"this exercise reads the recorded fa3 and wgmma timelines at d = {d}: {exc}"))
+    if not fa2:
+        return say(wrong(f"the recorded FA2 run at d = {d} overlaps nothing to compare with"))
+    want = fa3 / fa2
+    mistakes = [(fa2 / fa3, "that is FA2 ÷ fa3; divide fa3's share by FA2's"),
+                (fa3 - fa2, "that is the difference of the shares; the question asks how many times larger"),
+                (100 * (fa3 - fa2), "that is the difference in percentage points; divide the shares instead"),
+                (fa3, "that is fa3's share alone; divide it by FA2's")]
+    try:
+        other = shares(not causal)
+        if other[1]:
+            mistakes.append((other[0] / other[1], f"that is the ratio of the {'causal' if not causal else 'unmasked'} "
+                                                  f"runs; read the {'causal' if causal else 'unmasked'} ones"))
+    except (LookupError, ValueError):
+        pass
+    got = close_number(answer, want, rel=0.03, what="fa3's overlap ÷ FA2's", unit="x",
+                       mistakes=[m for m in mistakes if abs(m[0] - want) > 0.06 * want],
+                       hint="softmax_overlap(t)[0] of the fa3 timeline ÷ that of the wgmma timeline")
+    if got.ok:
+        got = CheckResult(True, f"{got.message}: a consumer's softmax runs under the other's products {100 * fa3:.0f} % "
+                                f"of its time in fa3, {100 * fa2:.0f} % in FA2, whose warpgroups move in lock-step")
+    return say(got)

@@ -80,10 +80,21 @@ RIGHT_SHARE = 2 * 128 * REG_CONSUMER / 65536          # two consumer warpgroups 
 _st = int(re.search(r"STAGES\s*=\s*D\s*==\s*128\s*\?\s*(\d+)\s*:", KERNEL)[1])
 RIGHT_SMEM = 1024 + 2 * (128 * 128 + 2 * _st * 128 * 128) + 8 * (2 + 4 * _st)   # slack, Q_i + K and V rings, mbarriers
 
+
+def _overlap(kernel, causal=False):
+    """softmax_overlap (tested on a hand-written fa3 trace in tests/core/test_timeline.py) of the recorded run."""
+    from flashviz.records.timeline import latest_timeline
+    from flashviz.records.timeline_stats import softmax_overlap
+    return softmax_overlap(latest_timeline(kernel, causal=causal, d=128, N=4096))[0]
+
+
+RIGHT_OVERLAP_GAIN = _overlap("fa3") / _overlap("wgmma")
+
 DRIVE = f"""
 assert check_step_gain({RIGHT_STEP!r}, {RIGHT_GAIN!r}, d=128, causal=False)
 assert check_consumer_registers({RIGHT_SHARE!r}, Br=128)
 assert check_fa3_smem({RIGHT_SMEM!r}, d=128)
+assert check_overlap_gain({RIGHT_OVERLAP_GAIN!r}, d=128, causal=False)
 print("DRIVEN-OK")
 """
 
@@ -137,9 +148,9 @@ def test_the_smem_answer_agrees_with_the_limits():
 def test_recorded_data_exercise_stubs_say_not_yet_and_right_answers_say_right(executed):
     _, texts = executed
     lines = texts.splitlines()
-    assert len([x for x in lines if x.startswith("✗ Not yet")]) == 3
+    assert len([x for x in lines if x.startswith("✗ Not yet")]) == 4
     rights = [x for x in lines if x.startswith("✓ Right")]
-    assert len(rights) == 3, rights
+    assert len(rights) == 4, rights
     assert f"{RIGHT_GAIN:.3f}" in rights[0] and f"{RIGHT_SMEM:,} B" in rights[2]
 
 
@@ -461,7 +472,7 @@ def test_recorded_data_the_measured_block_steps_beside_each_other(executed):
 
 # --- the checks, outside the notebook -----------------------------------------------------------
 
-from flashviz.exercises.fa3 import check_consumer_registers, check_fa3_smem, check_step_gain  # noqa: E402
+from flashviz.exercises.fa3 import check_consumer_registers, check_fa3_smem, check_overlap_gain, check_step_gain  # noqa: E402
 
 
 @recorded_data
@@ -523,7 +534,21 @@ def test_check_fa3_smem_right_and_wrong():
 def test_checks_never_raise(answer, capsys):
     results = [check_step_gain(answer, answer), check_step_gain("producer", answer), check_consumer_registers(answer),
                check_fa3_smem(answer), check_consumer_registers(answer, Br=7), check_fa3_smem(answer, d=7),
-               check_step_gain("producer", answer, d=7)]
+               check_step_gain("producer", answer, d=7), check_overlap_gain(answer), check_overlap_gain(answer, d=7)]
     for res in results:
         assert not res and res.message.startswith("✗ Not yet")
     assert capsys.readouterr().out.count("✗ Not yet") == len(results)
+
+
+@recorded_data
+def test_recorded_data_check_overlap_gain_right_and_wrong(capsys):
+    """Right within 3 % of fa3's softmax overlap ÷ FA2's; the inverse, the difference (fraction and points),
+    fa3's share alone and the ratio read off the printed, rounded percentages say ✗."""
+    fa3, fa2 = _overlap("fa3"), _overlap("wgmma")
+    assert check_overlap_gain(RIGHT_OVERLAP_GAIN) and check_overlap_gain(round(RIGHT_OVERLAP_GAIN, 2))
+    assert not check_overlap_gain(RIGHT_OVERLAP_GAIN * 1.05)
+    for wrong_value, words in ((fa2 / fa3, "FA2 ÷ fa3"), (fa3 - fa2, "difference of the shares"),
+                               (100 * (fa3 - fa2), "percentage points")):
+        res = check_overlap_gain(wrong_value)
+        assert not res and words in res.message, (wrong_value, res.message)
+    assert not check_overlap_gain(round(100 * fa3) / round(100 * fa2))    # the printed percentages are rounded
