@@ -155,11 +155,11 @@ def _trace_mma(Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: 
     Bc = BWD_MMA_BC_DEFAULT if Bc is None else Bc
     if Bc not in BWD_MMA_BC:
         raise ValueError(f"Bc must be one of {BWD_MMA_BC} for the tensor-core backward, got {Bc!r}")
-    dev = torch.cuda.current_device()
-    q, k, v = (torch.as_tensor(x.astype(cp.float16), device=f"cuda:{dev}") for x in (Qd, Kd, Vd))
-    dO = torch.as_tensor(np.random.default_rng(seed).standard_normal((B, H, Nq, d)).astype(np.float16),
-                         device=f"cuda:{dev}")
-    with cp.cuda.Device(dev), torch_stream(dev):
+    dev = Qd.device.id                                   # the GPU the inputs are on
+    with cp.cuda.Device(dev), torch_stream(dev):         # every copy and launch on torch's stream there
+        q, k, v = (torch.as_tensor(x.astype(cp.float16), device=f"cuda:{dev}") for x in (Qd, Kd, Vd))
+        dO = torch.as_tensor(np.random.default_rng(seed).standard_normal((B, H, Nq, d)).astype(np.float16),
+                             device=f"cuda:{dev}")
         O, lse = flash_forward_mma(q, k, v, causal=causal)
         O = O.contiguous()
         mb = compile_backward_mma("float16", Bc, d, causal)

@@ -34,11 +34,13 @@ def store_rows(rec: dict | None) -> list[dict]:
 
 def crossover(rec: dict | None) -> int | None:
     """The smallest N of the record from which the recomputing backward's kernel-only time is at
-    most the stored-P kernel's at every larger N too; None when it never is (or nothing was timed)."""
-    rows = [r for r in store_rows(rec) if _num(r["recompute"]["kernel_ms"]) and _num(r["stored"]["kernel_ms"])]
+    most the stored-P kernel's at every larger N of the record too; None when the largest N is not
+    such a row (nothing timed, or one of the two not timed there). A larger row where either was not
+    timed ends the run: the crossover never vouches for an N it has no times of."""
     best = None
-    for r in reversed(rows):
-        if r["recompute"]["kernel_ms"] <= r["stored"]["kernel_ms"]:
+    for r in reversed(store_rows(rec)):
+        a, b = r["recompute"]["kernel_ms"], r["stored"]["kernel_ms"]
+        if _num(a) and _num(b) and a <= b:
             best = r["N"]
         else:
             break

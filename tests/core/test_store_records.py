@@ -25,3 +25,6 @@ def test_the_crossover_is_where_recomputing_stays_at_least_as_fast():
     assert crossover(_rec({512: (0.5, 0.6), 1024: (1.2, 1.1), 2048: (3.0, 3.5)})) == 2048   # not before 1024
     assert crossover(_rec({512: (0.5, 0.2), 1024: (1.2, 1.1)})) is None
     assert crossover({"bench": [{"N": 512, "recompute_kernel_ms": 0.1}]}) is None
+    untimed = _rec({512: (0.5, 0.6), 1024: (1.0, 1.1)})
+    untimed["bench"].append({"N": 2048, "recompute_kernel_ms": 3.0})           # stored not timed at the largest N
+    assert crossover(untimed) is None

@@ -150,5 +150,13 @@ def run_store_benchmark(out_dir, *, Ns=NS, budget_s: float = BUDGET_S, deadline_
                                                           for k in calls))
         rec.save()
     cases.clear()
+    ran_all = not data["cut_short"] and len(data["bench"]) == len(Ns) and \
+        not any("setup_error" in r for r in data["bench"])
+    if full and not ran_all:                     # a run cut short never takes the full record's name
+        for f in (path, path.with_suffix(".log")):
+            f.unlink(missing_ok=True)
+        data["full"] = False
+        rec.path = path = Path(out_dir) / record_name(env, False)
+        rec.say(f"not every row ran: written as {path.name}")
     rec.save()
     return path

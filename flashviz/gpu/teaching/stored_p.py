@@ -29,6 +29,8 @@ def _prepare(Q, K, V, O, dO, lse, causal, scale):
     causal = check_flag(causal, "causal")
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse)
     BH = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    if BH > 65_535:
+        raise ValueError(f"the kernel's grid puts batch·heads on grid.y, at most 65,535; got {BH}")
     scale = check_scale(scale, d)
     cp = cupy()
     shapes = [(BH, Nq, d), (BH, Nk, d), (BH, Nk, d), (BH, Nq, d), (BH, Nq, d), (BH, Nq)]
@@ -112,13 +114,15 @@ def naive_backward_gpu(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         raise ValueError(f"P must have shape (..., Nq, Nk) = {(*lead, Nq, Nk)}, got {getattr(P, 'shape', type(P))}")
     else:
         P = cupy_f32(P, cp, (BH, Nq, Nk))
-    dV = cp.matmul(cp.swapaxes(P, -1, -2), do)
+    # the transposes on the N x d side: CuPy's batched matmul copies a non-contiguous operand whole,
+    # so Pᵀ dO is computed as (dOᵀ P)ᵀ and dSᵀ Q as (Qᵀ dS)ᵀ — no N x N copy
+    dV = cp.ascontiguousarray(cp.swapaxes(cp.matmul(cp.swapaxes(do, -1, -2), P), -1, -2))
     dS = cp.matmul(do, cp.swapaxes(v, -1, -2))            # dP, turned into dS in place
     dS -= cp.sum(do * o, axis=-1, keepdims=True)
     dS *= P
     del P
     dQ = cp.matmul(dS, k)
     dQ *= np.float32(scale)
-    dK = cp.matmul(cp.swapaxes(dS, -1, -2), q)
+    dK = cp.ascontiguousarray(cp.swapaxes(cp.matmul(cp.swapaxes(q, -1, -2), dS), -1, -2))
     dK *= np.float32(scale)
     return dQ.reshape(*lead, Nq, d), dK.reshape(*lead, Nk, d), dV.reshape(*lead, Nk, d)
