@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullLocator
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
 from ..replay.decode import BYTE_GROUPS, DecodeReplay, DecodeState
@@ -152,7 +152,8 @@ class PartialsPanel:
         (self.m_dots,) = ax_m.plot([], [], "o", ms=ms, color="k", zorder=3)
         (self.lse_dots,) = ax_m.plot([], [], "o", ms=ms + 1.5, mfc="none", mec=style.CURRENT, mew=1.0, zorder=3)
         self.m_line = ax_m.axvline(np.nan, color=style.CURRENT, lw=1.2, zorder=2)
-        ax_m.xaxis.set_major_locator(MaxNLocator(3))
+        ax_m.xaxis.set_major_locator(MaxNLocator(2, steps=[1, 2, 5, 10]))   # a narrow panel: two ticks fit at
+        ax_m.xaxis.set_major_formatter(FormatStrFormatter("%g"))             # every size (three overlapped)
         ax_m.yaxis.set_major_locator(MaxNLocator(5, integer=True, min_n_ticks=1))
         _small(ax_m)
         ax_m.set_ylabel("split s", fontsize=style.pt(7), labelpad=1)
