@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One step of a GPU session on the lent device machine (CuPy, torch and the CUDA tools there; the
+# repository copied without .git). Each step fits one device command (at most 10 minutes) and writes
+# what it makes under $OUT; commit what comes back under benchmarks/results/.
+#
+#   FLASHVIZ_COMMIT=<sha> bash benchmarks/device_session.sh <step> [<step> ...]
+#
+# Steps, in the order a session takes them (planned seconds):
+#   tests      the gpu-marked tests → tests-<device>-<date>.json                          (~250)
+#   timelines  the decode and backward timelines (record_timelines.py --kernels ...)        (~60)
+#   decode     the decode benchmark, --quick first then the full run → decode-*.json       (~180)
+#   store      recompute versus store → storep-*.json                                       (~120)
+#   bwd        the backward benchmark → bwd-*.json                                          (~200)
+#   mma        the forward benchmark → mma-*.json                                           (~290)
+#   sanitize   compute-sanitizer memcheck and racecheck on the decode and backward launches (~200)
+# Wheels the device lacks (ipywidgets, ipympl, ...: .whl/, carried, built for its Python) are
+# installed into /tmp/site first when present.
+set -u
+OUT=${OUT:-benchmarks/results}
+mkdir -p "$OUT"
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >/dev/null 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export FLASHVIZ_CACHE=${FLASHVIZ_CACHE:-/tmp/flashviz-cubin}
+status=0
+for step in "$@"; do
+  echo "=== $step: $(date -u +%H:%M:%S)"
+  case "$step" in
+    tests)     python3 benchmarks/run_gpu_tests.py || status=1 ;;
+    timelines) python3 benchmarks/record_timelines.py --out "$OUT" --kernels decode,bwd_teaching,bwd_mma || status=1 ;;
+    decode)    python3 benchmarks/bench_decode.py --quick --out "$OUT" && python3 benchmarks/bench_decode.py --out "$OUT" \
+                 || status=1 ;;
+    store)     python3 benchmarks/bench_store_p.py --out "$OUT" || status=1 ;;
+    bwd)       python3 benchmarks/bench_bwd.py --out "$OUT" || status=1 ;;
+    mma)       python3 benchmarks/bench_mma.py --out "$OUT" || status=1 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        for s in sanitize_decode sanitize_bwd; do
+          compute-sanitizer --tool "$tool" --print-limit 20 python3 "benchmarks/$s.py" > "$OUT/sanitize-$s-$tool.txt" 2>&1
+          echo "$s $tool: exit $? — $(tail -n 2 "$OUT/sanitize-$s-$tool.txt" | tr '\n' ' ')"
+        done
+      done ;;
+    *) echo "unknown step $step (tests timelines decode store bwd mma sanitize)"; status=2 ;;
+  esac
+done
+exit $status
