@@ -126,7 +126,7 @@ def test_backward_notebook_runs_and_is_driven(executed):
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
     assert len(stubs) == 7 + timeline and "lse is kept in float32" in stubs[-1], stubs     # exercise 7 when recorded
     if not timeline:
-        assert "(exercise 7 reads the recorded teaching-backward timeline; none is installed yet)" in texts
+        assert "(exercise 7 needs the recorded teaching-backward timeline, which this installation does not have" in texts
     assert texts.count("✓ Right") == 6                                 # the driven right answers
     assert "lse 16,384 B" in texts
     # the run's counts equal the closed forms; D needs no P; P comes back from lse
@@ -400,7 +400,7 @@ def test_section_7_shows_recompute_versus_store_when_recorded(executed):
     _, texts = executed
     store = latest_results("storep")
     if not store:
-        assert "No recompute-versus-store record is installed yet" in texts
+        assert "No recompute-versus-store record is in this installation yet" in texts
         return
     for r in store_rows(store):
         assert f"  N = {r['N']:>6,}: " in texts

@@ -116,7 +116,7 @@ def test_decode_notebook_runs_and_is_driven(executed):
     speedup = 1 if 1 in runs and len(runs) > 1 else 0               # exercise 6, when the timelines are installed
     assert len(stubs) == 5 + speedup and all("placeholder" in s for s in stubs), stubs
     if not speedup:
-        assert "(exercise 6 reads the recorded decode timelines; none is installed yet)" in texts
+        assert "(exercise 6 needs the recorded decode timelines, which this installation does not have yet" in texts
     assert texts.count("✓ Right") == 6
     # the answers are printed nowhere before the checks
     before = texts.split("EXERCISES-OK")[0].split("lse of split 0")[0]
