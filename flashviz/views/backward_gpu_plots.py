@@ -158,7 +158,8 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
     ptoks = peaks[0]["B"] * peaks[0]["N"]
     _suptitle(fig, f"Recompute versus store, measured: one backward call, fp16, B·N = {ptoks // 1024}k tokens"
               f"\n{bwd_label(res)}", pt(10))
-    fig.canvas.draw()
+    fig.draw_without_rendering()        # lays out the texts; a canvas draw before ipympl's canvas is shown
+                                        # sends it a broken frame (ipympl #472: a console error)
     order = [k for k in IMPLS if k in seen]
     bottom = _legend_under_title(fig, [seen[k] for k in order], [SHORT[k] for k in order], pt(8), 3)
     fig.tight_layout(rect=(0, 0, 1, bottom - 0.01), h_pad=1.4)
@@ -215,7 +216,8 @@ def plot_bwd_speed(res: dict, *, figsize=(9.4, 6.8)):
               f"causal: the visible half), fp16{teach}\n"
               f"{bwd_label(res)}\nsolid, filled: public call (CUDA events, median); dotted, hollow: kernel-only "
               "(the profiler's GPU time per call, median)", pt(9.5))
-    fig.canvas.draw()
+    fig.draw_without_rendering()        # lays out the texts; a canvas draw before ipympl's canvas is shown
+                                        # sends it a broken frame (ipympl #472: a console error)
     renderer = fig.canvas.get_renderer()
     h = leg.get_window_extent(renderer).height * 72 / fig.dpi
     top = fig._suptitle.get_window_extent(renderer).y0 / fig.bbox.height - 0.01
