@@ -45,9 +45,6 @@ constexpr int NT = 128;                    // threads per block
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
-template <int D>
-constexpr int smem_bytes() { return RM * D * 4 + 2 * 2 * Bc * D * 2 + RM * Bc * 4 + 3 * RM * 4; }
-
 // Where key row c (of sequence b, KV head g) lives: a contiguous cache or a page of the pool.
 template <int D, bool PAGED>
 __device__ __forceinline__ const u16* key_row(const u16* X, const int* block_table, int max_pages, int page_size,

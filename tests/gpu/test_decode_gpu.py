@@ -97,7 +97,7 @@ def test_decode_matches_the_numpy_decode(dtype, d, G, Nq, causal):
     torch = pytest.importorskip("torch")
     H_kv = 2
     for Nk in (1, 63, 1000):
-        q, k, v = _inputs(torch, 2, G * H_kv, Nq, Nk, d, getattr(torch, dtype), seed=Nk)
+        q, k, v = _inputs(torch, 2, G * H_kv, H_kv, Nq, Nk, d, getattr(torch, dtype), seed=Nk)
         _check(torch, q, k, v, causal=causal)
 
 
