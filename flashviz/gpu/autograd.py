@@ -8,9 +8,9 @@ Two operators are registered with ``torch.library.custom_op`` the first time the
   Hopper, FlashAttention-2 elsewhere); float32 / float64 inputs run the fp32 teaching forward
   (kernels/flash_fwd.cu; float64 is computed in float32 and O cast back);
 * ``flashviz::attention_bwd(dO, dlse, q, k, v, O, lse, causal, scale, deterministic) -> (dq, dk, dv)``:
-  fp16 / bf16 with ``deterministic=False`` and d in {64, 128}: the tensor-core backward
-  (kernels/flash_bwd_mma.cu, mma.sync, dQ by fp32 atomics; a first version without a software
-  pipeline, slower than FlashAttention-2's own); every other case — ``deterministic=True``,
+  fp16 / bf16 with d in {64, 128}: the tensor-core backward (kernels/flash_bwd_mma.cu, mma.sync;
+  dQ by fp32 atomics, or with ``deterministic=True`` by a separate pass in a fixed order; a first
+  version without a software pipeline, slower than FlashAttention-2's own); every other case —
   float32 / float64, other d — **the fp32 teaching kernel** (kernels/flash_bwd.cu): the inputs are
   converted to float32, the gradients computed in float32 and cast back to the input dtype
   (correct, and slow: CUDA cores, no tensor cores). ``MMA_BACKWARD = False`` sends every case to
@@ -104,14 +104,14 @@ def backward_blocks(d: int, device_limit: int | None = None) -> tuple[int, int]:
     return BWD_BLOCKS[-1]
 
 
-#: whether fp16 / bf16 gradients (deterministic=False, d in {64, 128}) use the tensor-core backward
+#: whether fp16 / bf16 gradients (d in {64, 128}) use the tensor-core backward
 MMA_BACKWARD = True
 
 
 def uses_tensor_core_backward(q, deterministic: bool) -> bool:
     """Whether ``attention_bwd`` runs the tensor-core backward for q (else the fp32 teaching kernel)."""
     import torch
-    if not (MMA_BACKWARD and not deterministic and q.dtype in (torch.float16, torch.bfloat16)
+    if not (MMA_BACKWARD and q.dtype in (torch.float16, torch.bfloat16)
             and q.shape[-1] in (64, 128) and q.is_cuda):
         return False
     from .common import device_facts
@@ -127,7 +127,8 @@ def _backward(dO, dlse, q, k, v, O, lse, causal: bool, scale: float, determinist
         raise TypeError("q is a CPU torch tensor; move it to the GPU (.cuda()) first")
     if uses_tensor_core_backward(q, deterministic):
         from .tensorcore.backward import flash_backward_mma
-        return flash_backward_mma(q, k, v, O, dO.to(q.dtype), lse, causal=causal, scale=scale, dlse=dlse)
+        return flash_backward_mma(q, k, v, O, dO.to(q.dtype), lse, causal=causal, scale=scale,
+                                  deterministic=deterministic, dlse=dlse)
     with cupy().cuda.Device(dev):
         Br, Bc = backward_blocks(d)
     dq, dk, dv = flash_backward_gpu(q, k, v, O, dO, lse, Br=Br, Bc=Bc, causal=causal, scale=scale,
@@ -206,7 +207,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     Source: the forward is FlashAttention-2/3 on the tensor cores (``flash_forward_mma``) for
     fp16 / bf16, the fp32 teaching kernel for float32 / float64; the backward is FlashAttention-2's
     Algorithm 2: on the tensor cores (kernels/flash_bwd_mma.cu, ``flash_backward_mma``) for
-    fp16 / bf16 with d in {64, 128} and ``deterministic=False``; otherwise **the fp32 teaching
+    fp16 / bf16 with d in {64, 128}; otherwise **the fp32 teaching
     kernel** (kernels/flash_bwd.cu), with half-precision inputs converted to float32 and the
     gradients cast back (correct; slow: no tensor cores). The tensor-core backward is a first
     version, several times slower than FlashAttention-2's (benchmarks/results/probe-bwd-*.json).
@@ -219,9 +220,9 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
         float64 (any leading axes; d in {32, 64, 128}). Any Nq, Nk >= 1.
     causal : bool, bottom-right aligned (query i sees key j iff j <= i + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)).
-    deterministic : bool. True computes dQ in a separate pass without atomics (the teaching
-        kernel, fp32): the same bits on every run (about 7/5 of the backward's FLOPs). False: dQ by
-        float32 atomicAdd (the tensor-core backward for fp16 / bf16).
+    deterministic : bool. True computes dQ in a separate pass without atomics, query blocks outer
+        (about 7/5 of the backward's FLOPs): the same bits on every run. False: dQ by float32
+        atomicAdd, whose last bits may differ between runs.
 
     Returns
     -------

@@ -235,6 +235,28 @@ def test_half_precision_gradients_match_float64(cuda, record_property, dtype, to
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_deterministic_half_precision_gradients_take_the_tensor_cores_and_repeat_bit_for_bit(cuda, dtype):
+    """deterministic=True with fp16 / bf16 runs the tensor-core dQ pass (not the fp32 teaching
+    kernel): 20 backwards on the same inputs give the same bits, equal to the tensor-core
+    backward called directly, and the gradients match float64 (bottom-right causal, Nq < Nk)."""
+    q, k, v = _leaves((2, 4, 300, 128), (2, 4, 700, 128), (2, 4, 700, 128), dtype=dtype, device="cuda", seed=11)
+    assert fa.uses_tensor_core_backward(q, True)
+    w = torch.randn(2, 4, 300, 128, device="cuda")
+    O, lse = gpu.attention_with_lse(q, k, v, causal=True, deterministic=True)
+    first = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)
+    for _ in range(19):
+        again = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    direct = gpu.flash_backward_mma(q.detach(), k.detach(), v.detach(), O.detach(), w.to(dtype), lse.detach(),
+                                    causal=True, deterministic=True)
+    assert all(torch.equal(a, b) for a, b in zip(first, direct))
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = torch.autograd.grad((dense(qd, kd, vd, causal=True)[0] * w.double()).sum(), (qd, kd, vd))
+    assert max(_rel(a, b) for a, b in zip(first, ref)) <= (5e-3 if dtype == torch.float16 else 3e-2)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal, Nq, Nk", [(False, 129, 129), (True, 129, 257), (True, 300, 70)])
 def test_float32_gradients_match_float64(cuda, causal, Nq, Nk):
     q, k, v = _leaves((2, 2, Nq, 64), (2, 2, Nk, 64), (2, 2, Nk, 64), dtype=torch.float32, device="cuda", seed=5)

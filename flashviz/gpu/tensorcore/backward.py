@@ -11,9 +11,8 @@ specialisation): the FlashAttention-3 design remains the target of issue 23.
 dQ two ways: by fp32 atomicAdd (the default: fast, its last bits may differ run to run), or,
 ``deterministic=True``, by a separate pass, ``flash_bwd_mma_dq`` (query blocks outer, dQ_i kept in
 registers: the same bits on every run) after the main kernel computes dK, dV alone.
-Status (2026-12-04): the deterministic pass is written and compiled (nvcc, no spills; the atomic
-path's machine code unchanged) but has not run on a GPU yet; ``flashviz.gpu.flash_attention``
-keeps routing ``deterministic=True`` to the fp32 teaching kernel until it has.
+Both are checked against float64 gradients on the H200 (benchmarks/results/tests-h200-2026-12-05.json),
+the deterministic pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention`` uses either.
 """
 
 from __future__ import annotations
@@ -160,7 +159,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     scale : float > 0 or None (1/sqrt(d)); must be the forward's.
     deterministic : False: dQ accumulated with fp32 atomicAdd (its last bits may change between
         runs); True: dQ by a separate pass with a fixed order of additions (the same bits on every
-        run; not yet run on a GPU, see the module text).
+        run).
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
     Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
 

@@ -14,8 +14,8 @@ its deadline included, so a partial run never replaces the recorded one) and its
   values, batch 0 and as many heads as ``REF_ELEMENTS`` allows), the reference's largest
   magnitude, whether any gradient is NaN / inf anywhere, and ``pass`` (every error at most
   ``TOL_REL`` times the reference's largest magnitude, all finite);
-* ``deterministic`` — the deterministic dQ (the teaching kernel's ``deterministic=True``; the
-  tensor-core backward has none) run ``DET_RUNS`` times on the same inputs and compared bit for
+* ``deterministic`` — the deterministic dQ (``deterministic=True``: the teaching kernel's and the
+  tensor-core backward's) run ``DET_RUNS`` times on the same inputs and compared bit for
   bit, with the atomic paths beside it (which may differ in their last bits);
 * ``bench`` — one row per shape (fp16, B·N = 16k tokens, H = 2048/d, N in ``BWD_N``, d in
   ``BWD_D``, causal and not): ``flops_fwd``, ``flops_bwd`` (2.5 × the forward's matmul FLOPs,
@@ -39,8 +39,8 @@ Implementations (record prefixes; every one on the same seeded inputs, in the sa
   on float32 tensors (teaching forward and backward);
 * ``bwd_teaching_det`` — the same with ``deterministic=True``: its cost against the atomic dQ;
 * ``bwd_mma_det`` — ``flash_backward_mma(..., deterministic=True)``: the main kernel without the
-  dQ atomics, then the dQ pass ``flash_bwd_mma_dq`` (no forward + backward figure: the autograd
-  entry keeps ``deterministic=True`` on the teaching kernel until this pass has run on a GPU);
+  dQ atomics, then the dQ pass ``flash_bwd_mma_dq``; forward + backward: ``flash_attention(...,
+  deterministic=True)``, which runs the same pass (records before 2026-12-05 have no such figure);
 * ``sdpa_flash_bwd`` / ``sdpa_cudnn_bwd`` — torch SDPA with the backend forced
   (``torch.nn.attention.sdpa_kernel``, entered outside the timed region): the backward is
   ``torch.autograd.grad`` on a graph whose forward ran outside the timed region
@@ -72,8 +72,6 @@ IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: th
 EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_det")   #: also timed: the deterministic dQ's cost
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
 TEACHING_IMPLS = ("bwd_teaching", "bwd_teaching_det")
-#: implementations without a forward + backward figure (the record's "no_fwdbwd")
-NO_FWDBWD = ("bwd_mma_det",)
 SHORT = {"bwd_mma": "mma", "bwd_mma_det": "mma-det", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
          "sdpa_flash_bwd": "flash", "sdpa_cudnn_bwd": "cudnn", "sdpa_math_bwd": "math"}
 OURS = "bwd_mma"
@@ -331,7 +329,8 @@ def _build(name: str, q, k, v, dO, causal: bool, cache: dict) -> _Impl:
         leaves = _leaves(q, k, v)
 
         def fwdbwd():
-            return torch.autograd.grad(flash_attention(*leaves, causal=causal), leaves, grad_outputs=dO)
+            return torch.autograd.grad(flash_attention(*leaves, causal=causal, deterministic=det), leaves,
+                                       grad_outputs=dO)
 
         # the kernels flash_backward_mma launches (its default Bc; the record of 2026-12-04 named
         # Bc = 64 here while the call ran the default, 128)
@@ -340,10 +339,8 @@ def _build(name: str, q, k, v, dO, causal: bool, cache: dict) -> _Impl:
         if det:
             info.update(dq_regs=int(mb.dq.num_regs), dq_local_bytes=int(mb.dq.local_size_bytes),
                         dq_smem_bytes=mb.dq_smem_bytes)
-        # the autograd entry keeps deterministic=True on the teaching kernel until this pass has run
-        # on a GPU (autograd.uses_tensor_core_backward): no forward + backward figure for it yet
         return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=det),
-                     None if name in NO_FWDBWD else fwdbwd, info=info)
+                     fwdbwd, info=info)
     if name in TEACHING_IMPLS:
         from ..common import cupy
         from ..teaching.backward import flash_backward_gpu
@@ -626,7 +623,6 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
                       "the timed region), on the same O and lse as bwd_mma",
                       "SDPA's backend is forced with torch.nn.attention.sdpa_kernel, entered outside the timed "
                       "region; its backward is timed on a graph built outside the timed region"],
-            "no_fwdbwd": [i for i in impls if i in NO_FWDBWD],
             "correctness": [], "deterministic": [], "bench": [], "peak_bytes": [], "cut_short": None}
 
     rec = RunRecord(path, data, t0=t0, deadline_s=deadline_s, log=log, hashes=lambda: code_hashes())
