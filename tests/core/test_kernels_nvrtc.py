@@ -1,0 +1,74 @@
+"""Every kernel file is accepted by NVRTC, the compiler the GPU runs use (``gpu.nvrtc``), not only
+by nvcc (``make ptx``). NVRTC compiles in JIT mode, where a function without ``__device__`` /
+``__global__`` (a plain ``constexpr`` helper, say) is an error even if nothing calls it; nvcc
+accepts it as host code. The first GPU run of the decode kernel (2026-12-05) failed on exactly
+that. Each text ``gpu.common.source`` gives NVRTC is compiled here, normal and with the timeline
+switch (``-DFLASHVIZ_TRACE=1``), without instantiating a template (the instantiations are ``make
+ptx``'s job): a parse of the whole file, about a second each. Needs the NVRTC library
+(``cuda-bindings`` and ``nvidia-cuda-nvrtc`` from PyPI, in the test extras); skipped without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flashviz.records.files import compiled_source
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = sorted(p.name for p in (ROOT / "kernels").glob("*.cu"))
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    mod = pytest.importorskip("cuda.bindings.nvrtc")
+    try:
+        err, _major, _minor = mod.nvrtcVersion()
+    except Exception as exc:                      # the library itself is missing
+        pytest.skip(f"NVRTC library not loadable: {exc}")
+    if err != mod.nvrtcResult.NVRTC_SUCCESS:
+        pytest.skip(f"nvrtcVersion: {err}")
+    return mod
+
+
+def _compile(nvrtc, text: str, options: list[str]) -> tuple[bool, str]:
+    """(accepted, NVRTC's log) for ``text`` compiled with ``options``."""
+    err, prog = nvrtc.nvrtcCreateProgram(text.encode(), b"flashviz_kernel.cu", 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    try:
+        opts = [o.encode() for o in options]
+        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.rstrip(b"\0 ").decode(errors="replace")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _options(text: str, traced: bool) -> list[str]:
+    # the arch-specific target for the kernels with wgmma (as `make ptx` and the runners choose)
+    arch = "compute_90a" if "wgmma.mma_async" in text else "compute_90"
+    return [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math", *(["-DFLASHVIZ_TRACE=1"] if traced else [])]
+
+
+def test_there_are_kernels_to_check():
+    assert {"flash_fwd.cu", "flash_bwd.cu", "flash_decode.cu", "flash_fwd_fa3.cu"} <= set(KERNELS)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["normal", "traced"])
+@pytest.mark.parametrize("name", KERNELS)
+def test_nvrtc_accepts_every_kernel_file(nvrtc, name, traced):
+    text = compiled_source(name)
+    ok, log = _compile(nvrtc, text, _options(text, traced))
+    assert ok, f"NVRTC rejects {name}{' (traced)' if traced else ''}:\n{log[:2000]}"
+
+
+def test_a_host_function_is_what_nvrtc_rejects(nvrtc):
+    """The check can fail: the decode kernel's text with the unannotated constexpr helper it once had."""
+    text = compiled_source("flash_decode.cu")
+    bad = text.replace("constexpr int NT = 128;", "constexpr int NT = 128;\ntemplate <int D>\n"
+                       "constexpr int smem_bytes() { return D * 4; }", 1)
+    assert bad != text
+    ok, log = _compile(nvrtc, bad, _options(bad, False))
+    assert not ok and "host function" in log
