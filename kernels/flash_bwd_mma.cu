@@ -46,47 +46,19 @@
 
 #include "fv_ptx.cuh"   // u16/u32, neg_inf, smem_addr, cp.async, ex2, pack2
 #include "fv_b16.cuh"   // to_f32: one fp16 / bf16 value to fp32
+#include "fv_mma_sync.cuh"  // ldsm_x4, ldsm_x4_trans, mma16816, swz
 #include "fv_trace.cuh"  // the timeline switch of flash_bwd_mma: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvbm {
 
 using namespace fvptx;
+using namespace fvmma;
 using fvb16::to_f32;
 
 constexpr int Br = 64;                                // query rows per inner step
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
-
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4_trans(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
-
-// c (16x8 fp32) += a (16x16) * b (16x8); DT 0 = fp16, 1 = bf16.
-template <int DT>
-__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)
-{
-    if constexpr (DT == 0) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// Byte offset of 16-byte chunk c of row r in a swizzled tile of COLS b16 columns (COLS >= 64).
-template <int COLS>
-__device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * (COLS * 2) + ((c ^ (r & 7)) << 4)); }
 
 // cp.async the rows row0 .. row0+ROWS-1 of a contiguous [N][D] matrix into a swizzled tile; rows
 // past N are zero-filled.

@@ -61,42 +61,12 @@
 // = (m_i*scale_log2 + log2 l_i) * ln 2 in fp32, where m_i is the max of the raw scores.
 
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
+#include "fv_mma_sync.cuh"  // ldsm_x4, ldsm_x4_trans, mma16816, swz
 
 namespace fv80 {
 
 using namespace fvptx;
-
-// Four 8x8 b16 matrices. Lanes 8q..8q+7 give the 8 row addresses of matrix q; every lane gets
-// register q = (row g, columns 2t, 2t+1) of matrix q (with .trans: (rows 2t, 2t+1, column g)).
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4_trans(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
-
-// c (16x8 fp32) += a (16x16) * b (16x8); DT 0 = fp16, 1 = bf16.
-template <int DT>
-__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)
-{
-    if constexpr (DT == 0) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// Byte offset of 16-byte chunk c of row r in a swizzled [rows][D] b16 tile.
-template <int D>
-__device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * (D * 2) + ((c ^ (r & 7)) << 4)); }
+using namespace fvmma;
 
 // Issue the cp.async copies of rows row0 .. row0+ROWS-1 of a [N][D] matrix (row stride
 // `stride` elements) into a swizzled SRAM tile; rows >= N are zero-filled.
