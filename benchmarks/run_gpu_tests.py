@@ -37,12 +37,13 @@ def main():
     files = [str(ROOT / "tests" / "gpu")]   # every test file with gpu-marked tests is in tests/gpu/
     code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", *files], plugins=[col])
     counts = {k: sum(r["outcome"] == k for r in col.results) for k in ("passed", "failed", "skipped")}
-    from flashviz.gpu.tensorcore.run import kernel_source_hashes
-    from flashviz.mma_limits import ALL_VARIANTS
+    from flashviz.records.files import source_sha256
 
-    # the code tested: the commit (passed by the caller: a device copy has no .git) and each kernel file
+    # the code tested: the commit (passed by the caller: a device copy has no .git) and every kernel
+    # file the suite may compile (each with the headers it includes)
     out = {"env": env, "source_commit": os.environ.get("FLASHVIZ_COMMIT"),
-           "kernel_sources": kernel_source_hashes(ALL_VARIANTS), "pytest_exit_code": int(code),
+           "kernel_sources": {p.name: source_sha256(p.name) for p in sorted((ROOT / "kernels").glob("*.cu"))},
+           "pytest_exit_code": int(code),
            "counts": counts, "tests": col.results}
     dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
     dev = str(env.get("device", "nogpu")).lower().replace("nvidia", "").strip().replace(" ", "-")

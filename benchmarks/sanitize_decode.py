@@ -5,7 +5,7 @@ kernels/flash_decode.cu (split pass and merge): fp16 and bf16, d = 64 and 128, e
 (G·Nq = 1, 4, 12 and 40: two row chunks), causal and not, a contiguous and a paged cache (pages of
 16, a shuffled table), split counts 1, 3 and 40 (more splits than the 16 key tiles of Nk = 1000:
 empty splits), Nk not a multiple of 64; then the tensor-core backward's deterministic dQ pass
-(flash_backward_mma(deterministic=True), not yet run elsewhere). Prints one line per launch and
+(flash_backward_mma(deterministic=True)). Prints one line per launch and
 "sanitize_decode done". The cubins come from $FLASHVIZ_CACHE when it is warm."""
 import sys
 from pathlib import Path

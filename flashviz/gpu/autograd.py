@@ -108,7 +108,7 @@ def backward_blocks(d: int, device_limit: int | None = None) -> tuple[int, int]:
 MMA_BACKWARD = True
 
 
-def uses_tensor_core_backward(q, deterministic: bool) -> bool:
+def uses_tensor_core_backward(q) -> bool:
     """Whether ``attention_bwd`` runs the tensor-core backward for q (else the fp32 teaching kernel)."""
     import torch
     if not (MMA_BACKWARD and q.dtype in (torch.float16, torch.bfloat16)
@@ -125,7 +125,7 @@ def _backward(dO, dlse, q, k, v, O, lse, causal: bool, scale: float, determinist
     dev = q.get_device() if q.is_cuda else None
     if dev is None:
         raise TypeError("q is a CPU torch tensor; move it to the GPU (.cuda()) first")
-    if uses_tensor_core_backward(q, deterministic):
+    if uses_tensor_core_backward(q):
         from .tensorcore.backward import flash_backward_mma
         return flash_backward_mma(q, k, v, O, dO.to(q.dtype), lse, causal=causal, scale=scale,
                                   deterministic=deterministic, dlse=dlse)

@@ -8,8 +8,9 @@ algorithm, so the two can be compared split by split. (The rule counts the block
 launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed 32, where NumPy
 packs every head's rows into one block; and the device's SM count.)
 
-Status (2026-12-04): written and compiled (``make ptx``, nvcc) but not yet run on a GPU; its GPU
-tests (``tests/gpu/test_decode_gpu.py``) and its benchmark are the next step of the decode issue.
+Status: its first GPU run (H200, 2026-12-05, benchmarks/results/tests-h200-2026-12-05.json) failed to
+compile under NVRTC (an unannotated host helper, since removed; tests/core/test_kernels_nvrtc.py now
+parses every kernel with NVRTC on the CPU); the records after it say how it runs.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from .results import cuda_version, latest_results
 
 #: the record's implementations, in the order the lesson lists them, with their names on screen
 IMPLS = {"bwd_mma": "ours, tensor cores (fp16)",
+         "bwd_mma_det": "ours, tensor cores (fp16, deterministic dQ)",
          "bwd_teaching": "ours, teaching kernel (fp32, atomic dQ)",
          "bwd_teaching_det": "ours, teaching kernel (fp32, deterministic dQ)",
          "sdpa_flash_bwd": "SDPA-flash (FlashAttention-2)",
@@ -35,7 +36,7 @@ IMPLS = {"bwd_mma": "ours, tensor cores (fp16)",
          "sdpa_math_bwd": "SDPA-math (stores P)"}
 #: the implementations the peak-memory rows measure, and those that recompute P
 PEAK_IMPLS = ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd")
-RECOMPUTE = ("bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
+RECOMPUTE = ("bwd_mma", "bwd_mma_det", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
 #: the SDPA backends ours is compared with
 THEIRS = ("sdpa_flash_bwd", "sdpa_cudnn_bwd")
 METHODS = {"call": "public call", "kernel": "kernel-only"}

@@ -29,11 +29,12 @@ from . import style
 from .text import wrap_text
 
 #: (colour, line width, marker) of each implementation, in every figure of the chapter
-LOOK = {"bwd_mma": ("#d62728", 2.0, "o"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
+LOOK = {"bwd_mma": ("#d62728", 2.0, "o"), "bwd_mma_det": ("#ff9896", 1.4, "P"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
         "bwd_teaching_det": ("#98df8a", 1.4, "D"), "sdpa_flash_bwd": ("#1f77b4", 1.4, "^"),
         "sdpa_cudnn_bwd": ("#9467bd", 1.4, "v"), "sdpa_math_bwd": ("#8c564b", 2.0, "X")}
 #: short names for legends
-SHORT = {"bwd_mma": "ours, tensor cores", "bwd_teaching": "ours, teaching fp32 (atomic dQ)",
+SHORT = {"bwd_mma": "ours, tensor cores", "bwd_mma_det": "ours, tensor cores (deterministic dQ)",
+         "bwd_teaching": "ours, teaching fp32 (atomic dQ)",
          "bwd_teaching_det": "ours, teaching fp32 (deterministic dQ)", "sdpa_flash_bwd": "SDPA-flash",
          "sdpa_cudnn_bwd": "SDPA-cuDNN", "sdpa_math_bwd": "SDPA-math: stores P"}
 SAFE = 0.96       #: wrap texts to this share of their room (Agg draws a little wider than measured)

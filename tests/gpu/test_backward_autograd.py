@@ -241,7 +241,7 @@ def test_deterministic_half_precision_gradients_take_the_tensor_cores_and_repeat
     kernel): 20 backwards on the same inputs give the same bits, equal to the tensor-core
     backward called directly, and the gradients match float64 (bottom-right causal, Nq < Nk)."""
     q, k, v = _leaves((2, 4, 300, 128), (2, 4, 700, 128), (2, 4, 700, 128), dtype=dtype, device="cuda", seed=11)
-    assert fa.uses_tensor_core_backward(q, True)
+    assert fa.uses_tensor_core_backward(q)
     w = torch.randn(2, 4, 300, 128, device="cuda")
     O, lse = gpu.attention_with_lse(q, k, v, causal=True, deterministic=True)
     first = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)

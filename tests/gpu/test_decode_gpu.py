@@ -1,7 +1,7 @@
 """The decode kernel (kernels/flash_decode.cu, flashviz.gpu.decode): its launch arithmetic on the CPU,
 and on a GPU its output against the NumPy split-KV decode (flashviz.decode.decode_attention, float64
 on the same fp16 / bf16-rounded inputs) over GQA, Nq, causal, split counts (empty splits included)
-and paged caches. The gpu-marked cases have not run on a GPU yet (2026-12-05), the timeline included."""
+and paged caches. Their first GPU run (2026-12-05) stopped at NVRTC (fixed in 724019e)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ specialisation): the FlashAttention-3 design remains the target of issue 23.
 dQ two ways: by fp32 atomicAdd (the default: fast, its last bits may differ run to run), or,
 ``deterministic=True``, by a separate pass, ``flash_bwd_mma_dq`` (query blocks outer, dQ_i kept in
 registers: the same bits on every run) after the main kernel computes dK, dV alone.
-Both are checked against float64 gradients on the H200 (benchmarks/results/tests-h200-2026-12-05.json),
-the deterministic pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention`` uses either.
+Both are checked against float64 gradients on the H200 (benchmarks/results/tests-h200-2026-12-05.json,
+at 4962ef2), the deterministic pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention``
+uses either since 7d951c8 (its own gpu tests, tests/gpu/test_backward_autograd.py, check that route).
 """
 
 from __future__ import annotations
