@@ -45,6 +45,12 @@ constexpr int NT = 128;                    // threads per block
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
+// Bytes of dynamic shared memory a block uses at head dimension D (its carve-up is in the kernel):
+// gpu.decode.decode_smem_bytes mirrors this sum and tests/gpu/test_decode_gpu.py checks they agree.
+// __host__ __device__: NVRTC rejects a function without an execution space, even an unused one.
+template <int D>
+__host__ __device__ constexpr int smem_bytes() { return RM * D * 4 + 2 * 2 * Bc * D * 2 + RM * Bc * 4 + 3 * RM * 4; }
+
 // Where key row c (of sequence b, KV head g) lives: a contiguous cache or a page of the pool.
 template <int D, bool PAGED>
 __device__ __forceinline__ const u16* key_row(const u16* X, const int* block_table, int max_pages, int page_size,
