@@ -29,7 +29,7 @@ def _newest(prefix):
     """The newest full record <prefix>-<device>-<date>.json (not a run of some kernels alone,
     timelines-fa3-...: record_timelines.py --kernels)."""
     files = sorted((f for f in RESULTS.glob(f"{prefix}-*.json")
-                    if not re.match(rf"{prefix}-(teaching|wgmma|fa3)-", f.name)),
+                    if not re.match(rf"{prefix}-(teaching|wgmma|fa3|decode|bwd_teaching|bwd_mma)-", f.name)),
                    key=lambda f: (re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0], f.name))
     return json.loads(files[-1].read_text())
 
