@@ -142,6 +142,10 @@ class TimelineExplorer(GPUJob, FrameWidget):
         kernel = check_choice(kernel, "kernel", FORWARD_KERNELS)
         causal = check_bool(causal, "causal")
         if timeline is not None:
+            if timeline.kernel not in FORWARD_KERNELS:
+                raise ValueError(f"TimelineExplorer shows a forward kernel's timeline ({', '.join(FORWARD_KERNELS)}), "
+                                 f"got one of {timeline.kernel!r} (views.decode_timeline and views.backward_timeline "
+                                 f"draw those)")
             kernel, causal, d, N = timeline.kernel, bool(timeline.causal), timeline.d, timeline.N
             if timeline.detail_ctas is None:     # a live trace has every block's steps: zoom on a sample
                 timeline = timeline.sampled(DETAIL)

@@ -16,13 +16,14 @@ from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
 from widget_contract import assert_close_frees_every_comm, assert_recreating_leaks_no_figure
 
 import flashviz as fv
-from flashviz.records.timeline import Timeline, latest_timeline, recorded_timelines
+from flashviz.records.timeline import FORWARD_KERNELS, Timeline, latest_timeline, recorded_timelines
 from flashviz.views.timeline_view import N_FRAMES
 from flashviz.widgets.timeline import AUTO_BLOCK, TimelineExplorer
 
 matplotlib.use("Agg")
 
-RECORDED = recorded_timelines()
+RECORDED = [r for r in recorded_timelines() if r["kernel"] in FORWARD_KERNELS]   # what the explorer opens
+OTHERS = [r for r in recorded_timelines() if r["kernel"] not in FORWARD_KERNELS]   # decode, the backwards
 CASES = [("wgmma", False), ("wgmma", True), ("teaching", False), ("teaching", True)]
 
 
@@ -36,6 +37,13 @@ def causal_wgmma():
 def test_recorded_timelines_are_there():
     kinds = {(r["kernel"], r["causal"], r["d"]) for r in RECORDED}
     assert {(k, c, d) for k in ("wgmma", "teaching") for c in (False, True) for d in (64, 128)} <= kinds
+
+
+@pytest.mark.skipif(not OTHERS, reason="no decode or backward timeline is recorded")
+def test_a_timeline_of_another_kernel_is_refused_in_one_line():
+    tl = Timeline.load(OTHERS[0]["file"])
+    with pytest.raises(ValueError, match=rf"forward kernel's timeline .* got one of '{tl.kernel}'"):
+        TimelineExplorer(tl, key="test-timeline-other")
 
 
 @pytest.mark.parametrize("rec", RECORDED, ids=[r["file"].name.split(".")[0] for r in RECORDED])
