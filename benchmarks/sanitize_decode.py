@@ -1,7 +1,7 @@
 """Small decode launches for compute-sanitizer (issue 24): run as
     compute-sanitizer --tool memcheck  python benchmarks/sanitize_decode.py
     compute-sanitizer --tool racecheck python benchmarks/sanitize_decode.py
-kernels/flash_decode.cu (split pass and merge): fp16 and bf16, d = 64 and 128, every ROWS class
+kernels/flash_decode.cu (both split passes, v1 "simt" and v2 "mma", and the merge): fp16 and bf16, d = 64 and 128, every ROWS class
 (G·Nq = 1, 4, 12 and 40: two row chunks), causal and not, a contiguous and a paged cache (pages of
 16, a shuffled table), split counts 1, 3 and 40 (more splits than the 16 key tiles of Nk = 1000:
 empty splits), Nk not a multiple of 64; then the tensor-core backward's deterministic dQ pass
@@ -30,9 +30,11 @@ for dt in (torch.float16, torch.bfloat16):
             for causal in (False, True):
                 q, k, v = rnd(B, G * H_kv, Nq, d, dtype=dt), rnd(B, H_kv, Nk, d, dtype=dt), rnd(B, H_kv, Nk, d, dtype=dt)
                 for S in (1, 3, 40):
-                    O, lse = gpu.flash_decode_gpu(q, k, v, causal=causal, num_splits=S)
-                    torch.cuda.synchronize()
-                    print("contiguous", dt, d, G, Nq, causal, S, "ok", bool(torch.isfinite(O).all()), flush=True)
+                    for variant in ("simt", "mma"):
+                        O, lse = gpu.flash_decode_gpu(q, k, v, causal=causal, num_splits=S, variant=variant)
+                        torch.cuda.synchronize()
+                        print("contiguous", variant, dt, d, G, Nq, causal, S, "ok", bool(torch.isfinite(O).all()),
+                              flush=True)
                 P = -(-Nk // page)
                 perm = torch.randperm(B * P, generator=torch.Generator().manual_seed(1))
                 kp = torch.zeros(B * P, page, H_kv, d, device="cuda", dtype=dt)
@@ -44,9 +46,11 @@ for dt in (torch.float16, torch.bfloat16):
                         n = rows.stop - rows.start
                         kp[table[b, p], :n] = k[b, :, rows].transpose(0, 1)
                         vp[table[b, p], :n] = v[b, :, rows].transpose(0, 1)
-                O, lse = gpu.flash_decode_gpu(q, kp, vp, causal=causal, num_splits=3, block_table=table, Nk=Nk)
-                torch.cuda.synchronize()
-                print("paged", dt, d, G, Nq, causal, "ok", bool(torch.isfinite(O).all()), flush=True)
+                for variant in ("simt", "mma"):
+                    O, lse = gpu.flash_decode_gpu(q, kp, vp, causal=causal, num_splits=3, block_table=table, Nk=Nk,
+                                                  variant=variant)
+                    torch.cuda.synchronize()
+                    print("paged", variant, dt, d, G, Nq, causal, "ok", bool(torch.isfinite(O).all()), flush=True)
 for causal in (False, True):
     for Nq, Nk2 in ((77, 200), (200, 70)):
         q, k, v = rnd(1, 2, Nq, 64), rnd(1, 2, Nk2, 64), rnd(1, 2, Nk2, 64)

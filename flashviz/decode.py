@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 
@@ -62,39 +61,42 @@ MAX_SPLITS = 128
 
 # --- the split count ------------------------------------------------------------------------------
 
-def num_splits_heuristic(n_blocks: int, Tc: int, *, num_sms: int = NUM_SMS, max_splits: int = MAX_SPLITS) -> int:
-    """The default ``num_splits``: enough splits to fill the GPU's SMs in (nearly) whole waves.
+def num_splits_heuristic(n_blocks: int, Tc: int, *, num_sms: int = NUM_SMS, blocks_per_sm: int = 1,
+                         max_splits: int = MAX_SPLITS) -> int:
+    """The default ``num_splits``: as many splits as one wave of the GPU holds, then the fewest that
+    keep the longest split as short.
 
     n_blocks: blocks of work without splitting, B·H_kv here (one packed query block per sequence
     and KV head); Tc: key blocks per sequence, ⌈Nk/Bc⌉; num_sms: streaming multiprocessors (132 on
-    an H100 SXM or H200); max_splits: cap. Rule, in the manner of FlashAttention's split-KV
-    heuristic (``num_splits_heuristic`` in FlashAttention-2's flash_api.cpp and FlashAttention-3's
-    hopper/heuristics.h, read on 2026-12-04; re-implemented here, not copied):
+    an H100 SXM or H200); blocks_per_sm: blocks one SM runs at once (1 for the lessons' model GPU;
+    ``gpu.decode`` passes its kernel's occupancy, 2 at d = 128); max_splits: cap. The rule, in the
+    manner of FlashAttention's split-KV heuristic (``num_splits_heuristic`` in FlashAttention-2's
+    flash_api.cpp and FlashAttention-3's hopper/heuristics.h, read on 2026-12-04; re-implemented
+    here, not copied), with slots = num_sms·blocks_per_sm:
 
-    * 1 split when the blocks nearly fill the GPU already (n_blocks >= 0.8·num_sms), or when there
+    * 1 split when the blocks nearly fill the slots already (n_blocks >= 0.8·slots), or when there
       are 4 key blocks or fewer (too little work to share out);
-    * otherwise, for s = 1 .. min(max_splits, num_sms, Tc), the wave efficiency
-      e(s) = n_blocks·s / (num_sms·⌈n_blocks·s / num_sms⌉) (the fraction of SM slots busy over the
-      waves the n_blocks·s blocks need); the smallest s with e(s) >= 0.85·max e wins — every extra
-      split costs partials written and read back.
+    * otherwise at most s_max = min(⌊slots / n_blocks⌋, max_splits, Tc) splits, so that every block
+      runs in the first wave — the decode kernel's measured sweep (benchmarks/NOTES.md, Decode) ran
+      two waves of half-length splits 10–30 % slower than one wave;
+    * the time of one wave is its longest split, ⌈Tc/s⌉ key blocks (``masking.split_ranges``
+      makes splits of ⌊Tc/s⌋ or ⌈Tc/s⌉ blocks), so the smallest s with ⌈Tc/s⌉ = ⌈Tc/s_max⌉ wins:
+      fewer splits, the same longest split, fewer partials written and read back (FlashAttention-2
+      skips such split counts too).
 
-    Differences from FlashAttention: it counts its own key blocks (FlashAttention-2: 256, 128 or 64
-    keys for d <= 64, <= 128 or more) where this counts Bc; FlashAttention-2 passes twice the SM
-    count; FlashAttention-3 also splits a long KV head that overflows L2 when the GPU is full and
-    there are many query blocks, which never happens at decode (one query block per KV head); and
-    FlashAttention-2 skips split counts that give the same ⌈Tc/s⌉ as s − 1, which our even
-    ``masking.split_ranges`` do not need.
-    Example: B = 1, H_kv = 8, Nk = 4096, Bc = 64 (Tc = 64) gives 15 splits (120 of 132 SMs busy).
+    Example: B = 1, H_kv = 8, Nk = 4096, Bc = 64 (Tc = 64), 132 SMs: s_max = 16, 4 key blocks a
+    split, 16 splits (128 of 132 SMs busy); with 2 blocks an SM (slots 264): s_max = 33, whose
+    longest split has 2 key blocks, as has 32: 32 splits.
     Returns an int >= 1. Raises TypeError/ValueError for arguments that are not integers >= 1.
     """
     n_blocks, Tc = check_block(n_blocks, "n_blocks"), check_block(Tc, "Tc")
     num_sms, max_splits = check_block(num_sms, "num_sms"), check_block(max_splits, "max_splits")
-    if 5 * n_blocks >= 4 * num_sms or Tc <= 4:
+    slots = num_sms * check_block(blocks_per_sm, "blocks_per_sm")
+    if 5 * n_blocks >= 4 * slots or Tc <= 4:
         return 1
-    cap = min(max_splits, num_sms, Tc)
-    eff = [Fraction(n_blocks * s, num_sms * -(-n_blocks * s // num_sms)) for s in range(1, cap + 1)]
-    best = max(eff)
-    return next(s for s, e in enumerate(eff, start=1) if e >= Fraction(85, 100) * best)
+    s_max = min(slots // n_blocks, max_splits, Tc)
+    longest = -(-Tc // s_max)
+    return -(-Tc // longest)        # the smallest s with ⌈Tc/s⌉ <= longest
 
 
 # --- the merge (Flash-Decoding step 3) --------------------------------------------------------------

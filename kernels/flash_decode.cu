@@ -7,7 +7,10 @@
 // K_j, V_j (Bc = 64 keys) through shared memory with the online softmax of FlashAttention-2
 // (Dao 2023, Algorithm 1, lines 7-10) and writes the split's partial: O_s = diag(l_s)⁻¹ Õ_s and
 // lse_s (Flash-Decoding step 2). `flash_decode_merge` then merges the splits by their lse (step 3).
-// With one split the block writes O and lse itself and there is no merge.
+// With one split the block writes O and lse itself and there is no merge. Two kernels compute the
+// split pass: `flash_decode` (v1, the CUDA cores, every warp on every key; below) and
+// `flash_decode_mma` (v2, the tensor cores, each warp on its own keys; after it) — one parameter
+// list, one grid, one partial layout, one merge; `gpu.decode` picks one by its `variant`.
 //
 // The same algorithm as flashviz/decode.py (`decode_attention`), with the same names: the split
 // s covers key tiles [s·Tc/S, (s+1)·Tc/S) (masking.split_ranges), causal is bottom-right (query i
@@ -24,13 +27,14 @@
 //           page block_table[b, c / page_size] (FlashAttention's k_cache / block_table layout)
 //   O_part  (B, H, Nq, S, D) fp32, lse_part (B, H, Nq, S) fp32: the partials when S > 1
 // Grid (S, H_kv · chunks, B), 128 threads; a block takes rows [chunk·RM, chunk·RM + RM) of its
-// group when R > RM (the runner counts the chunks).
+// group when R > RM (RM = 32 for v1, RM2 = 16 for v2; the runner counts the chunks).
 //
 // Shared memory: Qs [RM][D] fp32 (pre-scaled by scale·log2 e) | Ks, Vs [2][Bc][D] b16 | Ss [RM][Bc]
 // fp32 | m, l, alpha [RM] fp32: D = 128: 16,384 + 65,536 + 8,192 + 384 = 90,496 bytes.
 
 #include "fv_ptx.cuh"
 #include "fv_b16.cuh"
+#include "fv_mma_sync.cuh" // flash_decode_mma: ldsm_x4, ldsm_x4_trans, mma16816, swz
 #include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvdec {
@@ -278,6 +282,283 @@ __global__ void __launch_bounds__(NT) flash_decode(
     FV_TRACE_END(s, blockIdx.y, b, j1 - j0);
 }
 
+// ---------------------------------------------------------------------------------------------------
+// flash_decode_mma (v2): the same split, the same partials, on the tensor cores.
+//
+// v1 above computes a tile's scores and P·V on the CUDA cores with every warp of the block on every
+// key (R FMAs a byte pair, read and converted from shared memory, four block barriers a tile); its
+// first runs were issue-bound (benchmarks/NOTES.md, Decode). Here the block's R <= RM2 = 16 query
+// rows are one m16 row tile of `mma.sync.m16n8k16` (rows >= R are zero, computed and never
+// written: at decode the tensor cores have time to spare), and the warps split the keys instead
+// of the rows: warp w takes keys [j·Bc + 16w, j·Bc + 16w + 16) of every key tile j of the split,
+// streams them through its own ring of ST stages in shared memory (cp.async, no block barrier in
+// the loop: a warp reads only what its own lanes copied, after cp.async.wait_group and
+// __syncwarp), and runs FlashAttention-2's online softmax over them exactly as the forward
+// kernel's warps do over theirs (flash_fwd_mma_sm80.cu: the same fragment layouts, ldmatrix
+// addressing and XOR swizzle, fv_mma_sync.cuh). At the end the block merges its four warps'
+// (m, l, O) through shared memory — the merge of Flash-Decoding's step 3, inside one block — and
+// writes the split's partial (or O and lse when S = 1) in the layout v1 writes, so the merge
+// kernel and the runner's arithmetic are shared.
+//
+// Shared memory: Q_i [RM2][D] b16 | per warp, ST stages of K [KW][D] then V [KW][D] b16 (rows
+// swizzled as in flash_fwd_mma_sm80.cu). After the loop the rings hold the warps' O [NW][RM2][D]
+// fp32, m, l [NW][RM2], the merge weights [NW][RM2] and lse [RM2].
+// D = 128: 4,096 + 4·3·2·16·256 = 102,400 bytes (two blocks an SM); D = 64: 51,200 (four).
+constexpr int RM2 = 16;                    // query rows a block takes at most (one m16 tile)
+constexpr int KW = 16;                     // keys a warp takes of each key tile
+constexpr int NW = NT / 32;                // warps a block; NW · KW = Bc
+constexpr int ST = 3;                      // ring stages of each warp
+static_assert(NW * KW == Bc, "the warps' key slices make up one key tile");
+
+// Bytes of dynamic shared memory of one flash_decode_mma block (gpu.decode.decode_smem_bytes mirrors it).
+template <int D>
+__host__ __device__ constexpr int mma_smem_bytes() { return RM2 * D * 2 + NW * ST * 2 * KW * D * 2; }
+
+// Issue warp `warp`'s copies of its 16 keys of key tile j (K then V) into ring stage `st` (a shared
+// address); keys past Nk are zero-filled.
+template <int D, bool PAGED>
+__device__ __forceinline__ void load_slice(u32 st, const u16* K, const u16* V, const int* block_table, int max_pages,
+                                           int page_size, int b, int g, int H_kv, int Nk, int c0, int lane)
+{
+    constexpr int CH = D / 8;                          // 16-byte chunks of a row
+#pragma unroll
+    for (int k = 0; k < KW * CH / 32; ++k) {
+        const int e = lane + 32 * k, r = e / CH, c = e % CH;
+        const int key = c0 + r;
+        const bool in = key < Nk;
+        const int row = in ? key : Nk - 1;             // a valid address; 0 bytes copied
+        const u16* kr = key_row<D, PAGED>(K, block_table, max_pages, page_size, b, g, H_kv, Nk, row);
+        const u16* vr = key_row<D, PAGED>(V, block_table, max_pages, page_size, b, g, H_kv, Nk, row);
+        cp_async16(st + fvmma::swz<D>(r, c), kr + c * 8, in ? 16 : 0);
+        cp_async16(st + KW * D * 2 + fvmma::swz<D>(r, c), vr + c * 8, in ? 16 : 0);
+    }
+}
+
+template <int DT, int D, bool PAGED>
+__global__ void __launch_bounds__(NT, D == 64 ? 4 : 2) flash_decode_mma(
+    const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
+    const int* __restrict__ block_table, int max_pages, int page_size,
+    float* __restrict__ O_part, float* __restrict__ lse_part, u16* __restrict__ O, float* __restrict__ lse,
+    int H, int H_kv, int Nq, int Nk, int S, int causal, float scale FV_TRACE_PARAMS)
+{
+    using namespace fvmma;
+    constexpr int KQ = D / 16;                         // k16 steps of Q_i K_jᵀ
+    constexpr int NO = D / 8;                          // n8 tiles of O (NO·4 = D/2 fp32 a thread)
+    constexpr int CH = D / 8;
+    constexpr u32 ROWB = D * 2;                        // bytes of a row
+    constexpr u32 STAGE = 2 * KW * ROWB;               // one ring stage: K then V
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const u32 sQ = smem_addr(smem);
+    const int s = blockIdx.x, b = blockIdx.z;
+    const int G = H / H_kv;
+    const int chunks = (G * Nq + RM2 - 1) / RM2;
+    const int g = blockIdx.y / chunks, r0 = (blockIdx.y % chunks) * RM2;
+    const int R = min(RM2, G * Nq - r0);               // rows of this block
+    const int Tc = (Nk + Bc - 1) / Bc;
+    const int j0 = (int)((long long)s * Tc / S), j1 = (int)((long long)(s + 1) * Tc / S);
+    const int n = j1 - j0;                             // key tiles of the split: steps of every warp
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    const int gr = lane >> 2, tq = lane & 3;           // fragment coordinates (flash_fwd_mma_sm80.cu)
+    const u32 ring = sQ + RM2 * ROWB + (u32)warp * ST * STAGE;
+    const float scale_log2 = scale * LOG2E;
+    FV_TRACE_BEGIN(NW, warp, lane == 0, t == 0);
+    FV_DECL(t_a);
+    FV_DECL(t_b);
+    FV_NOW(t_a);
+
+    // [load_Q] Alg. 1 line 4: the R query rows of this KV head to SRAM (rows >= R zero-filled)
+    for (int idx = t; idx < RM2 * CH; idx += NT) {
+        const int r = idx / CH, c = idx % CH;
+        const u16* src = Q;                            // any valid address when r >= R
+        if (r < R) {
+            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
+            src = Q + (((long long)b * H + h) * Nq + i) * D + c * 8;
+        }
+        cp_async16(sQ + swz<D>(r, c), src, r < R ? 16 : 0);
+    }
+    cp_async_commit();
+    // [load_KV] Alg. 1 line 7: this warp's first ST − 1 slices in flight (one group each, empty past the split)
+#pragma unroll
+    for (int u = 0; u < ST - 1; ++u) {
+        if (u < n) load_slice<D, PAGED>(ring + u * STAGE, K, V, block_table, max_pages, page_size, b, g, H_kv, Nk,
+                                        (j0 + u) * Bc + KW * warp, lane);
+        cp_async_commit();
+    }
+    cp_async_wait<ST - 1>();                           // Q_i has landed (this thread's part)
+    __syncthreads();                                   // and every thread's
+    // Q_i as A fragments, in registers for the whole loop (ldmatrix: row lane & 15, chunk 2ks + lane / 16)
+    const int x7 = lane & 7;
+    u32 qf[KQ][4];
+#pragma unroll
+    for (int ks = 0; ks < KQ; ++ks) ldsm_x4(qf[ks], sQ + (u32)(lane & 15) * ROWB + (((2 * ks + (lane >> 4)) ^ x7) << 4));
+    // K slice as the B operand of two n8 tiles (keys 0-7, 8-15), V slice through .trans (see flash_fwd_mma_sm80.cu)
+    const u32 k_off = (u32)((lane & 7) + ((lane >> 4) << 3)) * ROWB;
+    const int k_chunk = (lane >> 3) & 1;
+    const u32 v_off = (u32)(lane & 15) * ROWB;
+    const int v_chunk = lane >> 4;
+
+    // [init] Alg. 1 line 5: m = −inf, l = 0, O = 0 for rows gr (index 0) and gr + 8 (index 1)
+    float o[NO][4];
+#pragma unroll
+    for (int k = 0; k < NO; ++k) o[k][0] = o[k][1] = o[k][2] = o[k][3] = 0.f;
+    float m_i[2] = {neg_inf(), neg_inf()};
+    float l_i[2] = {0.f, 0.f};
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_LOAD_Q, t_a, t_b);
+
+#pragma unroll 1
+    for (int u = 0; u < n; ++u) {
+        // [load_KV] Alg. 1 line 7: slice u + ST − 1 in flight, wait for slice u
+        if (u + ST - 1 < n)
+            load_slice<D, PAGED>(ring + ((u + ST - 1) % ST) * STAGE, K, V, block_table, max_pages, page_size, b, g,
+                                 H_kv, Nk, (j0 + u + ST - 1) * Bc + KW * warp, lane);
+        cp_async_commit();
+        cp_async_wait<ST - 1>();
+        __syncwarp();                                  // every lane's copies of slice u are visible
+        FV_NOW(t_a);
+        FV_EVENT(u, FV_STAGE_LOAD_KV, t_b, t_a);
+        const u32 sK = ring + (u % ST) * STAGE, sV = sK + KW * ROWB;
+        const int c0 = (j0 + u) * Bc + KW * warp;      // first key of the slice
+
+        // [compute_S] Alg. 1 line 8: S = Q_i K_sliceᵀ, 16 rows x 16 keys (raw scores, fp32)
+        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int ks = 0; ks < KQ; ++ks) {
+            u32 kb[4];
+            ldsm_x4(kb, sK + k_off + (((2 * ks + k_chunk) ^ x7) << 4));
+            mma16816<DT>(sc[0], qf[ks], kb[0], kb[1]);
+            mma16816<DT>(sc[1], qf[ks], kb[2], kb[3]);
+        }
+        // [mask_S] Alg. 1 line 8: keys past Nk and (causal, bottom-right) keys after the row's last
+        // visible one; sc[n][e] is row gr + 8(e / 2), key c0 + 8n + 2tq + e % 2
+        if (c0 + KW > Nk || (causal && c0 + KW > Nk - Nq + 1)) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int i = (r0 + gr + 8 * hf) % Nq;
+                const int lim = causal ? min(Nk, i + Nk - Nq + 1) : Nk;     // first hidden key
+#pragma unroll
+                for (int k = 0; k < 2; ++k)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (c0 + 8 * k + 2 * tq + e >= lim) sc[k][2 * hf + e] = neg_inf();
+            }
+        }
+        FV_NOW(t_b);
+        FV_EVENT(u, FV_STAGE_COMPUTE_S, t_a, t_b);
+
+        // [update_ml] Alg. 1 line 9: m_new = max(m, rowmax S), P = 2^(S·scale_log2 − m_new·scale_log2),
+        // alpha = 2^((m − m_new)·scale_log2), l = alpha·l + rowsum P (this lane's columns; summed at the end)
+        float alpha[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float mx = fmaxf(m_i[hf], fmaxf(fmaxf(sc[0][2 * hf], sc[0][2 * hf + 1]), fmaxf(sc[1][2 * hf], sc[1][2 * hf + 1])));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));     // the 4 lanes of a row
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float ms = mx == neg_inf() ? 0.f : mx * scale_log2; // nothing visible yet: no NaN
+            alpha[hf] = ex2(m_i[hf] * scale_log2 - ms);               // 0 while m = −inf
+            m_i[hf] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float p = ex2(fmaf(sc[k][2 * hf + e], scale_log2, -ms));
+                    sc[k][2 * hf + e] = p;
+                    sum += p;
+                }
+            l_i[hf] = alpha[hf] * l_i[hf] + sum;
+        }
+        FV_NOW(t_a);
+        FV_EVENT(u, FV_STAGE_UPDATE_ML, t_b, t_a);
+
+        // [accumulate_O] Alg. 1 line 10: O = diag(alpha) O + P V_slice; P's C fragments are the A
+        // fragment of the one k16 step (flash_fwd_mma_sm80.cu, convert_P)
+#pragma unroll
+        for (int k = 0; k < NO; ++k) {
+            o[k][0] *= alpha[0]; o[k][1] *= alpha[0];
+            o[k][2] *= alpha[1]; o[k][3] *= alpha[1];
+        }
+        const u32 pf[4] = {pack2<DT>(sc[0][0], sc[0][1]), pack2<DT>(sc[0][2], sc[0][3]),
+                           pack2<DT>(sc[1][0], sc[1][1]), pack2<DT>(sc[1][2], sc[1][3])};
+#pragma unroll
+        for (int dp = 0; dp < NO / 2; ++dp) {
+            u32 vb[4];
+            ldsm_x4_trans(vb, sV + v_off + (((2 * dp + v_chunk) ^ x7) << 4));
+            mma16816<DT>(o[2 * dp], pf, vb[0], vb[1]);
+            mma16816<DT>(o[2 * dp + 1], pf, vb[2], vb[3]);
+        }
+        __syncwarp();                                  // stage u % ST is refilled at step u + 1
+        FV_NOW(t_b);
+        FV_EVENT(u, FV_STAGE_ACCUMULATE_O, t_a, t_b);
+    }
+    cp_async_wait<0>();
+
+    // [merge] Flash-Decoding step 3 inside the block: the four warps' (m, l, O) of the same rows,
+    // through shared memory (the rings are free once every warp has left its loop)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        l_i[hf] += __shfl_xor_sync(0xffffffffu, l_i[hf], 1);
+        l_i[hf] += __shfl_xor_sync(0xffffffffu, l_i[hf], 2);
+    }
+    __syncthreads();
+    FV_NOW(t_a);
+    float* Ow = reinterpret_cast<float*>(smem + RM2 * ROWB);           // [NW][RM2][D]
+    float* mw = Ow + NW * RM2 * D;                                     // [NW][RM2] raw max
+    float* lw = mw + NW * RM2;                                         // [NW][RM2]
+    float* aw = lw + NW * RM2;                                         // [NW][RM2] weight of warp w's O
+    float* Lr = aw + NW * RM2;                                         // [RM2] lse
+#pragma unroll
+    for (int k = 0; k < NO; ++k)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Ow[(warp * RM2 + gr + 8 * (e >> 1)) * D + 8 * k + 2 * tq + (e & 1)] = o[k][e];
+    if (tq == 0) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            mw[warp * RM2 + gr + 8 * hf] = m_i[hf];
+            lw[warp * RM2 + gr + 8 * hf] = l_i[hf];
+        }
+    }
+    __syncthreads();
+    if (t < RM2) {                                     // row t: M = max_w m_w, L = Σ_w 2^((m_w − M)·scale_log2) l_w
+        float M = neg_inf();
+#pragma unroll
+        for (int w = 0; w < NW; ++w) M = fmaxf(M, mw[w * RM2 + t]);
+        const float Ms = M == neg_inf() ? 0.f : M * scale_log2;
+        float a[NW], L = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) {
+            a[w] = ex2(mw[w * RM2 + t] * scale_log2 - Ms);             // a warp that saw nothing: 0
+            L += a[w] * lw[w * RM2 + t];
+        }
+        const float inv = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) aw[w * RM2 + t] = a[w] * inv;
+        Lr[t] = L > 0.f ? (Ms + __log2f(L)) * LN2 : neg_inf();       // natural log; no key seen: −inf
+    }
+    __syncthreads();
+
+    // [write_partial] Flash-Decoding step 2: O_s = Σ_w a_w O_w / L and lse_s; with one split, O and lse
+    for (int idx = t; idx < R * D; idx += NT) {
+        const int r = idx / D, col = idx % D;
+        float x = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) x = fmaf(aw[w * RM2 + r], Ow[(w * RM2 + r) * D + col], x);
+        const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
+        const long long row = ((long long)b * H + h) * Nq + i;
+        if (S == 1) {
+            O[row * D + col] = from_f32<DT>(x);
+            if (col == 0) lse[row] = Lr[r];
+        } else {
+            O_part[(row * S + s) * D + col] = x;
+            if (col == 0) lse_part[row * S + s] = Lr[r];
+        }
+    }
+    FV_NOW(t_b);
+    FV_EVENT(-1, FV_STAGE_WRITE_O, t_a, t_b);                          // write_partial when S > 1
+    FV_TRACE_END(s, blockIdx.y, b, n);
+}
+
 // [merge] Flash-Decoding step 3: O = Σ_s e^(lse_s − lse) O_s, lse = log Σ_s e^(lse_s): one block of
 // D threads per query row (B·H·Nq blocks), thread t its column; the splits' lse are read by all
 template <int DT, int D>
@@ -313,7 +594,8 @@ __global__ void __launch_bounds__(D) flash_decode_merge(const float* __restrict_
     (const void*)&fvdec::flash_decode<DT, D, P, 1>, (const void*)&fvdec::flash_decode<DT, D, P, 2>,       \
         (const void*)&fvdec::flash_decode<DT, D, P, 4>, (const void*)&fvdec::flash_decode<DT, D, P, 8>,   \
         (const void*)&fvdec::flash_decode<DT, D, P, 16>, (const void*)&fvdec::flash_decode<DT, D, P, 32>,
-#define FVDEC_INST_D(DT, D) FVDEC_INST(DT, D, false) FVDEC_INST(DT, D, true) (const void*)&fvdec::flash_decode_merge<DT, D>,
+#define FVDEC_INST_D(DT, D) FVDEC_INST(DT, D, false) FVDEC_INST(DT, D, true) (const void*)&fvdec::flash_decode_merge<DT, D>, \
+    (const void*)&fvdec::flash_decode_mma<DT, D, false>, (const void*)&fvdec::flash_decode_mma<DT, D, true>,
 __attribute__((used)) static const void* const fvdec_ptx_check[] = {
     FVDEC_INST_D(0, 64) FVDEC_INST_D(0, 128) FVDEC_INST_D(1, 64) FVDEC_INST_D(1, 128)
 };

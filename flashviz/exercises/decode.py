@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..decode import NUM_SMS, merge_partials, num_splits_heuristic
+from ..decode import MAX_SPLITS, NUM_SMS, merge_partials, num_splits_heuristic
 from ..iomodel import decode_io
 from . import CheckResult, close_number, finite_number, never_raises, say, wrong
 
@@ -72,20 +72,23 @@ def check_kv_bytes(answer, B: int = 1, H_kv: int = 8, Nk: int = 20000, d: int = 
 
 
 @never_raises(say)
-def check_split_count(answer, n_blocks: int = 12, Tc: int = 64, *, num_sms: int = NUM_SMS) -> CheckResult:
-    """answer = the split count ``num_splits_heuristic(n_blocks, Tc)`` picks: for s = 1 … min(128,
-    num_sms, Tc), the wave efficiency e(s) = n·s / (num_sms·⌈n·s / num_sms⌉); the smallest s with
-    e(s) >= 0.85 · max e. Exact (a whole number)."""
+def check_split_count(answer, n_blocks: int = 12, Tc: int = 40, *, num_sms: int = NUM_SMS) -> CheckResult:
+    """answer = the split count ``num_splits_heuristic(n_blocks, Tc)`` picks for one block an SM:
+    at most s_max = min(⌊num_sms / n⌋, 128, Tc) splits (one wave), whose longest split has
+    ⌈Tc / s_max⌉ key blocks; the fewest splits with a longest split that short, ⌈Tc / ⌈Tc / s_max⌉⌉
+    (1 split when n >= 0.8·num_sms or Tc <= 4). Exact (a whole number)."""
     expected = num_splits_heuristic(n_blocks, Tc, num_sms=num_sms)
     a = finite_number(answer)
     if a is None:
         return say(wrong(f"replace the placeholder with a number of splits; got {answer!r:.60}"))
-    one_wave = num_sms // n_blocks
+    one_wave = min(num_sms // n_blocks, MAX_SPLITS, Tc)
+    longest = -(-Tc // max(one_wave, 1))
     mistakes = [(1, f"one split gives {n_blocks} blocks for {num_sms} SMs: most SMs idle"),
-                (one_wave, "that fills more of one wave, but the rule takes the smallest split count within 85 % "
-                           "of the best efficiency: every extra split costs a partial written and read back"),
-                (-(-num_sms // n_blocks), f"{n_blocks}·s must not pass {num_sms} by a little: the blocks past "
-                                           f"{num_sms} make a second wave that is nearly empty"),
+                (one_wave, f"{one_wave} splits fit one wave, but fewer give the same longest split of {longest} key "
+                           "blocks, and every extra split costs a partial written and read back"),
+                (-(-num_sms // n_blocks), f"{n_blocks}·s must not pass {num_sms}: the blocks past {num_sms} make a "
+                                           "second wave"),
+                (longest, f"{longest} is the longest split's key blocks; the answer is the number of splits"),
                 (num_sms, f"the splits multiply the {n_blocks} blocks: count splits per (sequence, KV head)"),
                 (num_sms * n_blocks, f"the splits multiply the {n_blocks} blocks: count splits per "
                                      "(sequence, KV head)"),
@@ -93,9 +96,9 @@ def check_split_count(answer, n_blocks: int = 12, Tc: int = 64, *, num_sms: int 
     if not float(a).is_integer():
         return say(wrong(f"the split count = {a:g} should be a whole number"))
     return say(close_number(a, expected, rel=0.0, what=f"the split count for {n_blocks} blocks on {num_sms} SMs",
-                            mistakes=mistakes,
-                            hint="work out e(s) for s = 1, 2, …: the blocks n·s over the SM slots of the waves "
-                                 "they need"))
+                            mistakes=[(v, why) for v, why in mistakes if v != expected],
+                            hint="one wave holds ⌊SMs / blocks⌋ splits; its longest split has ⌈Tc / that⌉ key "
+                                 "blocks; how few splits keep it that short?"))
 
 
 @never_raises(say)

@@ -26,6 +26,7 @@ import math
 import numbers
 import os
 import platform
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,7 +152,9 @@ def source(name: str) -> str:
 class DeviceFacts:
     """One GPU as the runner needs it. cc: compute capability as an int (90 for sm_90);
     sm_count: streaming multiprocessors; smem_optin: bytes of shared memory one block may
-    opt in to; l2_bytes: L2 cache size in bytes; name: the device's name."""
+    opt in to; l2_bytes: L2 cache size in bytes; name: the device's name; smem_per_sm: bytes of
+    shared memory an SM shares among its resident blocks (233,472 on an H100 / H200);
+    smem_reserved: bytes the system reserves for each resident block (1,024 there)."""
 
     index: int
     cc: int
@@ -159,6 +162,8 @@ class DeviceFacts:
     smem_optin: int
     l2_bytes: int
     name: str
+    smem_per_sm: int = 233_472
+    smem_reserved: int = 1_024
 
 
 _FACTS: dict = {}
@@ -176,9 +181,11 @@ def device_facts(dev: int | None = None) -> DeviceFacts:
         attrs = d.attributes
         props = cp.cuda.runtime.getDeviceProperties(dev)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        facts = _FACTS[dev] = DeviceFacts(dev, int(d.compute_capability), int(attrs["MultiProcessorCount"]),
-                                          int(attrs["MaxSharedMemoryPerBlockOptin"]),
-                                          int(attrs.get("L2CacheSize", 0)), name)
+        optin = int(attrs["MaxSharedMemoryPerBlockOptin"])
+        facts = _FACTS[dev] = DeviceFacts(dev, int(d.compute_capability), int(attrs["MultiProcessorCount"]), optin,
+                                          int(attrs.get("L2CacheSize", 0)), name,
+                                          int(props.get("sharedMemPerMultiprocessor", optin + 1024)),
+                                          int(props.get("reservedSharedMemPerBlock", 1024)))
     return facts
 
 
@@ -186,6 +193,26 @@ def device_smem_optin() -> int:
     """Shared memory one block of the current device may opt in to, in bytes (232,448 on an
     H100/H200). Raises RuntimeError without CuPy/GPU."""
     return device_facts().smem_optin
+
+
+class ParamBlock(threading.local):
+    """The launch parameters of one kernel as cuLaunchKernel takes them: a buffer laid out as the
+    kernel's signature says (``records.kernel_params.Layout``), one per thread (the driver copies
+    it during the launch, so it is free again when the launch returns), and the constant array of
+    pointers to its fields. ``pack(*values)`` writes the parameters in signature order and returns
+    the address of the pointer array (cuLaunchKernel's ``kernelParams``); struct.error for values
+    that do not fit their C types."""
+
+    def __init__(self, layout):
+        self.struct = layout.struct()[1]
+        self.buf = np.zeros(self.struct.size, dtype=np.uint8)
+        base = self.buf.ctypes.data
+        self.ptrs = np.array([base + off for off in layout.offsets], dtype=np.uint64)
+        self.ptrs_addr = int(self.ptrs.ctypes.data)
+
+    def pack(self, *values) -> int:
+        self.struct.pack_into(self.buf, 0, *values)
+        return self.ptrs_addr
 
 
 class _StreamHandle:

@@ -8,9 +8,14 @@ algorithm, so the two can be compared split by split. (The rule counts the block
 launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed 32, where NumPy
 packs every head's rows into one block; and the device's SM count.)
 
-Status: its first GPU run (H200, 2026-12-05, benchmarks/results/tests-h200-2026-12-05.json) failed to
-compile under NVRTC (an unannotated host helper, since removed; tests/core/test_kernels_nvrtc.py now
-parses every kernel with NVRTC on the CPU); the records after it say how it runs.
+The public call is kept lean the way the forward's is (``gpu.tensorcore.kernel``): the first call
+of a kind checks everything (``plan_decode``) and leaves a ``DecodeLaunch`` under the call's key
+(``_call_key``); a repeated call finds it, allocates O, lse (and one buffer for the partials) and
+launches through cuLaunchKernel with a parameter block laid out from the kernel's signature
+(``common.ParamBlock``) — no per-call checks, no CuPy argument conversion.
+
+Status: measured on the H200 (benchmarks/results/decode-h200-2026-12-05.json and
+benchmarks/NOTES.md, Decode), correct on the grid; far from the issue's bandwidth targets.
 """
 
 from __future__ import annotations
@@ -23,33 +28,83 @@ import numpy as np
 
 from ..checks import check_flag
 from ..decode import num_splits_heuristic
-from .common import check_scale, cupy, device_facts, source, torch_stream
+from ..records import kernel_params
+from .common import ParamBlock, check_scale, cupy, device_facts, raw_torch_stream, source
 
 _KERNEL_FILE = "flash_decode.cu"
 DECODE_BC = 64          #: keys per tile (fixed in the kernel)
-DECODE_RM = 32          #: query rows (G·Nq) one block takes at most; more rows take more blocks
+DECODE_RM = 32          #: query rows (G·Nq) one block of v1 takes at most; more rows take more blocks
+DECODE_RM_MMA = 16      #: the same for v2 (``flash_decode_mma``: one m16 row tile)
+DECODE_KW = 16          #: v2: keys a warp takes of each key tile
+DECODE_ST = 3           #: v2: ring stages of each warp
+#: the split pass's kernels: "simt" (v1, ``flash_decode``: CUDA cores) and "mma" (v2,
+#: ``flash_decode_mma``: tensor cores, each warp on its own keys); the default is the one the
+#: records measured best (benchmarks/NOTES.md, Decode)
+DECODE_VARIANTS = ("simt", "mma")
+DEFAULT_VARIANT = "simt"
 DECODE_THREADS = 128
 DECODE_D = (64, 128)
+DECODE_THREADS_PER_SM = 2048   #: resident threads an SM holds (sm_80 and sm_90)
 _CACHE: dict = {}
+#: the kernels' launch parameters, laid out from their signatures in kernels/flash_decode.cu
+_MAIN = ParamBlock(kernel_params.layout(_KERNEL_FILE, "flash_decode"))
+_MAIN_TRACED = ParamBlock(kernel_params.layout(_KERNEL_FILE, "flash_decode", traced=True))
+_MERGE = ParamBlock(kernel_params.layout(_KERNEL_FILE, "flash_decode_merge"))
 
 
-def decode_smem_bytes(d: int) -> int:
-    """Dynamic shared memory of one ``flash_decode`` block, bytes: Q_i as fp32 (RM·d·4), two
-    buffers of K_j and V_j (2·2·Bc·d·2), the scores S_ij (RM·Bc·4) and m, l, alpha (3·RM·4).
-    d = 128: 90,496; d = 64: 49,536. ValueError for another d."""
+def check_variant(variant) -> str:
+    """The split kernel's variant: None gives ``DEFAULT_VARIANT``; ValueError for one not in
+    ``DECODE_VARIANTS``."""
+    if variant is None:
+        return DEFAULT_VARIANT
+    if variant not in DECODE_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, DECODE_VARIANTS))} or None, got {variant!r}")
+    return variant
+
+
+def block_rm(variant=None) -> int:
+    """Query rows one block of ``variant`` takes at most: 32 (v1) or 16 (v2)."""
+    return DECODE_RM_MMA if check_variant(variant) == "mma" else DECODE_RM
+
+
+def decode_smem_bytes(d: int, variant=None) -> int:
+    """Dynamic shared memory of one split-pass block, bytes. v1 (``flash_decode``): Q_i as fp32
+    (RM·d·4), two buffers of K_j and V_j (2·2·Bc·d·2), the scores S_ij (RM·Bc·4) and m, l, alpha
+    (3·RM·4): d = 128: 90,496; d = 64: 49,536. v2 (``flash_decode_mma``): Q_i (16·d·2) and, for each
+    of the 4 warps, 3 ring stages of 16 keys of K and V (4·3·2·16·d·2): d = 128: 102,400; d = 64:
+    51,200. ValueError for another d or variant."""
     if d not in DECODE_D:
         raise ValueError(f"the decode kernel takes d in {DECODE_D}, got d = {d}")
+    if check_variant(variant) == "mma":
+        return DECODE_RM_MMA * d * 2 + (DECODE_THREADS // 32) * DECODE_ST * 2 * DECODE_KW * d * 2
     return DECODE_RM * d * 4 + 2 * 2 * DECODE_BC * d * 2 + DECODE_RM * DECODE_BC * 4 + 3 * DECODE_RM * 4
+
+
+def decode_blocks_per_sm(d: int, variant=None, *, smem_per_sm: int = 233_472, smem_reserved: int = 1_024) -> int:
+    """Blocks of the split kernel one SM runs at once at head dimension d: as many as its shared
+    memory holds (``decode_smem_bytes(d, variant)`` plus the ``smem_reserved`` bytes the system
+    keeps per block, out of ``smem_per_sm``), at most 2048 / 128 by threads. Registers never limit
+    it below that (v1: at most 123 a thread, ptxas; v2: ``__launch_bounds__`` asks for 2 blocks at
+    d = 128 and 4 at d = 64). H100 / H200 (the defaults): 2 at d = 128, 4 at d = 64, both
+    variants. The split heuristic's slots are num_sms times this (``decode.num_splits_heuristic``);
+    tests/gpu/test_decode_gpu.py checks it against the driver's occupancy calculator.
+    ValueError for another d or variant."""
+    return max(1, min(smem_per_sm // (decode_smem_bytes(d, variant) + smem_reserved),
+                      DECODE_THREADS_PER_SM // DECODE_THREADS))
 
 
 @dataclass
 class DecodeKernels:
     """The compiled ``flash_decode<DT, d, paged>`` (main) and ``flash_decode_merge<DT, d>`` (merge)
-    (cupy RawKernels), with main's shared memory in bytes."""
+    (cupy RawKernels) and their CUfunction handles (``main_ptr``, ``merge_ptr``), with main's
+    shared memory in bytes; ``traced``: main is the timeline build (two more parameters)."""
 
     main: object
     merge: object
     smem_bytes: int
+    main_ptr: int = 0
+    merge_ptr: int = 0
+    traced: bool = False
 
 
 def block_rows(G: int, Nq: int) -> int:
@@ -62,21 +117,34 @@ def block_rows(G: int, Nq: int) -> int:
     return 1 << (R - 1).bit_length()
 
 
-def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, *, traced: bool = False) -> DecodeKernels:
+def decode_expressions(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, variant=None) -> tuple[str, str]:
+    """The NVRTC name expressions of the split kernel and the merge kernel ``compile_decode`` builds
+    (kernels/flash_decode.cu): e.g. ("fvdec::flash_decode<0,128,false,4>",
+    "fvdec::flash_decode_merge<0,128>"); v2 has no rows argument. Arguments unchecked."""
+    dt, pg = (0 if dtype == "float16" else 1), ("true" if paged else "false")
+    main = (f"fvdec::flash_decode_mma<{dt},{d},{pg}>" if check_variant(variant) == "mma"
+            else f"fvdec::flash_decode<{dt},{d},{pg},{rows}>")
+    return main, f"fvdec::flash_decode_merge<{dt},{d}>"
+
+
+def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, *, traced: bool = False,
+                   variant=None) -> DecodeKernels:
     """Compile (or fetch from the per-process cache) the decode kernels for "float16" | "bfloat16",
     d in {64, 128}, contiguous or paged K, V, blocks of at most ``rows`` query rows (a power of two
     up to 32: ``block_rows``); ``traced``: main built with its timeline switch on
     (``-DFLASHVIZ_TRACE=1``, kernels/fv_trace.cuh: two more parameters, the trace buffer and
-    jmax; ``gpu.decode_trace``). RuntimeError without CuPy / a GPU or on a compile error (NVRTC's
-    log); ValueError for an unsupported d, dtype or rows."""
+    jmax; ``gpu.decode_trace``); ``variant``: the split kernel (``DECODE_VARIANTS``, None for the
+    default; "mma" has one build for every rows). RuntimeError without CuPy / a GPU or on a compile
+    error (NVRTC's log); ValueError for an unsupported d, dtype, rows or variant."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"the decode kernel takes float16 or bfloat16, got {dtype}")
     if rows not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"rows must be a power of two from 1 to {DECODE_RM}, got {rows!r}")
-    smem = decode_smem_bytes(d)
+    variant = check_variant(variant)
+    smem = decode_smem_bytes(d, variant)
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, d, paged, rows, dev, bool(traced))
+    key = (dtype, d, paged, rows if variant == "simt" else 0, dev, bool(traced), variant)
     if key in _CACHE:
         return _CACHE[key]
     from .nvrtc import compile_cubin
@@ -84,13 +152,12 @@ def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, *, tr
     if smem > facts.smem_optin:
         raise ValueError(f"the decode kernel needs {smem:,} bytes of shared memory a block at d = {d}; "
                          f"this GPU allows {facts.smem_optin:,}")
-    dt = 0 if dtype == "float16" else 1
     text, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
-    main, _, _ = compile_cubin(text, f"fvdec::flash_decode<{dt},{d},{'true' if paged else 'false'},{rows}>", arch,
-                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
-    merge, _, _ = compile_cubin(text, f"fvdec::flash_decode_merge<{dt},{d}>", arch)
+    main_expr, merge_expr = decode_expressions(dtype, d, paged, rows, variant)
+    main, _, _ = compile_cubin(text, main_expr, arch, options=("-DFLASHVIZ_TRACE=1",) if traced else ())
+    merge, _, _ = compile_cubin(text, merge_expr, arch)
     main.max_dynamic_shared_size_bytes = smem
-    _CACHE[key] = DecodeKernels(main, merge, smem)
+    _CACHE[key] = DecodeKernels(main, merge, smem, int(main.kernel.ptr), int(merge.kernel.ptr), bool(traced))
     return _CACHE[key]
 
 
@@ -115,7 +182,7 @@ class DecodePlan:
     """One checked decode call, ready to launch: the contiguous torch tensors ``q`` (B, H, Nq, d),
     ``k``, ``v`` (the cache or the page pools), ``table`` (int32 block table or None), the sizes, the
     split count ``S``, the row ``chunks`` of a KV head, ``causal``, ``scale`` and the CUDA device
-    index; ``batched``: Q had its batch axis. Made by ``plan_decode``."""
+    index; ``batched``: Q had its batch axis; ``variant``: the split kernel. Made by ``plan_decode``."""
 
     q: object
     k: object
@@ -135,6 +202,7 @@ class DecodePlan:
     scale: float
     device: int
     batched: bool
+    variant: str = DEFAULT_VARIANT
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -153,7 +221,7 @@ class DecodePlan:
 
 
 def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None,
-                Nk=None) -> DecodePlan:
+                Nk=None, variant=None) -> DecodePlan:
     """Check the arguments of ``flash_decode_gpu`` (see there: the same parameters and the same
     TypeError / ValueError) and return the DecodePlan of the call, without launching anything."""
     torch = sys.modules.get("torch")
@@ -165,6 +233,7 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
     _check_tensor(K, "K", torch, Q.dtype)
     _check_tensor(V, "V", torch, Q.dtype)
     causal = check_flag(causal, "causal")
+    variant = check_variant(variant)
     batched = Q.dim() == 4
     if Q.dim() not in (3, 4):
         raise ValueError(f"Q must be (B, H, Nq, d) or (H, Nq, d), got {tuple(Q.shape)}")
@@ -212,11 +281,13 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
             raise ValueError(f"{name} is on {x.device}, Q on {q.device}: put them on one GPU")
     for x, name in ((q, "Q"), (k, "K"), (v, "V")):
         _check_aligned(x, name)
-    chunks = -(-(H // H_kv) * Nq // DECODE_RM)
+    chunks = -(-(H // H_kv) * Nq // block_rm(variant))
     Tc = -(-Nk // DECODE_BC)
     dev = q.get_device()
     if num_splits is None:
-        S = num_splits_heuristic(B * H_kv * chunks, Tc, num_sms=device_facts(dev).sm_count)
+        f = device_facts(dev)
+        S = default_splits(B * H_kv * chunks, Tc, d, variant, num_sms=f.sm_count, smem_per_sm=f.smem_per_sm,
+                           smem_reserved=f.smem_reserved)
     elif isinstance(num_splits, (bool, float)) or not isinstance(num_splits, (int, np.integer)) or num_splits < 1:
         raise ValueError(f"num_splits must be an integer >= 1 or None, got {num_splits!r}")
     else:
@@ -226,7 +297,68 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
                          f"got {H_kv * chunks} and {B}")
     scale = check_scale(scale, d)
     return DecodePlan(q, k, v, table, int(max_pages), int(page_size), int(B), int(H), int(H_kv), int(Nq), int(Nk),
-                      int(d), int(S), int(chunks), causal, float(scale), int(dev), batched)
+                      int(d), int(S), int(chunks), causal, float(scale), int(dev), batched, variant)
+
+
+def default_splits(n_blocks: int, Tc: int, d: int, variant=None, *, num_sms: int = 132, smem_per_sm: int = 233_472,
+                   smem_reserved: int = 1_024) -> int:
+    """The split count ``flash_decode_gpu`` picks when none is given: ``decode.num_splits_heuristic``
+    for n_blocks = B·H_kv·chunks blocks and Tc key tiles, with slots = num_sms × the blocks an SM
+    runs at once (``decode_blocks_per_sm`` of the variant). The defaults are the H200's. Errors as
+    those two."""
+    bps = decode_blocks_per_sm(d, variant, smem_per_sm=smem_per_sm, smem_reserved=smem_reserved)
+    return num_splits_heuristic(n_blocks, Tc, num_sms=num_sms, blocks_per_sm=bps)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLaunch:
+    """Everything a checked call of ``flash_decode_gpu`` launches, without its tensors: made once by
+    the general path for a call's key (``_call_key``) and launched as it is by later calls with the
+    same key. kern: the compiled kernels; device: the GPU's index; grid: main's grid; pages: main's
+    (max_pages, page_size); ints: its (H, H_kv, Nq, Nk, S, causal); scale: its float; rows: B·H·Nq
+    (the merge's grid); S, d; o_shape, lse_shape: the outputs' shapes as the caller gets them (no
+    batch axis if Q had none); dtype: Q's torch dtype."""
+
+    kern: DecodeKernels
+    device: int
+    grid: tuple
+    pages: tuple
+    ints: tuple
+    scale: float
+    rows: int
+    S: int
+    d: int
+    o_shape: tuple
+    lse_shape: tuple
+    dtype: object
+
+
+def launch_ptrs(L: DecodeLaunch, q: int, k: int, v: int, table: int, O_part: int, lse_part: int, O: int, lse: int,
+                stream: int, trace=None, *, merge: bool = True) -> None:
+    """Launch ``L.kern.main`` (then ``L.kern.merge`` when L.S > 1 and ``merge``) on device pointers
+    (ints; 0 for an absent block table or partials) on CUDA stream ``stream`` (a raw handle), through
+    cuLaunchKernel with parameter blocks laid out from the kernels' signatures. trace: (buffer
+    pointer, jmax) for a timeline build (ValueError without it). The one launch of this module."""
+    kern = L.kern
+    launch = cupy().cuda.driver.launchKernel
+    if kern.traced:
+        if trace is None:
+            raise ValueError("a traced decode kernel needs trace = (buffer pointer, jmax)")
+        params = _MAIN_TRACED.pack(q, k, v, table, *L.pages, O_part, lse_part, O, lse, *L.ints, L.scale, *trace)
+    else:
+        params = _MAIN.pack(q, k, v, table, *L.pages, O_part, lse_part, O, lse, *L.ints, L.scale)
+    launch(kern.main_ptr, *L.grid, DECODE_THREADS, 1, 1, kern.smem_bytes, stream, params, 0)
+    if L.S > 1 and merge:
+        launch(kern.merge_ptr, L.rows, 1, 1, L.d, 1, 1, 0, stream, _MERGE.pack(O_part, lse_part, O, lse, L.S), 0)
+
+
+def make_launch(plan: DecodePlan, kern: DecodeKernels) -> DecodeLaunch:
+    """The DecodeLaunch of a checked plan with its kernels."""
+    lead = (plan.B,) if plan.batched else ()
+    return DecodeLaunch(kern, plan.device, plan.grid, (plan.max_pages, plan.page_size),
+                        (plan.H, plan.H_kv, plan.Nq, plan.Nk, plan.S, int(plan.causal)), plan.scale,
+                        plan.B * plan.H * plan.Nq, plan.S, plan.d, (*lead, plan.H, plan.Nq, plan.d),
+                        (*lead, plan.H, plan.Nq), plan.q.dtype)
 
 
 def launch_decode(plan: DecodePlan, kern: DecodeKernels, O, lse, O_part=None, lse_part=None, trace=None, *,
@@ -235,28 +367,67 @@ def launch_decode(plan: DecodePlan, kern: DecodeKernels, O, lse, O_part=None, ls
     current CuPy stream: O (B, H, Nq, d) like Q, lse (B, H, Nq) float32, O_part (B, H, Nq, S, d) and
     lse_part (B, H, Nq, S) float32 (None when S = 1) — torch or CuPy arrays; ``trace``: (buffer
     pointer, jmax) for a main kernel built with its timeline switch (``compile_decode(traced=True)``)."""
-    P = lambda t: np.uint64(0 if t is None else (t.data_ptr() if hasattr(t, "data_ptr") else t.data.ptr))  # noqa: E731
-    i32 = np.int32
-    extra = () if trace is None else (np.uint64(trace[0]), i32(trace[1]))
-    kern.main(plan.grid, (DECODE_THREADS, 1, 1),
-              (P(plan.q), P(plan.k), P(plan.v), P(plan.table), i32(plan.max_pages), i32(plan.page_size), P(O_part),
-               P(lse_part), P(O), P(lse), i32(plan.H), i32(plan.H_kv), i32(plan.Nq), i32(plan.Nk), i32(plan.S),
-               i32(int(plan.causal)), np.float32(plan.scale), *extra),
-              shared_mem=kern.smem_bytes)
-    if plan.S > 1 and merge:
-        kern.merge((plan.B * plan.H * plan.Nq, 1, 1), (plan.d, 1, 1), (P(O_part), P(lse_part), P(O), P(lse), i32(plan.S)))
+    P = lambda t: 0 if t is None else (t.data_ptr() if hasattr(t, "data_ptr") else t.data.ptr)  # noqa: E731
+    launch_ptrs(make_launch(plan, kern), P(plan.q), P(plan.k), P(plan.v), P(plan.table), P(O_part), P(lse_part),
+                P(O), P(lse), cupy().cuda.get_current_stream().ptr,
+                None if trace is None else (int(trace[0]), int(trace[1])), merge=merge)
 
 
 def kernels_for(plan: DecodePlan, *, traced: bool = False) -> DecodeKernels:
     """The compiled kernels ``plan`` launches (``compile_decode`` for its dtype, d, cache layout
     and rows)."""
     return compile_decode(plan.dtype, plan.d, plan.table is not None, block_rows(plan.H // plan.H_kv, plan.Nq),
-                          traced=traced)
+                          traced=traced, variant=plan.variant)
 
 
+#: _call_key(...) -> DecodeLaunch; emptied when it holds _LAUNCHES_MAX
+_LAUNCHES: dict = {}
+_LAUNCHES_MAX = 256
+_GET_DEVICE: list = []          #: cudaGetDevice, looked up by the first call
 
 
-def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None, Nk=None):
+def _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
+    """The key of a call whose launch can be kept, or None: Q, K, V (and the block table) exactly
+    torch.Tensor, every other argument of a plain type that the key tells apart from values the
+    checks treat differently (causal True / False, scale None / float, num_splits and Nk None /
+    int, variant None / str), and a call already made in this process. The key holds what the checks and choices read:
+    shapes, strides, dtypes, devices, whether all are CUDA tensors and Q, K, V start on 16 bytes,
+    the current device, and the arguments as given."""
+    torch = sys.modules.get("torch")
+    if torch is None or not _GET_DEVICE:
+        return None
+    T = torch.Tensor
+    if (type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False)
+            or (scale is not None and type(scale) is not float)
+            or (num_splits is not None and type(num_splits) is not int) or (Nk is not None and type(Nk) is not int)
+            or (block_table is not None and type(block_table) is not T)
+            or (variant is not None and type(variant) is not str)):
+        return None
+    bt = None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
+                                           block_table.get_device(), block_table.is_cuda)
+    return (Q.shape, Q.stride(), K.shape, K.stride(), V.shape, V.stride(), Q.dtype, K.dtype, V.dtype,
+            Q.get_device(), K.get_device(), V.get_device(), Q.is_cuda and K.is_cuda and V.is_cuda,
+            (Q.data_ptr() | K.data_ptr() | V.data_ptr()) & 15 == 0, _GET_DEVICE[0](), bt, num_splits, causal, scale,
+            Nk, variant)
+
+
+def _run(L: DecodeLaunch, q: int, k: int, v: int, table: int):
+    """Allocate O, lse and (S > 1) one float32 buffer holding O_part then lse_part, and launch L on
+    torch's current stream of its device. Returns (O, lse) as the caller gets them."""
+    torch = sys.modules["torch"]
+    O = torch.empty(L.o_shape, dtype=L.dtype, device=L.device)
+    lse = torch.empty(L.lse_shape, dtype=torch.float32, device=L.device)
+    O_part = lse_part = 0
+    if L.S > 1:
+        ws = torch.empty(L.rows * L.S * (L.d + 1), dtype=torch.float32, device=L.device)
+        O_part = ws.data_ptr()
+        lse_part = O_part + L.rows * L.S * L.d * 4
+    launch_ptrs(L, q, k, v, table, O_part, lse_part, O.data_ptr(), lse.data_ptr(), raw_torch_stream(L.device))
+    return O, lse
+
+
+def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, block_table=None, Nk=None,
+                     variant=None):
     """Decode attention on the GPU: the split-KV algorithm of ``flashviz.decode.decode_attention``.
 
     Parameters
@@ -265,8 +436,9 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
     K, V : contiguous cache (B, H_kv, Nk, d) (or (H_kv, Nk, d)), or, with ``block_table``, page pools
         (num_pages, page_size, H_kv, d) (FlashAttention's k_cache layout). H % H_kv == 0: query head
         h reads KV head h // (H // H_kv).
-    num_splits : int >= 1 or None (``decode.num_splits_heuristic`` for B·H_kv·⌈G·Nq/32⌉ blocks and
-        ⌈Nk/64⌉ key tiles on 132 SMs); more splits than key tiles leave some empty (exact still).
+    num_splits : int >= 1 or None (``default_splits``: ``decode.num_splits_heuristic`` for
+        B·H_kv·⌈G·Nq/RM⌉ blocks (RM = 32 for v1, 16 for v2), ⌈Nk/64⌉ key tiles and the device's SMs
+        times the kernel's blocks an SM); more splits than key tiles leave some empty (exact still).
     causal : bottom-right (query i sees key c iff c <= i + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)).
     block_table : (B, max_pages) int32 or int64 CUDA tensor, or None for a contiguous cache. Its
@@ -274,44 +446,54 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
         synchronise with the GPU on every call; ``flashviz.decode.decode_attention`` checks them).
     Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
         cache None or K's own length.
+    variant : the split kernel, "simt" (v1, CUDA cores) or "mma" (v2, tensor cores), or None for
+        ``DEFAULT_VARIANT``. Both compute the same partials; the merge is shared.
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
     rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
 
     Raises TypeError (not torch CUDA tensors, dtypes), ValueError (shapes, d, H % H_kv, splits,
-    block table), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
+    block table, variant), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
     Massa, Sizov 2023) on FlashAttention-2's Algorithm 1 (Dao 2023).
     """
-    p = plan_decode(Q, K, V, num_splits=num_splits, causal=causal, scale=scale, block_table=block_table, Nk=Nk)
-    torch = sys.modules["torch"]
+    key = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
+    L = None if key is None else _LAUNCHES.get(key)
+    if L is not None:
+        return _run(L, Q.data_ptr(), K.data_ptr(), V.data_ptr(), 0 if block_table is None else block_table.data_ptr())
+    p = plan_decode(Q, K, V, num_splits=num_splits, causal=causal, scale=scale, block_table=block_table, Nk=Nk,
+                    variant=variant)
     cp = cupy()
-    with cp.cuda.Device(p.device), torch_stream(p.device):
-        kern = kernels_for(p)
-        q = p.q
-        O = torch.empty((p.B, p.H, p.Nq, p.d), dtype=q.dtype, device=q.device)
-        lse = torch.empty((p.B, p.H, p.Nq), dtype=torch.float32, device=q.device)
-        O_part = lse_part = None
-        if p.S > 1:
-            O_part = torch.empty((p.B, p.H, p.Nq, p.S, p.d), dtype=torch.float32, device=q.device)
-            lse_part = torch.empty((p.B, p.H, p.Nq, p.S), dtype=torch.float32, device=q.device)
-        launch_decode(p, kern, O, lse, O_part, lse_part)
-    if not p.batched:
-        O, lse = O[0], lse[0]
-    return O, lse
+    if not _GET_DEVICE:
+        _GET_DEVICE.append(cp.cuda.runtime.getDevice)
+    with cp.cuda.Device(p.device):
+        L = make_launch(p, kernels_for(p))
+        out = _run(L, p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), 0 if p.table is None else p.table.data_ptr())
+    # kept only where the call's own tensors were launched (no contiguous or int32 copy was made)
+    # and its GPU is the current device: then every call with this key launches the same way
+    same = (p.q.data_ptr() == Q.data_ptr() and p.k.data_ptr() == K.data_ptr() and p.v.data_ptr() == V.data_ptr()
+            and (block_table is None or p.table.data_ptr() == block_table.data_ptr()))
+    key = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
+    if key is not None and same and p.device == _GET_DEVICE[0]():
+        if len(_LAUNCHES) >= _LAUNCHES_MAX:
+            _LAUNCHES.clear()
+        _LAUNCHES[key] = L
+    return out
 
 
 def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_splits=None, *,
-                  num_sms: int = 132) -> dict:
-    """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs, without a GPU:
-    {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (the kernel's ROWS),
-    "smem_bytes", "tiles" (⌈Nk/64⌉)}. ValueError as the call."""
+                  num_sms: int = 132, variant=None) -> dict:
+    """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs (an H200's shared
+    memory), without a GPU: {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (v1's
+    ROWS; v2 always takes 16), "smem_bytes", "tiles" (⌈Nk/64⌉), "variant"}. ValueError as the call."""
+    variant = check_variant(variant)
     if H_kv < 1 or H % H_kv:
         raise ValueError(f"H % H_kv must be 0, got H = {H}, H_kv = {H_kv}")
     if num_splits is not None and (isinstance(num_splits, (bool, float)) or
                                    not isinstance(num_splits, (int, np.integer)) or num_splits < 1):
         raise ValueError(f"num_splits must be an integer >= 1 or None, got {num_splits!r}")
-    chunks = -(-(H // H_kv) * Nq // DECODE_RM)
+    chunks = -(-(H // H_kv) * Nq // block_rm(variant))
     Tc = math.ceil(Nk / DECODE_BC)
-    S = num_splits_heuristic(B * H_kv * chunks, Tc, num_sms=num_sms) if num_splits is None else int(num_splits)
-    return {"splits": S, "chunks": chunks, "blocks": S * H_kv * chunks * B, "rows": block_rows(H // H_kv, Nq),
-            "smem_bytes": decode_smem_bytes(d), "tiles": Tc}
+    S = default_splits(B * H_kv * chunks, Tc, d, variant, num_sms=num_sms) if num_splits is None else int(num_splits)
+    rows = block_rows(H // H_kv, Nq) if variant == "simt" else DECODE_RM_MMA
+    return {"splits": S, "chunks": chunks, "blocks": S * H_kv * chunks * B, "rows": rows,
+            "smem_bytes": decode_smem_bytes(d, variant), "tiles": Tc, "variant": variant}

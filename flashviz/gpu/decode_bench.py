@@ -43,6 +43,7 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
     theirs);
   - ours: ``decode_num_splits`` (= num_splits); ``decode_nosplit`` (ours with num_splits = 1, on
     the (1, 32, 8) rows at Nq = 1, d = 128: the "no split" lesson) ``decode_nosplit_num_splits`` = 1;
+    ``decode_mma_num_splits`` and ``decode_mma_chunks`` (v2's launch, 16 rows a block);
     SDPA: ``<impl>_gqa`` ("native" for MHA, "enable_gqa", or "expanded": K and V repeated to H heads
     outside the timed region when the backend refused enable_gqa; ``<impl>_gqa_note`` says why) and
     ``<impl>_mask`` (how bottom-right causal was given to it);
@@ -62,6 +63,8 @@ Implementations (record prefixes; every one on the same seeded inputs, in the sa
 * ``decode`` — ``flashviz.gpu.flash_decode_gpu`` (kernels/flash_decode.cu), the split count its
   heuristic chooses, K and V contiguous (B, H_kv, Nk, d) or pools with an int32 block table;
 * ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv blocks);
+* ``decode_mma`` — the same call with ``variant="mma"``: the tensor-core split kernel (v2,
+  ``flash_decode_mma``), its own heuristic split count, on every row;
 * ``sdpa_cudnn`` / ``sdpa_flash`` — ``torch.nn.functional.scaled_dot_product_attention`` with the
   backend forced by ``torch.nn.attention.sdpa_kernel`` (entered outside the timed region), Q
   (B, H, Nq, d), K, V (B, H_kv, Nk, d). Causal (bottom-right, as ours): SDPA's ``is_causal`` is
@@ -101,12 +104,13 @@ from .decode import decode_launch
 from .timing import CALL_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
 IMPLS = ("decode", "sdpa_cudnn", "sdpa_flash")          #: the three of issue 24
-EXTRA_IMPLS = ("decode_nosplit",)                       #: also timed: ours without splitting
+EXTRA_IMPLS = ("decode_nosplit", "decode_mma")          #: also timed: ours without splitting; ours, v2
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
-OURS_IMPLS = ("decode", "decode_nosplit")
+OURS_IMPLS = ("decode", "decode_nosplit", "decode_mma")
 SDPA_IMPLS = ("sdpa_cudnn", "sdpa_flash")
 OURS = "decode"
-SHORT = {"decode": "ours", "decode_nosplit": "nosplit", "sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}
+SHORT = {"decode": "ours", "decode_nosplit": "nosplit", "decode_mma": "mma", "sdpa_cudnn": "cudnn",
+         "sdpa_flash": "flash"}
 DTYPE, ITEMSIZE = "float16", 2
 TABLE_ITEMSIZE = 4                 #: int32 block-table entries
 
@@ -271,6 +275,9 @@ def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS) -> dict:
         row["decode_num_splits"] = launch["splits"]
     if "decode_nosplit" in run:
         row["decode_nosplit_num_splits"] = 1
+    if "decode_mma" in run:
+        v2 = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms, variant="mma")
+        row["decode_mma_num_splits"], row["decode_mma_chunks"] = v2["splits"], v2["chunks"]
     return row
 
 
@@ -491,7 +498,8 @@ def is_full(*, cases, impls, parts, sweep) -> bool:
 
 #: GB/s assumed by estimate_seconds (rough H200 figures: issue 24's SDPA anchors, ours at ~70 % of
 #: the copy as benchmarks/NOTES.md predicts, ours unsplit at B = 1 on 8 SMs); _FLOOR_US: a call's least
-_RATE_GBPS = {"decode": 3000.0, "decode_nosplit": 300.0, "sdpa_cudnn": 3500.0, "sdpa_flash": 3000.0}
+_RATE_GBPS = {"decode": 3000.0, "decode_nosplit": 300.0, "decode_mma": 3500.0, "sdpa_cudnn": 3500.0,
+              "sdpa_flash": 3000.0}
 _FLOOR_US = 25.0
 _SESSION_S = 0.6                  #: one torch.profiler session: start, export, parse
 _STARTUP_S = 45.0                 #: imports, the copy, NVRTC compiles of five (d, paged, ROWS) kernels
@@ -705,6 +713,8 @@ def _build(impl: str, case: Case, sets, num_splits=None) -> _Impl:
         kw = {"causal": case.causal}
         if impl == "decode_nosplit":
             kw["num_splits"] = 1
+        elif impl == "decode_mma":
+            kw["variant"] = "mma"
         elif num_splits is not None:
             kw["num_splits"] = num_splits
         if case.paged:

@@ -27,7 +27,6 @@ import datetime
 
 import numpy as np
 
-from ..decode import num_splits_heuristic
 from ..masking import split_ranges
 from ..records.timeline import STAGES, Timeline
 from .tracing import decode as decode_buffer
@@ -87,7 +86,7 @@ def _same_bits(pairs) -> bool:
 
 def trace_decode(B: int = 1, H: int = 32, H_kv: int = 8, Nk: int = 32768, d: int = 128, *, Nq: int = 1,
                  num_splits=None, causal: bool = False, repeat: int = 20, rounds: int = 5,
-                 seed: int = 0) -> Timeline:
+                 seed: int = 0, variant=None) -> Timeline:
     """Run kernels/flash_decode.cu with its timeline switch on for one decode shape and return the
     Timeline (kernel "decode"; see ``records.timeline`` for what its columns mean there).
 
@@ -95,8 +94,10 @@ def trace_decode(B: int = 1, H: int = 32, H_kv: int = 8, Nk: int = 32768, d: int
     Nk cached keys, head dimension d (64 or 128), fp16, a contiguous cache; inputs standard normal
     from ``torch.Generator("cuda").manual_seed(seed)`` (Q, then K, then V). num_splits: None for
     the split count ``flash_decode_gpu`` chooses on this GPU, or an integer >= 1 (1: no split).
-    repeat, rounds: the kernel-only timing (1 … 1000, 1 … 100). ``notes`` hold B, H, H_kv, G, Nq,
-    Nk, S, Tc, the heuristic's S, kv_bytes (2·B·H_kv·Nk·d·2, the K and V read), kernel_GBps
+    repeat, rounds: the kernel-only timing (1 … 1000, 1 … 100). variant: the split kernel
+    (``gpu.decode.DECODE_VARIANTS``; None for the default); both have the same four warps and the same
+    steps a key tile. ``notes`` hold B, H, H_kv, G, Nq, Nk, S, Tc, the heuristic's S, the variant,
+    kv_bytes (2·B·H_kv·Nk·d·2, the K and V read), kernel_GBps
     (kv_bytes over kernel_ms) and the method.
 
     Raises TypeError / ValueError for bad arguments (those of ``flash_decode_gpu``; a trace buffer
@@ -110,27 +111,27 @@ def trace_decode(B: int = 1, H: int = 32, H_kv: int = 8, Nk: int = 32768, d: int
         checks.check_int(v, name, 1, 1 << 24)
     repeat = checks.check_int(repeat, "repeat", 1, 1000)
     rounds = checks.check_int(rounds, "rounds", 1, 100)
-    decode_smem_bytes(d)                                   # d, H % H_kv and num_splits checked before any
-    decode_launch(B, H, H_kv, Nq, Nk, d, num_splits)       # allocation
+    decode_smem_bytes(d, variant)                          # d, variant, H % H_kv and num_splits checked
+    decode_launch(B, H, H_kv, Nq, Nk, d, num_splits, variant=variant)     # before any allocation
     cp = cupy()
     import torch
 
     dev = torch.cuda.current_device()
     with cp.cuda.Device(dev), torch_stream(dev):           # the device and stream flash_decode_gpu runs on
-        return _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed)
+        return _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed, variant)
 
 
-def _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed) -> Timeline:
+def _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed, variant) -> Timeline:
     """trace_decode's run, on the device and stream it set (its arguments checked)."""
     import torch
 
     from .common import cupy, device_facts, environment
-    from .decode import kernels_for, launch_decode, plan_decode
+    from .decode import block_rm, default_splits, kernels_for, launch_decode, plan_decode
     from .tracing import median_launch_ms, trace_buffer
 
     cp = cupy()
     q, k, v = _inputs(B, H, H_kv, Nq, Nk, d, seed)
-    plan = plan_decode(q, k, v, num_splits=num_splits, causal=causal)
+    plan = plan_decode(q, k, v, num_splits=num_splits, causal=causal, variant=variant)
     facts = device_facts(plan.device)
     normal, traced = kernels_for(plan), kernels_for(plan, traced=True)
     S, Tc = plan.S, plan.tiles
@@ -161,12 +162,14 @@ def _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed) -> T
         raise RuntimeError("the traced decode kernel's O or lse differ from the normal kernel's (bit for bit)")
     env = environment()
     kv_bytes = 2 * B * H_kv * Nk * d * 2
-    tl = decode_split_timeline(cp.asnumpy(buf), grid=plan.grid, Tc=Tc, N=Nk, d=d, Br=min((H // H_kv) * Nq, 32),
+    tl = decode_split_timeline(cp.asnumpy(buf), grid=plan.grid, Tc=Tc, N=Nk, d=d, Br=min((H // H_kv) * Nq, block_rm(plan.variant)),
                                Bc=64, causal=plan.causal, dtype="float16", sm_count=facts.sm_count,
                                device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
                                kernel_ms=times["normal"], traced_ms=times["traced"])
     tl.notes.update(B=B, H=H, H_kv=H_kv, G=H // H_kv, Nq=Nq, Nk=Nk, S=S, Tc=Tc, chunks=plan.chunks,
-                    heuristic_S=num_splits_heuristic(B * H_kv * plan.chunks, Tc, num_sms=facts.sm_count),
+                    variant=plan.variant,
+                    heuristic_S=default_splits(B * H_kv * plan.chunks, Tc, d, plan.variant, num_sms=facts.sm_count,
+                                               smem_per_sm=facts.smem_per_sm, smem_reserved=facts.smem_reserved),
                     kv_bytes=kv_bytes, kernel_GBps=kv_bytes / (times["normal"] * 1e6), repeat=repeat, rounds=rounds,
                     method=f"kernel-only, the split pass alone (flash_decode; the merge is not traced or timed): "
                            f"CUDA events around {repeat} back-to-back launches, {rounds} alternating rounds, median")

@@ -12,7 +12,8 @@ heuristic's count and the best one).
 from __future__ import annotations
 
 #: the implementations a row may carry, as the chapter names them (gpu.decode_bench's prefixes)
-NAMES = {"decode": "ours", "decode_nosplit": "ours, no split", "sdpa_cudnn": "SDPA-cuDNN", "sdpa_flash": "SDPA-flash"}
+NAMES = {"decode": "ours", "decode_nosplit": "ours, no split", "decode_mma": "ours, tensor cores (v2)",
+         "sdpa_cudnn": "SDPA-cuDNN", "sdpa_flash": "SDPA-flash"}
 
 
 def _num(x) -> bool:

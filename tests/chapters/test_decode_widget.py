@@ -56,11 +56,11 @@ def test_the_run_is_the_one_computed_here(w):
     assert np.array_equal(w.result.O, r.O) and np.array_equal(w.result.lse, r.lse)
     assert w.result.io == r.io == model == w.model
     Tc = 1024 // 64
-    assert w.result.num_splits == r.num_splits == num_splits_heuristic(8, Tc) == w.num_splits.value == 14
+    assert w.result.num_splits == r.num_splits == num_splits_heuristic(8, Tc) == w.num_splits.value == 16
     assert np.abs(w.reference - ref).max() < 1e-13                   # the same dense reference, batched there
     err = float(np.abs(r.O.astype(np.float64) - ref).max())
     assert w.errors["merge"] == pytest.approx(err, rel=1e-12) and err < 3e-3 and w.ok
-    assert "✓" in w.status.value and "14 splits (heuristic)" in w.status.value
+    assert "✓" in w.status.value and "16 splits (heuristic)" in w.status.value
     s = w.show_frame(w.n_frames - 1)
     assert s.hbm_bytes == model.hbm_bytes and s.flops == model.flops
     assert s.bytes_by["K, V"] == model.reads["K"] + model.reads["V"]
@@ -69,9 +69,14 @@ def test_the_run_is_the_one_computed_here(w):
     assert f"{model.intensity:.1f} FLOP/byte" in w._view.caption.get_text()
 
 
-def test_run_frames_follow_the_splits_on_the_sms(w):
-    S, Tc, G, d = 14, 16, 4, 64
-    sizes = [j1 - j0 for j0, j1 in split_ranges(Tc, S)]                # 2 splits of 2 key blocks, 12 of 1
+@pytest.mark.parametrize("S", [16, 6])          # the heuristic's 16 splits of one key block; 6 of 2 or 3
+def test_run_frames_follow_the_splits_on_the_sms(w, S):
+    if S != 16:
+        w.auto.value = False
+        w.num_splits.value = S
+    Tc, G, d = 16, 4, 64
+    assert w.result.num_splits == S
+    sizes = [j1 - j0 for j0, j1 in split_ranges(Tc, S)]
     assert w.n_frames == max(sizes) + S + 1                           # steps, one merge frame per split, write
     n_blocks = 8 * S
     assert n_blocks <= NUM_SMS
@@ -164,8 +169,8 @@ def test_break_it_no_splits_leaves_the_sms_idle(w):
     assert "1 split (no splits)" in w.status.value and "8 blocks on 132 SMs" in w._view.caption.get_text()
     assert s.bytes_by["partials"] == 0 and s.hbm_bytes == model.hbm_bytes
     assert np.abs(s.O - w.reference[0, 0, -1]).max() < 1e-6           # the one split's output, exact
-    w.no_splits.value = False                                         # "auto" again: the heuristic's 14
-    assert w.result.num_splits == 14 == w.num_splits.value and w.num_splits.disabled and not w.auto.disabled
+    w.no_splits.value = False                                         # "auto" again: the heuristic's 16
+    assert w.result.num_splits == 16 == w.num_splits.value and w.num_splits.disabled and not w.auto.disabled
 
 
 def test_break_it_tiny_pages_grow_the_block_table_reads(w):
@@ -177,7 +182,7 @@ def test_break_it_tiny_pages_grow_the_block_table_reads(w):
     assert w.result.io == model and bt == 8 * 16 * 64 * 4             # one 4-byte entry per key of every KV head
     assert bt == 16 * before                                          # 16 times the 16-token pages' look-ups
     assert {k: v for k, v in model.reads.items() if k != "block_table"} == \
-        {k: v for k, v in decode_io(1, 1024, 64, H=32, H_kv=8, num_splits=14, Bc=64, itemsize=2).reads.items()}
+        {k: v for k, v in decode_io(1, 1024, 64, H=32, H_kv=8, num_splits=16, Bc=64, itemsize=2).reads.items()}
     rp = w._view.replay
     assert rp.num_pages == 1024 and rp.block_table.shape == (1, 1024)
     assert np.array_equal(np.sort(rp.block_table[0]), np.arange(1024))             # every pool page, shuffled
@@ -198,11 +203,15 @@ def test_pages_are_read_by_every_kv_head_and_coloured_by_their_split(w):
     starts = [c0 for c0, _ in w.result.trace.splits]
     for p in range(64):
         assert rp.page_split[table[0, p]] == np.searchsorted(starts, p * 16, side="right") - 1
-    first = {j0 for j0, _ in split_ranges(16, 14)}                   # step 0: each split's first key block
+    assert (w.show_frame(0).page_read == 1).all()                     # 16 splits of one key block: all at once
+    w.auto.value = False
+    w.num_splits.value = 6
+    rp = w._view.replay
+    first = {j0 for j0, _ in split_ranges(16, 6)}                    # step 0: each split's first key block
     read = w.show_frame(0).page_read
     for p in range(64):                                               # 4 pages of 16 keys a 64-key block
         assert read[table[0, p]] == (1.0 if p // 4 in first else 0.0), p     # by all 8 KV heads at once
-    assert 0 < (read == 0).sum() < 64 and (w.show_frame(1).page_read == 1).all()
+    assert 0 < (read == 0).sum() < 64 and (w.show_frame(2).page_read == 1).all()
 
 
 def test_sliders_rebuild_the_run(w):
@@ -245,7 +254,7 @@ def test_more_blocks_than_sms_run_in_waves():
 
 def test_meters_show_the_bytes_against_the_bandwidth(w):
     bw, label, source = w._view.bandwidth
-    s = w.show_frame(1)
+    s = w.show_frame(0)
     text = w._view.meters.label.get_text().strip()
     assert text.startswith(fmt_bytes(s.hbm_bytes)) and f"{fmt_number(s.hbm_bytes / bw * 1e6)} µs" in text
     assert any(source in t.get_text() for t in w.fig.texts) and any(label in t.get_text() for t in w.fig.texts)

@@ -94,7 +94,7 @@ CASES = [
     ("TimelineExplorer", {"causal": True}),                           # the causal tail
     ("TimelineExplorer", {"kernel": "teaching"}),                     # warps, no fp32 matmul ceiling
     ("TimelineExplorer", {"kernel": "teaching", "causal": True}),
-    ("DecodeExplorer", {}),                                           # 15 splits (the heuristic), 120 SMs
+    ("DecodeExplorer", {}),                                           # 16 splits (the heuristic), 128 SMs
     ("DecodeExplorer", {"no_rescale": True}),                         # the third row, the broken merge
     ("DecodeExplorer", {"no_splits": True, "B": 2}),                  # 16 blocks, one split: no merge frames
     ("DecodeExplorer", {"tiny_pages": True, "Nk": 2048, "B": 4}),     # 8,192 one-token pages

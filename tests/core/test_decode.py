@@ -439,20 +439,35 @@ def test_decode_steps_in_the_vocabulary_and_the_tags():
 # --- the split count ---------------------------------------------------------------------------------
 
 def test_num_splits_heuristic():
-    assert num_splits_heuristic(8, 64) == 15                     # 120 of 132 SMs in one wave
-    assert num_splits_heuristic(48, 100, num_sms=108) == 2       # FlashAttention's example: 0.89 beats 0.67
+    assert num_splits_heuristic(8, 64) == 16                     # ⌊132/8⌋ = 16 splits of 4 key blocks, 128 SMs
+    assert num_splits_heuristic(8, 64, blocks_per_sm=2) == 32    # ⌊264/8⌋ = 33 -> ⌈64/33⌉ = 2 blocks, as 32 give
+    assert num_splits_heuristic(7, 100) == 17                    # ⌊132/7⌋ = 18 -> ⌈100/18⌉ = 6 = ⌈100/17⌉
+    assert num_splits_heuristic(48, 100, num_sms=108) == 2       # FlashAttention's example: 2
     assert num_splits_heuristic(106, 1000) == 1                  # 106 >= 0.8 · 132: the GPU is full already
-    assert num_splits_heuristic(105, 1000) == 5                  # 525 blocks in 4 waves of 132: 99 % busy
+    assert num_splits_heuristic(105, 1000) == 1                  # two splits would not fit one wave
     assert num_splits_heuristic(1, 4) == 1 and num_splits_heuristic(1, 5) == 5       # too few key blocks / all
-    assert num_splits_heuristic(1, 10_000) == 109                # 85 % of the best, 128 (the cap) of 132
+    assert num_splits_heuristic(1, 10_000) == 127                # cap 128: ⌈10000/128⌉ = 79 = ⌈10000/127⌉
     assert num_splits_heuristic(64, 1000) == 2
+    # against a brute force of the rule's definition: within one wave, the shortest longest split,
+    # the fewest splits that give it
+    for n in range(1, 140, 3):
+        for Tc in (1, 5, 6, 33, 64, 100, 512, 4097):
+            for bps in (1, 2, 4):
+                slots = 132 * bps
+                got = num_splits_heuristic(n, Tc, blocks_per_sm=bps)
+                if 5 * n >= 4 * slots or Tc <= 4:
+                    assert got == 1
+                    continue
+                ok = range(1, min(slots // n, 128, Tc) + 1)
+                best = min(-(-Tc // s) for s in ok)
+                assert got == min(s for s in ok if -(-Tc // s) == best), (n, Tc, bps)
     with pytest.raises(ValueError, match="n_blocks must be an integer >= 1"):
         num_splits_heuristic(0, 10)
     rng = np.random.default_rng(1)
     Q, K, V = qkv(rng, 4, 2, 1, 700, 4, B=2)
     r = fv.decode_attention(Q, K, V, Bc=16)
-    # 4 blocks: 29 splits keep 116 of 132 SMs busy, within 85 % of the best (33 splits, all 132)
-    assert r.num_splits == num_splits_heuristic(2 * 2, 44) == 29 and len(r.partials) == 29
+    # 4 blocks: at most 33 splits in one wave; ⌈44/33⌉ = 2 key blocks a split, as 22 splits give
+    assert r.num_splits == num_splits_heuristic(2 * 2, 44) == 22 and len(r.partials) == 22
     assert_exact(r, *per_head_reference(Q, K, V, False))
 
 

@@ -140,6 +140,22 @@ def _newest_record():
 
 
 @pytest.mark.recorded_data
+def test_recorded_data_the_heuristic_picks_a_recorded_near_best_split_count():
+    """A data check, not a speed test: in every split sweep of the newest decode record, the count the
+    heuristic picks now (one wave of the kernel's blocks an SM) was timed within 5 % of that sweep's
+    best count. (The record's kernel is named by its hashes; a new kernel needs a new record.)"""
+    from flashviz.gpu.decode import decode_launch
+    rec, name = _newest_record()
+    if rec is None or not rec.get("splits"):
+        pytest.skip("no decode record with a split sweep yet (benchmarks/bench_decode.py on a GPU)")
+    for sw in rec["splits"]:
+        times = dict(zip(sw["num_splits"], sw["kernel_us"]))
+        pick = decode_launch(sw["B"], sw["H"], sw["H_kv"], sw["Nq"], sw["Nk"], sw["d"], num_sms=sw["num_sms"])
+        assert times.get(pick["splits"]) is not None, (name, sw["Nk"], pick["splits"])
+        assert times[pick["splits"]] <= 1.05 * sw["best_us"], (name, sw["B"], sw["Nk"], pick["splits"], sw["best"])
+
+
+@pytest.mark.recorded_data
 def test_recorded_data_decode_record_is_whole_and_consistent():
     """The newest decode record: every implementation has both times (or a recorded error), GB/s =
     bytes of K and V / time, the bytes by the formula, every output within tolerance of float64,
@@ -160,10 +176,10 @@ def test_bench_decode_help_and_plan_run_without_a_gpu():
     assert out.strip().splitlines()[-1] == "0 []"
     assert "/decode-<device>-<date>.json" in out and "partial-" not in out
     assert out.count(" kv=") == 13 and out.count("  sweep ") == 4 and "planned seconds on an H200" in out
-    # the B = 1, H_kv = 8, Nk = 4096 row: 16.8 MB of K and V, 15 splits of 8 KV heads = 120 blocks, 8 sets
-    assert re.search(r"B=1 H=32 Hkv=8 Nq=1 Nk=4096 d=128 +kv= +16\.8 MB splits= +15 blocks= +120 sets=8 "
+    # the B = 1, H_kv = 8, Nk = 4096 row: 16.8 MB of K and V, 32 splits of 8 KV heads = 256 blocks, 8 sets
+    assert re.search(r"B=1 H=32 Hkv=8 Nq=1 Nk=4096 d=128 +kv= +16\.8 MB splits= +32 blocks= +256 sets=8 "
                      r"impls=decode,sdpa_cudnn,sdpa_flash,decode_nosplit", out)
-    assert re.search(r"paged16 +kv= +1073\.7 MB .* impls=decode\n", out)
+    assert re.search(r"paged16 +kv= +1073\.7 MB .* impls=decode,decode_mma\n", out)
     quick = subprocess.run([sys.executable, str(SCRIPT), "--plan", "--quick"], capture_output=True, text=True,
                            check=True, cwd=ROOT).stdout
     assert "partial-decode-<device>-<date>.json" in quick and quick.count(" kv=") == 5
@@ -193,7 +209,7 @@ def test_the_cases_are_the_issues_grid_and_the_extras():
         want = ["decode"] if c.paged else ["decode", "sdpa_cudnn", "sdpa_flash"]
         if (c.B, c.H, c.H_kv, c.Nq, c.d, c.causal, c.paged) == (1, 32, 8, 1, 128, False, False):
             want.append("decode_nosplit")
-        assert run == want, c.label
+        assert run == want + ["decode_mma"], c.label                      # v2 on every row
     assert sum("decode_nosplit" in db.row_impls(c, db.ALL_IMPLS) for c in db.FULL_CASES) == 3
     with pytest.raises(ValueError, match="multiple of page_size"):
         db.Case(1, 32, 8, 1000, page_size=256)
@@ -208,16 +224,19 @@ def test_a_rows_bytes_flops_and_splits():
     assert r["set_bytes"] == r["kv_bytes"] + 8 * 32 * 1 * 128 * 2
     assert r["flops"] == 4 * 8 * 32 * 1 * 32768 * 128 and r["G"] == 4
     assert "decode_nosplit_num_splits" not in r and "sdpa_cudnn_skipped" not in r
-    # the split count of the NumPy heuristic's docstring example: B = 1, H_kv = 8, Nk = 4096 -> 15
+    # the heuristic's docstring example with the kernel's 2 blocks an SM: B = 1, H_kv = 8, Nk = 4096 -> 32
     one = db.base_row(db.Case(1, 32, 8, 4096))
-    assert one["num_splits"] == one["decode_num_splits"] == 15 and one["blocks"] == 15 * 8
+    assert one["num_splits"] == one["decode_num_splits"] == 32 and one["blocks"] == 32 * 8
     assert one["decode_nosplit_num_splits"] == 1 and one["tiles"] == 4096 // 64
+    assert (one["decode_mma_num_splits"], one["decode_mma_chunks"]) == (32, 1)       # v2: the same 2 blocks an SM
+    wide = db.base_row(db.Case(1, 32, 4, 4096, Nq=4, causal=True))                   # 32 rows: 1 chunk, or 2 of 16
+    assert (wide["chunks"], wide["decode_mma_chunks"]) == (1, 2)
     # MHA at B = 8: 256 blocks already fill the 132 SMs: no split
     assert db.base_row(db.Case(8, 32, 32, 131072))["num_splits"] == 1
     paged = db.base_row(db.Case(8, 32, 8, 32768, page_size=16))
     assert paged["kv_bytes"] == r["kv_bytes"] and paged["paged"] and paged["page_size"] == 16
     assert paged["set_bytes"] == r["set_bytes"] + 8 * (32768 // 16) * 4
-    assert paged["impls"] == ["decode"] and "SDPA has no paged" in paged["sdpa_flash_skipped"]
+    assert paged["impls"] == ["decode", "decode_mma"] and "SDPA has no paged" in paged["sdpa_flash_skipped"]
     causal = db.base_row(db.Case(1, 32, 8, 32768, Nq=4, causal=True))
     assert causal["flops"] == 4 * 1 * 32 * 4 * 32768 * 128            # decode counts every score, causal or not
     assert db.case_of(paged) == db.Case(8, 32, 8, 32768, page_size=16) and db.case_of(causal).causal
@@ -239,7 +258,7 @@ def test_derived_figures_and_the_printed_line():
     assert db.ratio(r, "sdpa_cudnn", "call") == 2.0 and db.ratio(r, "sdpa_cudnn", "kernel") == 1.5
     assert db.ratio(r, "sdpa_flash", "call") is None
     line = db.row_line(r)
-    assert line.startswith("B=1 H=32 Hkv=8 Nq=1 Nk=32768 d=128 S=15 | ")
+    assert line.startswith("B=1 H=32 Hkv=8 Nq=1 Nk=32768 d=128 S=32 | ")
     assert "cudnn/ours call 2.00x kernel 1.50x" in line and "flash/ours call -x kernel -x" in line
     assert f"ours/copy call {kv / 50.0 / 1e3 / 4000:.2f} kernel {kv / 40.0 / 1e3 / 4000:.2f}" in line
     assert "ours 50.0/40.0" in line and "nosplit 400.0/-" in line
@@ -269,14 +288,14 @@ def test_the_split_sweep_arithmetic():
     assert db.sweep_splits(64, 15) == [1, 2, 3, 4, 6, 8, 12, 15, 16, 24, 32, 33, 48, 64]
     assert db.sweep_splits(8, 5) == [1, 2, 3, 4, 5, 6, 8]                  # the heuristic's own count is added
     e = db.sweep_entry(1, 32, 8, 4096)
-    assert (e["heuristic"], e["tiles"], e["num_splits"]) == (15, 64, db.sweep_splits(64, 15))
+    assert (e["heuristic"], e["tiles"], e["num_splits"]) == (32, 64, db.sweep_splits(64, 32))
     e["kernel_us"] = [10.0 + (s - 8) ** 2 / 10 for s in e["num_splits"]]
     e["kernel_us"][0] = None                                                # a failed count
     db.derive_sweep(e)
     assert e["best"] == 8 and e["best_us"] == 10.0
-    assert e["heuristic_us"] == pytest.approx(14.9) and e["heuristic_over_best"] == pytest.approx(1.49)
+    assert e["heuristic_us"] == pytest.approx(67.6) and e["heuristic_over_best"] == pytest.approx(6.76)
     line = db.sweep_line(e)
-    assert "heuristic 15 (14.9 µs), best 8 (10.0 µs): 1.490x the best" in line and "1:-" in line
+    assert "heuristic 32 (67.6 µs), best 8 (10.0 µs): 6.760x the best" in line and "1:-" in line
 
 
 def _made_up_bench():
@@ -301,7 +320,7 @@ def test_the_figures_to_reach_are_read_off_the_rows():
     from flashviz.gpu import decode_bench as db
     bench = _made_up_bench()
     sweep = db.derive_sweep(db.sweep_entry(1, 32, 8, 4096) | {"kernel_us": [20.0 - s / 10 for s in
-                                                                            db.sweep_splits(64, 15)]})
+                                                                            db.sweep_splits(64, 32)]})
     fig = db.figures(bench, [sweep])
     assert [e["label"] for e in fig["bandwidth"]] == [f"B={B} H={H} Hkv={H_kv} Nq=1 Nk={Nk} d=128"
                                                       for B, H, H_kv, Nk in GRID if Nk >= 32768]
@@ -313,7 +332,7 @@ def test_the_figures_to_reach_are_read_off_the_rows():
     assert [p["page_size"] for p in fig["paged"]] == [256, 16]
     assert fig["paged"][0]["paged_over_contiguous_kernel"] == pytest.approx(1.05) and fig["paged"][0]["meets"]
     h = fig["heuristic"][0]
-    assert h["best"] == 64 and h["heuristic_over_best"] == pytest.approx((20 - 1.5) / (20 - 6.4)) and not h["meets"]
+    assert h["best"] == 64 and h["heuristic_over_best"] == pytest.approx((20 - 3.2) / (20 - 6.4)) and not h["meets"]
     assert len(fig["correctness"]) == len(db.FULL_CASES)
     assert all(c["decode_pass"] for c in fig["correctness"])
     assert [c["no_worse_than_sdpa"] for c in fig["correctness"]] == [True] * 11 + [None, None]   # paged: no SDPA
@@ -440,7 +459,7 @@ def pretend_gpu(monkeypatch):
     return db, state
 
 
-TIMES_US = {"decode": 12.0, "sdpa_cudnn": 15.0, "sdpa_flash": 18.0, "decode_nosplit": 60.0}
+TIMES_US = {"decode": 12.0, "sdpa_cudnn": 15.0, "sdpa_flash": 18.0, "decode_nosplit": 60.0, "decode_mma": 11.0}
 
 
 def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
@@ -464,12 +483,12 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
     assert a["sdpa_cudnn_call_us"] == pytest.approx(15.0)
     assert b["sdpa_flash_error"] == "RuntimeError: no sdpa_flash here" and "sdpa_flash_kernel_error" not in b
     assert b["decode_call_us"] == pytest.approx(12.0 * 8)
-    assert paged["impls"] == ["decode"] and paged["sdpa_cudnn_skipped"] and paged["page_size"] == 256
+    assert paged["impls"] == ["decode", "decode_mma"] and paged["sdpa_cudnn_skipped"] and paged["page_size"] == 256
     sweep = rec["splits"][0]
     assert sweep["errors"] == {"33": "RuntimeError: no decode here"}
     assert sweep["kernel_us"][sweep["num_splits"].index(33)] is None and len(sweep["kernel_us"]) == 14
-    assert sweep["best"] == 8 and sweep["heuristic"] == 15 and sweep["heuristic_over_best"] == pytest.approx(
-        (0.9 * 17) / (0.9 * 10))
+    assert sweep["best"] == 8 and sweep["heuristic"] == 32 and sweep["heuristic_over_best"] == pytest.approx(
+        (0.9 * 34) / (0.9 * 10))                                           # 10 + |s − 8| µs at s = 32 and 8
     assert rec["figures"]["paged"][0]["paged_over_contiguous_kernel"] == pytest.approx(1.0)
     assert rec["env"]["commit_from"] == "FLASHVIZ_COMMIT" and rec["env"]["l2_bytes"] == 50 << 20
     problems = decode_record_problems(rec)

@@ -17,6 +17,9 @@ from flashviz.records.files import compiled_source
 
 #: kernel -> one template instance (the runner's first choice) for the PTX
 INSTANCES = {"wgmma": "0, 128, 64, 64, false", "mma.sync": "0, 64, 64, 64, false", "fa3": "0, 128, 128, 128, true"}
+#: the decode kernels (flashviz.gpu.decode packs them too): name -> (file, kernel, instance expression)
+DECODE = {"decode": ("flash_decode.cu", "flash_decode", "fvdec::flash_decode<0, 128, true, 4>"),
+          "decode_merge": ("flash_decode.cu", "flash_decode_merge", "fvdec::flash_decode_merge<0, 128>")}
 #: PTX .param type -> (bytes, alignment)
 PTX_TYPES = {"u64": (8, 8), "s64": (8, 8), "b64": (8, 8), "f64": (8, 8), "u32": (4, 4), "s32": (4, 4),
              "b32": (4, 4), "f32": (4, 4)}
@@ -24,7 +27,7 @@ PTX_TYPES = {"u64": (8, 8), "s64": (8, 8), "b64": (8, 8), "f64": (8, 8), "u32": 
 
 def _ptx_params(ptx: str, kernel: str) -> list[tuple[int, int]]:
     """(bytes, alignment) of each parameter of the one .entry of ``kernel`` in ``ptx``, in order."""
-    m = re.search(r"\.entry\s+(_Z\d+" + kernel + r"\w*)\s*\((.*?)\)", ptx, re.S)
+    m = re.search(r"\.entry\s+(_Z\w*?\d" + kernel + r"I\w*)\s*\((.*?)\)", ptx, re.S)
     assert m, kernel
     out = []
     for decl in m.group(2).split(","):
@@ -66,6 +69,21 @@ def test_the_layout_is_the_one_nvcc_gives_the_kernel(tmp_path, variant, traced):
         assert lay.names[-2:] == ("fv_trace", "fv_jmax") and len(lay.params) == len(kp.layout(file, kernel).params) + 2
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("traced", [False, True], ids=["normal", "traced"])
+@pytest.mark.parametrize("name", sorted(DECODE))
+def test_the_decode_layouts_are_the_ones_nvcc_gives(tmp_path, name, traced):
+    file, kernel, expr = DECODE[name]
+    cu = tmp_path / "k.cu"
+    cu.write_text(compiled_source(file) + f"\n__attribute__((used)) static const void* fv_k = (const void*)&{expr};\n")
+    subprocess.run(["nvcc", "-std=c++17", "-arch=compute_90", "-ptx", f"-DFLASHVIZ_TRACE={int(traced)}",
+                    "-o", str(tmp_path / "k.ptx"), str(cu)], check=True, capture_output=True, timeout=600)
+    ptx = _ptx_params((tmp_path / "k.ptx").read_text(), kernel)
+    lay = kp.layout(file, kernel, traced)
+    assert [(p.size, p.align) for p in lay.params] == ptx and list(lay.offsets) == _offsets(ptx)
+
+
 def test_a_packed_block_puts_every_value_at_its_offset():
     """Pack distinct values with the derived struct and read each back at its parameter's offset:
     the struct's padding matches the offsets the driver is handed."""
@@ -83,7 +101,20 @@ def test_a_packed_block_puts_every_value_at_its_offset():
 
 
 def test_the_runner_packs_with_the_derived_layouts():
+    from flashviz.gpu import decode
     from flashviz.gpu.tensorcore import fa3, kernel
+    for block, (file, name, _), traced in ((decode._MAIN, DECODE["decode"], False),
+                                           (decode._MAIN_TRACED, DECODE["decode"], True),
+                                           (decode._MERGE, DECODE["decode_merge"], False)):
+        lay = kp.layout(file, name, traced)
+        assert [int(p) - int(block.ptrs[0]) for p in block.ptrs] == list(lay.offsets)
+        values = [k + 1 if p.fmt in "QqiI" else k + 0.5 for k, p in enumerate(lay.params)]
+        block.pack(*values)
+        raw = block.buf.tobytes()
+        assert [struct.unpack_from("<" + p.fmt, raw, p.offset)[0] for p in lay.params] == values
+    assert decode._MAIN.buf.ctypes.data == int(decode._MAIN.ptrs[0])
+    assert [p.name for p in kp.layout("flash_decode.cu", "flash_decode").params][-7:] == [
+        "H", "H_kv", "Nq", "Nk", "S", "causal", "scale"]      # the order gpu.decode.launch_ptrs packs
     assert kernel._OFFSETS == kp.layout(*KERNEL_FILES["wgmma"]).offsets == kp.layout(*KERNEL_FILES["mma.sync"]).offsets
     assert kernel._ARGS.size == kp.layout(*KERNEL_FILES["wgmma"]).size
     assert fa3._OFFSETS[:3] == (0, 128, 256) and fa3._TAIL_AT == 384       # three 128-byte maps

@@ -72,3 +72,41 @@ def test_a_host_function_is_what_nvrtc_rejects(nvrtc):
     assert bad != text
     ok, log = _compile(nvrtc, bad, _options(bad, False))
     assert not ok and "smem_bytes" in log      # the log points at the helper
+
+
+def _instantiate(nvrtc, text: str, expr: str, options: list[str]) -> tuple[bool, str, int]:
+    """(accepted, log, cubin bytes) for ``expr`` instantiated from ``text`` and compiled to a cubin,
+    as ``gpu.nvrtc.compile_cubin`` does on a GPU machine."""
+    err, prog = nvrtc.nvrtcCreateProgram(text.encode(), b"flashviz_kernel.cu", 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    try:
+        nvrtc.nvrtcAddNameExpression(prog, expr.encode())
+        opts = [o.encode() for o in options]
+        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        ok = res == nvrtc.nvrtcResult.NVRTC_SUCCESS
+        cubin = nvrtc.nvrtcGetCUBINSize(prog)[1] if ok else 0
+        return ok, log.rstrip(b"\0 ").decode(errors="replace"), cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["normal", "traced"])
+@pytest.mark.parametrize("variant", ["simt", "mma"])
+def test_the_decode_kernels_the_runner_builds_compile_to_cubins(nvrtc, variant, traced):
+    """The decode runner's own name expressions (``gpu.decode.decode_expressions``), instantiated and
+    compiled for sm_90 as on the GPU: both dtypes, d, cache layouts, and v1's smallest and largest
+    ROWS. (A template that is never instantiated is only parsed, so the check above cannot see an
+    error inside one.)"""
+    from flashviz.gpu.decode import decode_expressions
+    text = compiled_source("flash_decode.cu")
+    opts = ["--gpu-architecture=sm_90", "-std=c++17", "--use_fast_math", *(["-DFLASHVIZ_TRACE=1"] if traced else [])]
+    for dtype in ("float16", "bfloat16"):
+        for d in (64, 128):
+            for paged in (False, True):
+                for rows in ((1, 32) if variant == "simt" else (16,)):
+                    for expr in decode_expressions(dtype, d, paged, rows, variant)[:1 if traced else 2]:
+                        ok, log, size = _instantiate(nvrtc, text, expr, opts)
+                        assert ok and size > 0, f"NVRTC rejects {expr}{' (traced)' if traced else ''}:\n{log[:2000]}"

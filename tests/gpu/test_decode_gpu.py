@@ -28,23 +28,97 @@ def test_the_runner_uses_the_kernels_own_constants_and_shared_memory():
         want = eval(formula, {}, {"RM": _constant("RM"), "Bc": _constant("Bc"), "D": D})   # the kernel's own sum
         assert gd.decode_smem_bytes(D) == want
     assert gd.decode_smem_bytes(128) == 32 * 128 * 4 + 4 * 64 * 128 * 2 + 32 * 64 * 4 + 3 * 32 * 4 == 90_496
+    # v2: its own constants and sum (flash_decode_mma)
+    assert (gd.DECODE_RM_MMA, gd.DECODE_KW, gd.DECODE_ST) == (_constant("RM2"), _constant("KW"), _constant("ST"))
+    formula2 = re.search(r"mma_smem_bytes\(\) \{ return (.*?); \}", KERNEL).group(1)
+    assert "constexpr int NW = NT / 32;" in KERNEL
+    consts = {"RM2": _constant("RM2"), "ST": _constant("ST"), "KW": _constant("KW"), "NW": _constant("NT") // 32}
+    for D in gd.DECODE_D:
+        assert gd.decode_smem_bytes(D, "mma") == eval(formula2, {}, {**consts, "D": D})
+    assert gd.decode_smem_bytes(128, "mma") == 16 * 128 * 2 + 4 * 3 * 2 * 16 * 128 * 2 == 102_400
+    assert gd.decode_smem_bytes(64, "mma") == 51_200
+    with pytest.raises(ValueError, match="variant must be one of"):
+        gd.decode_smem_bytes(128, "wgmma")
     with pytest.raises(ValueError, match=r"d in \(64, 128\), got d = 96"):
         gd.decode_smem_bytes(96)
 
 
-def test_the_launch_follows_the_numpy_decodes_split_rule():
+def test_the_launch_follows_the_numpy_decodes_split_rule_with_the_kernels_occupancy():
+    # the H200's shared memory: 233,472 bytes an SM, 1,024 reserved a block; 2048 threads an SM
+    assert gd.decode_blocks_per_sm(128) == 233_472 // (90_496 + 1_024) == 2
+    assert gd.decode_blocks_per_sm(64) == 233_472 // (49_536 + 1_024) == 4
+    assert gd.decode_blocks_per_sm(64, smem_per_sm=10**9) == 2048 // 128           # then threads limit it
+    assert gd.decode_blocks_per_sm(128, smem_per_sm=50_000) == 1                     # a block always fits (optin)
     for B, H, H_kv, Nq, Nk in [(1, 32, 8, 1, 4096), (8, 32, 32, 1, 32_768), (1, 32, 4, 8, 1000), (2, 64, 1, 1, 77)]:
         chunks = -(-(H // H_kv) * Nq // 32)
         got = gd.decode_launch(B, H, H_kv, Nq, Nk, 128)
         assert got["chunks"] == chunks and got["tiles"] == -(-Nk // 64)
-        assert got["splits"] == num_splits_heuristic(B * H_kv * chunks, -(-Nk // 64))
+        assert got["splits"] == num_splits_heuristic(B * H_kv * chunks, -(-Nk // 64), blocks_per_sm=2)
         assert got["blocks"] == got["splits"] * H_kv * chunks * B
+    # the recorded sweep's shapes (decode-h200-2026-12-05.json): one wave of 264 slots
+    assert gd.decode_launch(1, 32, 8, 1, 4096, 128)["splits"] == 32          # ⌈64/33⌉ = 2 key tiles, as 32 gives
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128)["splits"] == 32        # ⌈512/33⌉ = 16 = 512/32
+    assert gd.decode_launch(8, 32, 8, 1, 4096, 128)["splits"] == 4           # 64 blocks: 4 splits, 256 of 264
+    assert gd.decode_launch(8, 32, 32, 1, 4096, 128)["splits"] == 1          # 256 >= 0.8 · 264: full already
     assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_splits=3)["blocks"] == 3 * 8
     with pytest.raises(ValueError, match="H % H_kv"):
         gd.decode_launch(1, 6, 4, 1, 64, 64)
     with pytest.raises(ValueError, match="num_splits must be an integer"):
         gd.decode_launch(1, 32, 8, 1, 4096, 64, num_splits=0)
-    assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_sms=66)["splits"] == num_splits_heuristic(8, 64, num_sms=66)
+    assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_sms=66)["splits"] == num_splits_heuristic(
+        8, 64, num_sms=66, blocks_per_sm=4)
+    # v2 takes 16 rows a block: G·Nq = 64 rows are 4 chunks there, 2 for v1; the same blocks an SM
+    assert gd.decode_blocks_per_sm(128, "mma") == 233_472 // (102_400 + 1_024) == 2
+    assert gd.decode_blocks_per_sm(64, "mma") == 233_472 // (51_200 + 1_024) == 4
+    v1, v2 = (gd.decode_launch(1, 32, 4, 8, 1000, 128, variant=v) for v in gd.DECODE_VARIANTS)
+    assert (v1["chunks"], v2["chunks"], v1["rows"], v2["rows"]) == (2, 4, 32, 16)
+    assert v2["splits"] == num_splits_heuristic(4 * 4, 16, blocks_per_sm=2) and v2["variant"] == "mma"
+    assert v2["smem_bytes"] == 102_400 and v1["variant"] == gd.DEFAULT_VARIANT == "simt"
+
+
+def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
+    """launch_ptrs through a stand-in cuLaunchKernel: the function, grid, block, shared memory and
+    stream it is given, and each parameter read back from the block at its signature's offset."""
+    import dataclasses
+    import struct
+    from types import SimpleNamespace
+
+    from flashviz.records import kernel_params as kp
+    calls, mode = [], {}
+
+    def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        tr = f == 11 and mode["traced"]
+        block = gd._MAIN_TRACED if tr else gd._MAIN if f == 11 else gd._MERGE
+        assert params == block.ptrs_addr
+        lay = kp.layout("flash_decode.cu", "flash_decode" if f == 11 else "flash_decode_merge", tr)
+        raw = block.buf.tobytes()
+        calls.append((f, (gx, gy, gz), (bx, by, bz), smem, stream, extra,
+                      {p.name: struct.unpack_from("<" + p.fmt, raw, p.offset)[0] for p in lay.params}))
+
+    monkeypatch.setattr(gd, "cupy", lambda: SimpleNamespace(cuda=SimpleNamespace(driver=SimpleNamespace(
+        launchKernel=launch))))
+    for traced in (False, True):
+        calls.clear()
+        mode["traced"] = traced
+        kern = gd.DecodeKernels(None, None, 90_496, main_ptr=11, merge_ptr=22, traced=traced)
+        L = gd.DecodeLaunch(kern, 0, (5, 8, 2), (9, 16), (32, 8, 1, 4000, 5, 1), 0.125, 2 * 32, 5, 128,
+                            (2, 32, 1, 128), (2, 32, 1), None)
+        gd.launch_ptrs(L, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000, 77,
+                       (0x9000, 63) if traced else None)
+        (f, grid, block, smem, stream, extra, main), merge = calls
+        assert (f, grid, block, smem, stream, extra) == (11, (5, 8, 2), (128, 1, 1), 90_496, 77, 0)
+        want = dict(Q=0x1000, K=0x2000, V=0x3000, block_table=0x4000, max_pages=9, page_size=16, O_part=0x5000,
+                    lse_part=0x6000, O=0x7000, lse=0x8000, H=32, H_kv=8, Nq=1, Nk=4000, S=5, causal=1, scale=0.125)
+        assert main == want | ({"fv_trace": 0x9000, "fv_jmax": 63} if traced else {})
+        assert merge[:6] == (22, (64, 1, 1), (128, 1, 1), 0, 77, 0)
+        assert merge[6] == dict(O_part=0x5000, lse_part=0x6000, O=0x7000, lse=0x8000, S=5)
+    calls.clear()
+    mode["traced"] = False
+    gd.launch_ptrs(gd.DecodeLaunch(gd.DecodeKernels(None, None, 1, 11, 22), 0, (1, 8, 1), (0, 0), (8, 8, 1, 9, 1, 0),
+                                   0.1, 8, 1, 64, (1, 8, 1, 64), (1, 8, 1), None), 1, 2, 3, 0, 0, 0, 4, 5, 0)
+    assert len(calls) == 1                                                  # one split: no merge
+    with pytest.raises(ValueError, match="traced decode kernel needs trace"):
+        gd.launch_ptrs(dataclasses.replace(L, kern=gd.DecodeKernels(None, None, 1, 11, 22, True)), 1, 2, 3, 0, 0, 0, 4, 5, 0)
 
 
 def test_a_block_is_compiled_for_the_fewest_rows_that_hold_it():
@@ -72,10 +146,10 @@ def _reference(q, k, v, **kw):
     return r.O, r.lse
 
 
-def _check(torch, q, k, v, *, causal=False, num_splits=None, tol=None, contiguous=None, **paged):
+def _check(torch, q, k, v, *, causal=False, num_splits=None, tol=None, contiguous=None, variant=None, **paged):
     """flash_decode_gpu against the NumPy decode of the same values (contiguous: the unpaged K, V).
     O to the output dtype's rounding; lse (fp32 math on the same rounded inputs) to 2e-3."""
-    O, lse = gd.flash_decode_gpu(q, k, v, causal=causal, num_splits=num_splits, **paged)
+    O, lse = gd.flash_decode_gpu(q, k, v, causal=causal, num_splits=num_splits, variant=variant, **paged)
     Oref, Lref = _reference(q, *(contiguous or (k, v)), causal=causal)
     tol = tol or (4e-3 if q.dtype == torch.float16 else 3e-2)
     Og, Lg = O.double().cpu().numpy(), lse.double().cpu().numpy()
@@ -93,27 +167,30 @@ def _check(torch, q, k, v, *, causal=False, num_splits=None, tol=None, contiguou
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("G, Nq", [(1, 1), (2, 1), (4, 1), (8, 1), (4, 3), (4, 4), (8, 5), (8, 8)])   # every ROWS;
 @pytest.mark.parametrize("causal", [False, True])                                                  # (8, 5): 2 chunks
-def test_decode_matches_the_numpy_decode(dtype, d, G, Nq, causal):
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)                                  # v2: (8, 3), (8, 5): 2 chunks
+def test_decode_matches_the_numpy_decode(dtype, d, G, Nq, causal, variant):
     torch = pytest.importorskip("torch")
     H_kv = 2
     for Nk in (1, 63, 1000):
         q, k, v = _inputs(torch, 2, G * H_kv, H_kv, Nq, Nk, d, getattr(torch, dtype), seed=Nk)
-        _check(torch, q, k, v, causal=causal)
+        _check(torch, q, k, v, causal=causal, variant=variant)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [1, 2, 7, 40])       # 40 > the 16 key tiles of Nk = 1000: empty splits
-def test_every_split_count_gives_the_same_answer(num_splits):
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)
+def test_every_split_count_gives_the_same_answer(num_splits, variant):
     torch = pytest.importorskip("torch")
     q, k, v = _inputs(torch, 1, 8, 2, 1, 1000, 128, torch.bfloat16)
-    _check(torch, q, k, v, num_splits=num_splits)
+    _check(torch, q, k, v, num_splits=num_splits, variant=variant)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("page_size, d, causal, num_splits, dtype", [
     (1, 128, False, None, "float16"), (16, 128, False, None, "float16"), (64, 128, False, None, "bfloat16"),
     (16, 64, True, 3, "float16"), (64, 64, True, 1, "bfloat16")])
-def test_a_paged_cache_gives_the_contiguous_answer(page_size, d, causal, num_splits, dtype):
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)
+def test_a_paged_cache_gives_the_contiguous_answer(page_size, d, causal, num_splits, dtype, variant):
     """Shuffled pages, and a table padded past the last page a sequence needs with pages full of
     NaN: a read of a padded page would show as NaN in O."""
     torch = pytest.importorskip("torch")
@@ -129,7 +206,7 @@ def test_a_paged_cache_gives_the_contiguous_answer(page_size, d, causal, num_spl
     table = np.concatenate([table, np.full((B, 3), len(Kp) - 1, dtype=table.dtype)], axis=1)
     Kp, Vp = (torch.from_numpy(x).cuda().to(q.dtype) for x in (Kp, Vp))
     _check(torch, q, Kp, Vp, block_table=torch.from_numpy(table).cuda(), Nk=Nk, contiguous=(k, v),
-           causal=causal, num_splits=num_splits)
+           causal=causal, num_splits=num_splits, variant=variant)
 
 
 @pytest.mark.gpu
@@ -150,10 +227,13 @@ def test_unbatched_inputs_and_a_one_dimensional_block_table():
 def test_rows_that_see_no_key_and_bad_input():
     torch = pytest.importorskip("torch")
     q, k, v = _inputs(torch, 1, 4, 1, 8, 3, 64, torch.float16)      # causal, Nq = 8 > Nk = 3: 5 rows see nothing
-    _check(torch, q, k, v, causal=True)
-    _check(torch, q, k, v, causal=True, num_splits=4)                 # every split empty for them: the merge's
-    q2, k2, v2 = _inputs(torch, 1, 4, 1, 8, 130, 64, torch.float16)   # all −inf branch; and splits with keys
-    _check(torch, q2, k2, v2, causal=True, num_splits=3)              # that some of their rows do not see
+    q2, k2, v2 = _inputs(torch, 1, 4, 1, 8, 130, 64, torch.float16)
+    for variant in gd.DECODE_VARIANTS:
+        _check(torch, q, k, v, causal=True, variant=variant)
+        _check(torch, q, k, v, causal=True, num_splits=4, variant=variant)     # every split empty for them: the
+        _check(torch, q2, k2, v2, causal=True, num_splits=3, variant=variant)  # merge's all −inf branch; and
+    with pytest.raises(ValueError, match="variant must be one of"):            # splits with keys some rows miss
+        gd.flash_decode_gpu(q, k, v, variant="wgmma")
     with pytest.raises(ValueError, match="H % H_kv"):
         gd.flash_decode_gpu(q[:, :3], k[:, :1].expand(1, 2, 3, 64).contiguous(), v[:, :1].expand(1, 2, 3, 64))
     with pytest.raises(ValueError, match="num_splits must be an integer"):
@@ -172,10 +252,57 @@ def test_rows_that_see_no_key_and_bad_input():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_occupancy_the_heuristic_assumes_is_the_drivers(d, variant):
+    """decode_blocks_per_sm (shared memory and threads; registers assumed not to limit) against
+    the CUDA occupancy calculator for the compiled kernel, at every ROWS, paged and not."""
+    pytest.importorskip("torch")
+    from flashviz.gpu.common import cupy, device_facts
+    cp, f = cupy(), device_facts()
+    want = gd.decode_blocks_per_sm(d, variant, smem_per_sm=f.smem_per_sm, smem_reserved=f.smem_reserved)
+    for rows in ((1, 2, 4, 8, 16, 32) if variant == "simt" else (32,)):
+        for paged in (False, True):
+            kern = gd.compile_decode("float16", d, paged, rows, variant=variant)
+            got = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.main_ptr, gd.DECODE_THREADS,
+                                                                           kern.smem_bytes)
+            assert got == want, (rows, paged, got, want)
+
+
+@pytest.mark.gpu
+def test_a_repeated_call_launches_its_kept_plan_on_new_data_and_streams():
+    """The second call with a key launches the DecodeLaunch the first one kept: same answer as the
+    NumPy decode on new values at the same shapes, on another stream, unbatched and paged too;
+    a call whose Q had to be copied (not contiguous) keeps nothing."""
+    torch = pytest.importorskip("torch")
+    gd._LAUNCHES.clear()
+    for seed in (1, 2, 3):
+        q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=seed)
+        _check(torch, q, k, v)
+        _check(torch, q[0], k[0], v[0])
+    assert len(gd._LAUNCHES) == 2
+    s = torch.cuda.Stream()
+    q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=4)
+    with torch.cuda.stream(s):
+        O, lse = gd.flash_decode_gpu(q, k, v)
+    s.synchronize()
+    Oref, _ = _reference(q, k, v)
+    assert np.abs(O.double().cpu().numpy() - Oref).max() <= 4e-3 * max(1.0, np.abs(Oref).max())
+    before = len(gd._LAUNCHES)
+    q_gap = torch.empty(2, 8, 2, 128, dtype=q.dtype, device="cuda")[:, :, :1]      # rows 256 elements apart
+    q_gap.copy_(q)
+    assert not q_gap.is_contiguous()
+    _check(torch, q_gap, k, v)
+    _check(torch, q_gap, k, v)
+    assert len(gd._LAUNCHES) == before
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("B, H, H_kv, Nq, Nk, num_splits, causal", [
     (1, 32, 8, 1, 4096, 1, False), (1, 32, 8, 1, 4096, None, False), (2, 8, 2, 3, 1000, 7, True),
     (1, 4, 1, 1, 640, 40, False)])                 # 40 splits of 10 key tiles: 30 empty splits
-def test_decode_timeline_is_complete_ordered_and_exact(B, H, H_kv, Nq, Nk, num_splits, causal):
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)
+def test_decode_timeline_is_complete_ordered_and_exact(B, H, H_kv, Nq, Nk, num_splits, causal, variant):
     """kernels/flash_decode.cu traced (trace_decode; its O and lse are bit-identical to the normal
     kernel's there): one record per block, each (split, KV head, sequence) once; over each KV head
     the splits' tiles are the key tiles 0 .. Tc − 1 once; in each warp the steps of a tile run in
@@ -183,7 +310,9 @@ def test_decode_timeline_is_complete_ordered_and_exact(B, H, H_kv, Nq, Nk, num_s
     other; the last step is write_partial when S > 1; both times measured."""
     pytest.importorskip("torch")
     from flashviz.gpu.decode_trace import trace_decode
-    tl = trace_decode(B, H, H_kv, Nk, 128, Nq=Nq, num_splits=num_splits, causal=causal, repeat=3, rounds=2)
+    tl = trace_decode(B, H, H_kv, Nk, 128, Nq=Nq, num_splits=num_splits, causal=causal, repeat=3, rounds=2,
+                      variant=variant)
+    assert tl.notes["variant"] == (variant or gd.DEFAULT_VARIANT)
     S, Tc = tl.grid[0], -(-Nk // 64)
     assert tl.kernel == "decode" and tl.grid == (S, H_kv * tl.notes["chunks"], B) and tl.notes["S"] == S
     if num_splits:

@@ -38,12 +38,15 @@ KV_BYTES = 2 * 1 * 8 * 20000 * 128 * 2                    # K and V, B·H_kv·Nk
 
 
 def splits_by_hand(n, Tc, sms):
-    """FlashAttention's rule as the chapter states it: the smallest s within 85 % of the best wave efficiency."""
-    eff = [n * s / (sms * math.ceil(n * s / sms)) for s in range(1, min(128, sms, Tc) + 1)]
-    return next(s for s, e in enumerate(eff, start=1) if e >= 0.85 * max(eff))
+    """The rule as the chapter states it, by brute force: of the split counts one wave holds (n·s <= sms),
+    the fewest whose longest split (⌈Tc/s⌉ key blocks) is the shortest."""
+    if n >= 0.8 * sms or Tc <= 4:
+        return 1
+    fits = [s for s in range(1, min(128, Tc) + 1) if n * s <= sms]
+    return min(fits, key=lambda s: (math.ceil(Tc / s), s))
 
 
-SPLITS = splits_by_hand(12, 64, SMS)
+SPLITS = splits_by_hand(12, 40, SMS)
 
 
 def intensity_by_hand(G, Nq, Nk, d, H, b=2):
@@ -85,7 +88,7 @@ w.show_frame(w.n_frames - 1)
 print("DRIVEN-OK", w.n_frames)
 # the exercises, answered right (worked out in the test, by hand)
 assert check_kv_bytes({KV_BYTES}, B=1, H_kv=8, Nk=20000, d=128, itemsize=2)
-assert check_split_count({SPLITS}, n_blocks=12, Tc=64, num_sms=SMS)
+assert check_split_count({SPLITS}, n_blocks=12, Tc=40, num_sms=SMS)
 assert check_decode_intensity({INTENSITY!r}, G=6, H=48, Nk=8192, d=128, itemsize=2)
 assert check_gqa_gain({GAIN!r}, G=16, H=64, Nk=8192, d=128)
 assert check_gqa_gain(16, G=16, H=64, Nk=8192, d=128)           # the round answer is within 1 %
@@ -121,7 +124,7 @@ def test_decode_notebook_runs_and_is_driven(executed):
     # the answers are printed nowhere before the checks
     before = texts.split("EXERCISES-OK")[0].split("lse of split 0")[0]
     answers = (f"{KV_BYTES:,}", str(KV_BYTES), f"{KV_BYTES / 2**20:.1f} MiB", f"{MERGED:.6f}", f"{MERGED:.3f}",
-               f"{INTENSITY:.2f}", f"{GAIN:.2f}", f"{SPLITS} splits", f"│ {SPLITS:>6} ")
+               f"{INTENSITY:.2f}", f"{GAIN:.2f}", f"{SPLITS} splits")
     for answer in answers:
         assert answer not in before, answer
 
@@ -167,9 +170,10 @@ def test_section_2_splits_and_the_merge(executed):
     _, texts = executed
     for B in (1, 2, 4, 8, 16, 32, 64):
         n = B * 8
-        s = 1 if 5 * n >= 4 * SMS else splits_by_hand(n, 64, SMS)
+        s = splits_by_hand(n, 64, SMS)
         line = next(x for x in texts.splitlines() if re.match(rf"\s*{B} +{n} │", x))
-        assert line.split("│")[2].split()[:3] == [str(s), str(n * s), str(math.ceil(n * s / SMS))], line
+        assert line.split("│")[2].split() == [str(max(1, SMS // n)), str(s), str(n * s), str(math.ceil(64 / s)),
+                                              "of", "64"], line
     # the merge: independent of flashviz's merge, the dense float64 reference; rescale=False is wrong
     Q, K, V, _ = decode_inputs(1, 8, 2, 1, 2048, 64, source="rising", dtype=np.float64)
     Q, K, V = Q[0], K[0], V[0]
@@ -250,13 +254,15 @@ def test_exercise_mistakes_are_named(capsys):
                           (KV_BYTES * 4, "per KV head"),
                           (KV_BYTES // 2 // 2, "count V too, and give bytes"), (KV_BYTES / 2**20, "not MiB")]:
         named(check_kv_bytes(answer, **q), KV_BYTES, words)
-    for n in (8, 12):                                          # n = 12: 12 splits of 11 fill one wave exactly
-        truth = splits_by_hand(n, 64, SMS)
-        assert_right(check_split_count(truth, n_blocks=n, Tc=64, num_sms=SMS))
-        for answer, words in [(1, "most SMs idle"), (SMS // n, "smallest split count within 85 %"),
-                              (math.ceil(SMS / n), "second wave"), (SMS, "multiply")]:
-            if answer != truth and not (words == "second wave" and answer == SMS // n):
-                named(check_split_count(answer, n_blocks=n, Tc=64, num_sms=SMS), truth, words)
+    for n in (8, 12):                            # Tc = 40: one wave holds 16 (n = 8) or 11 (n = 12) splits
+        truth = splits_by_hand(n, 40, SMS)
+        longest = math.ceil(40 / (SMS // n))
+        assert truth == math.ceil(40 / longest) < SMS // n        # 14 or 10: fewer than a wave holds
+        assert_right(check_split_count(truth, n_blocks=n, Tc=40, num_sms=SMS))
+        for answer, words in [(1, "most SMs idle"), (SMS // n, "fewer give the same longest split"),
+                              (math.ceil(SMS / n), "second wave"), (longest, "number of splits"), (SMS, "multiply")]:
+            if not (words == "second wave" and answer == SMS // n):
+                named(check_split_count(answer, n_blocks=n, Tc=40, num_sms=SMS), truth, words)
     assert_right(check_decode_intensity(INTENSITY, G=6, H=48, Nk=8192, d=128, itemsize=2))
     for answer, words in [(INTENSITY / 2, "2 FLOPs"), (INTENSITY * 2, "not elements"), (INTENSITY / 6, "share one read"),
                           (1 / INTENSITY, "bytes per FLOP")]:

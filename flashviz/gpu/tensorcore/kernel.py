@@ -16,11 +16,8 @@ same key, finds the plan and only allocates and launches (``_call_plan``).
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from dataclasses import dataclass
-
-import numpy as np
 
 from ...checks import check_flag
 from ...mma_limits import (
@@ -37,7 +34,7 @@ from ...mma_limits import (
     mma_threads,
 )
 from ...records import kernel_params
-from ..common import LOG2E, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
+from ..common import LOG2E, ParamBlock, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
 from .fa3 import launch_fa3
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
 from .tma import tma_strides_ok
@@ -197,18 +194,7 @@ _ARGS = _LAYOUT.struct()[1]
 _OFFSETS = _LAYOUT.offsets
 
 
-class _ArgBuffer(threading.local):
-    """One parameter block per thread (cuLaunchKernel copies it at launch, so it is free again
-    when the launch returns) and the constant array of pointers to its fields."""
-
-    def __init__(self):
-        self.buf = np.zeros(_ARGS.size, dtype=np.uint8)
-        base = self.buf.ctypes.data
-        self.ptrs = np.array([base + off for off in _OFFSETS], dtype=np.uint64)
-        self.ptrs_addr = int(self.ptrs.ctypes.data)
-
-
-_ARGBUF = _ArgBuffer()
+_ARGBUF = ParamBlock(_LAYOUT)
 _DRIVER: list = []      #: cuLaunchKernel, CuPy's current stream, cudaGetDevice (looked up once)
 
 
@@ -239,11 +225,9 @@ def _launch(mk: MMAKernel, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
     parameter block and cuLaunchKernel on stream sptr (fa3: ``fa3.launch_fa3``, tensor maps)."""
     if mk.variant == "fa3":
         return launch_fa3(_DRIVER[0], mk, qp, kp, vp, op, lp, B, H, Nq, Nk, qs, ks, vs, os_, scale, sptr)
-    a = _ARGBUF
-    _ARGS.pack_into(a.buf, 0, qp, kp, vp, op, lp, Nq, Nk, H,
-                    qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-                    scale * LOG2E)
-    _DRIVER[0](mk.function_ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, a.ptrs_addr, 0)
+    ptrs = _ARGBUF.pack(qp, kp, vp, op, lp, Nq, Nk, H, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+                        os_[0], os_[1], os_[2], scale * LOG2E)
+    _DRIVER[0](mk.function_ptr, -(-Nq // mk.Br), H, B, mk.threads, 1, 1, mk.smem_bytes, sptr, ptrs, 0)
 
 
 def _check_shapes(q: Operand, k: Operand, v: Operand) -> None:
