@@ -7,7 +7,7 @@
 #
 # Steps, in the order a session takes them (planned seconds):
 #   tests      the gpu-marked tests → tests-<device>-<date>.json                          (~250)
-#   timelines  the decode and backward timelines (record_timelines.py --kernels ...)        (~60)
+#   timelines  the fa3 and decode timelines (record_timelines.py --kernels fa3,decode)      (~90)
 #   decode     the decode benchmark, --quick first then the full run → decode-*.json       (~180)
 #   store      recompute versus store → storep-*.json                                       (~120)
 #   bwd        the backward benchmark → bwd-*.json                                          (~200)
@@ -28,7 +28,7 @@ for step in "$@"; do
   echo "=== $step: $(date -u +%H:%M:%S)"
   case "$step" in
     tests)     python3 benchmarks/run_gpu_tests.py || status=1 ;;
-    timelines) python3 benchmarks/record_timelines.py --out "$OUT" --kernels decode,bwd_teaching,bwd_mma || status=1 ;;
+    timelines) python3 benchmarks/record_timelines.py --out "$OUT" --kernels fa3,decode || status=1 ;;
     decode)    python3 benchmarks/bench_decode.py --quick --out "$OUT" && python3 benchmarks/bench_decode.py --out "$OUT" \
                  || status=1 ;;
     store)     python3 benchmarks/bench_store_p.py --out "$OUT" || status=1 ;;

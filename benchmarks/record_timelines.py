@@ -13,8 +13,9 @@ step events of 16 sampled blocks (all blocks and tiles kept), and a summary
 timelines-<device>-<date>.json lists every run: kernel_ms, traced_ms, overhead, blocks, SMs,
 span, file size.
 
-The FlashAttention-3 kernel (fa3) is traced at the same four N = 4096 shapes as the wgmma kernel,
-for chapter 8's side-by-side timelines (its records are per tile; group 0 its producer).
+The FlashAttention-3 kernel (fa3) is traced at the same four N = 4096 shapes and the same long N
+(d = 64, N = 16384, H = 4, causal and not) as the wgmma kernel, for chapter 8's side-by-side
+timelines (its records are per tile; group 0 its producer).
 
 The split-KV decode kernel (kernels/flash_decode.cu, ``flashviz.gpu.trace_decode``; chapter 9):
 one sequence, 32 query heads sharing 8 KV heads, one query row, d = 128, Nk = 4096 and 32768,
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 RUNS = [(k, d, c, 4096, 1, 2048 // d, "kernel") for k in ("wgmma", "teaching", "fa3") for d in (64, 128)
         for c in (False, True)]
-RUNS += [("wgmma", 64, False, 16384, 1, 4, "kernel"), ("wgmma", 64, True, 16384, 1, 4, "kernel")]
+RUNS += [(k, 64, c, 16384, 1, 4, "kernel") for k in ("wgmma", "fa3") for c in (False, True)]
 RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
          for k, d, N, H in (("wgmma", 64, 4096, 32), ("wgmma", 128, 4096, 16), ("wgmma", 64, 16384, 4),
                             ("teaching", 64, 4096, 32))]
