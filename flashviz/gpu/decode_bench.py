@@ -35,6 +35,8 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
     ``<impl>_call_GBps`` / ``<impl>_kernel_GBps`` = kv_bytes / time (GB/s = bytes / µs / 1e3) and
     ``<impl>_call_of_copy`` / ``<impl>_kernel_of_copy`` = that GB/s ÷ copy_GBps;
     ``<impl>_kernel_name`` (the longest GPU activity), ``<impl>_launches`` (activities per call);
+    ``<impl>_host_us`` (host time per public call, calls queued without synchronising: what the
+    call costs the CPU, the latency floor of a call whose kernel is shorter);
   - correctness against a float64 reference (``reference_decode``: dense softmax in NumPy float64
     on the same fp16 values, batch 0, its first ``ref_heads`` query heads): ``<impl>_max_abs_err``
     of O, ``<impl>_nonfinite`` (any NaN / inf anywhere in O), ``<impl>_pass`` (finite and the error
@@ -101,7 +103,7 @@ import numpy as np
 
 from .bench_util import RunRecord, error_text, free_torch_cache
 from .decode import decode_launch
-from .timing import CALL_METHOD, KERNEL_METHOD, attention_flops, input_sets
+from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
 IMPLS = ("decode", "sdpa_cudnn", "sdpa_flash")          #: the three of issue 24
 EXTRA_IMPLS = ("decode_nosplit", "decode_mma")          #: also timed: ours without splitting; ours, v2
@@ -191,6 +193,7 @@ METHODS = {
                "backend forced (sdpa_kernel entered outside the timed region)",
     "kernel_us": "kernel-only: " + KERNEL_METHOD + "; the same public call as call_us, in a second pass after "
                  "every public-call time",
+    "host_us": HOST_METHOD + "; the same public call, right after its call_us, before any profiler session",
     "GBps": "<impl>_call_GBps = kv_bytes / <impl>_call_us / 1e3; <impl>_kernel_GBps = kv_bytes / <impl>_kernel_us "
             "/ 1e3 (GB/s); kv_bytes = 2·B·H_kv·Nk·d·2 (the cache's K and V, fp16) for every implementation; "
             "<impl>_*_of_copy = that GB/s ÷ copy_GBps",
@@ -334,7 +337,7 @@ def _g(v) -> str:
 
 def row_line(row: dict, impls=ALL_IMPLS) -> str:
     """One printed line per bench row: the shape and our split count, every implementation's µs by
-    public call / kernel-only, GB/s by both, cuDNN and flash time ÷ ours by both, ours' GB/s ÷
+    public call / kernel-only, GB/s by both, host µs per call (where measured), cuDNN and flash time ÷ ours by both, ours' GB/s ÷
     copy_GBps by both, the errors against float64, then the failed cells."""
     run = [i for i in row.get("impls", impls) if i in impls]
     out = [f"{row['label']} S={row.get('num_splits')}",
@@ -342,6 +345,8 @@ def row_line(row: dict, impls=ALL_IMPLS) -> str:
                                          f"{_f(row.get(f'{i}_kernel_us'))}" for i in run),
            "GB/s: " + " ".join(f"{SHORT.get(i, i)} {_f(row.get(f'{i}_call_GBps'), 0)}/"
                                f"{_f(row.get(f'{i}_kernel_GBps'), 0)}" for i in run)]
+    if any(f"{i}_host_us" in row for i in run):
+        out.append("host µs: " + " ".join(f"{SHORT.get(i, i)} {_f(row.get(f'{i}_host_us'))}" for i in run))
     if OURS in run:
         for th in SDPA_IMPLS:
             if th in run:
@@ -430,6 +435,7 @@ def figures(bench: list, splits: list, targets: dict = TARGETS) -> dict:
         if contiguous and r["label"] == targets["latency_case"]:
             a, b = r.get("decode_call_us"), r.get("sdpa_cudnn_call_us")
             out["latency"] = {"label": r["label"], "decode_call_us": a, "sdpa_cudnn_call_us": b,
+                              "decode_host_us": r.get("decode_host_us"), "sdpa_cudnn_host_us": r.get("sdpa_cudnn_host_us"),
                               "meets": None if not (_num(a) and _num(b)) else a <= b}
         if r.get("paged"):
             base = next((c for c in bench if not c.get("paged") and _same_shape(c, r)), None)
@@ -465,7 +471,8 @@ def figures_lines(fig: dict) -> list[str]:
     if fig["latency"]:
         e = fig["latency"]
         lines.append(f"latency {e['label']}: ours {_f(e['decode_call_us'])} µs, cudnn {_f(e['sdpa_cudnn_call_us'])} "
-                     f"µs by public call; meets: {e['meets']}")
+                     f"µs by public call (host {_f(e.get('decode_host_us'))} / {_f(e.get('sdpa_cudnn_host_us'))} µs a "
+                     f"call); meets: {e['meets']}")
     for e in fig["heuristic"]:
         lines.append(f"heuristic B={e['B']} H={e['H']} Hkv={e['H_kv']} Nk={e['Nk']}: {e['heuristic']} splits, best "
                      f"{e['best']}: {_f(e['heuristic_over_best'], 3)}x; meets: {e['meets']}")
@@ -513,7 +520,8 @@ def call_seconds_of(impl: str, case: Case) -> float:
 def _measure_s(t: float, budget_s: float, kernel: bool) -> float:
     n = max(3, min(REPEAT, budget_s / 3 / t))
     k = max(3, min(KERNEL_REPEAT, n))
-    return (WARMUP + 3 + (k if kernel else n)) * t + (_SESSION_S if kernel else 0.02)
+    host = 3 * max(n, min(50, budget_s / 9 / t)) * t          # timing.measure's host rounds (call pass only)
+    return (WARMUP + 3 + (k if kernel else n)) * t + (_SESSION_S if kernel else 0.02 + host)
 
 
 def estimate_seconds(cases, impls, *, parts=PARTS, sweep=SWEEP_SHAPES, budget_s: float = BUDGET_S) -> dict:
@@ -773,10 +781,12 @@ def _compare(impl: str, out, ref) -> dict:
 
 
 def _measure(it: _Impl, part: str, budget_s: float) -> dict:
+    """``timing.measure`` of one implementation's calls: part "call" (the public call and the host
+    time per call) or "kernel" (kernel-only)."""
     from .timing import measure
     with it.context():
         return measure(it.calls, repeat=REPEAT, warmup=WARMUP, kernel_repeat=KERNEL_REPEAT, budget_s=budget_s,
-                       parts=(part,))
+                       parts=("call", "host") if part == "call" else (part,))
 
 
 def copy_bandwidth(nbytes: int = COPY_BYTES, repeat: int = COPY_REPEAT) -> dict:
@@ -833,7 +843,10 @@ def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: i
                 row[f"{impl}_pass"] = pass_of(row[f"{impl}_max_abs_err"], row["ref_max_abs"],
                                               row[f"{impl}_nonfinite"])
             del out
-            row[f"{impl}_call_us"] = _measure(it, "call", budget_s)["call_ms"] * 1e3
+            t = _measure(it, "call", budget_s)
+            row[f"{impl}_call_us"] = t["call_ms"] * 1e3
+            if "host_us" in t:
+                row[f"{impl}_host_us"] = t["host_us"]
             del it
         except Exception as exc:
             row[f"{impl}_error"] = error_text(exc)

@@ -261,7 +261,8 @@ def test_derived_figures_and_the_printed_line():
     assert line.startswith("B=1 H=32 Hkv=8 Nq=1 Nk=32768 d=128 S=32 | ")
     assert "cudnn/ours call 2.00x kernel 1.50x" in line and "flash/ours call -x kernel -x" in line
     assert f"ours/copy call {kv / 50.0 / 1e3 / 4000:.2f} kernel {kv / 40.0 / 1e3 / 4000:.2f}" in line
-    assert "ours 50.0/40.0" in line and "nosplit 400.0/-" in line
+    assert "ours 50.0/40.0" in line and "nosplit 400.0/-" in line and "host µs" not in line     # none measured
+    assert "host µs: ours 9.5 cudnn - flash - nosplit -" in db.row_line(r | {"decode_host_us": 9.5})
     assert "correctness FAILED for sdpa_cudnn" in line and "FAILED sdpa_flash_error: RuntimeError: no kernel" in line
     # no copy figure: GB/s still, no fraction of it
     r2 = db.derive(db.base_row(db.Case(1, 32, 8, 4096)) | {"decode_call_us": 10.0})
@@ -440,8 +441,8 @@ def pretend_gpu(monkeypatch):
         if (part, it.name, case.Nk) in state["fail"]:
             raise MemoryError("pretend")
         us = TIMES_US[it.name] * case.Nk / 4096 if it.splits is None else 10.0 + abs(it.splits - 8)
-        return {"call_ms": us / 1e3} if part == "call" else {"kernel_ms": 0.9 * us / 1e3, "kernel_name": "k",
-                                                            "per_call": 2}
+        return {"call_ms": us / 1e3, "host_us": us / 2} if part == "call" else {"kernel_ms": 0.9 * us / 1e3,
+                                                                                 "kernel_name": "k", "per_call": 2}
 
     def compare(impl, out, ref):
         return {f"{impl}_max_abs_err": 1e-5, f"{impl}_nonfinite": False} | (
@@ -475,6 +476,7 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
     a, b, paged = rec["bench"]
     kv = 2 * 1 * 8 * 4096 * 128 * 2
     assert a["decode_call_us"] == pytest.approx(12.0) and a["decode_kernel_us"] == pytest.approx(10.8)
+    assert a["decode_host_us"] == pytest.approx(6.0) and a["sdpa_cudnn_host_us"] == pytest.approx(7.5)
     assert a["decode_call_GBps"] == pytest.approx(kv / 12.0 / 1e3) and a["decode_kernel_GBps"] == pytest.approx(
         kv / 10.8 / 1e3)
     assert a["decode_call_of_copy"] == pytest.approx(kv / 12.0 / 1e3 / 4000.0)
