@@ -347,6 +347,10 @@ __global__ void __launch_bounds__(NT, D == 64 ? 4 : 2) flash_decode_mma(
     constexpr int CH = D / 8;
     constexpr u32 ROWB = D * 2;                        // bytes of a row
     constexpr u32 STAGE = 2 * KW * ROWB;               // one ring stage: K then V
+    // the in-block merge's scratch (O [NW][RM2][D] fp32, then m, l, weights [NW][RM2] and lse [RM2])
+    // lives in the rings once every warp has left its loop: it must fit there
+    static_assert(NW * RM2 * D * 4 + (3 * NW + 1) * RM2 * 4 <= NW * ST * (int)STAGE,
+                  "the merge scratch must fit in the warps' rings");
 
     extern __shared__ __align__(16) unsigned char smem[];
     const u32 sQ = smem_addr(smem);

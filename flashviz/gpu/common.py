@@ -195,6 +195,28 @@ def device_smem_optin() -> int:
     return device_facts().smem_optin
 
 
+class _Bound(threading.local):
+    """The devices whose primary context this thread has bound (``ensure_context``)."""
+
+    def __init__(self):
+        self.devices: set = set()
+
+
+_BOUND = _Bound()
+
+
+def ensure_context(dev: int) -> None:
+    """Make device ``dev``'s primary context current in this thread before a driver-API launch
+    (``cupy.cuda.driver.launchKernel``): the runtime binds it lazily, on the first call that needs
+    it, and a thread whose CUDA work so far needed none (torch reusing a cached block, reading a
+    stream handle) would get CUDA_ERROR_INVALID_CONTEXT. One runtime call that needs the context
+    (``cudaMemGetInfo``, as CuPy's own launches do) the first time a thread launches on ``dev``;
+    a set lookup after that. Needs ``dev`` to be the current device."""
+    if dev not in _BOUND.devices:
+        cupy().cuda.runtime.memGetInfo()
+        _BOUND.devices.add(dev)
+
+
 class ParamBlock(threading.local):
     """The launch parameters of one kernel as cuLaunchKernel takes them: a buffer laid out as the
     kernel's signature says (``records.kernel_params.Layout``), one per thread (the driver copies

@@ -5,8 +5,10 @@ FlashAttention-2's online softmax over each split, merge the splits by their lse
 fp32 math, GQA packed per KV head, contiguous or paged K, V. The same split rule
 (``masking.split_ranges``) and split-count rule (``decode.num_splits_heuristic``) as the NumPy
 algorithm, so the two can be compared split by split. (The rule counts the blocks the kernel
-launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed 32, where NumPy
-packs every head's rows into one block; and the device's SM count.)
+launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed what a block takes
+— 32 for v1, 16 for v2 — where NumPy packs every head's rows into one block; and the device's SMs
+times the blocks one SM runs at once.) Two split kernels compute the same partials (``variant``):
+v1 ``flash_decode`` on the CUDA cores, v2 ``flash_decode_mma`` on the tensor cores.
 
 The public call is kept lean the way the forward's is (``gpu.tensorcore.kernel``): the first call
 of a kind checks everything (``plan_decode``) and leaves a ``DecodeLaunch`` under the call's key
@@ -29,7 +31,7 @@ import numpy as np
 from ..checks import check_flag
 from ..decode import num_splits_heuristic
 from ..records import kernel_params
-from .common import ParamBlock, check_scale, cupy, device_facts, raw_torch_stream, source
+from .common import ParamBlock, check_scale, cupy, device_facts, ensure_context, raw_torch_stream, source
 
 _KERNEL_FILE = "flash_decode.cu"
 DECODE_BC = 64          #: keys per tile (fixed in the kernel)
@@ -95,9 +97,10 @@ def decode_blocks_per_sm(d: int, variant=None, *, smem_per_sm: int = 233_472, sm
 
 @dataclass
 class DecodeKernels:
-    """The compiled ``flash_decode<DT, d, paged>`` (main) and ``flash_decode_merge<DT, d>`` (merge)
-    (cupy RawKernels) and their CUfunction handles (``main_ptr``, ``merge_ptr``), with main's
-    shared memory in bytes; ``traced``: main is the timeline build (two more parameters)."""
+    """The compiled split kernel (main: ``flash_decode<DT, d, paged, ROWS>`` or
+    ``flash_decode_mma<DT, d, paged>``) and ``flash_decode_merge<DT, d>`` (merge) (cupy RawKernels)
+    and their CUfunction handles (``main_ptr``, ``merge_ptr``), with main's shared memory in bytes;
+    ``traced``: main is the timeline build (two more parameters)."""
 
     main: object
     merge: object
@@ -368,6 +371,7 @@ def launch_decode(plan: DecodePlan, kern: DecodeKernels, O, lse, O_part=None, ls
     lse_part (B, H, Nq, S) float32 (None when S = 1) — torch or CuPy arrays; ``trace``: (buffer
     pointer, jmax) for a main kernel built with its timeline switch (``compile_decode(traced=True)``)."""
     P = lambda t: 0 if t is None else (t.data_ptr() if hasattr(t, "data_ptr") else t.data.ptr)  # noqa: E731
+    ensure_context(cupy().cuda.runtime.getDevice())
     launch_ptrs(make_launch(plan, kern), P(plan.q), P(plan.k), P(plan.v), P(plan.table), P(O_part), P(lse_part),
                 P(O), P(lse), cupy().cuda.get_current_stream().ptr,
                 None if trace is None else (int(trace[0]), int(trace[1])), merge=merge)
@@ -396,7 +400,14 @@ def _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
     torch = sys.modules.get("torch")
     if torch is None or not _GET_DEVICE:
         return None
-    T = torch.Tensor
+    try:
+        return _key_of(torch.Tensor, Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
+    except (RuntimeError, TypeError):     # e.g. a sparse tensor has no strides: the general path says why
+        return None
+
+
+def _key_of(T, Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
+    """``_call_key``'s key for torch.Tensor type ``T`` (torch's errors pass through)."""
     if (type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False)
             or (scale is not None and type(scale) is not float)
             or (num_splits is not None and type(num_splits) is not int) or (Nk is not None and type(Nk) is not int)
@@ -422,6 +433,7 @@ def _run(L: DecodeLaunch, q: int, k: int, v: int, table: int):
         ws = torch.empty(L.rows * L.S * (L.d + 1), dtype=torch.float32, device=L.device)
         O_part = ws.data_ptr()
         lse_part = O_part + L.rows * L.S * L.d * 4
+    ensure_context(L.device)
     launch_ptrs(L, q, k, v, table, O_part, lse_part, O.data_ptr(), lse.data_ptr(), raw_torch_stream(L.device))
     return O, lse
 
@@ -447,7 +459,10 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
     Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
         cache None or K's own length.
     variant : the split kernel, "simt" (v1, CUDA cores) or "mma" (v2, tensor cores), or None for
-        ``DEFAULT_VARIANT``. Both compute the same partials; the merge is shared.
+        ``DEFAULT_VARIANT``. Both compute the same partials (to rounding: v2 rounds P to the input
+        dtype before P·V, as the tensor-core forward does); the merge is shared. v2 at d = 128 needs
+        102,400 bytes of shared memory a block (GPUs that allow less, e.g. sm_86 / sm_89 with
+        101,376, get a ValueError: use v1 there).
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
     rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.

@@ -171,6 +171,7 @@ def _trace(B, H, H_kv, Nk, d, Nq, num_splits, causal, repeat, rounds, seed, vari
                     heuristic_S=default_splits(B * H_kv * plan.chunks, Tc, d, plan.variant, num_sms=facts.sm_count,
                                                smem_per_sm=facts.smem_per_sm, smem_reserved=facts.smem_reserved),
                     kv_bytes=kv_bytes, kernel_GBps=kv_bytes / (times["normal"] * 1e6), repeat=repeat, rounds=rounds,
-                    method=f"kernel-only, the split pass alone (flash_decode; the merge is not traced or timed): "
+                    method=f"kernel-only, the split pass alone ({'flash_decode_mma' if plan.variant == 'mma' else 'flash_decode'}; "
+                           f"the merge is not traced or timed): "
                            f"CUDA events around {repeat} back-to-back launches, {rounds} alternating rounds, median")
     return tl

@@ -19,6 +19,7 @@ from flashviz.records.files import compiled_source
 INSTANCES = {"wgmma": "0, 128, 64, 64, false", "mma.sync": "0, 64, 64, 64, false", "fa3": "0, 128, 128, 128, true"}
 #: the decode kernels (flashviz.gpu.decode packs them too): name -> (file, kernel, instance expression)
 DECODE = {"decode": ("flash_decode.cu", "flash_decode", "fvdec::flash_decode<0, 128, true, 4>"),
+          "decode_mma": ("flash_decode.cu", "flash_decode_mma", "fvdec::flash_decode_mma<1, 64, true>"),
           "decode_merge": ("flash_decode.cu", "flash_decode_merge", "fvdec::flash_decode_merge<0, 128>")}
 #: PTX .param type -> (bytes, alignment)
 PTX_TYPES = {"u64": (8, 8), "s64": (8, 8), "b64": (8, 8), "f64": (8, 8), "u32": (4, 4), "s32": (4, 4),
@@ -113,6 +114,9 @@ def test_the_runner_packs_with_the_derived_layouts():
         raw = block.buf.tobytes()
         assert [struct.unpack_from("<" + p.fmt, raw, p.offset)[0] for p in lay.params] == values
     assert decode._MAIN.buf.ctypes.data == int(decode._MAIN.ptrs[0])
+    for traced in (False, True):                     # one parameter block packs both split kernels
+        v1, v2 = (kp.layout("flash_decode.cu", k, traced) for k in ("flash_decode", "flash_decode_mma"))
+        assert [(p.name, p.ctype, p.offset) for p in v1.params] == [(p.name, p.ctype, p.offset) for p in v2.params]
     assert [p.name for p in kp.layout("flash_decode.cu", "flash_decode").params][-7:] == [
         "H", "H_kv", "Nq", "Nk", "S", "causal", "scale"]      # the order gpu.decode.launch_ptrs packs
     assert kernel._OFFSETS == kp.layout(*KERNEL_FILES["wgmma"]).offsets == kp.layout(*KERNEL_FILES["mma.sync"]).offsets

@@ -167,7 +167,7 @@ def _check(torch, q, k, v, *, causal=False, num_splits=None, tol=None, contiguou
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("G, Nq", [(1, 1), (2, 1), (4, 1), (8, 1), (4, 3), (4, 4), (8, 5), (8, 8)])   # every ROWS;
 @pytest.mark.parametrize("causal", [False, True])                                                  # (8, 5): 2 chunks
-@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)                                  # v2: (8, 3), (8, 5): 2 chunks
+@pytest.mark.parametrize("variant", gd.DECODE_VARIANTS)                       # v2: (8, 5) is 3 chunks of 16 rows
 def test_decode_matches_the_numpy_decode(dtype, d, G, Nq, causal, variant):
     torch = pytest.importorskip("torch")
     H_kv = 2
@@ -270,31 +270,58 @@ def test_the_occupancy_the_heuristic_assumes_is_the_drivers(d, variant):
 
 
 @pytest.mark.gpu
-def test_a_repeated_call_launches_its_kept_plan_on_new_data_and_streams():
-    """The second call with a key launches the DecodeLaunch the first one kept: same answer as the
-    NumPy decode on new values at the same shapes, on another stream, unbatched and paged too;
-    a call whose Q had to be copied (not contiguous) keeps nothing."""
+def test_a_repeated_call_launches_its_kept_plan_on_new_data_streams_and_threads(monkeypatch):
+    """The second call with a key launches the DecodeLaunch the first one kept (no second plan):
+    the NumPy decode's answer on new values at the same shapes, unbatched too, on torch's current
+    stream (the stream handed to the launch), and from another thread (whose CUDA context is bound
+    before the driver-API launch); a call whose Q had to be copied (not contiguous) keeps nothing."""
+    import threading
     torch = pytest.importorskip("torch")
     gd._LAUNCHES.clear()
-    for seed in (1, 2, 3):
-        q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=seed)
-        _check(torch, q, k, v)
-        _check(torch, q[0], k[0], v[0])
-    assert len(gd._LAUNCHES) == 2
+    for variant in gd.DECODE_VARIANTS:
+        q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=1)
+        _check(torch, q, k, v, variant=variant)
+        _check(torch, q[0], k[0], v[0], variant=variant)
+    assert len(gd._LAUNCHES) == 4
+    planned, streams = [], []
+    real_plan, real_launch = gd.plan_decode, gd.launch_ptrs
+    monkeypatch.setattr(gd, "plan_decode", lambda *a, **kw: planned.append(a) or real_plan(*a, **kw))
+    monkeypatch.setattr(gd, "launch_ptrs", lambda *a, **kw: streams.append(a[9]) or real_launch(*a, **kw))
+    for seed in (2, 3):
+        for variant in gd.DECODE_VARIANTS:
+            q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=seed)
+            _check(torch, q, k, v, variant=variant)
+            _check(torch, q[0], k[0], v[0], variant=variant)
+    assert planned == [] and len(gd._LAUNCHES) == 4                    # every call launched a kept plan
     s = torch.cuda.Stream()
     q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=4)
+    Oref, _ = _reference(q, k, v)
     with torch.cuda.stream(s):
         O, lse = gd.flash_decode_gpu(q, k, v)
+        O = O.double()                                                # on s, after the launch
     s.synchronize()
-    Oref, _ = _reference(q, k, v)
-    assert np.abs(O.double().cpu().numpy() - Oref).max() <= 4e-3 * max(1.0, np.abs(Oref).max())
+    assert streams[-1] == s.cuda_stream and planned == []
+    assert np.abs(O.cpu().numpy() - Oref).max() <= 4e-3 * max(1.0, np.abs(Oref).max())
+    out = {}
+
+    def worker():                                                     # a fresh thread: no CUDA call yet
+        try:
+            out["O"] = gd.flash_decode_gpu(q, k, v, variant="mma")[0].double().cpu().numpy()
+        except Exception as exc:                                      # noqa: BLE001 - reported below
+            out["error"] = repr(exc)
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join()
+    assert "error" not in out, out.get("error")
+    assert planned == [] and np.abs(out["O"] - Oref).max() <= 4e-3 * max(1.0, np.abs(Oref).max())
     before = len(gd._LAUNCHES)
     q_gap = torch.empty(2, 8, 2, 128, dtype=q.dtype, device="cuda")[:, :, :1]      # rows 256 elements apart
     q_gap.copy_(q)
     assert not q_gap.is_contiguous()
     _check(torch, q_gap, k, v)
     _check(torch, q_gap, k, v)
-    assert len(gd._LAUNCHES) == before
+    assert len(planned) == 2 and len(gd._LAUNCHES) == before                   # planned each time, kept never
 
 
 @pytest.mark.gpu

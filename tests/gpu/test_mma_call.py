@@ -214,11 +214,14 @@ def test_a_plan_holds_the_checked_launch_and_launches_it(fake_torch, monkeypatch
     launches = []
     monkeypatch.setattr(km, "_DRIVER", [lambda *a: launches.append((a, km._ARGBUF.buf.tobytes())), None, lambda: 0])
     monkeypatch.setattr(km, "raw_torch_stream", lambda dev: 0x5EED)
+    bound = []
+    monkeypatch.setattr(km, "ensure_context", bound.append)             # no CUDA here: the device it binds
     addresses = {"O-template": 0x1000, "lse-template": 0x2000}
     fake.empty_like = lambda t: SimpleNamespace(data_ptr=lambda: addresses[t], like=t)
     O, lse = km._call_plan(dataclasses.replace(plan, templates=("O-template", "lse-template")), 16, 32, 48)
     assert (O.like, lse.like) == ("O-template", "lse-template")
     (a, block), = launches
+    assert bound == [0]                                               # the plan's device, before the launch
     assert a[:9] == (7, 2, 3, 1, 128, 1, 1, 1000, 0x5EED)            # function, grid (Tr, H, B), block, smem, stream
     vals = struct.unpack("<5Q3i4x12qf", block)
     assert vals[:8] == (16, 32, 48, 0x1000, 0x2000, 100, 40, 3)

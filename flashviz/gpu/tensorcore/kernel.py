@@ -34,7 +34,17 @@ from ...mma_limits import (
     mma_threads,
 )
 from ...records import kernel_params
-from ..common import LOG2E, ParamBlock, check_scale, cupy, device_facts, raw_torch_stream, source, torch_stream
+from ..common import (
+    LOG2E,
+    ParamBlock,
+    check_scale,
+    cupy,
+    device_facts,
+    ensure_context,
+    raw_torch_stream,
+    source,
+    torch_stream,
+)
 from .fa3 import launch_fa3
 from .operands import Operand, as_operand, bf16_bits_to_float32, is_torch, torch_operand
 from .tma import tma_strides_ok
@@ -209,6 +219,7 @@ def launch_mma(mk: MMAKernel, q: Operand, k: Operand, v: Operand, o: Operand, ls
     """
     if not _DRIVER:
         _driver()
+    ensure_context(_DRIVER[2]())
     B, H, Nq, _ = q.shape
     _launch(mk, q.ptr, k.ptr, v.ptr, o.ptr, lse_ptr, B, H, Nq, k.shape[2], q.strides, k.strides, v.strides,
             o.strides, scale, _DRIVER[1]().ptr if stream is None else stream.ptr)
@@ -499,6 +510,7 @@ def _call_plan(plan: LaunchPlan, qp: int, kp: int, vp: int):
     el = sys.modules["torch"].empty_like
     t = plan.templates
     O, lse = el(t[0]), el(t[1])
+    ensure_context(plan.device)
     _launch(plan.kernel, qp, kp, vp, O.data_ptr(), lse.data_ptr(), *plan.args, raw_torch_stream(plan.device))
     return O, lse
 
