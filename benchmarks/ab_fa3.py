@@ -8,8 +8,10 @@ round, so a slow stretch of the machine hits every build alike. Kernel-only for 
 the same method for cuDNN and ours); per build the median time per call and the median and
 quartiles of its *paired* ratio to cuDNN (cuDNN's time in the same round ÷ the build's).
 
-Builds (name -> Br, Bc, #defines): ``BUILDS`` below, each compiled from the kernel file with the
-defines prepended (``tensorcore.kernel.SOURCE_OVERRIDE``). Every build's output is compared with
+Builds (name -> Br, Bc, #defines, grid): ``BUILDS`` below, each compiled from the kernel file with
+the defines prepended (``tensorcore.kernel.SOURCE_OVERRIDE``) and launched with one block per tile
+(grid None), the static persistent grid ("persistent": ``fa3.PERSISTENT``) or the persistent grid
+with the dynamic tile scheduler ("dynamic": ``fa3.DYNAMIC``, the build with ``FA3_DYNAMIC``). Every build's output is compared with
 cuDNN's before timing (max |difference| recorded; above 2e-2 the build is reported and not timed).
 
     python benchmarks/ab_fa3.py [--rounds 15] [--d 128] [--n 2048,4096,8192,16384]
@@ -31,12 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 CALLS = 10          #: public calls per graph
-#: d -> {name: (Br, Bc, #defines)}; "default" is the file as it is with the runner's default blocks
+#: d -> {name: (Br, Bc, #defines, grid)}; "default" is the file as it is with the runner's default
+#: blocks and grid. The fa3 v6 question (benchmarks/NOTES.md): does the dynamic scheduler beat one
+#: block per tile, where the static persistent grid lost?
 BUILDS = {
-    128: {"default": (None, None, {}), "128x128_f3": (128, 128, {"FA3_FEAT": 3}),
-          "128x176_f1": (128, 176, {"FA3_FEAT": 1}), "128x176_f3": (128, 176, {"FA3_FEAT": 3})},
-    64: {"default": (None, None, {}), "192x128_f3": (192, 128, {"FA3_FEAT": 3}),
-         "128x176_f1": (128, 176, {"FA3_FEAT": 1}), "192x128_f0": (192, 128, {"FA3_FEAT": 0})},
+    128: {"default": (None, None, {}, None), "persistent": (None, None, {}, "persistent"),
+          "dynamic": (None, None, {"FA3_DYNAMIC": 1}, "dynamic"), "128x176_f1": (128, 176, {"FA3_FEAT": 1}, None)},
+    64: {"default": (None, None, {}, None), "persistent": (None, None, {}, "persistent"),
+         "dynamic": (None, None, {"FA3_DYNAMIC": 1}, "dynamic"), "192x128_f3": (192, 128, {"FA3_FEAT": 3}, None)},
 }
 
 
@@ -51,6 +55,7 @@ def main(argv=None) -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from flashviz.gpu.common import environment, source
+    from flashviz.gpu.tensorcore import fa3 as fa3mod
     from flashviz.gpu.tensorcore import kernel as kmod
     from flashviz.gpu.tensorcore.kernel import flash_forward_mma
 
@@ -97,11 +102,12 @@ def main(argv=None) -> int:
 
                 ref = cudnn().float()
                 graphs, errors, diffs = {"sdpa_cudnn": graph(cudnn)}, {}, {}
-                for name, (Br, Bc, defs) in BUILDS[d].items():
+                for name, (Br, Bc, defs, grid) in BUILDS[d].items():
                     kmod.SOURCE_OVERRIDE.clear()
                     if defs:
                         kmod.SOURCE_OVERRIDE["fa3"] = "".join(f"#define {a} {b}\n" for a, b in defs.items()) \
                             + source("flash_fwd_fa3.cu")
+                    fa3mod.PERSISTENT, fa3mod.DYNAMIC = grid == "persistent", grid == "dynamic"
                     try:
                         fn = (lambda Br, Bc: lambda: flash_forward_mma(q, k, v, causal=causal, variant="fa3",
                                                                        Br=Br, Bc=Bc))(Br, Bc)
@@ -113,6 +119,7 @@ def main(argv=None) -> int:
                         errors[name] = f"{type(exc).__name__}: {exc}"[:400]
                     finally:
                         kmod.SOURCE_OVERRIDE.clear()
+                        fa3mod.PERSISTENT = fa3mod.DYNAMIC = False
                 names = list(graphs)
                 times = {n: [] for n in names}
                 for r in range(args.rounds):

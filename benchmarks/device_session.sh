@@ -12,7 +12,10 @@
 #   store      recompute versus store → storep-*.json                                       (~120)
 #   bwd        the backward benchmark → bwd-*.json                                          (~200)
 #   mma        the forward benchmark → mma-*.json                                           (~290)
-#   sanitize   compute-sanitizer memcheck and racecheck on the decode and backward launches (~200)
+#   abfa3      fa3 builds A/B against cuDNN in alternating rounds (benchmarks/ab_fa3.py: the
+#              dynamic tile scheduler, fa3 v6) → ab-fa3.json, 300 s at most                  (~240)
+#   sanitize   compute-sanitizer memcheck and racecheck on the decode, backward and fa3
+#              launches                                                                      (~300)
 # Wheels the device lacks (ipywidgets, ipympl, ...: .whl/, carried, built for its Python) are
 # installed into /tmp/site first when present.
 set -u
@@ -34,14 +37,15 @@ for step in "$@"; do
     store)     python3 benchmarks/bench_store_p.py --out "$OUT" || status=1 ;;
     bwd)       python3 benchmarks/bench_bwd.py --out "$OUT" || status=1 ;;
     mma)       python3 benchmarks/bench_mma.py --out "$OUT" || status=1 ;;
+    abfa3)     timeout 300 python3 benchmarks/ab_fa3.py --rounds 9 --n 1024,2048,8192 || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        for s in sanitize_decode sanitize_bwd; do
+        for s in sanitize_decode sanitize_bwd sanitize_fa3; do
           compute-sanitizer --tool "$tool" --print-limit 20 python3 "benchmarks/$s.py" > "$OUT/sanitize-$s-$tool.txt" 2>&1
           echo "$s $tool: exit $? — $(tail -n 2 "$OUT/sanitize-$s-$tool.txt" | tr '\n' ' ')"
         done
       done ;;
-    *) echo "unknown step $step (tests timelines decode store bwd mma sanitize)"; status=2 ;;
+    *) echo "unknown step $step (tests timelines decode store bwd mma abfa3 sanitize)"; status=2 ;;
   esac
 done
 exit $status

@@ -62,6 +62,22 @@
 // FA3_FEAT (bit 0: ping-pong between consumer warpgroups; bit 1: intra-warpgroup overlap) and
 // FA3_STAGES (slots in the K and V rings) override the measured choices of Config below; the
 // benchmarks define them to time each step in one run (benchmarks/probe_fa3.py).
+//
+// FA3_DYNAMIC (an experiment, off unless defined to 1; benchmarks/ab_fa3.py builds it): the
+// persistent grid's dynamic tile scheduler, as FlashAttention-3's. Given `tile_counter` (int32,
+// tile_counter[0] zeroed before the launch, then one slot a block), block c takes tile c first and
+// then the tile gridDim.x + atomicAdd(tile_counter, 1): whichever block is free takes the next
+// tile of the list (causal: the longest first), so causal tiles of unequal length balance as the
+// hardware's block scheduler balances them, while the rings run on across a block's tiles as in
+// the static persistent grid. The producer hands each tile index (and −1 at the end) to the
+// consumers with Q_i's slot: written to the block's slot between the wait for the slot to be empty
+// and the arrive on its full barrier, read by the consumers after their wait (Ring::wait_empty,
+// expect, hand_over). Without a counter (nullptr) the build walks the static list.
+#if defined(FA3_DYNAMIC) && FA3_DYNAMIC
+#define FA3_DYN 1
+#else
+#define FA3_DYN 0
+#endif
 
 namespace fvfa3 {
 
@@ -93,6 +109,19 @@ struct Config {
 
 }  // namespace fvfa3
 
+#if FA3_DYN
+// The dynamic scheduler's message: a tile index in global memory, ordered by Q_i's mbarriers
+// (their arrive releases and their wait acquires at CTA scope).
+__device__ __forceinline__ void st_relaxed_cta(int* p, int v) {
+    asm volatile("st.relaxed.cta.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_relaxed_cta(const int* p) {
+    int v;
+    asm volatile("ld.relaxed.cta.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+#endif
+
 // The work list of a persistent block: tile L (of Tr·H·B) -> (query block i, head h, batch b).
 // Causal: the longest query blocks of every head first (i descending, then h, b); otherwise the
 // query blocks of one head next to each other (they read the same K, V: L2 hits).
@@ -115,8 +144,8 @@ template <int DT, int Br, int Bc, int D, bool CAUSAL>
 __global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
 flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
               const __grid_constant__ fvtma::TensorMap tmV, u16* __restrict__ O, float* __restrict__ lse,
-              int Nq, int Nk, int H, int B, long long sOb, long long sOh, long long sOs, float scale_log2
-              FV_TRACE_PARAMS)
+              int Nq, int Nk, int H, int B, long long sOb, long long sOh, long long sOs, float scale_log2,
+              int* __restrict__ tile_counter FV_TRACE_PARAMS)
 {
     static_assert(Br == 128 || Br == 192, "Br must be 128 or 192 (two or three consumer warpgroups)");
     static_assert(Bc == 64 || Bc == 128 || Bc == 176, "Bc must be 64, 128 or 176");
@@ -146,6 +175,10 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
     const int Tr = (Nq + Br - 1) / Br;
     const int n_tiles = Tr * H * B;
     const int shift = Nk - Nq;                   // bottom-right causal alignment
+#if FA3_DYN
+    const bool dynamic = tile_counter != nullptr;            // a counter: the dynamic schedule
+    int* const sched = dynamic ? tile_counter + 1 + blockIdx.x : nullptr;   // this block's message slot
+#endif
 
     if (tid == 0) {
         mbar_init(Qr.full, 1);                   // the producer's arrive + Q_i's bytes
@@ -172,10 +205,33 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             prefetch_tensormap(&tmK);
             prefetch_tensormap(&tmV);
             int it = 0, qn = 0;
+#if FA3_DYN
+            // the tile after block c's first: gridDim.x + the counter's old value (dynamic), else the
+            // static list's next; past the list, −1 goes to the consumers and the producer stops
+            for (int L = blockIdx.x;; L = dynamic ? (int)gridDim.x + atomicAdd(tile_counter, 1) : L + (int)gridDim.x) {
+                if (L >= n_tiles) {
+                    if (dynamic) {
+                        const auto Qe = Qr.use(qn);
+                        Qr.wait_empty(Qe);
+                        st_relaxed_cta(sched, -1);
+                        Qr.hand_over(Qe);
+                    }
+                    break;
+                }
+#else
             for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
+#endif
                 int i_blk, h, b;
                 tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
                 const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
+#if FA3_DYN
+                if (Tc == 0 && dynamic) {            // nothing to load; the consumers still write the tile
+                    const auto Qe = Qr.use(qn++);
+                    Qr.wait_empty(Qe);
+                    st_relaxed_cta(sched, L);
+                    Qr.hand_over(Qe);
+                }
+#endif
                 if (Tc == 0) continue;
                 // timeline (traced build only): one record per tile L; the producer is group 0, its
                 // steps run from waiting for the slot to the copy issued (it never sees a copy land)
@@ -186,6 +242,13 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
                 // when the consumers no longer read the previous tile's.
                 const auto Qi = Qr.use(qn);
+#if FA3_DYN
+                if (dynamic) {                        // the tile index rides with Q_i
+                    Qr.wait_empty(Qi);
+                    st_relaxed_cta(sched, L);
+                    Qr.expect(Qi);
+                } else
+#endif
                 Qr.acquire(Qi);
                 load_tile_tma<Br, D>(Qr.tile(Qi), &tmQ, Qr.full_bar(Qi), i_blk * Br, h, b);
                 ++qn;
@@ -214,7 +277,18 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
         const auto turn = PingPong<NWG, C::PINGPONG>::of(w);
         int it = 0, qn = 0;
 
+#if FA3_DYN
+        for (int L = blockIdx.x;; L += gridDim.x) {
+            if (dynamic) {
+                Qr.wait_full(Qr.use(qn));                // the producer's next tile index, with Q_i
+                L = ld_relaxed_cta(sched);
+                if (L < 0) break;
+            } else if (L >= n_tiles) {
+                break;
+            }
+#else
         for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
+#endif
             int i_blk, h, b;
             tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
             const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);   // tiles j = Tc-1 down to 0
@@ -369,6 +443,12 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 }
                 it += Tc;
             }
+#if FA3_DYN
+            else if (dynamic) {                              // a tile without keys: Q_i's slot back at once
+                if (lane == 0) Qr.release(Qr.use(qn));
+                ++qn;
+            }
+#endif
 
             // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once
             // (while the producer already loads the next tile's Q_i and K_j).

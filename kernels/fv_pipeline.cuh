@@ -6,6 +6,7 @@
 //
 //   load_tile_tma   load_Q / load_KV (Alg. 1 lines 4, 7): one tile (ROWS x d) by TMA, d/64 boxes
 //   Ring            a ring of slots: a use k of it names its slot and the barrier phase to wait for
+//                   (and, for a message beside a slot, its acquire in two halves and a hand-over)
 //   PingPong        the consumers' turns over named barriers whose ids have names (NamedBarrier)
 #pragma once
 
@@ -52,6 +53,13 @@ struct Ring {
         mbar_wait(empty + 8 * u.slot, parity(u) ^ 1);
         mbar_arrive_expect_tx(full_bar(u), TILE);
     }
+    // producer, acquire in two halves, for a message written between them that the consumers read
+    // once the slot is full (the arrive releases it, their wait acquires it): flash_fwd_fa3.cu's
+    // dynamic scheduler hands its tile index over with Q_i's slot this way
+    __device__ __forceinline__ void wait_empty(Use u) const { mbar_wait(empty + 8 * u.slot, parity(u) ^ 1); }
+    __device__ __forceinline__ void expect(Use u) const { mbar_arrive_expect_tx(full_bar(u), TILE); }
+    // producer: hand an empty slot over with no copy into it (the message alone)
+    __device__ __forceinline__ void hand_over(Use u) const { mbar_arrive(full_bar(u)); }
     // consumer: wait until the use's tile has landed
     __device__ __forceinline__ void wait_full(Use u) const { mbar_wait(full_bar(u), parity(u)); }
     // consumer: this warp is done with the use's tile (one lane a warp arrives)

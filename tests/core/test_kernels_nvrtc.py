@@ -110,3 +110,15 @@ def test_the_decode_kernels_the_runner_builds_compile_to_cubins(nvrtc, variant, 
                     for expr in decode_expressions(dtype, d, paged, rows, variant)[:1 if traced else 2]:
                         ok, log, size = _instantiate(nvrtc, text, expr, opts)
                         assert ok and size > 0, f"NVRTC rejects {expr}{' (traced)' if traced else ''}:\n{log[:2000]}"
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["normal", "traced"])
+def test_the_fa3_dynamic_scheduler_build_compiles_to_cubins(nvrtc, traced):
+    """The fa3 kernel with ``FA3_DYNAMIC`` (the dynamic tile scheduler, an experiment that
+    benchmarks/ab_fa3.py builds through ``SOURCE_OVERRIDE``) at the runner's default blocks, as NVRTC
+    compiles it on a GPU machine (sm_90a): the code behind the define is instantiated nowhere else."""
+    text = "#define FA3_DYNAMIC 1\n" + compiled_source("flash_fwd_fa3.cu")
+    opts = ["--gpu-architecture=sm_90a", "-std=c++17", "--use_fast_math", *(["-DFLASHVIZ_TRACE=1"] if traced else [])]
+    for expr in ("flash_fwd_fa3<0,128,128,128,true>", "flash_fwd_fa3<1,192,128,64,false>"):
+        ok, log, size = _instantiate(nvrtc, text, expr, opts)
+        assert ok and size > 0, f"NVRTC rejects {expr} with FA3_DYNAMIC:\n{log[:2000]}"

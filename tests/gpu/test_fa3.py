@@ -46,7 +46,7 @@ def test_parameter_block_matches_the_kernel_signature():
 
     plain = types(sig.replace("FV_TRACE_PARAMS", ""))
     assert plain == ["const __grid_constant__ fvtma::TensorMap"] * 3 + ["u16* __restrict__", "float* __restrict__"] \
-        + ["int"] * 4 + ["long long"] * 3 + ["float"]
+        + ["int"] * 4 + ["long long"] * 3 + ["float", "int* __restrict__"]
     assert types(sig.replace("FV_TRACE_PARAMS", traced))[len(plain):] == ["unsigned long long* __restrict__", "int"]
     expect, end = _offsets(plain)
     assert list(fa3._OFFSETS) == expect
@@ -55,9 +55,9 @@ def test_parameter_block_matches_the_kernel_signature():
     assert list(fa3._TRACE_OFFSETS) == expect_tr and expect_tr[-2] == fa3._TRACE_AT
     assert fa3._TRACE_AT + fa3._TRACE.size == end_tr <= fa3._PARAMS.buf.size
     buf = bytearray(fa3._TAIL.size)
-    fa3._TAIL.pack_into(buf, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5)
-    vals = [struct.unpack_from(fmt, buf, o - 384)[0] for fmt, o in zip("QQiiiiqqqf", expect[3:])]
-    assert vals == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5]
+    fa3._TAIL.pack_into(buf, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5, 10)
+    vals = [struct.unpack_from(fmt, buf, o - 384)[0] for fmt, o in zip("QQiiiiqqqfQ", expect[3:])]
+    assert vals == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5, 10]
     buf = bytearray(fa3._TRACE.size)
     fa3._TRACE.pack_into(buf, 0, 0xABCDEF12345, 17)
     assert [struct.unpack_from(f, buf, o - fa3._TRACE_AT)[0] for f, o in zip("Qi", expect_tr[-2:])] == [0xABCDEF12345, 17]
@@ -95,13 +95,22 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
         assert struct.unpack_from("<QQ", block, 128) == (2048, 128)
         assert struct.unpack_from("<QQ", block, 256) == (1024, 128)
         assert struct.unpack_from("<QQiiii", block, 384) == (7, 9, 1000, 900, 3, 2)
+        assert struct.unpack_from("<Q", block, 448) == (0,)                 # no tile counter
     monkeypatch.setattr(fa3, "PERSISTENT", True)
     fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
     assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1)
+    monkeypatch.setattr(fa3, "PERSISTENT", False)
+    monkeypatch.setattr(fa3, "DYNAMIC", True)                               # the dynamic scheduler: the
+    counters = []                                                           # persistent grid, a counter
+    monkeypatch.setattr(fa3, "_tile_counter", lambda sms, sptr: counters.append((sms, sptr)) or 0xC0DE)
+    fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
+    assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1) and counters == [(132, 0)]
+    assert struct.unpack_from("<Q", launches[-1][1], 448) == (0xC0DE,)
+    monkeypatch.setattr(fa3, "DYNAMIC", False)
     traced = SimpleNamespace(**{**vars(mk), "traced": True})
     fa3.launch_fa3(launch, traced, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))   # the traced build
     _, block, ptrs = launches[-1]
-    assert ptrs == fa3._PARAMS.traced_ptrs_addr and struct.unpack_from("<Qi", block, 448) == (0xBEEF000, 6)
+    assert ptrs == fa3._PARAMS.traced_ptrs_addr and struct.unpack_from("<Qi", block, 456) == (0xBEEF000, 6)
     assert np.array_equal(fa3._PARAMS.traced_ptrs[:-2], fa3._PARAMS.ptrs)
     n = len(launches)
     with pytest.raises(ValueError, match="trace buffer goes with the traced build only"):

@@ -12,6 +12,10 @@ the kernel: causal, the longest query blocks first). With ``PERSISTENT`` false (
 grid has one block per tile and the hardware hands blocks to SMs as they free up; with it true,
 one block per SM walks its share (FlashAttention-3's persistent kernel). Same kernel, same
 tile order: only the grid differs, so the two can be timed in one run (benchmarks/NOTES.md).
+``DYNAMIC`` (an experiment, for a build with ``FA3_DYNAMIC`` defined: ``benchmarks/ab_fa3.py``)
+launches the persistent grid with a tile counter, zeroed on the launch's stream before each
+launch: whichever block is free takes the list's next tile. The counter is one buffer a device,
+so dynamic launches must not run on two streams at once.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from .tma import MAP_BYTES, encode_bhsd
 
 #: the kernel's parameters as its signature lays them out (``records.kernel_params``): the three
 #: maps (128 bytes each, 64-byte aligned), then O, lse pointers; Nq, Nk, H, B; O's three int64
-#: strides; scale·log2(e). The traced build adds the trace buffer's pointer and jmax.
+#: strides; scale·log2(e); the dynamic scheduler's tile counter (0: none). The traced build adds
+#: the trace buffer's pointer and jmax.
 _NORMAL = kernel_params.layout(*KERNEL_FILES["fa3"])
 _TRACED = kernel_params.layout(*KERNEL_FILES["fa3"], traced=True)
 _TAIL_AT, _TAIL = _NORMAL.struct(3)
@@ -56,6 +61,23 @@ class _Params(threading.local):
 _PARAMS = _Params()
 #: one block per SM (True) or one block per tile (False, measured faster on the H200: NOTES.md, fa3 v3)
 PERSISTENT = False
+#: the persistent grid with the dynamic tile scheduler (a build with FA3_DYNAMIC; an experiment, off)
+DYNAMIC = False
+#: device -> the dynamic scheduler's int32 counter and one slot a block (CuPy array), made once
+_COUNTERS: dict = {}
+
+
+def _tile_counter(sm_count: int, sptr: int) -> int:
+    """The device pointer of this device's tile counter (1 + sm_count int32), its first word zeroed
+    on stream sptr (ordered before the launch that follows on it)."""
+    from ..common import cupy
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    buf = _COUNTERS.get(dev)
+    if buf is None or buf.size < 1 + sm_count:
+        buf = _COUNTERS[dev] = cp.zeros(1 + sm_count, dtype=cp.int32)
+    cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, 4, sptr)
+    return int(buf.data.ptr)
 
 
 #: (pointers, sizes, strides, dtype, Br, Bc) -> the three encoded maps (384 bytes): a call on the
@@ -90,11 +112,12 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
         _MAPS[key] = p.buf[:_TAIL_AT].tobytes()
     else:
         ctypes.memmove(p.base, maps, _TAIL_AT)
-    _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, B, os_[0], os_[1], os_[2], scale * LOG2E)
     tiles = -(-Nq // mk.Br) * H * B
     if tiles >= 1 << 31:
         raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
-    grid = min(tiles, mk.sm_count) if PERSISTENT else tiles
+    grid = min(tiles, mk.sm_count) if PERSISTENT or DYNAMIC else tiles
+    counter = _tile_counter(mk.sm_count, sptr) if DYNAMIC else 0
+    _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, B, os_[0], os_[1], os_[2], scale * LOG2E, counter)
     ptrs = p.ptrs_addr
     if (trace is not None) != mk.traced:      # the driver would read past the pointer array, or miss two
         raise ValueError("fa3: a trace buffer goes with the traced build only (MMAKernel.traced); "
