@@ -5,7 +5,10 @@ A chapter's widgets are made once and kept (a revisit finds them as they were le
 shown, in picker order, is made in the kernel's idle time shortly after a chapter opens, so a
 class going through the lessons in order finds the next one, figure included, already made.
 The build waits while the shown chapter plays or is being stepped; a click or a slider move that
-arrives during it waits for it (one chapter's build: 0.6-1.6 s on a 2-core machine).
+arrives during it waits for it (one chapter's build: 0.6-1.6 s on a 2-core machine). It also
+waits for the page: none is made before a front end has loaded the kernel's widgets (see
+``page_connected``), so Voilà, which runs the app's cell before its page connects, never makes a
+chapter while the page connects.
 ``flashviz present --no-prefetch`` turns it off (``prefetch=False``).
 
 The page fills the window: one header row (title and chapter picker), a one-line caption, and
@@ -173,6 +176,27 @@ def _kernel_loop():
     return getattr(getattr(get_ipython(), "kernel", None), "io_loop", None)
 
 
+def page_connected() -> bool:
+    """Whether a front end has asked this kernel for its widgets (True outside a kernel).
+
+    Why the idle build waits for it: Voilà runs the app's cell, then serves the page, whose widget
+    manager connects to the kernel and loads every widget made so far at once (ipywidgets' control
+    comm: ``request_states``). Widgets made while it connects reach it half: the comm-open messages
+    sent before it listens are lost, the later ones arrive, and a model whose state names a lost
+    one (a canvas its Layout) cannot be made ("widget model not found", after 2 s), so ipywidgets
+    makes an error model in its place; the states it then loads give that model the canvas's view
+    name, and showing the chapter fails: ipympl's MPLCanvasView on a model that is no
+    MPLCanvasModel ("Cannot read properties of undefined (reading '0')" in
+    ``resize_and_update_canvas``: the model has no ``size``). The manager registers its comm
+    target before it opens the control comm, so once the kernel has seen that comm open, every
+    widget made afterwards reaches the page whole. ipywidgets keeps that comm in
+    ``Widget._control_comm`` (None until a front end opened one; a missing attribute counts as
+    connected, as before this check)."""
+    if _kernel_loop() is None:
+        return True
+    return getattr(W.Widget, "_control_comm", True) is not None
+
+
 def available_chapters() -> list[str]:
     """Chapter labels whose widget modules are importable in this installation."""
     out = []
@@ -224,6 +248,7 @@ class ChapterApp:
         self._loop = (loop or _kernel_loop()) if prefetch else None
         self._skip, self._timer = set(), None       #: labels whose idle build failed; the pending call
         self._seen = ()                             #: the shown chapter's activity when the timer started
+        self._page = False                          #: a page had loaded the widgets when the timer started
         self.busy = W.HTML(layout=W.Layout(margin="0 0 0 16px"))    #: says a chapter is being made
         self.header = W.HBox([self.title, self.chapter, self.busy], layout=W.Layout(align_items="center"))
         self._notice = restart_notice()      # the page says so if the kernel goes
@@ -279,17 +304,23 @@ class ChapterApp:
         if self._timer is not None:
             self._loop.remove_timeout(self._timer)
         self._seen = self._activity()
+        self._page = page_connected()
         self._timer = self._loop.call_later(PREFETCH_DELAY_S, self._prefetch)
 
     @serialised
     def _prefetch(self) -> None:
         """Make the chapter after the shown one (picker order, wrapping) if it is not made yet;
-        while the shown chapter plays or moved since the timer started, wait again. One that
-        fails here is not kept: its visit builds it again and shows the error."""
+        while the shown chapter plays or moved since the timer started, wait again; until a page
+        has loaded the widgets, and PREFETCH_DELAY_S after it did (its first chapter gets its
+        figure first), wait too (``page_connected``). One that fails here is not kept: its visit
+        builds it again and shows the error."""
         self._timer = None
         now = self._activity()
         if now != self._seen or any(playing for _, playing in now):
             self._schedule_prefetch()                   # a class is watching: do not stall it
+            return
+        if not self._page:
+            self._schedule_prefetch()                   # no page yet, or one just connecting: made now, it could get half
             return
         labels = list(self.chapter.options)
         label = labels[(labels.index(self.chapter.value) + 1) % len(labels)]

@@ -282,6 +282,37 @@ def test_a_next_chapter_that_fails_in_idle_time_is_not_kept_and_its_visit_shows_
     assert plt.get_fignums() == []
 
 
+def test_in_a_kernel_the_idle_build_waits_for_a_page_to_load_the_widgets(monkeypatch):
+    """Voilà runs the app's cell before its page connects: no chapter is made ahead until a front
+    end has opened ipywidgets' control comm (asked for the widgets), and PREFETCH_DELAY_S after
+    that, so no widget is made while the page connects (it would reach the page half made:
+    app.page_connected)."""
+    import ipywidgets as W
+
+    from flashviz.widgets import app as app_module
+
+    plt.close("all")
+    loop = _Loop()
+    monkeypatch.setattr(app_module, "_kernel_loop", lambda: loop)      # "in a kernel"
+    monkeypatch.setattr(W.Widget, "_control_comm", None)               # no page yet
+    labels = available_chapters()
+    app = ChapterApp(labels[2], loop=loop)
+    try:
+        assert not app_module.page_connected()
+        for _ in range(3):                                             # no page: waits, however long
+            loop.run()
+            assert app.built == [labels[2]] and len(loop.pending) == 1
+        monkeypatch.setattr(W.Widget, "_control_comm", object())       # the page opened it
+        assert app_module.page_connected()
+        loop.run()                                                     # it just connected: one more wait
+        assert app.built == [labels[2]] and len(loop.pending) == 1
+        loop.run()
+        assert app.built == labels[2:4] and loop.pending == []
+    finally:
+        app.close()
+    assert plt.get_fignums() == []
+
+
 def test_prefetch_must_be_a_bool():
     import pytest
 
