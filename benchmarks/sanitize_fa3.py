@@ -3,8 +3,9 @@
     compute-sanitizer --tool racecheck python benchmarks/sanitize_fa3.py
 Every d, causal and dtype once, with a partial last tile, Nq != Nk both ways and a keyless row;
 then Bc = 176 and the persistent grid (blocks walking several tiles, some with no key tile), static
-and with the dynamic tile scheduler (the FA3_DYNAMIC build: its tile index handed from the producer
-to the consumers through global memory, ordered by Q_i's mbarriers — racecheck's business);
+and with the dynamic tile scheduler (the FA3_DYNAMIC build; racecheck sees its shared memory, not
+the tile index it hands over through global memory: tests/gpu/test_fa3.py compares its output bit
+for bit with one block per tile);
 prints one line per launch and "sanitize_fa3 done"."""
 import sys
 from pathlib import Path

@@ -282,7 +282,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             if (dynamic) {
                 Qr.wait_full(Qr.use(qn));                // the producer's next tile index, with Q_i
                 L = ld_relaxed_cta(sched);
-                if (L < 0) break;
+                __syncwarp();                            // every lane has read it before lane 0 can hand
+                if (L < 0) break;                        // the slot back (Tc == 0) and the next one land
             } else if (L >= n_tiles) {
                 break;
             }

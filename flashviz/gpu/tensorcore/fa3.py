@@ -61,7 +61,8 @@ class _Params(threading.local):
 _PARAMS = _Params()
 #: one block per SM (True) or one block per tile (False, measured faster on the H200: NOTES.md, fa3 v3)
 PERSISTENT = False
-#: the persistent grid with the dynamic tile scheduler (a build with FA3_DYNAMIC; an experiment, off)
+#: the persistent grid with the dynamic tile scheduler (a build with FA3_DYNAMIC; an experiment, off);
+#: a build without the define walks the static list on that grid (right, but not the dynamic schedule)
 DYNAMIC = False
 #: device -> the dynamic scheduler's int32 counter and one slot a block (CuPy array), made once
 _COUNTERS: dict = {}
@@ -69,13 +70,19 @@ _COUNTERS: dict = {}
 
 def _tile_counter(sm_count: int, sptr: int) -> int:
     """The device pointer of this device's tile counter (1 + sm_count int32), its first word zeroed
-    on stream sptr (ordered before the launch that follows on it)."""
+    on stream sptr (ordered before the launch that follows on it). The buffer is made by the first
+    dynamic launch of a device and zeroed whole on its stream; RuntimeError if that launch is being
+    captured into a CUDA graph (make one dynamic call before capturing)."""
     from ..common import cupy
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
     buf = _COUNTERS.get(dev)
     if buf is None or buf.size < 1 + sm_count:
-        buf = _COUNTERS[dev] = cp.zeros(1 + sm_count, dtype=cp.int32)
+        if cp.cuda.runtime.streamIsCapturing(sptr):
+            raise RuntimeError("fa3.DYNAMIC: the tile counter is made by the first dynamic launch, which cannot "
+                               "be inside a CUDA-graph capture; make one call before capturing")
+        buf = _COUNTERS[dev] = cp.empty(1 + sm_count, dtype=cp.int32)
+        cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, sptr)
     cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, 4, sptr)
     return int(buf.data.ptr)
 
