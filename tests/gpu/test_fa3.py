@@ -103,10 +103,14 @@ def test_tensor_maps_are_encoded_once_per_buffer_set_and_the_grid_is_per_tile(mo
     monkeypatch.setattr(fa3, "DYNAMIC", True)                               # the dynamic scheduler: the
     counters = []                                                           # persistent grid, a counter
     monkeypatch.setattr(fa3, "_tile_counter", lambda sms, sptr: counters.append((sms, sptr)) or 0xC0DE)
+    with pytest.raises(ValueError, match="needs the build with FA3_DYNAMIC"):
+        fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)          # a build without the scheduler
+    mk.dynamic = True
     fa3.launch_fa3(launch, mk, 4096, 2048, 1024, 7, 9, *args)
     assert launches[-1][0] == (min(132, math.ceil(1000 / 192) * 6), 1, 1) and counters == [(132, 0)]
     assert struct.unpack_from("<Q", launches[-1][1], 448) == (0xC0DE,)
     monkeypatch.setattr(fa3, "DYNAMIC", False)
+    mk.dynamic = False
     traced = SimpleNamespace(**{**vars(mk), "traced": True})
     fa3.launch_fa3(launch, traced, 4096, 2048, 1024, 7, 9, *args, trace=(0xBEEF000, 6))   # the traced build
     _, block, ptrs = launches[-1]

@@ -61,8 +61,8 @@ class _Params(threading.local):
 _PARAMS = _Params()
 #: one block per SM (True) or one block per tile (False, measured faster on the H200: NOTES.md, fa3 v3)
 PERSISTENT = False
-#: the persistent grid with the dynamic tile scheduler (a build with FA3_DYNAMIC; an experiment, off);
-#: a build without the define walks the static list on that grid (right, but not the dynamic schedule)
+#: the persistent grid with the dynamic tile scheduler (a build with FA3_DYNAMIC, MMAKernel.dynamic:
+#: launch_fa3 refuses any other; an experiment, off)
 DYNAMIC = False
 #: device -> the dynamic scheduler's int32 counter and one slot a block (CuPy array), made once
 _COUNTERS: dict = {}
@@ -122,6 +122,9 @@ def launch_fa3(launch, mk, qp: int, kp: int, vp: int, op: int, lp: int, B: int, 
     tiles = -(-Nq // mk.Br) * H * B
     if tiles >= 1 << 31:
         raise ValueError(f"fa3: {tiles:,} (query block, head, batch) tiles; at most 2^31 - 1")
+    if DYNAMIC and not getattr(mk, "dynamic", False):
+        raise ValueError("fa3.DYNAMIC needs the build with FA3_DYNAMIC (kernel.SOURCE_OVERRIDE['fa3'] = "
+                         "'#define FA3_DYNAMIC 1' + the kernel's source); this one would walk the static list")
     grid = min(tiles, mk.sm_count) if PERSISTENT or DYNAMIC else tiles
     counter = _tile_counter(mk.sm_count, sptr) if DYNAMIC else 0
     _TAIL.pack_into(p.buf, _TAIL_AT, op, lp, Nq, Nk, H, B, os_[0], os_[1], os_[2], scale * LOG2E, counter)

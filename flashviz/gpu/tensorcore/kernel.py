@@ -15,6 +15,7 @@ same key, finds the plan and only allocates and launches (``_call_plan``).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class MMAKernel:
     function_ptr: int = 0     #: its CUfunction handle
     sm_count: int = 0         #: the device's SMs (fa3's persistent grid: one block per SM)
     traced: bool = False      #: built with the GPU-timeline switch (-DFLASHVIZ_TRACE=1: two more parameters)
+    dynamic: bool = False     #: fa3 built with FA3_DYNAMIC (its source defines it: the dynamic tile scheduler)
 
 
 def device_variant(dev: int | None = None) -> str:
@@ -181,7 +183,8 @@ def compile_mma(dtype: str = "float16", Br: int | None = None, Bc: int | None = 
         compile_ms = (time.perf_counter() - t0) * 1e3
         mk = MMAKernel(variant, dtype, Br, Bc, d, causal, name, kernel, mma_threads(Br, variant), smem,
                        compile_ms, hit, int(kernel.num_regs), int(kernel.local_size_bytes), function,
-                       int(function.ptr), facts.sm_count)
+                       int(function.ptr), facts.sm_count,
+                       dynamic=variant == "fa3" and re.search(r"^#define FA3_DYNAMIC 1\b", src, re.M) is not None)
         _CACHE[key] = mk
     if fast:
         _CACHE[given] = mk
