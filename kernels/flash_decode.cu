@@ -87,6 +87,29 @@ __device__ __forceinline__ void load_tile(u16* Ks, u16* Vs, const u16* K, const 
     }
 }
 
+// What one block of a split kernel (at most RMAX query rows a block) works on, from its place in the
+// grid (S, H_kv · chunks, B): split s of sequence b's KV head g, its rows [r0, r0 + R) of the G·Nq
+// that read g, the split's key tiles [j0, j1) of Tc (masking.split_ranges). row(r): the index of
+// row r's query in (B, H, Nq) — head g·G + (r0 + r) / Nq, query row (r0 + r) % Nq.
+template <int RMAX>
+struct Work {
+    int H, Nq, s, b, G, g, r0, R, Tc, j0, j1;
+    __device__ __forceinline__ Work(int H_, int H_kv, int Nq_, int Nk, int S)
+        : H(H_), Nq(Nq_), s(blockIdx.x), b(blockIdx.z), G(H_ / H_kv) {
+        const int chunks = (G * Nq + RMAX - 1) / RMAX;
+        g = blockIdx.y / chunks;
+        r0 = (blockIdx.y % chunks) * RMAX;
+        R = min(RMAX, G * Nq - r0);
+        Tc = (Nk + Bc - 1) / Bc;
+        j0 = (int)((long long)s * Tc / S);
+        j1 = (int)((long long)(s + 1) * Tc / S);
+    }
+    __device__ __forceinline__ long long row(int r) const {
+        const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
+        return ((long long)b * H + h) * Nq + i;
+    }
+};
+
 // ROWS (1, 2, 4, 8, 16 or 32; the runner picks the smallest power of two >= a block's rows R):
 // the row loops below run ROWS / (threads sharing a key or a column) times, unrolled, so a block
 // of one query row (MHA decode) does not pay for 32 guarded rows on every key.
@@ -106,13 +129,8 @@ __global__ void __launch_bounds__(NT) flash_decode(
     float* l_s = m_s + RM;                                             // [RM] running sum
     float* alpha_s = l_s + RM;                                         // [RM] this tile's rescale
 
-    const int s = blockIdx.x, b = blockIdx.z;
-    const int G = H / H_kv;
-    const int chunks = (G * Nq + RM - 1) / RM;
-    const int g = blockIdx.y / chunks, r0 = (blockIdx.y % chunks) * RM;
-    const int R = min(RM, G * Nq - r0);                                // rows of this block
-    const int Tc = (Nk + Bc - 1) / Bc;
-    const int j0 = (int)((long long)s * Tc / S), j1 = (int)((long long)(s + 1) * Tc / S);
+    const Work<RM> wk(H, H_kv, Nq, Nk, S);
+    const int s = wk.s, b = wk.b, g = wk.g, r0 = wk.r0, R = wk.R, j0 = wk.j0, j1 = wk.j1;  // R: rows of this block
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     // timeline (FLASHVIZ_TRACE builds only): one record a block, one writer a warp; its key-tile rows
     // are the split's own tiles, j − j0
@@ -126,10 +144,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
     for (int idx = t; idx < ROWS * D; idx += NT) {
         const int r = idx / D, k = idx % D;
         float x = 0.f;
-        if (r < R) {
-            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
-            x = to_f32<DT>(Q[(((long long)b * H + h) * Nq + i) * D + k]) * scale * LOG2E;
-        }
+        if (r < R) x = to_f32<DT>(Q[wk.row(r) * D + k]) * scale * LOG2E;
         Qs[idx] = x;
     }
     // [init] Alg. 1 line 5: m = −inf, l = 0, O = 0 (O in registers: thread t keeps column t % D of
@@ -263,8 +278,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
     for (int k = 0; k < RPT; ++k) {
         const int r = k * CPT + rsub;
         if (r < R) {
-            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
-            const long long row = ((long long)b * H + h) * Nq + i;
+            const long long row = wk.row(r);
             const float l = l_s[r];
             const float o = l > 0.f ? acc[k] / l : 0.f;
             const float L = l > 0.f ? (m_s[r] + __log2f(l)) * LN2 : neg_inf();
@@ -354,14 +368,9 @@ __global__ void __launch_bounds__(NT, D == 64 ? 4 : 2) flash_decode_mma(
 
     extern __shared__ __align__(16) unsigned char smem[];
     const u32 sQ = smem_addr(smem);
-    const int s = blockIdx.x, b = blockIdx.z;
-    const int G = H / H_kv;
-    const int chunks = (G * Nq + RM2 - 1) / RM2;
-    const int g = blockIdx.y / chunks, r0 = (blockIdx.y % chunks) * RM2;
-    const int R = min(RM2, G * Nq - r0);               // rows of this block
-    const int Tc = (Nk + Bc - 1) / Bc;
-    const int j0 = (int)((long long)s * Tc / S), j1 = (int)((long long)(s + 1) * Tc / S);
-    const int n = j1 - j0;                             // key tiles of the split: steps of every warp
+    const Work<RM2> wk(H, H_kv, Nq, Nk, S);
+    const int s = wk.s, b = wk.b, g = wk.g, r0 = wk.r0, R = wk.R, j0 = wk.j0;   // R: rows of this block
+    const int n = wk.j1 - j0;                             // key tiles of the split: steps of every warp
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     const int gr = lane >> 2, tq = lane & 3;           // fragment coordinates (flash_fwd_mma_sm80.cu)
     const u32 ring = sQ + RM2 * ROWB + (u32)warp * ST * STAGE;
@@ -375,10 +384,7 @@ __global__ void __launch_bounds__(NT, D == 64 ? 4 : 2) flash_decode_mma(
     for (int idx = t; idx < RM2 * CH; idx += NT) {
         const int r = idx / CH, c = idx % CH;
         const u16* src = Q;                            // any valid address when r >= R
-        if (r < R) {
-            const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
-            src = Q + (((long long)b * H + h) * Nq + i) * D + c * 8;
-        }
+        if (r < R) src = Q + wk.row(r) * D + c * 8;
         cp_async16(sQ + swz<D>(r, c), src, r < R ? 16 : 0);
     }
     cp_async_commit();
@@ -548,8 +554,7 @@ __global__ void __launch_bounds__(NT, D == 64 ? 4 : 2) flash_decode_mma(
         float x = 0.f;
 #pragma unroll
         for (int w = 0; w < NW; ++w) x = fmaf(aw[w * RM2 + r], Ow[(w * RM2 + r) * D + col], x);
-        const int rr = r0 + r, h = g * G + rr / Nq, i = rr % Nq;
-        const long long row = ((long long)b * H + h) * Nq + i;
+        const long long row = wk.row(r);
         if (S == 1) {
             O[row * D + col] = from_f32<DT>(x);
             if (col == 0) lse[row] = Lr[r];
