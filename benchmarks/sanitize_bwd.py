@@ -1,9 +1,9 @@
 """Small backward launches for compute-sanitizer (issue 23): run as
     compute-sanitizer --tool memcheck  python benchmarks/sanitize_bwd.py
     compute-sanitizer --tool racecheck python benchmarks/sanitize_bwd.py
-The teaching backward (kernels/flash_bwd.cu: atomic and deterministic dQ) and the tensor-core
-backward (kernels/flash_bwd_mma.cu: fp16 / bf16, Bc = 64 / 128), every d once, causal and not, with
-partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk); prints one line per launch
+The teaching backward (kernels/flash_bwd.cu) and the tensor-core backward (kernels/flash_bwd_mma.cu:
+fp16 / bf16, Bc = 64 / 128), each with atomic and deterministic dQ, every d once, causal and not,
+with partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk); prints one line per launch
 and "sanitize_bwd done". The cubins come from $FLASHVIZ_CACHE when it is warm."""
 import sys
 from pathlib import Path
@@ -39,8 +39,10 @@ for dt in (torch.float16, torch.bfloat16):
                 for Nq, Nk in ((77, 200), (200, 70)):
                     q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
                     O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
-                    dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, rnd(1, 2, Nq, d, dtype=dt), lse, causal=causal,
-                                                        Bc=Bc)
-                    torch.cuda.synchronize()
-                    print("mma", dt, d, Bc, causal, Nq, Nk, "ok", bool(torch.isfinite(dq).all()), flush=True)
+                    do = rnd(1, 2, Nq, d, dtype=dt)
+                    for det in (False, True):
+                        dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc,
+                                                            deterministic=det)
+                        torch.cuda.synchronize()
+                        print("mma", dt, d, Bc, causal, Nq, Nk, det, "ok", bool(torch.isfinite(dq).all()), flush=True)
 print("sanitize_bwd done")
