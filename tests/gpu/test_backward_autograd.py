@@ -6,8 +6,8 @@ torch.compile, the gradient of lse, one-line errors — with the two kernels rep
 float64 math (``_forward`` / ``_backward`` monkeypatched), checked against torch's own autograd
 and ``torch.library.opcheck``. GPU tests (marked ``gpu``): the real kernels against float64 dense
 autograd (bottom-right causal, Nq ≠ Nk both ways, keyless rows), gradcheck on small float64
-inputs, a small attention layer trained for a few steps beside the same layer on SDPA, and
-torch.compile.
+inputs, a small attention layer trained for a few steps beside the same layer on SDPA,
+torch.compile, and a forward-and-backward step captured in a torch.cuda.graph.
 """
 
 from __future__ import annotations
@@ -232,6 +232,8 @@ def test_half_precision_gradients_match_float64(cuda, record_property, dtype, to
     record_property("ours_rel_err_dq_dk_dv", [f"{e:.2e}" for e in errs])
     sdpa = _sdpa_errors(q, k, v, w, causal, ref)
     record_property("sdpa_rel_err_dq_dk_dv", None if sdpa is None else [f"{e:.2e}" for e in sdpa])
+    if sdpa is not None:                # rounding of the same order as SDPA's on the same inputs
+        assert all(e <= 2 * s + 1e-5 for e, s in zip(errs, sdpa)), (errs, sdpa)
 
 
 @pytest.mark.gpu
@@ -338,6 +340,42 @@ def test_a_small_attention_layer_trains_like_sdpa(cuda, dtype):
     assert losses[0][-1] < losses[0][0]
     for a, b in zip(*losses.values()):
         assert abs(a - b) <= (1e-4 if dtype == torch.float32 else 2e-2) * abs(b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_torch_cuda_graph_captures_forward_and_backward(cuda, deterministic):
+    """A whole step, flash_attention's forward and its backward through torch.autograd.grad,
+    captured in one torch.cuda.graph (after warm-up calls on a side stream, as torch's docs ask)
+    and replayed on new inputs, gives the eager step's gradients: the same bits with the
+    deterministic dQ, to rounding with the atomic one."""
+    g = torch.Generator(device="cuda").manual_seed(12)
+    q, k, v = (torch.randn(s, device="cuda", dtype=torch.float16, generator=g).requires_grad_()
+               for s in ((1, 2, 200, 64), (1, 2, 300, 64), (1, 2, 300, 64)))
+    w = torch.randn(1, 2, 200, 64, device="cuda", dtype=torch.float16, generator=g)
+
+    def step():
+        O = gpu.flash_attention(q, k, v, causal=True, deterministic=deterministic)
+        return torch.autograd.grad((O.float() * w.float()).sum(), (q, k, v))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = step()
+    with torch.no_grad():
+        for t in (q, k, v, w):
+            t.copy_(torch.randn(t.shape, device="cuda", dtype=t.dtype, generator=g))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = step()
+    for a, b in zip(got, ref):
+        assert torch.isfinite(a).all()
+        assert torch.equal(a, b) if deterministic else _rel(a, b) <= 1e-3
 
 
 @pytest.mark.gpu
