@@ -13,9 +13,12 @@ the code that runs, under the name the trace and the replays use. If a step's ta
 from a file, ``step_snippets`` raises a LookupError naming the tag and the file, and the
 chapter's test fails.
 
+The backward has its pairs too (``pair="backward"``): the tensor-core backward
+``kernels/flash_bwd_mma.cu`` beside ``flashviz/backward.py``, FlashAttention-2's Algorithm 2 in both.
+
 ``tag_blocks(text, name)`` cuts the blocks of one step from a text; ``step_snippets(*names)``
-cuts the kernel, its header and the NumPy file for one or several steps; ``side_by_side(*names)`` returns an object that Jupyter
-shows as two columns of highlighted code (``.html`` holds the HTML).
+cuts the kernel, its header and the NumPy file for one or several steps; ``side_by_side(*names)``
+returns an object that Jupyter shows as two columns of highlighted code (``.html`` holds the HTML).
 """
 
 from __future__ import annotations
@@ -31,6 +34,30 @@ KERNEL_FILE = "flash_fwd_mma.cu"
 #: the Hopper kernels' tile vocabulary: the kernel calls its steps, this header holds their code
 HEADER_FILE = "fv_attn.cuh"
 NUMPY_FILE = "flashviz/tiled.py"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Which files a code pair cuts: the kernel (kernels/<kernel>), the headers whose tagged blocks
+    follow it (kernels/<header>, in order), the NumPy module (flashviz.<module>) and the algorithm
+    whose lines the titles cite."""
+
+    kernel: str
+    headers: tuple[str, ...]
+    module: str
+    algorithm: str
+
+    @property
+    def numpy_file(self) -> str:
+        return "flashviz/" + self.module.replace(".", "/") + ".py"
+
+
+#: the forward (FlashAttention-2 Algorithm 1, chapter 7) and the backward (Algorithm 2, chapter 6):
+#: the tensor-core kernel beside the NumPy code that carries the same step tags
+PAIRS: dict[str, Pair] = {
+    "forward": Pair(KERNEL_FILE, (HEADER_FILE,), "tiled", "Alg. 1"),
+    "backward": Pair("flash_bwd_mma.cu", (), "backward", "Alg. 2"),
+}
 
 
 @dataclass(frozen=True)
@@ -128,11 +155,17 @@ def kernel_text(name: str = KERNEL_FILE) -> str:
     return kernel_source(name)
 
 
-def numpy_text() -> str:
-    """The current text of flashviz/tiled.py."""
-    from .. import tiled
+def numpy_text(module: str = "tiled") -> str:
+    """The current text of flashviz/<module>.py (default: flashviz/tiled.py)."""
+    import importlib
 
-    return inspect.getsource(tiled)
+    return inspect.getsource(importlib.import_module(f"flashviz.{module}"))
+
+
+def _pair(pair: str) -> Pair:
+    if pair not in PAIRS:
+        raise ValueError(f"pair must be one of {', '.join(map(repr, PAIRS))}, got {pair!r}")
+    return PAIRS[pair]
 
 
 def _check_names(names) -> tuple[str, ...]:
@@ -147,19 +180,22 @@ def _cut(text: str, names, source: str) -> list[Snippet]:
     return sorted((s for n in names for s in tag_blocks(text, n, source)), key=lambda s: s.first)
 
 
-def step_snippets(*names: str) -> tuple[list[Snippet], list[Snippet]]:
+def step_snippets(*names: str, pair: str = "forward") -> tuple[list[Snippet], list[Snippet]]:
     """(kernel snippets, NumPy snippets) of the steps ``names`` (flashviz.steps names), cut from
-    the current files. The kernel side holds the kernel's own blocks (kernels/flash_fwd_mma.cu)
-    and then the blocks of the tile vocabulary it calls (kernels/fv_attn.cuh) tagged with the same
-    steps, each file in line order. A step that only the tensor-core kernels have
+    the current files of ``pair`` (a key of ``PAIRS``). The kernel side holds the kernel's own
+    blocks (forward: kernels/flash_fwd_mma.cu; backward: kernels/flash_bwd_mma.cu) and then the
+    blocks of the headers it calls (forward: the tile vocabulary kernels/fv_attn.cuh) tagged with
+    the same steps, each file in line order. A step that only the tensor-core kernels have
     (``in_numpy=False``, e.g. convert_P) has no NumPy snippets. Raises KeyError for an unknown
-    name (listing the valid ones), LookupError when a step's tag is missing from the kernel or
-    the NumPy file (the header need not tag every step)."""
+    name (listing the valid ones), ValueError for an unknown pair, LookupError when a step's tag
+    is missing from the kernel or the NumPy file (a header need not tag every step)."""
     names = _check_names(names)
-    kernel = _cut(kernel_text(), names, "kernels/" + KERNEL_FILE)
-    kernel += [s for s in tag_blocks(kernel_text(HEADER_FILE), None, "kernels/" + HEADER_FILE) if s.step in names]
+    p = _pair(pair)
+    kernel = _cut(kernel_text(p.kernel), names, "kernels/" + p.kernel)
+    for h in p.headers:
+        kernel += [s for s in tag_blocks(kernel_text(h), None, "kernels/" + h) if s.step in names]
     in_numpy = [n for n in names if _steps.step(n).in_numpy]
-    return kernel, (_cut(numpy_text(), in_numpy, NUMPY_FILE) if in_numpy else [])
+    return kernel, (_cut(numpy_text(p.module), in_numpy, p.numpy_file) if in_numpy else [])
 
 
 def _highlight(code: str, language: str) -> str:
@@ -195,13 +231,14 @@ def _column(snips: list[Snippet], language: str, grow: int = 1, source: str = ""
     return f"<div style='flex:{grow} 1 0;min-width:0'>{''.join(parts)}</div>"
 
 
-def title(*names: str) -> str:
-    """The heading of a pair: each step's title and its Algorithm 1 line(s), e.g.
-    "S_ij = Q_i K_jᵀ (compute_S, Alg. 1 line 8)"."""
+def title(*names: str, pair: str = "forward") -> str:
+    """The heading of a pair: each step's title and its line(s) in the pair's algorithm (forward:
+    Algorithm 1, backward: Algorithm 2), e.g. "S_ij = Q_i K_jᵀ (compute_S, Alg. 1 line 8)"."""
+    alg = _pair(pair).algorithm
     parts = []
     for n in _check_names(names):
         s = _steps.step(n)
-        cite = s.cite("Alg. 1") if "Alg. 1" in s.lines else s.cite(next(iter(s.lines)))
+        cite = s.cite(alg) if alg in s.lines else s.cite(next(iter(s.lines)))
         parts.append(f"{s.title} ({n}, {cite})")
     return " · ".join(parts)
 
@@ -209,12 +246,12 @@ def title(*names: str) -> str:
 class SideBySide:
     """One or several steps as two columns (kernel left, NumPy right); Jupyter shows ``html``."""
 
-    def __init__(self, *names: str):
+    def __init__(self, *names: str, pair: str = "forward"):
         self.names = _check_names(names)
-        self.kernel, self.numpy = step_snippets(*self.names)
-        self.title = title(*self.names)
+        self.kernel, self.numpy = step_snippets(*self.names, pair=pair)
+        self.title = title(*self.names, pair=pair)
         only = ", ".join(n for n in self.names if not _steps.step(n).in_numpy)
-        numpy_col = _column(self.numpy, "python", 2, NUMPY_FILE,
+        numpy_col = _column(self.numpy, "python", 2, _pair(pair).numpy_file,
                             f"No NumPy block: {only} exists only in the tensor-core kernels.")
         self.html = (f"<div style='margin:4px 0 10px'><div style='font:600 13px sans-serif;margin-bottom:4px'>"
                      f"{html.escape(self.title)}</div><div style='display:flex;gap:10px;align-items:flex-start'>"
@@ -230,7 +267,9 @@ class SideBySide:
         return "\n".join(parts)
 
 
-def side_by_side(*names: str) -> SideBySide:
+def side_by_side(*names: str, pair: str = "forward") -> SideBySide:
     """The steps ``names`` (flashviz.steps names, e.g. "compute_S", or "load_Q", "load_KV"
-    together) as two columns of code: the kernel's tagged blocks beside NumPy's."""
-    return SideBySide(*names)
+    together) as two columns of code: the kernel's tagged blocks beside NumPy's. ``pair``:
+    "forward" (kernels/flash_fwd_mma.cu and fv_attn.cuh beside flashviz/tiled.py) or "backward"
+    (kernels/flash_bwd_mma.cu beside flashviz/backward.py)."""
+    return SideBySide(*names, pair=pair)

@@ -9,6 +9,7 @@ Tests that read the recorded JSON carry the ``recorded_data`` marker and are nam
 ``test_recorded_data_*``: they check the committed records and the chapter's reading of them, not
 the speed of anything."""
 
+import inspect
 import json
 import math
 import re
@@ -376,9 +377,11 @@ def test_side_by_side_cells_show_both_files(executed):
     nb, _ = executed
     htmls = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" and "side_by_side(" in c.source
              for o in c.outputs if "text/html" in o.get("data", {})]
-    assert len(htmls) == 7
-    for h in htmls:
+    assert len(htmls) == 10
+    for h in htmls[:7]:
         assert "kernels/flash_fwd_mma.cu" in h and "flashviz/tiled.py" in h and "line" in h
+    for h in htmls[7:]:                                  # the backward's pairs
+        assert "kernels/flash_bwd_mma.cu" in h and "flashviz/backward.py" in h and "Alg. 2 line" in h
 
 
 # --- the snippets, without running the notebook -------------------------------------------------
@@ -399,10 +402,54 @@ EXPECT = {  # the steps of each side_by_side cell, in the lesson's order → (te
 }
 
 
-def test_the_lesson_shows_these_steps_in_this_order():
+BACKWARD_EXPECT = {  # the backward pairs (pair="backward"): flash_bwd_mma.cu beside flashviz/backward.py
+    ("recompute_P",): ("ex2(fmaf(s[n][e], scale_log2, -L_i[rl]))", "P_ij = _recompute_P(S_ij, lse_i)"),
+    ("compute_dS",): ("s[n][e] = s[n][e] * (dp[n][e] - D_i[rl]);", "dS_ij = P_ij * (dP_ij - D_i[:, None])"),
+    ("update_dQ",): ("atomicAdd(dst, scale * q[n][2 * hf]);", "dQ"),
+}
+
+
+def _calls(pair_backward: bool) -> list[tuple[str, ...]]:
     text = (ROOT / "notebooks" / "07_gpu_kernel.md").read_text(encoding="utf-8")
-    calls = [tuple(re.findall(r'"(\w+)"', args)) for args in re.findall(r"^side_by_side\(([^)]*)\)", text, re.MULTILINE)]
-    assert calls == list(EXPECT)
+    out = []
+    for args in re.findall(r"^side_by_side\(([^)]*)\)", text, re.MULTILINE):
+        if ('pair="backward"' in args) == pair_backward:
+            out.append(tuple(re.findall(r'"(\w+)"', args.replace('pair="backward"', ""))))
+    return out
+
+
+def test_the_lesson_shows_these_steps_in_this_order():
+    assert _calls(False) == list(EXPECT)
+    assert _calls(True) == list(BACKWARD_EXPECT)
+
+
+@pytest.mark.parametrize("names", list(BACKWARD_EXPECT), ids="+".join)
+def test_every_backward_snippet_is_found_in_the_backward_sources(names):
+    from flashviz import backward
+    from flashviz.gpu import kernel_source
+
+    kernel, numpy = step_snippets(*names, pair="backward")
+    want_k, want_n = BACKWARD_EXPECT[names]
+    assert {s.source for s in kernel} == {"kernels/flash_bwd_mma.cu"}
+    assert {s.source for s in numpy} == {"flashviz/backward.py"}
+    lines = kernel_source("flash_bwd_mma.cu").splitlines()
+    for snip in kernel + numpy:
+        assert re.match(rf"(//|#) \[{snip.step}\] Alg\. 2 lines? ", snip.text)
+    for snip in kernel:                               # the file's own lines, hooks aside
+        assert lines[snip.first - 1].strip() == snip.text.splitlines()[0].strip()
+    assert len(kernel) >= 2                           # the main kernel and the deterministic dQ pass
+    assert any(want_k in s.text for s in kernel) and any(want_n in s.text for s in numpy)
+    assert "FV_" not in "".join(s.text for s in kernel)
+    src = inspect.getsource(backward).splitlines()
+    assert all(src[s.first - 1].strip() == s.text.splitlines()[0].strip() for s in numpy)
+    view = side_by_side(*names, pair="backward")
+    assert "Alg. 2 line" in title(*names, pair="backward") and "Alg. 1" not in title(*names, pair="backward")
+    assert "kernels/flash_bwd_mma.cu" in view.html and "flashviz/backward.py" in view.html
+
+
+def test_an_unknown_pair_is_a_one_line_error():
+    with pytest.raises(ValueError, match="pair must be one of 'forward', 'backward', got 'sideways'"):
+        side_by_side("compute_S", pair="sideways")
 
 
 @pytest.mark.parametrize("names", list(EXPECT), ids="+".join)
