@@ -38,10 +38,11 @@ for step in "$@"; do
     bwd)       python3 benchmarks/bench_bwd.py --out "$OUT" || status=1 ;;
     mma)       python3 benchmarks/bench_mma.py --out "$OUT" || status=1 ;;
     abfa3)     timeout 300 python3 benchmarks/ab_fa3.py --rounds 9 --n 1024,2048,8192 || status=1 ;;
-    sanitize)
-      for tool in memcheck racecheck; do
-        for s in sanitize_decode sanitize_bwd sanitize_fa3; do
-          compute-sanitizer --tool "$tool" --print-limit 20 python3 "benchmarks/$s.py" > "$OUT/sanitize-$s-$tool.txt" 2>&1
+    sanitize)                   # SANITIZE_TOOLS, SANITIZE_SCRIPTS narrow it; each run stops at SANITIZE_TIMEOUT s
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        for s in ${SANITIZE_SCRIPTS:-sanitize_decode sanitize_bwd sanitize_fa3}; do
+          timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --print-limit 20 python3 "benchmarks/$s.py" \
+            > "$OUT/sanitize-$s-$tool.txt" 2>&1
           echo "$s $tool: exit $? — $(tail -n 2 "$OUT/sanitize-$s-$tool.txt" | tr '\n' ' ')"
         done
       done ;;
