@@ -15,7 +15,8 @@ repeatability of repeated calls.
 the backward's share of forward + backward; SDPA's time ÷ ours, the same method on both sides).
 ``peak_rows(res)``: per peak row, bytes in all and per (batch, head) pair.
 ``repeatability(res)``: per implementation, in how many shapes repeated calls gave the same bits.
-``det_cost(res)``: the deterministic teaching backward's time ÷ the atomic one's, per shape.
+``det_cost(res, impl)``: a deterministic backward's time ÷ its atomic twin's, per shape (the teaching
+kernel's or ours on tensor cores).
 ``teaching_rows(res)``: the teaching backward's rows with the blocks it ran with and its errors
 (chapter 6's ``BackwardGPUPanel`` without a GPU).
 
@@ -48,13 +49,14 @@ BWD_MATMULS_STORED = 4
 BWD_MATMULS = BWD_MATMULS_STORED + 1
 
 
-#: the deterministic teaching backward's dQ pass (kernels/flash_bwd.cu, flash_bwd_dq) recomputes S_ij
-#: and dP_ij once more for every tile: two matmuls more than the atomic path's five
+#: a deterministic backward's dQ pass (kernels/flash_bwd.cu, flash_bwd_dq; kernels/flash_bwd_mma.cu,
+#: flash_bwd_mma_dq) recomputes S_ij and dP_ij once more for every tile: two matmuls more than the
+#: atomic path's five
 DET_EXTRA_MATMULS = 2
 
 
 def det_flop_ratio() -> float:
-    """The deterministic teaching backward's matmul FLOPs ÷ the atomic one's: (5 + 2) / 5 = 1.4."""
+    """A deterministic backward's matmul FLOPs ÷ its atomic twin's: (5 + 2) / 5 = 1.4."""
     return (BWD_MATMULS + DET_EXTRA_MATMULS) / BWD_MATMULS
 
 
@@ -207,16 +209,27 @@ def teaching_rows(res: dict | None = None, *, d=None, causal=None) -> list[dict]
     return out
 
 
-def det_cost(res: dict) -> list[dict]:
-    """Per bench row where both teaching backwards ran: d, causal, N and the deterministic one's
-    time ÷ the atomic one's by public call (``call``) and kernel-only (``kernel``)."""
+#: each atomic-dQ backward and its deterministic-dQ twin (``det_cost``)
+DET_PAIRS = {"bwd_teaching": "bwd_teaching_det", "bwd_mma": "bwd_mma_det"}
+
+
+def det_cost(res: dict, impl: str = "bwd_teaching") -> list[dict]:
+    """What the deterministic dQ costs one backward: per bench row where both ``impl`` (atomic dQ:
+    ``bwd_teaching``, the fp32 teaching kernel, or ``bwd_mma``, ours on tensor cores) and its twin
+    ``DET_PAIRS[impl]`` ran, sorted by (d, causal, N): d, causal, N and the deterministic one's time
+    ÷ the atomic one's (dimensionless: two medians in ms divided, one method on both sides) by public
+    call (``call``) and, where both have it, kernel-only (``kernel``). Above 1: the deterministic
+    backward is slower. [] when the record has no such row (one made before the twin was timed).
+    ValueError for an ``impl`` not in DET_PAIRS; LookupError like ``bwd_record``."""
+    if impl not in DET_PAIRS:
+        raise ValueError(f"det_cost compares {' or '.join(DET_PAIRS)} with its deterministic twin, not {impl!r}")
+    det = DET_PAIRS[impl]
     out = []
     for r in time_rows(res):
-        if "bwd_teaching_det_call_ms" in r and "bwd_teaching_call_ms" in r:
-            c = {"d": r["d"], "causal": r["causal"], "N": r["N"],
-                 "call": r["bwd_teaching_det_call_ms"] / r["bwd_teaching_call_ms"]}
-            if "bwd_teaching_det_kernel_ms" in r and "bwd_teaching_kernel_ms" in r:
-                c["kernel"] = r["bwd_teaching_det_kernel_ms"] / r["bwd_teaching_kernel_ms"]
+        if f"{det}_call_ms" in r and f"{impl}_call_ms" in r:
+            c = {"d": r["d"], "causal": r["causal"], "N": r["N"], "call": r[f"{det}_call_ms"] / r[f"{impl}_call_ms"]}
+            if f"{det}_kernel_ms" in r and f"{impl}_kernel_ms" in r:
+                c["kernel"] = r[f"{det}_kernel_ms"] / r[f"{impl}_kernel_ms"]
             out.append(c)
     return out
 

@@ -10,8 +10,9 @@ call (forward = fwdbwd_call_ms − call_ms, a difference of two medians) against
 2.5 (P recomputed) and 2.0 (P stored).
 
 ``plot_bwd_speed(res)`` — the backward's TFLOP/s (FLOPs = 2.5 × the forward's matmul FLOPs,
-causal: the visible half) against N, one panel per (d, mask): ours on tensor cores, the fp32
-teaching kernel, SDPA-flash and SDPA-cuDNN; public call (CUDA events, median: solid, filled
+causal: the visible half) against N, one panel per (d, mask): those of SPEED_IMPLS that the
+record has — ours on tensor cores with atomic dQ and (``bwd_mma_det``) with the deterministic dQ,
+the fp32 teaching kernel, SDPA-flash and SDPA-cuDNN; public call (CUDA events, median: solid, filled
 markers) and kernel-only (the profiler's GPU time per call, median: dotted, hollow markers).
 
 Both return a new Figure (``style.fit_dpi``: at most FIT_WIDTH_PX wide in a notebook), label it
@@ -37,6 +38,10 @@ SHORT = {"bwd_mma": "ours, tensor cores", "bwd_mma_det": "ours, tensor cores (de
          "bwd_teaching": "ours, teaching fp32 (atomic dQ)",
          "bwd_teaching_det": "ours, teaching fp32 (deterministic dQ)", "sdpa_flash_bwd": "SDPA-flash",
          "sdpa_cudnn_bwd": "SDPA-cuDNN", "sdpa_math_bwd": "SDPA-math: stores P"}
+#: what plot_bwd_speed draws, in this order, where the record has it (the teaching kernel's
+#: deterministic twin is left out: at a few TFLOP/s its line would crowd the teaching one's; the
+#: chapter prints its cost, bwd_records.det_cost)
+SPEED_IMPLS = ("bwd_mma", "bwd_mma_det", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
 SAFE = 0.96       #: wrap texts to this share of their room (Agg draws a little wider than measured)
 PAD = 4.0         #: points between the figure's edge and a legend at its bottom
 
@@ -179,11 +184,10 @@ def plot_bwd_speed(res: dict, *, figsize=(9.4, 6.8)):
     nrow = -(-len(panels) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=figsize, squeeze=False, sharex=True, sharey=True,
                              dpi=style.fit_dpi(figsize[0]))
-    impls = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
     top = 0.0
     for ax, (d, causal) in zip(axes.flat, panels):
         sel = [r for r in rows if (r["d"], r["causal"]) == (d, causal)]
-        for impl in impls:
+        for impl in SPEED_IMPLS:
             colour, lw, mk = LOOK[impl]
             for m, ls, fill in (("call", "-", True), ("kernel", ":", False)):
                 pts = [(r["N"], r[f"{impl}_{m}_tflops"]) for r in sel if f"{impl}_{m}_tflops" in r]
@@ -203,7 +207,8 @@ def plot_bwd_speed(res: dict, *, figsize=(9.4, 6.8)):
     for ax in axes.flat:
         ax.set_ylim(0, top * 1.08)
     for ax in axes[:, 0]:
-        ax.set_ylabel("backward TFLOP/s", fontsize=pt(9))
+        ax.set_ylabel("TFLOP/s", fontsize=pt(9))       # the suptitle says whose: two rows
+        # of "backward TFLOP/s" would touch at the presenter's text size
     for ax in axes[-1, :]:
         ax.set_xlabel(f"sequence length N (B·N = {rows[0]['B'] * rows[0]['N'] // 1024}k tokens)", fontsize=pt(9))
     handles, labels = axes.flat[0].get_legend_handles_labels()

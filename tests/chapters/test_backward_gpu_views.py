@@ -42,7 +42,9 @@ def _newest_bwd():
 REC = _newest_bwd()
 BENCH = sorted(REC["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
 PEAKS = REC["peak_bytes"]
-RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+RECOMPUTE = ["bwd_mma", "bwd_mma_det", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+#: the speed figure's implementations (the teaching kernel's deterministic twin is not drawn there)
+SPEED = ["bwd_mma", "bwd_mma_det", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
 
 
 def bwd_over_fwd(r, impl):
@@ -99,13 +101,44 @@ def test_recorded_data_peaks_repeatability_and_the_deterministic_cost():
         mine = [x for x in REC["deterministic"] if x["impl"] == impl]
         assert rep[impl]["shapes"] == len(mine) and rep[impl]["equal"] == sum(x["bitwise_equal"] for x in mine)
         assert rep[impl]["dQ"] == sum(x["dQ_bitwise_equal"] for x in mine)
-    cost = br.det_cost(REC)
-    want = [r["bwd_teaching_det_call_ms"] / r["bwd_teaching_call_ms"] for r in BENCH if "bwd_teaching_det_call_ms" in r]
-    assert [c["call"] for c in cost] == pytest.approx(want)
     label = br.bwd_label(REC)
     env = REC["env"]
     assert env["device"] in label and env["time_utc"][:10] in label and env["commit"][:7] in label
     assert REC["source_file"] in label
+
+
+def _ran(r, key):
+    return isinstance(r.get(key), (int, float)) and r[key] == r[key]
+
+
+def _without(rec, impl):
+    """``rec`` with every ``<impl>_…`` key of its bench rows removed: a record made before ``impl`` ran."""
+    return {**rec, "bench": [{k: v for k, v in r.items() if not k.startswith(impl + "_")} for r in rec["bench"]]}
+
+
+@recorded_data
+@pytest.mark.parametrize("atomic, det", [("bwd_teaching", "bwd_teaching_det"), ("bwd_mma", "bwd_mma_det")])
+def test_recorded_data_the_deterministic_cost_is_the_raw_times_ratio(atomic, det):
+    cost = br.det_cost(REC, atomic)
+    rows = [r for r in BENCH if _ran(r, f"{det}_call_ms") and _ran(r, f"{atomic}_call_ms")]
+    assert rows, f"the record has no row with both {atomic} and {det}"
+    assert [(c["d"], c["causal"], c["N"]) for c in cost] == [(r["d"], r["causal"], r["N"]) for r in rows]
+    assert [c["call"] for c in cost] == pytest.approx([r[f"{det}_call_ms"] / r[f"{atomic}_call_ms"] for r in rows],
+                                                      rel=1e-12)
+    assert [c["kernel"] for c in cost] == pytest.approx(
+        [r[f"{det}_kernel_ms"] / r[f"{atomic}_kernel_ms"] for r in rows], rel=1e-12)
+    if atomic == "bwd_teaching":
+        assert br.det_cost(REC) == cost                  # the default pair: the teaching kernel, as before
+    assert br.det_cost(_without(REC, det), atomic) == []   # a record made before the twin ran
+
+
+def test_det_cost_refuses_a_pair_it_does_not_know():
+    for impl in ("sdpa_flash_bwd", "bwd_mma_det", "mma"):
+        with pytest.raises(ValueError, match="bwd_teaching or bwd_mma") as e:
+            br.det_cost(REC, impl)
+        assert "\n" not in str(e.value)
+    with pytest.raises(LookupError):
+        br.det_cost({"nothing": 1}, "bwd_mma")
 
 
 def test_the_reader_refuses_what_is_not_a_backward_record():
@@ -166,13 +199,38 @@ def test_recorded_data_speed_figure_draws_the_record(figures):
         assert ax.get_title(loc="left") == f"d = {d}, {'causal' if causal else 'no mask'}"
         sel = [r for r in BENCH if (r["d"], r["causal"]) == (d, causal)]
         lines = _lines(ax)
-        for impl in ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"):
+        drawn = set()
+        for impl in SPEED:
             for m, name in (("call", "public call"), ("kernel", "kernel-only")):
-                rows = [r for r in sel if f"{impl}_{m}_ms" in r]
-                ln = lines[f"{plot_short(impl)}, {name}"]
+                rows = [r for r in sel if _ran(r, f"{impl}_{m}_ms")]
+                label = f"{plot_short(impl)}, {name}"
+                if not rows:
+                    assert label not in lines
+                    continue
+                ln = lines[label]
+                drawn.add(label)
                 assert list(ln.get_xdata()) == [r["N"] for r in rows]
                 assert list(ln.get_ydata()) == pytest.approx([r["flops_bwd"] / r[f"{impl}_{m}_ms"] / 1e9 for r in rows])
+        assert set(lines) == drawn                        # nothing else: not the teaching kernel's twin either
+        # the deterministic tensor-core backward is drawn wherever the record has it, in its own look
+        if any(_ran(r, "bwd_mma_det_call_ms") for r in sel):
+            det, atomic = lines[f"{plot_short('bwd_mma_det')}, public call"], lines[f"{plot_short('bwd_mma')}, public call"]
+            assert det.get_color() != atomic.get_color() and det.get_marker() != atomic.get_marker()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    for impl in SPEED:
+        assert (f"{plot_short(impl)}, public call" in legend) == any(_ran(r, f"{impl}_call_ms") for r in BENCH)
+    assert "ours, tensor cores (deterministic dQ), public call" in legend
     assert REC["env"]["commit"][:7] in fig._suptitle.get_text()
+
+
+@recorded_data
+def test_recorded_data_speed_figure_without_deterministic_rows_leaves_them_out(figures):
+    fig = plot_bwd_speed(_without(REC, "bwd_mma_det"))
+    figures.append(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert f"{plot_short('bwd_mma')}, public call" in labels
+    assert not [t for t in labels if t.startswith(plot_short("bwd_mma_det"))]
+    assert not [label for ax in fig.axes for label in _lines(ax) if label.startswith(plot_short("bwd_mma_det"))]
 
 
 @recorded_data

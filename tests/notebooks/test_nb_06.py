@@ -328,15 +328,29 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
     for impl in ("bwd_teaching", "bwd_mma"):
         mine = [x for x in det if x["impl"] == impl]
         assert sum(x["bitwise_equal"] for x in mine) < len(mine) / 2
-    assert all(x["bitwise_equal"] for x in det if x["impl"] == "bwd_teaching_det")
+    # "Both deterministic backwards gave the same bits every time"
+    assert {x["impl"] for x in det} >= {"bwd_teaching_det", "bwd_mma_det"}
+    assert all(x["bitwise_equal"] for x in det if x["impl"] in ("bwd_teaching_det", "bwd_mma_det"))
     md = _markdown()
-    assert "Only $dQ$ ever differs" in md
+    assert "Only $dQ$ ever differs" in md and "Both deterministic backwards gave the same bits every time" in md
+    assert "Atomics are not free" in md
+    assert "a record made before it ran" not in md                # the record has the tensor-core twin's rows
+
+    def ratios(det, atomic, key):
+        return [r[f"{det}_{key}"] / r[f"{atomic}_{key}"] for r in BENCH
+                if all(isinstance(r.get(f"{i}_{key}"), (int, float)) for i in (det, atomic))]
+
     for key, name in (("call_ms", "public call"), ("kernel_ms", "kernel-only")):
-        x = [r[f"bwd_teaching_det_{key}"] / r[f"bwd_teaching_{key}"] for r in BENCH if f"bwd_teaching_det_{key}" in r]
-        assert f"deterministic ÷ atomic teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes" \
-            in texts
-        assert 1 < min(x) and max(x) < 7 / 5          # "cost less extra time than its extra FLOPs" (7 matmuls, not 5)
-    assert "its matrix products: 7 per tile instead of 5: 1.40x the FLOPs" in texts
+        x = ratios("bwd_teaching_det", "bwd_teaching", key)
+        assert (f"deterministic ÷ atomic teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes; "
+                "the deterministic one faster in 0\n") in texts + "\n"
+        assert 1 < min(x) and max(x) < 7 / 5          # "slower ..., but by less than its extra FLOPs" (7 matmuls, not 5)
+        # the tensor cores: "faster than the atomic one at every shape, by both methods"
+        y = ratios("bwd_mma_det", "bwd_mma", key)
+        assert len(y) == len(BENCH) and max(y) < 1
+        assert (f"deterministic ÷ atomic tensor-core backward, {name}: {min(y):.2f}–{max(y):.2f}x over {len(y)} shapes; "
+                f"the deterministic one faster in {len(y)} ({1 / max(y):.2f}–{1 / min(y):.2f}x faster)") in texts
+    assert "either deterministic backward's matrix products: 7 per tile instead of 5: 1.40x the FLOPs" in texts
 
 
 @recorded_data
