@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     from flashviz.gpu.tensorcore import fa3 as fa3mod
     from flashviz.gpu.tensorcore import kernel as kmod
     from flashviz.gpu.tensorcore.kernel import flash_forward_mma
+    from flashviz.gpu.timing import capture_calls, replay_ms
 
     out = Path(os.environ.get("OUT", "."))
     res = {"env": environment(), "kind": "ab fa3", "argv": sys.argv[1:], "calls_per_graph": CALLS,
@@ -67,27 +68,7 @@ def main(argv=None) -> int:
     t_start = time.time()
 
     def graph(fn):
-        fn()
-        torch.cuda.synchronize()
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(CALLS):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-        return g
-
-    def replay_ms(g) -> float:
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        return a.elapsed_time(b) / CALLS
+        return capture_calls(fn, CALLS)
 
     for d in (int(x) for x in args.d.split(",")):
         for causal in (False, True):
@@ -124,7 +105,7 @@ def main(argv=None) -> int:
                 times = {n: [] for n in names}
                 for r in range(args.rounds):
                     for n in names[r % len(names):] + names[:r % len(names)]:
-                        times[n].append(replay_ms(graphs[n]))
+                        times[n].append(replay_ms(graphs[n], CALLS))
                 cu = np.array(times["sdpa_cudnn"])
                 row = {"d": d, "causal": causal, "N": N, "B": B, "H": H, "flops": flops, "errors": errors,
                        "max_abs_vs_cudnn": diffs, "builds": {}}

@@ -14,6 +14,8 @@
 #   mma        the forward benchmark → mma-*.json                                           (~290)
 #   abfa3      fa3 builds A/B against cuDNN in alternating rounds (benchmarks/ab_fa3.py: the
 #              dynamic tile scheduler, fa3 v6) → ab-fa3.json, 300 s at most                  (~240)
+#   abbwd      the tensor-core backward, one pipeline stage against two (benchmarks/ab_bwd.py:
+#              bits, then kernel-only in alternating rounds) → ab-bwd.json, 300 s at most     (~200)
 #   sanitize   compute-sanitizer memcheck and racecheck on the decode, backward and fa3
 #              launches                                                                      (~300)
 # Wheels the device lacks (ipywidgets, ipympl, ...: .whl/, carried, built for its Python) are
@@ -38,6 +40,7 @@ for step in "$@"; do
     bwd)       python3 benchmarks/bench_bwd.py --out "$OUT" || status=1 ;;
     mma)       python3 benchmarks/bench_mma.py --out "$OUT" || status=1 ;;
     abfa3)     timeout 300 python3 benchmarks/ab_fa3.py --rounds 9 --n 1024,2048,8192 || status=1 ;;
+    abbwd)     timeout 300 python3 benchmarks/ab_bwd.py --rounds 7 || status=1 ;;
     sanitize)                   # SANITIZE_TOOLS, SANITIZE_SCRIPTS narrow it; each run stops at SANITIZE_TIMEOUT s
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         for s in ${SANITIZE_SCRIPTS:-sanitize_decode sanitize_bwd sanitize_fa3}; do
@@ -46,7 +49,7 @@ for step in "$@"; do
           echo "$s $tool: exit $? — $(tail -n 2 "$OUT/sanitize-$s-$tool.txt" | tr '\n' ' ')"
         done
       done ;;
-    *) echo "unknown step $step (tests timelines decode store bwd mma abfa3 sanitize)"; status=2 ;;
+    *) echo "unknown step $step (tests timelines decode store bwd mma abfa3 abbwd sanitize)"; status=2 ;;
   esac
 done
 exit $status

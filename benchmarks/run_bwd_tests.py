@@ -47,8 +47,10 @@ def _jobs():
     for dt in (0, 1):
         jobs += [("bwdmma", f"flash_bwd_mma_preprocess<{dt},{d}>") for d in (64, 128)]
         jobs += [("bwdmma", f"flash_bwd_mma_convert<{dt}>")]
-        jobs += [("bwdmma", f"flash_bwd_mma<{dt},{bc},{d},{c}>") for bc in (64, 128) for d in (64, 128)
-                 for c in ("false", "true")]
+        jobs += [("bwdmma", f"flash_bwd_mma<{dt},{bc},{d},{c},{a},{st}>") for bc in (64, 128) for d in (64, 128)
+                 for c in ("false", "true") for a in ("true", "false") for st in (1, 2)]
+        jobs += [("bwdmma", f"flash_bwd_mma_dq<{dt},{d},{c},{st}>") for d in (64, 128) for c in ("false", "true")
+                 for st in (1, 2)]
     jobs += [("mma", (dt, d, c, v)) for dt in ("float16", "bfloat16") for d in (64, 128) for c in (False, True)
              for v in ("fa3", "wgmma")]
     return jobs

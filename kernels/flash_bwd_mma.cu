@@ -77,6 +77,24 @@ __device__ __forceinline__ void load_tile(u32 s_tile, const u16* __restrict__ g,
     }
 }
 
+// [load_Qi] Alg. 2 line 9: query block i of one head into one stage of SRAM: Q_i, dO_i by cp.async
+// (committed as one group), L_i (base 2; +inf for rows past Nq or with lse = −inf, so P_ij = 0
+// there) and D_i by plain loads and stores (visible after the caller's next __syncthreads).
+template <int D, int NT>
+__device__ __forceinline__ void load_query_block(u32 sQ, u32 sdO, float* L_i, float* D_i, const u16* __restrict__ Qh,
+                                                 const u16* __restrict__ dOh, const float* __restrict__ Lh,
+                                                 const float* __restrict__ Dh, int r0, int Nq, int tid)
+{
+    load_tile<Br, D, NT>(sQ, Qh, r0, Nq, tid);
+    load_tile<Br, D, NT>(sdO, dOh, r0, Nq, tid);
+    cp_async_commit();
+    for (int rr = tid; rr < Br; rr += NT) {
+        const float L = r0 + rr < Nq ? Lh[r0 + rr] : neg_inf();
+        L_i[rr] = L == neg_inf() ? pos_inf() : L * LOG2E;
+        D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
+    }
+}
+
 // acc (16 x 8·NN, C layout) = A B^T over D, A = 16 rows of an SRAM tile (row a_row0), B^T = the
 // NN·8 rows of another SRAM tile (row 0): both [.][D] row-major (S_ijᵀ = K_j Q_iᵀ, dP_ijᵀ = V_j dO_iᵀ).
 template <int DT, int NN, int D>
@@ -168,8 +186,9 @@ flash_bwd_mma_preprocess(const u16* __restrict__ O, const u16* __restrict__ dO, 
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The main kernel. Grid (Tc, B*H); Bc/16 warps.
-template <int DT, int Bc, int D, bool CAUSAL, bool ATOMIC_DQ>
+// The main kernel. Grid (Tc, B*H); Bc/16 warps. STAGES = 2: Q_i, dO_i, L_i, D_i double-buffered, the
+// next query block's copies in flight while this one is computed (v2); 1: load, wait, compute (v1).
+template <int DT, int Bc, int D, bool CAUSAL, bool ATOMIC_DQ, int STAGES>
 __global__ void __launch_bounds__(Bc * 2)
 flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
               const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
@@ -179,6 +198,7 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     using namespace fvbm;
     static_assert(DT == 0 || DT == 1, "DT: 0 = fp16, 1 = bf16");
     static_assert((Bc == 64 || Bc == 128) && (D == 64 || D == 128), "Bc in {64, 128}, D in {64, 128}");
+    static_assert(STAGES == 1 || STAGES == 2, "STAGES in {1, 2}");
     constexpr int NT = Bc * 2;                  // threads (Bc/16 warps)
     constexpr int NW = Bc / 16;
     constexpr int NS = Br / 8;                  // n8 tiles of S_ijᵀ per warp (16 x Br)
@@ -190,11 +210,11 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     extern __shared__ uint4 fvbm_smem[];
     const u32 sK = smem_addr(fvbm_smem);
     const u32 sV = sK + KV_BYTES;
-    const u32 sQ = sV + KV_BYTES;
-    const u32 sdO = sQ + Q_BYTES;
-    const u32 sdS = sdO + Q_BYTES;
-    float* L_i = reinterpret_cast<float*>(reinterpret_cast<char*>(fvbm_smem) + 2 * KV_BYTES + 2 * Q_BYTES + S_BYTES);
-    float* D_i = L_i + Br;
+    const u32 sQ0 = sV + KV_BYTES;                       // stage st: Q_i at sQ0 + st·Q_BYTES
+    const u32 sdO0 = sQ0 + STAGES * Q_BYTES;             //           dO_i at sdO0 + st·Q_BYTES
+    const u32 sdS = sdO0 + STAGES * Q_BYTES;
+    float* L_s = reinterpret_cast<float*>(reinterpret_cast<char*>(fvbm_smem) + 2 * KV_BYTES + 2 * STAGES * Q_BYTES + S_BYTES);
+    float* D_s = L_s + STAGES * Br;                      // L_i, D_i of stage st at + st·Br
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -234,21 +254,28 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
 #pragma unroll
         for (int e = 0; e < 4; ++e) dKa[n][e] = dVa[n][e] = 0.f;
 
-    // [load_Qi] Alg. 2 line 9: for each query block i that sees K_j, Q_i, dO_i (cp.async), L_i, D_i
-    // from HBM to SRAM. L_i in base 2; +inf for rows past Nq or with lse = −inf (so P_ij = 0 there).
+    // [load_Qi] Alg. 2 line 9: for each query block i that sees K_j, Q_i, dO_i, L_i, D_i from HBM to
+    // SRAM (load_query_block). Two stages: the first block's copies start here, with K_j, V_j's.
+    if (STAGES == 2 && i_first <= i_last)
+        load_query_block<D, NT>(sQ0, sdO0, L_s, D_s, Qh, dOh, Lh, Dh, i_first * Br, Nq, tid);
 #pragma unroll 1
     for (int i = i_first; i <= i_last; ++i) {
         const int r0 = i * Br;
-        __syncthreads();                              // step i−1 is done with Q_i, dO_i, dS_ij, L_i, D_i
-        load_tile<Br, D, NT>(sQ, Qh, r0, Nq, tid);
-        load_tile<Br, D, NT>(sdO, dOh, r0, Nq, tid);
-        cp_async_commit();
-        for (int rr = tid; rr < Br; rr += NT) {
-            const float L = r0 + rr < Nq ? Lh[r0 + rr] : neg_inf();
-            L_i[rr] = L == neg_inf() ? pos_inf() : L * LOG2E;
-            D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
+        const int st = STAGES == 2 ? (i - i_first) & 1 : 0;
+        const u32 sQ = sQ0 + st * Q_BYTES, sdO = sdO0 + st * Q_BYTES;
+        const float* L_i = L_s + st * Br;
+        const float* D_i = D_s + st * Br;
+        __syncthreads();                              // step i−1 is done with its stage and dS_ij
+        if constexpr (STAGES == 1) {
+            load_query_block<D, NT>(sQ, sdO, L_s, D_s, Qh, dOh, Lh, Dh, r0, Nq, tid);
+            cp_async_wait<0>();
+        } else if (i < i_last) {                      // block i+1 into the other stage, then wait for i's
+            load_query_block<D, NT>(sQ0 + (st ^ 1) * Q_BYTES, sdO0 + (st ^ 1) * Q_BYTES, L_s + (st ^ 1) * Br,
+                                    D_s + (st ^ 1) * Br, Qh, dOh, Lh, Dh, r0 + Br, Nq, tid);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-        cp_async_wait<0>();
         __syncthreads();
         FV_NOW(t_a);
         FV_EVENT(i, FV_BSTAGE_LOAD_QI, t_b, t_a);
@@ -383,12 +410,13 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
 
 // ---------------------------------------------------------------------------------------------------
 // The deterministic dQ. Grid (Tr, B*H); 4 warps, warp w the query rows r0 + 16w .. r0 + 16w + 15 of
-// query block i; key blocks j of DQ_BC = 64 keys visited in order, one at a time.
+// query block i; key blocks j of DQ_BC = 64 keys visited in order, one at a time. STAGES = 2: K_j, V_j
+// double-buffered, K_{j+1}, V_{j+1} in flight while block j is computed (v2); 1: load, wait, compute.
 namespace fvbm {
 constexpr int DQ_BC = 64;                              // keys per step of the deterministic dQ
 }  // namespace fvbm
 
-template <int DT, int D, bool CAUSAL>
+template <int DT, int D, bool CAUSAL, int STAGES>
 __global__ void __launch_bounds__(128)
 flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
                  const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
@@ -397,6 +425,7 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
     using namespace fvbm;
     static_assert(DT == 0 || DT == 1, "DT: 0 = fp16, 1 = bf16");
     static_assert(D == 64 || D == 128, "D in {64, 128}");
+    static_assert(STAGES == 1 || STAGES == 2, "STAGES in {1, 2}");
     constexpr int NT = 128, Bc = DQ_BC;
     constexpr int NS = Bc / 8;                  // n8 tiles of S_ij per warp (16 x Bc)
     constexpr int KP = Bc / 16;                 // k16 steps of dS_ij K_j
@@ -407,9 +436,9 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
     extern __shared__ uint4 fvbm_smem[];
     const u32 sQ = smem_addr(fvbm_smem);
     const u32 sdO = sQ + Q_BYTES;
-    const u32 sK = sdO + Q_BYTES;
-    const u32 sV = sK + KV_BYTES;
-    float* L_i = reinterpret_cast<float*>(reinterpret_cast<char*>(fvbm_smem) + 2 * Q_BYTES + 2 * KV_BYTES);
+    const u32 sK0 = sdO + Q_BYTES;                       // stage st: K_j at sK0 + st·KV_BYTES
+    const u32 sV0 = sK0 + STAGES * KV_BYTES;             //           V_j at sV0 + st·KV_BYTES
+    float* L_i = reinterpret_cast<float*>(reinterpret_cast<char*>(fvbm_smem) + 2 * Q_BYTES + 2 * STAGES * KV_BYTES);
     float* D_i = L_i + Br;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -421,20 +450,19 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
     const u16* Kh = K + (size_t)bh * Nk * D;
     const u16* Vh = V + (size_t)bh * Nk * D;
 
-    // [load_Qi] Alg. 2 line 9: Q_i, dO_i (cp.async), L_i (base 2; +inf for rows past Nq or with
-    // lse = −inf, so P_ij = 0 there) and D_i, once.
-    load_tile<Br, D, NT>(sQ, Q + (size_t)bh * Nq * D, r0, Nq, tid);
-    load_tile<Br, D, NT>(sdO, dO + (size_t)bh * Nq * D, r0, Nq, tid);
-    cp_async_commit();
-    for (int rr = tid; rr < Br; rr += NT) {
-        const float L = r0 + rr < Nq ? lse[(size_t)bh * Nq + r0 + rr] : neg_inf();
-        L_i[rr] = L == neg_inf() ? pos_inf() : L * LOG2E;
-        D_i[rr] = r0 + rr < Nq ? Dvec[(size_t)bh * Nq + r0 + rr] : 0.f;
-    }
+    // [load_Qi] Alg. 2 line 9: Q_i, dO_i, L_i and D_i, once (load_query_block).
+    load_query_block<D, NT>(sQ, sdO, L_i, D_i, Q + (size_t)bh * Nq * D, dO + (size_t)bh * Nq * D,
+                            lse + (size_t)bh * Nq, Dvec + (size_t)bh * Nq, r0, Nq, tid);
     // key blocks block i sees: all, or (causal) up to its last row's last visible key
     int n_end = Nk;
     if (CAUSAL) n_end = min(Nk, r0 + Br + offset);
     const int Tc = n_end > 0 ? (n_end + Bc - 1) / Bc : 0;
+    // [load_KV] Alg. 2 line 6, two stages: K_0, V_0's copies start here, with Q_i's.
+    if (STAGES == 2 && Tc > 0) {
+        load_tile<Bc, D, NT>(sK0, Kh, 0, Nk, tid);
+        load_tile<Bc, D, NT>(sV0, Vh, 0, Nk, tid);
+        cp_async_commit();
+    }
 
     float dq[NO][4];
 #pragma unroll
@@ -443,12 +471,24 @@ flash_bwd_mma_dq(const u16* __restrict__ Q, const u16* __restrict__ K, const u16
 #pragma unroll 1
     for (int j = 0; j < Tc; ++j) {
         const int c0 = j * Bc;
-        __syncthreads();                        // step j−1 is done with K_j, V_j
-        // [load_KV] Alg. 2 line 6: K_j, V_j from HBM to SRAM (rows past Nk zero-filled).
-        load_tile<Bc, D, NT>(sK, Kh, c0, Nk, tid);
-        load_tile<Bc, D, NT>(sV, Vh, c0, Nk, tid);
-        cp_async_commit();
-        cp_async_wait<0>();
+        const int st = STAGES == 2 ? j & 1 : 0;
+        const u32 sK = sK0 + st * KV_BYTES, sV = sV0 + st * KV_BYTES;
+        __syncthreads();                        // step j−1 is done with its stage
+        // [load_KV] Alg. 2 line 6: K_j, V_j from HBM to SRAM (rows past Nk zero-filled); two stages:
+        // K_{j+1}, V_{j+1} into the other stage, then wait for K_j, V_j.
+        if constexpr (STAGES == 1) {
+            load_tile<Bc, D, NT>(sK, Kh, c0, Nk, tid);
+            load_tile<Bc, D, NT>(sV, Vh, c0, Nk, tid);
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else if (j + 1 < Tc) {
+            load_tile<Bc, D, NT>(sK0 + (st ^ 1) * KV_BYTES, Kh, c0 + Bc, Nk, tid);
+            load_tile<Bc, D, NT>(sV0 + (st ^ 1) * KV_BYTES, Vh, c0 + Bc, Nk, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
 
         // [recompute_P] Alg. 2 lines 10-11: S_ij = Q_i K_jᵀ (this warp's 16 queries x Bc keys);
@@ -504,16 +544,20 @@ flash_bwd_mma_convert(const float* __restrict__ dQacc, u16* __restrict__ dQ, lon
 }
 
 #ifdef FLASHVIZ_PTX_CHECK
-// Only for the CPU build check (`make ptx`): instantiate every supported (DT, Bc, D, CAUSAL, ATOMIC_DQ)
+// Only for the CPU build check (`make ptx`): instantiate every supported (DT, Bc, D, CAUSAL, ATOMIC_DQ, STAGES)
 // by taking the kernels' addresses.
-#define FVBM_INST(DT, Bc, D, C) (const void*)&flash_bwd_mma<DT, Bc, D, C, true>, \
-                                (const void*)&flash_bwd_mma<DT, Bc, D, C, false>,
+#define FVBM_INST(DT, Bc, D, C) (const void*)&flash_bwd_mma<DT, Bc, D, C, true, 1>,  \
+                                (const void*)&flash_bwd_mma<DT, Bc, D, C, false, 1>, \
+                                (const void*)&flash_bwd_mma<DT, Bc, D, C, true, 2>,  \
+                                (const void*)&flash_bwd_mma<DT, Bc, D, C, false, 2>,
 #define FVBM_INST_C(DT, Bc, D) FVBM_INST(DT, Bc, D, false) FVBM_INST(DT, Bc, D, true)
 #define FVBM_INST_DT(DT)                                                                                  \
     FVBM_INST_C(DT, 64, 64) FVBM_INST_C(DT, 64, 128) FVBM_INST_C(DT, 128, 64) FVBM_INST_C(DT, 128, 128)  \
     (const void*)&flash_bwd_mma_preprocess<DT, 64>, (const void*)&flash_bwd_mma_preprocess<DT, 128>,      \
-    (const void*)&flash_bwd_mma_dq<DT, 64, false>, (const void*)&flash_bwd_mma_dq<DT, 64, true>,          \
-    (const void*)&flash_bwd_mma_dq<DT, 128, false>, (const void*)&flash_bwd_mma_dq<DT, 128, true>,        \
+    (const void*)&flash_bwd_mma_dq<DT, 64, false, 1>, (const void*)&flash_bwd_mma_dq<DT, 64, true, 1>,    \
+    (const void*)&flash_bwd_mma_dq<DT, 128, false, 1>, (const void*)&flash_bwd_mma_dq<DT, 128, true, 1>,  \
+    (const void*)&flash_bwd_mma_dq<DT, 64, false, 2>, (const void*)&flash_bwd_mma_dq<DT, 64, true, 2>,    \
+    (const void*)&flash_bwd_mma_dq<DT, 128, false, 2>, (const void*)&flash_bwd_mma_dq<DT, 128, true, 2>,  \
     (const void*)&flash_bwd_mma_convert<DT>,
 __attribute__((used)) static const void* const fvbm_ptx_check[] = {FVBM_INST_DT(0) FVBM_INST_DT(1)};
 #endif

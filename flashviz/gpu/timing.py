@@ -235,3 +235,38 @@ def cupy_peak_bytes(fn) -> int:
         del out
     pool.free_all_blocks()
     return int(peak)
+
+
+def capture_calls(fn, calls: int):
+    """A torch.cuda.CUDAGraph of ``calls`` back-to-back calls of ``fn`` (a function of no arguments
+    whose GPU work runs on torch's current stream), captured after one call on the current stream
+    and one on a side stream (so compilation, kept plans and the allocator's pool are warm, as
+    torch's docs ask), and replayed once. For ``replay_ms``: kernel-only timing that is the same for
+    every implementation (no host time; the launches are the graph's). Raises what ``fn`` or the
+    capture raises (e.g. a call that synchronises the device)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def replay_ms(graph, calls: int) -> float:
+    """Milliseconds per call of one replay of ``graph`` (from ``capture_calls(fn, calls)``): CUDA
+    events around the replay on the current stream, divided by ``calls``."""
+    import torch
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    graph.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / calls

@@ -122,3 +122,20 @@ def test_the_fa3_dynamic_scheduler_build_compiles_to_cubins(nvrtc, traced):
     for expr in ("flash_fwd_fa3<0,128,128,128,true>", "flash_fwd_fa3<1,192,128,64,false>"):
         ok, log, size = _instantiate(nvrtc, text, expr, opts)
         assert ok and size > 0, f"NVRTC rejects {expr} with FA3_DYNAMIC:\n{log[:2000]}"
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_the_tensor_core_backward_kernels_the_runner_builds_compile_to_cubins(nvrtc, stages):
+    """The tensor-core backward's own name expressions (``backward_expressions``), one and two
+    pipeline stages (two: the v2 double buffering, not yet the default), atomic and deterministic
+    dQ, compiled to sm_90 cubins as on the GPU; the largest shape class, and its timeline build."""
+    from flashviz.gpu.tensorcore.backward import backward_expressions
+    text = compiled_source("flash_bwd_mma.cu")
+    base = ["--gpu-architecture=sm_90", "-std=c++17", "--use_fast_math"]
+    for det in (False, True):
+        names = backward_expressions("bfloat16", 128, 128, True, det, stages)
+        assert names["main"] == f"flash_bwd_mma<1,128,128,true,{'false' if det else 'true'},{stages}>"
+        for key, expr in names.items():
+            for opts in ([base, base + ["-DFLASHVIZ_TRACE=1"]] if key == "main" else [base]):
+                ok, log, size = _instantiate(nvrtc, text, expr, opts)
+                assert ok and size > 0, f"NVRTC rejects {expr} {opts[3:]}:\n{log[:2000]}"

@@ -44,8 +44,8 @@ def test_the_kernel_tags_every_backward_step_with_algorithm_2_lines():
         "load_KV", "init_dKdV", "load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK",
         "update_dQ", "write_dKdV"]
     start, end = end, text.index("flash_bwd_mma_convert(const float*")      # the deterministic dQ pass
-    assert [t.name for t in find_tags(text[start:end])] == ["load_Qi", "load_KV", "recompute_P", "compute_dS",
-                                                            "update_dQ"]
+    assert [t.name for t in find_tags(text[start:end])] == ["load_Qi", "load_KV", "load_KV", "recompute_P",
+                                                            "compute_dS", "update_dQ"]   # load_KV: prologue, loop
 
 
 def test_dq_pass_smem_bytes_counted_by_hand():
@@ -54,6 +54,17 @@ def test_dq_pass_smem_bytes_counted_by_hand():
     assert gpu.bwd_mma_dq_smem_bytes(128) == 66_048
     with pytest.raises(ValueError):
         gpu.bwd_mma_dq_smem_bytes(96)
+
+
+def test_two_stages_add_one_tile_of_each_streamed_operand():
+    for Bc, d in ((64, 64), (128, 128)):     # one more Q_i and dO_i [64][d] b16, one more L_i, D_i [64] fp32
+        assert gpu.bwd_mma_smem_bytes(Bc, d, 2) - gpu.bwd_mma_smem_bytes(Bc, d, 1) == 2 * 2 * 64 * d + 8 * 64
+    assert gpu.bwd_mma_smem_bytes(128, 128, 2) == 148_480
+    for d in (64, 128):                      # one more K_j and V_j [64][d] b16
+        assert gpu.bwd_mma_dq_smem_bytes(d, 2) - gpu.bwd_mma_dq_smem_bytes(d, 1) == 2 * 2 * 64 * d
+    assert gpu.bwd_mma_dq_smem_bytes(128, 2) == 98_816
+    with pytest.raises(ValueError, match="stages=3 is not supported by the tensor-core backward"):
+        gpu.bwd_mma_smem_bytes(64, 64, 3)
 
 
 def test_arrays_and_flags_are_one_line_errors_without_a_gpu(monkeypatch):
@@ -169,6 +180,31 @@ def test_deterministic_dq_has_the_same_bits_on_20_runs_and_the_atomic_dq_is_clos
     for a, b in zip(first, atomic):
         assert _rel(a, b, 0.1 * b.abs().max().item()) <= 5e-3
     assert torch.equal(first[1], atomic[1]) and torch.equal(first[2], atomic[2])   # dK, dV: the same kernel code
+
+
+@torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_two_pipeline_stages_give_one_stages_bits(torch, dtype, d, causal):
+    """stages=2 (v2: the next tile's copies in flight) does the same arithmetic in the same order as
+    stages=1, which the grid above checks against float64: deterministic dQ, dK, dV bit for bit;
+    with atomics dK, dV bit for bit and dQ to the atomics' rounding. Over the grid's shapes (one
+    query block, Nq < Br, Nq ≠ Nk both ways, keyless rows) and both Bc."""
+    dt = getattr(torch, dtype)
+    for k, (Nq, Nk) in enumerate(SHAPES + [(1000, 700)]):
+        g = torch.Generator(device="cuda").manual_seed(3000 * k + d + causal)
+        q, kk, v, dO = (torch.randn(2, 3, N, d, device="cuda", dtype=dt, generator=g) for N in (Nq, Nk, Nk, Nq))
+        O, lse = gpu.flash_forward_mma(q, kk, v, causal=causal)
+        for Bc in (64, 128):
+            for det in (False, True):
+                one, two = (gpu.flash_backward_mma(q, kk, v, O, dO, lse, causal=causal, Bc=Bc, deterministic=det,
+                                                   stages=st) for st in (1, 2))
+                assert torch.equal(one[1], two[1]) and torch.equal(one[2], two[2]), (Nq, Nk, Bc, det)
+                if det:
+                    assert torch.equal(one[0], two[0]), (Nq, Nk, Bc)
+                else:
+                    assert _rel(two[0], one[0], 0.1 * one[2].abs().max().item()) <= 1e-2, (Nq, Nk, Bc)
 
 
 @torch_cuda

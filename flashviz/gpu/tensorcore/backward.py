@@ -36,25 +36,50 @@ BWD_MMA_DQ_BC = 64                     #: keys per step of the deterministic dQ 
 #: benchmarks/results/probe-bwd-h200-2026-12-02.json (e.g. d = 128, N = 4k: 8.05 against 10.06 ms)
 BWD_MMA_BC_DEFAULT = 128
 BWD_MMA_D = (64, 128)
+#: software-pipeline stages of the streamed tiles (Q_i, dO_i in the main kernel; K_j, V_j in the dQ
+#: pass): 1 = load, wait, compute (v1, measured); 2 = the next tile's copies in flight during this
+#: one (v2, benchmarks/NOTES.md; the default once measured faster: benchmarks/ab_bwd.py)
+BWD_MMA_STAGES = (1, 2)
+BWD_MMA_STAGES_DEFAULT = 1
 _CACHE: dict = {}
 
 
-def bwd_mma_smem_bytes(Bc: int, d: int) -> int:
-    """Dynamic shared memory of one block of ``flash_bwd_mma<DT, Bc, d, causal>``, in bytes:
-    2·(2·Bc·d + 2·64·d + 64·Bc) + 8·64 (K_j, V_j, Q_i, dO_i, dS_ij in b16; L_i, D_i in fp32).
-    Bc = 64, d = 128: 74,240; Bc = 128, d = 128: 115,200. Raises ValueError / TypeError for
-    an unsupported Bc or d."""
+def bwd_mma_smem_bytes(Bc: int, d: int, stages: int = 1) -> int:
+    """Dynamic shared memory of one block of ``flash_bwd_mma<DT, Bc, d, causal, atomic, stages>``,
+    in bytes: 2·(2·Bc·d + 2·stages·64·d + 64·Bc) + 8·stages·64 (K_j, V_j, Q_i, dO_i per stage,
+    dS_ij in b16; L_i, D_i per stage in fp32). One stage: Bc = 64, d = 128: 74,240; Bc = 128,
+    d = 128: 115,200; two stages 148,480 there. Raises ValueError / TypeError for an unsupported
+    Bc, d or stages."""
     Bc = check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
     d = check_member(d, "d", BWD_MMA_D, "tensor-core backward")
-    return 2 * (2 * Bc * d + 2 * BWD_MMA_BR * d + BWD_MMA_BR * Bc) + 8 * BWD_MMA_BR
+    stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
+    return 2 * (2 * Bc * d + 2 * stages * BWD_MMA_BR * d + BWD_MMA_BR * Bc) + 8 * stages * BWD_MMA_BR
 
 
-def bwd_mma_dq_smem_bytes(d: int) -> int:
+def bwd_mma_dq_smem_bytes(d: int, stages: int = 1) -> int:
     """Dynamic shared memory of one block of the deterministic dQ pass ``flash_bwd_mma_dq<DT, d,
-    causal>``, in bytes: 2·(2·64·d + 2·64·d) + 8·64 (Q_i, dO_i, K_j, V_j in b16; L_i, D_i in fp32).
-    d = 64: 33,280; d = 128: 66,048. Raises ValueError / TypeError for an unsupported d."""
+    causal, stages>``, in bytes: 2·(2·64·d + 2·stages·64·d) + 8·64 (Q_i, dO_i, and K_j, V_j per
+    stage, in b16; L_i, D_i in fp32). One stage: d = 64: 33,280; d = 128: 66,048; two stages
+    98,816 at d = 128. Raises ValueError / TypeError for an unsupported d or stages."""
     d = check_member(d, "d", BWD_MMA_D, "tensor-core backward")
-    return 2 * (2 * BWD_MMA_BR * d + 2 * BWD_MMA_DQ_BC * d) + 8 * BWD_MMA_BR
+    stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
+    return 2 * (2 * BWD_MMA_BR * d + 2 * stages * BWD_MMA_DQ_BC * d) + 8 * BWD_MMA_BR
+
+
+def backward_expressions(dtype: str, Bc: int, d: int, causal: bool, deterministic: bool,
+                         stages: int) -> dict[str, str]:
+    """The NVRTC name expressions of the kernels ``compile_backward_mma`` builds for one shape class:
+    {"preprocess", "main", "convert"} and, deterministic, "dq" → e.g.
+    "flash_bwd_mma<0,128,128,true,false,2>" (template arguments: DT (0 fp16, 1 bf16), Bc, D,
+    CAUSAL, ATOMIC_DQ, STAGES; kernels/flash_bwd_mma.cu)."""
+    dt = 0 if dtype == "float16" else 1
+    c = "true" if causal else "false"
+    out = {"preprocess": f"flash_bwd_mma_preprocess<{dt},{d}>",
+           "main": f"flash_bwd_mma<{dt},{Bc},{d},{c},{'false' if deterministic else 'true'},{stages}>",
+           "convert": f"flash_bwd_mma_convert<{dt}>"}
+    if deterministic:
+        out["dq"] = f"flash_bwd_mma_dq<{dt},{d},{c},{stages}>"
+    return out
 
 
 @dataclass
@@ -62,7 +87,7 @@ class MMABackward:
     """The compiled kernels of one (dtype, Bc, d, causal, deterministic): preprocess, main,
     convert (cupy RawKernels; deterministic: main without the dQ atomics, and dq, the dQ pass, with
     its shared memory dq_smem_bytes); smem_bytes of main; compile_ms (NVRTC + load, ms); num_regs
-    and local_bytes (spills, bytes per thread) of main."""
+    and local_bytes (spills, bytes per thread) of main; stages (the software pipeline's depth)."""
 
     dtype: str
     Bc: int
@@ -78,28 +103,33 @@ class MMABackward:
     deterministic: bool = False
     dq: object = None
     dq_smem_bytes: int = 0
+    stages: int = 1
 
 
 def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, causal: bool = False,
-                         deterministic: bool = False, *, traced: bool = False) -> MMABackward:
+                         deterministic: bool = False, *, traced: bool = False,
+                         stages: int | None = None) -> MMABackward:
     """Compile (or fetch from the per-process cache) the tensor-core backward for one shape class.
 
     dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}; deterministic: dQ by the
-    separate pass instead of atomics; traced: main built with its timeline switch on
+    separate pass instead of atomics; stages: 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``), the
+    software pipeline of the streamed tiles; traced: main built with its timeline switch on
     (``-DFLASHVIZ_TRACE=1``: two more parameters, ``launch_backward_mma(trace=...)``,
     ``gpu.trace_backward(kernel="mma")``). Raises ValueError / TypeError for unsupported values,
     RuntimeError without CuPy, on a GPU older than sm_80, or on an NVRTC error (with its log)."""
     deterministic = check_flag(deterministic, "deterministic")
+    stages = BWD_MMA_STAGES_DEFAULT if stages is None else check_member(stages, "stages", BWD_MMA_STAGES,
+                                                                        "tensor-core backward")
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = (dtype, Bc, d, causal, deterministic, dev, bool(traced))
+    key = (dtype, Bc, d, causal, deterministic, dev, bool(traced), stages)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
     causal = check_flag(causal, "causal")
-    smem = bwd_mma_smem_bytes(Bc, d)
+    smem = bwd_mma_smem_bytes(Bc, d, stages)
     facts = device_facts(dev)
     if facts.cc < 80:
         raise RuntimeError(f"the tensor-core backward needs an Ampere or newer GPU (sm_80+); this one is sm_{facts.cc}")
@@ -107,22 +137,20 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
         raise ValueError(f"the tensor-core backward with Bc={Bc}, d={d} needs {smem:,} bytes of shared memory; the "
                          f"device limit is {facts.smem_optin:,} per block (opt-in)")
     from ..nvrtc import compile_cubin
-    dt = 0 if dtype == "float16" else 1
+    names = backward_expressions(dtype, Bc, d, causal, deterministic, stages)
     src, arch = source(_KERNEL_FILE), f"sm_{facts.cc}"
     t0 = time.perf_counter()
-    pre, _, _ = compile_cubin(src, f"flash_bwd_mma_preprocess<{dt},{d}>", arch)
-    c = "true" if causal else "false"
-    main, _, _ = compile_cubin(src, f"flash_bwd_mma<{dt},{Bc},{d},{c},{'false' if deterministic else 'true'}>", arch,
-                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
-    conv, _, _ = compile_cubin(src, f"flash_bwd_mma_convert<{dt}>", arch)
+    pre, _, _ = compile_cubin(src, names["preprocess"], arch)
+    main, _, _ = compile_cubin(src, names["main"], arch, options=("-DFLASHVIZ_TRACE=1",) if traced else ())
+    conv, _, _ = compile_cubin(src, names["convert"], arch)
     main.max_dynamic_shared_size_bytes = smem
     dq, dq_smem = None, 0
     if deterministic:
-        dq_smem = bwd_mma_dq_smem_bytes(d)
-        dq, _, _ = compile_cubin(src, f"flash_bwd_mma_dq<{dt},{d},{c}>", arch)
+        dq_smem = bwd_mma_dq_smem_bytes(d, stages)
+        dq, _, _ = compile_cubin(src, names["dq"], arch)
         dq.max_dynamic_shared_size_bytes = dq_smem
     mb = MMABackward(dtype, Bc, d, causal, pre, main, conv, smem, (time.perf_counter() - t0) * 1e3,
-                     int(main.num_regs), int(main.local_size_bytes), deterministic, dq, dq_smem)
+                     int(main.num_regs), int(main.local_size_bytes), deterministic, dq, dq_smem, stages)
     _CACHE[key] = mb
     return mb
 
@@ -144,7 +172,7 @@ def _flat(t, name: str, dtype, dev: int):
 
 
 def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None, deterministic: bool = False,
-                       dlse=None, Bc: int | None = None):
+                       dlse=None, Bc: int | None = None, stages: int | None = None):
     """FlashAttention-2 backward on the tensor cores (kernels/flash_bwd_mma.cu, mma.sync).
 
     Source: Dao 2023, FlashAttention-2, Algorithm 2; the same step tags as flash_bwd.cu and
@@ -163,6 +191,9 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         run).
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
     Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
+    stages : 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``): 2 double-buffers the streamed tiles (the
+        next Q_i, dO_i, or K_j, V_j in the dQ pass, copied while this one is computed); the same
+        arithmetic in the same order, so the same bits as 1.
 
     Returns
     -------
@@ -172,7 +203,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     Raises
     ------
     TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
-    (shapes, d, Bc, scale, more than 65,535 batch·heads), RuntimeError
+    (shapes, d, Bc, stages, scale, more than 65,535 batch·heads), RuntimeError
     (no CuPy, a GPU older than sm_80); one line each.
     """
     from ..teaching.backward import check_backward_shapes
@@ -187,6 +218,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         raise TypeError(f"Q must be a float16 or bfloat16 torch tensor, got {Q.dtype}")
     check_member(d, "d", BWD_MMA_D, "tensor-core backward")
     Bc = BWD_MMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    if stages is not None:
+        stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
     scale = check_scale(scale, d)
     BH = math.prod(lead)
     if BH > 65_535:
@@ -198,7 +231,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
     cp = cupy()
     with cp.cuda.Device(dev), torch_stream(dev):
-        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal, deterministic)
+        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal, deterministic,
+                                  stages=stages)
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
