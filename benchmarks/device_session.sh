@@ -29,6 +29,8 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export FLASHVIZ_CACHE=${FLASHVIZ_CACHE:-/tmp/flashviz-cubin}
 status=0
+# RESULTS: where a copy of $OUT is packed (a tarball) after every step, so a call stopped by its time
+# limit still brings back the steps it finished
 for step in "$@"; do
   echo "=== $step: $(date -u +%H:%M:%S)"
   case "$step" in
@@ -51,5 +53,6 @@ for step in "$@"; do
       done ;;
     *) echo "unknown step $step (tests timelines decode store bwd mma abfa3 abbwd sanitize)"; status=2 ;;
   esac
+  [ -n "${RESULTS:-}" ] && tar czf "$RESULTS/results.tgz" -C "$OUT" .
 done
 exit $status

@@ -3,8 +3,11 @@
     compute-sanitizer --tool racecheck python benchmarks/sanitize_bwd.py
 The teaching backward (kernels/flash_bwd.cu) and the tensor-core backward (kernels/flash_bwd_mma.cu:
 fp16 / bf16, Bc = 64 / 128), each with atomic and deterministic dQ, every d once, causal and not,
-with partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk); prints one line per launch
-and "sanitize_bwd done". The cubins come from $FLASHVIZ_CACHE when it is warm."""
+with partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk), the tensor-core backward with
+one and two pipeline stages; prints one line per launch and "sanitize_bwd done". The cubins come from
+$FLASHVIZ_CACHE when it is warm. SANITIZE_PARTS (default "teaching,mma") and SANITIZE_DTYPES (default
+"float16,bfloat16", the tensor-core part's) narrow a run that must fit a time limit."""
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +24,9 @@ def rnd(*shape, dtype=torch.float32):
     return torch.randn(*shape, device="cuda", dtype=dtype, generator=g)
 
 
-for d, (Br, Bc) in ((16, (16, 32)), (64, (64, 64)), (128, (32, 64))):
+PARTS = os.environ.get("SANITIZE_PARTS", "teaching,mma").split(",")
+DTYPES = [getattr(torch, x) for x in os.environ.get("SANITIZE_DTYPES", "float16,bfloat16").split(",")]
+for d, (Br, Bc) in ((16, (16, 32)), (64, (64, 64)), (128, (32, 64))) if "teaching" in PARTS else ():
     for causal in (False, True):
         for Nq, Nk in ((77, 130), (130, 45)):
             q, k, v, do = rnd(2, Nq, d), rnd(2, Nk, d), rnd(2, Nk, d), rnd(2, Nq, d)
@@ -32,7 +37,7 @@ for d, (Br, Bc) in ((16, (16, 32)), (64, (64, 64)), (128, (32, 64))):
                                                     deterministic=det)
                 torch.cuda.synchronize()
                 print("teaching", d, Br, Bc, causal, Nq, Nk, det, "ok", bool(torch.isfinite(dq).all()), flush=True)
-for dt in (torch.float16, torch.bfloat16):
+for dt in DTYPES if "mma" in PARTS else ():
     for d in (64, 128):
         for Bc in (64, 128):
             for causal in (False, True):
@@ -41,8 +46,10 @@ for dt in (torch.float16, torch.bfloat16):
                     O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
                     do = rnd(1, 2, Nq, d, dtype=dt)
                     for det in (False, True):
-                        dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc,
-                                                            deterministic=det)
-                        torch.cuda.synchronize()
-                        print("mma", dt, d, Bc, causal, Nq, Nk, det, "ok", bool(torch.isfinite(dq).all()), flush=True)
+                        for stages in (1, 2):
+                            dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc,
+                                                                deterministic=det, stages=stages)
+                            torch.cuda.synchronize()
+                            print("mma", dt, d, Bc, causal, Nq, Nk, det, stages, "ok", bool(torch.isfinite(dq).all()),
+                                  flush=True)
 print("sanitize_bwd done")
