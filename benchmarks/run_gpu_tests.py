@@ -18,14 +18,21 @@ sys.path.insert(0, str(ROOT))
 
 
 class Collect:
-    def __init__(self):
+    """Every test's outcome; each also appended at once to ``progress`` (JSON lines), so a run stopped
+    by a time limit still says how far it got (a partial run is never the record)."""
+
+    def __init__(self, progress: Path | None = None):
         self.results = []
+        self.progress = progress
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.results.append({"test": report.nodeid, "outcome": report.outcome,
                                  "seconds": round(report.duration, 3),
                                  "message": str(report.longrepr)[-500:] if report.failed else ""})
+            if self.progress is not None:
+                with self.progress.open("a") as f:
+                    f.write(json.dumps(self.results[-1]) + "\n")
 
 
 def main():
@@ -33,7 +40,8 @@ def main():
 
     ok, reason = gpu.gpu_status()
     env = gpu.environment() if ok else {"gpu": reason}
-    col = Collect()
+    dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
+    col = Collect(dest / "tests-progress.jsonl" if os.environ.get("OUT") else None)
     files = [str(ROOT / "tests" / "gpu")]   # every test file with gpu-marked tests is in tests/gpu/
     code = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", *files], plugins=[col])
     counts = {k: sum(r["outcome"] == k for r in col.results) for k in ("passed", "failed", "skipped")}
@@ -45,7 +53,6 @@ def main():
            "kernel_sources": {p.name: source_sha256(p.name) for p in sorted((ROOT / "kernels").glob("*.cu"))},
            "pytest_exit_code": int(code),
            "counts": counts, "tests": col.results}
-    dest = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
     dev = str(env.get("device", "nogpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
     path = dest / f"tests-{dev}-{env.get('date', 'unknown')}.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
