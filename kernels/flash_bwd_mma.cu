@@ -37,8 +37,10 @@
 // c2,c3 = C[g+8][2t, 2t+1]. The C layout of n8 tiles 2kk, 2kk+1 is the A layout of k-step kk.
 //
 // Shared memory (b16, rows of 16-byte chunks, chunk c of row r at c ^ (r & 7): no bank conflicts):
-//   K_j, V_j [Bc][D] | Q_i, dO_i [Br][D] | dS_ij [Br][Bc] | L_i, D_i [Br] fp32
-//   bytes = 2·(2·Bc·D + 2·Br·D + Br·Bc) + 8·Br   (Bc = 64, D = 128: 74,240; Bc = 128, D = 128: 115,200)
+//   K_j, V_j [Bc][D] | Q_i [STAGES][Br][D] | dO_i [STAGES][Br][D] | dS_ij [Br][Bc] | L_i, D_i [STAGES][Br] fp32
+//   bytes = 2·(2·Bc·D + 2·STAGES·Br·D + Br·Bc) + 8·STAGES·Br
+//   (one stage: Bc = 64, D = 128: 74,240; Bc = 128, D = 128: 115,200; two stages there: 148,480)
+// The dQ pass: Q_i, dO_i [Br][D] | K_j, V_j [STAGES][64][D] | L_i, D_i [Br] fp32.
 //
 // Masking: key c >= Nk, or (causal, bottom-right) c > r + Nk − Nq, gives P = 0. A query row past Nq
 // or with lse = −inf (it sees no key) is given L_i = +inf, so exp2(s − L) = 0: its dQ and its share
@@ -77,9 +79,13 @@ __device__ __forceinline__ void load_tile(u32 s_tile, const u16* __restrict__ g,
     }
 }
 
+// L_i as the kernels keep it: the forward's natural-log lse in base 2, and +inf for a row that sees
+// no key (lse = −inf) or lies past Nq (given −inf), so that exp2(s − L_i) = 0 there.
+__device__ __forceinline__ float lse_base2(float lse) { return lse == neg_inf() ? pos_inf() : lse * LOG2E; }
+
 // [load_Qi] Alg. 2 line 9: query block i of one head into one stage of SRAM: Q_i, dO_i by cp.async
-// (committed as one group), L_i (base 2; +inf for rows past Nq or with lse = −inf, so P_ij = 0
-// there) and D_i by plain loads and stores (visible after the caller's next __syncthreads).
+// (committed as one group), L_i (lse_base2) and D_i by plain loads and stores (visible after the
+// caller's next __syncthreads).
 template <int D, int NT>
 __device__ __forceinline__ void load_query_block(u32 sQ, u32 sdO, float* L_i, float* D_i, const u16* __restrict__ Qh,
                                                  const u16* __restrict__ dOh, const float* __restrict__ Lh,
@@ -89,8 +95,7 @@ __device__ __forceinline__ void load_query_block(u32 sQ, u32 sdO, float* L_i, fl
     load_tile<Br, D, NT>(sdO, dOh, r0, Nq, tid);
     cp_async_commit();
     for (int rr = tid; rr < Br; rr += NT) {
-        const float L = r0 + rr < Nq ? Lh[r0 + rr] : neg_inf();
-        L_i[rr] = L == neg_inf() ? pos_inf() : L * LOG2E;
+        L_i[rr] = lse_base2(r0 + rr < Nq ? Lh[r0 + rr] : neg_inf());
         D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
     }
 }
@@ -200,6 +205,7 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     static_assert((Bc == 64 || Bc == 128) && (D == 64 || D == 128), "Bc in {64, 128}, D in {64, 128}");
     static_assert(STAGES == 1 || STAGES == 2, "STAGES in {1, 2}");
     constexpr int NT = Bc * 2;                  // threads (Bc/16 warps)
+    static_assert(NT >= Br, "one thread a row of L_i, D_i (the two-stage prefetch)");
     constexpr int NW = Bc / 16;
     constexpr int NS = Br / 8;                  // n8 tiles of S_ijᵀ per warp (16 x Br)
     constexpr int KP = Br / 16;                 // k16 steps of P_ijᵀ dO_i and dS_ijᵀ Q_i
@@ -266,12 +272,19 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         const float* L_i = L_s + st * Br;
         const float* D_i = D_s + st * Br;
         __syncthreads();                              // step i−1 is done with its stage and dS_ij
+        float lse_next = 0.f, D_next = 0.f;           // (two stages) row tid of block i+1, from HBM
         if constexpr (STAGES == 1) {
             load_query_block<D, NT>(sQ, sdO, L_s, D_s, Qh, dOh, Lh, Dh, r0, Nq, tid);
             cp_async_wait<0>();
-        } else if (i < i_last) {                      // block i+1 into the other stage, then wait for i's
-            load_query_block<D, NT>(sQ0 + (st ^ 1) * Q_BYTES, sdO0 + (st ^ 1) * Q_BYTES, L_s + (st ^ 1) * Br,
-                                    D_s + (st ^ 1) * Br, Qh, dOh, Lh, Dh, r0 + Br, Nq, tid);
+        } else if (i < i_last) {                      // block i+1 into the other stage, then wait for i's:
+            load_tile<Br, D, NT>(sQ0 + (st ^ 1) * Q_BYTES, Qh, r0 + Br, Nq, tid);
+            load_tile<Br, D, NT>(sdO0 + (st ^ 1) * Q_BYTES, dOh, r0 + Br, Nq, tid);
+            cp_async_commit();
+            if (tid < Br) {                           // its L_i, D_i row into registers, stored after this
+                const int r = r0 + Br + tid;          // step (the loads' latency hidden by its work)
+                lse_next = r < Nq ? Lh[r] : neg_inf();
+                D_next = r < Nq ? Dh[r] : 0.f;
+            }
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -384,6 +397,10 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         }
         FV_NOW(t_b);                                    // the next load_Qi starts here, atomics or not
         if (ATOMIC_DQ) FV_EVENT(i, FV_BSTAGE_UPDATE_DQ, t_a, t_b);
+        if (STAGES == 2 && i < i_last && tid < Br) {   // block i+1's L_i, D_i into its stage (free since
+            L_s[(st ^ 1) * Br + tid] = lse_base2(lse_next);   // step i began; read after step i+1's barriers)
+            D_s[(st ^ 1) * Br + tid] = D_next;
+        }
     }
 
     // [write_dKdV] Alg. 2 line 18: dK_j (times scale) and dV_j to HBM in the input dtype, once per key
