@@ -23,9 +23,11 @@
 set -u
 OUT=${OUT:-benchmarks/results}
 mkdir -p "$OUT"
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+if [ -f /tmp/site/.installed ]; then              # once a machine: steps may run side by side
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+elif [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    >/dev/null 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    >/dev/null 2>&1 && touch /tmp/site/.installed && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export FLASHVIZ_CACHE=${FLASHVIZ_CACHE:-/tmp/flashviz-cubin}
 status=0
