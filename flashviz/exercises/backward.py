@@ -13,6 +13,9 @@ backward time, each within 1 % and naming the known wrong readings.
 ``check_recompute_share(answer, causal=False)`` (section 7, the measured tile) reads the recorded
 teaching-backward timeline (``records.timeline_stats.recorded_backward_pair``): the share of a
 backward tile's time that recompute_P takes, within 2 %.
+``check_update_dQ_ratio(answer, causal=False)`` (section 7, the tensor-core tile) reads the recorded
+tensor-core backward's timeline beside the teaching one (``recorded_backward_pair(against="bwd_mma")``):
+how many times as long as accumulate_dK, a product of the same size, its update_dQ step takes, within 3 %.
 
 Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
 answer or the learner's code does.
@@ -313,7 +316,7 @@ def check_recompute_share(answer, causal: bool = False, *, pair: dict | None = N
     narrowed so that no named mistake passes: the forward's S and softmax share of its own tile,
     recompute_P over the forward's whole tile, the complement, a percentage. pair: {"forward",
     "backward"} timelines to read instead of the installed ones."""
-    from ..records.timeline_stats import per_tile_steps, recorded_backward_pair
+    from ..records.timeline_stats import per_tile_steps, recorded_backward_pair, step_shares
 
     pair = recorded_backward_pair(causal) if pair is None else pair
     if not pair:
@@ -323,7 +326,7 @@ def check_recompute_share(answer, causal: bool = False, *, pair: dict | None = N
     b, f = per_tile_steps(pair["backward"]), per_tile_steps(pair["forward"])
     if "recompute_P" not in b:
         return say(wrong("the recorded backward timeline has no recompute_P steps"))
-    want = b["recompute_P"] / sum(b.values())
+    want = step_shares(pair["backward"])["recompute_P"]
     f_tile = sum(f.values())
     mistakes = [(1 - want, "that is everything but the recomputation; the question asks for recompute_P's share"),
                 (100 * want, "give a fraction, such as 0.2, not a percentage"),
@@ -338,4 +341,46 @@ def check_recompute_share(answer, causal: bool = False, *, pair: dict | None = N
                                 f"{sum(b.values()) / 1e3:.2f} µs tile here, against the forward's "
                                 f"{(f.get('compute_S', 0) + f.get('update_ml', 0)) / 1e3:.2f} µs for S and its "
                                 f"softmax ({pair['backward'].device}, {pair['backward'].date})")
+    return say(got)
+
+
+@never_raises(say)
+def check_update_dQ_ratio(answer, causal: bool = False, *, pair: dict | None = None) -> CheckResult:
+    """answer: how many times as long as accumulate_dK the update_dQ step takes in a tile of the recorded
+    tensor-core backward (``records.timeline_stats.per_tile_steps``, the first warp of the recorded
+    blocks): update_dQ ÷ accumulate_dK. Both do one product of the same FLOPs (dS_ij K_j and dS_ijᵀ Q_i);
+    update_dQ also waits for the whole dS_ij and adds its piece into dQ with fp32 atomics. Within 3 %
+    (the figure's µs, rounded to 0.01, read within 2 %), narrowed so that no named mistake passes: the
+    inverse, the teaching kernel's ratio, the extra over the product (ratio − 1), update_dQ's share of
+    the tile, update_dQ over recompute_P. pair: {"backward", "bwd_mma"} timelines to read instead of
+    the installed ones."""
+    from ..records.timeline_stats import per_tile_steps, recorded_backward_pair, step_shares
+
+    pair = recorded_backward_pair(causal, against="bwd_mma") if pair is None else pair
+    if not pair:
+        return say(wrong("no tensor-core backward timeline is installed beside the teaching one: this exercise "
+                         "reads the recorded ones"))
+    if answer is None:
+        return say(wrong("replace the placeholder with update_dQ's time ÷ accumulate_dK's (a ratio); got None"))
+    m, t = per_tile_steps(pair["bwd_mma"]), per_tile_steps(pair["backward"])
+    if not all(s in x for x in (m, t) for s in ("update_dQ", "accumulate_dK", "recompute_P")):
+        return say(wrong("the recorded backward timelines lack an update_dQ, accumulate_dK or recompute_P step"))
+    want = m["update_dQ"] / m["accumulate_dK"]
+    theirs = t["update_dQ"] / t["accumulate_dK"]
+    mistakes = [(1 / want, "that is accumulate_dK ÷ update_dQ; the question asks how many times as long update_dQ is"),
+                (theirs, "that is the teaching kernel's bar; read the tensor-core one", 0.01),
+                (want - 1, "that is the time beyond the product over the product; divide update_dQ's whole time", 0.01),
+                (step_shares(pair["bwd_mma"])["update_dQ"], "that is update_dQ's share of the tile; divide by "
+                                                            "accumulate_dK's time instead"),
+                (m["update_dQ"] / m["recompute_P"], "that divides by recompute_P; accumulate_dK is the product of "
+                                                    "update_dQ's size")]
+    got = close_number(answer, want, rel=0.03, what="update_dQ ÷ accumulate_dK on the tensor cores", unit="x",
+                       mistakes=_far(want, mistakes, 0.06),
+                       hint="update_dQ's µs ÷ accumulate_dK's µs, both on the tensor-core bar")
+    if got.ok:
+        got = CheckResult(True, f"{got.message}; in the teaching kernel {theirs:.2f}x. Per tile, the tensor cores "
+                                f"made accumulate_dK {t['accumulate_dK'] / m['accumulate_dK']:.1f}x faster than the "
+                                f"teaching kernel (on twice the keys) and update_dQ "
+                                f"{t['update_dQ'] / m['update_dQ']:.1f}x: the step that adds into dQ gained less than the product "
+                                f"({pair['bwd_mma'].device}, {pair['bwd_mma'].date})")
     return say(got)

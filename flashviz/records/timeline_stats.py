@@ -17,8 +17,11 @@ Pure NumPy on a ``gpu.Timeline`` (recorded or live); no GPU needed.
 * ``recorded_decode_runs(Nk)``: the recorded decode timelines of one cache length, {S: Timeline}
   (one split a block, and the split count the call chose);
 * ``per_tile_steps(tl)``: each step's mean time per tile (ns) in one group of the detailed blocks,
-  and ``recorded_backward_pair(causal)``: the recorded teaching backward beside the teaching
-  forward of the same shape (chapter 6: where a backward tile's time goes);
+  ``step_shares(tl)`` the same as shares of the tile, ``trace_cost(tl)`` what the traced build
+  cost against the untraced one; ``recorded_backward(kernel, causal)``: a backward kernel's
+  recorded timeline, and ``recorded_backward_pair(causal, against)``: the recorded teaching
+  backward beside the teaching forward of the same shape, or beside the tensor-core backward
+  (chapter 6: where a backward tile's time goes);
 * what the TimelineExplorer's numbers read: ``tile_flops``, ``tail_share``, ``in_flight``,
   ``blocks_per_sm`` and ``tile_vs_ceiling`` (a block's time per tile against the measured matmul
   ceiling, ``Ceiling`` / ``TileCeiling``).
@@ -30,10 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timeline import ORDERS, Timeline, latest_timeline, recorded_timelines
+from .timeline import KERNELS, ORDERS, Timeline, latest_timeline, recorded_timelines
 
 SOFTMAX_STEPS = ("update_ml", "convert_P")
 MATMUL_STEPS = ("compute_S", "accumulate_O")
+#: the backward kernels with a timeline switch (``gpu.trace_backward``): the teaching one, the tensor-core one
+BWD_KERNELS = tuple(k for k in KERNELS if k.startswith("bwd_"))
+#: what ``recorded_backward_pair`` can set beside the teaching backward: the teaching forward, the tensor-core backward
+AGAINST = ("forward", "bwd_mma")
 
 
 @dataclass(frozen=True)
@@ -273,17 +280,55 @@ def per_tile_steps(tl, group: int = 0) -> dict[str, float]:
     return out
 
 
-def recorded_backward_pair(causal: bool = False) -> dict[str, Timeline]:
-    """{"forward": the teaching forward's recorded timeline, "backward": the teaching backward's} of
-    one shape (the backward's newest, at its smallest d and N; the forward's newest of the same d,
-    N and mask), or {} when either is not recorded."""
-    rows = [r for r in recorded_timelines() if r["kernel"] == "bwd_teaching" and r["causal"] == bool(causal)]
+def step_shares(tl, group: int = 0) -> dict[str, float]:
+    """{step: its share of the tile}: ``per_tile_steps`` of the same group, each over their sum (the
+    shares add up to 1); {} when the group has no per-tile step. TypeError for anything but a Timeline."""
+    steps = per_tile_steps(tl, group)
+    total = sum(steps.values())
+    return {name: ns / total for name, ns in steps.items()} if total > 0 else {}
+
+
+def trace_cost(tl) -> float | None:
+    """What the traced build cost against the untraced one in the same run: traced_ms / kernel_ms − 1
+    (0.045: 4.5 % slower), or None when the timeline has not both times. TypeError for anything but a
+    Timeline."""
+    tl = _check(tl)
+    return tl.traced_ms / tl.kernel_ms - 1 if tl.kernel_ms and tl.traced_ms else None
+
+
+def recorded_backward(kernel: str = "bwd_teaching", causal: bool = False, d: int | None = None,
+                      N: int | None = None) -> Timeline | None:
+    """The newest recorded timeline of a backward kernel (``BWD_KERNELS``: "bwd_teaching" | "bwd_mma")
+    with this mask, of head dimension d and length N when given (otherwise the smallest d and N of
+    the newest date among those recorded), or None when none is. ValueError for another kernel."""
+    if kernel not in BWD_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(BWD_KERNELS)}; got {kernel!r}")
+    rows = [r for r in recorded_timelines() if r["kernel"] == kernel and r["causal"] == bool(causal)
+            and (d is None or r["d"] == d) and (N is None or r["N"] == N)]
     if not rows:
-        return {}
+        return None
     newest = max(r["date"] for r in rows)
     best = min((r for r in rows if r["date"] == newest), key=lambda r: (r["d"], r["N"]))
+    return Timeline.load(best["file"])
+
+
+def recorded_backward_pair(causal: bool = False, against: str = "forward") -> dict[str, Timeline]:
+    """The recorded teaching backward (``recorded_backward``: its newest, at its smallest d and N) and,
+    of the same d, N and mask, what it is set beside (``AGAINST``): against="forward" gives
+    {"forward": the teaching forward's newest timeline, "backward": the teaching backward's} (what
+    recomputation costs); against="bwd_mma" gives {"backward": the teaching backward's, "bwd_mma": the
+    tensor-core backward's newest} (the same steps on tensor cores). {} when either is not recorded;
+    ValueError for another ``against``."""
+    if against not in AGAINST:
+        raise ValueError(f"against must be one of {', '.join(AGAINST)}; got {against!r}")
+    bwd = recorded_backward("bwd_teaching", causal)
+    if bwd is None:
+        return {}
+    if against == "bwd_mma":
+        mma = recorded_backward("bwd_mma", causal, d=bwd.d, N=bwd.N)
+        return {} if mma is None else {"backward": bwd, "bwd_mma": mma}
     try:
-        fwd = latest_timeline("teaching", causal=causal, d=best["d"], N=best["N"])
+        fwd = latest_timeline("teaching", causal=causal, d=bwd.d, N=bwd.N)
     except LookupError:
         return {}
-    return {"forward": fwd, "backward": Timeline.load(best["file"])}
+    return {"forward": fwd, "backward": bwd}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import raw_timeline
 from nbutil import run_notebook, widget_views
 from test_exercise_hints import assert_right, assert_wrong
 
@@ -50,6 +51,10 @@ _P4096 = next(r for r in PEAKS if r["N"] == 4096 and r["d"] == 64)
 RIGHT_RATIO = _P4096["sdpa_math_bwd_peak_bytes"] / _P4096["bwd_mma_peak_bytes"]
 _R4096 = next(r for r in BENCH if (r["d"], r["causal"], r["N"]) == (64, False, 4096))
 RIGHT_SHARE = _R4096["bwd_mma_call_ms"] / _R4096["bwd_mma_fwdbwd_call_ms"]
+# exercise 8: update_dQ ÷ accumulate_dK on the tensor-core bar, from the timeline files read without flashviz
+TILE_FILES = raw_timeline.backward_files(causal=False)
+TILES = {k: raw_timeline.steps_per_tile(f) for k, f in TILE_FILES.items()}
+RIGHT_DQ_RATIO = TILES["bwd_mma"]["update_dQ"] / TILES["bwd_mma"]["accumulate_dK"] if "bwd_mma" in TILES else None
 
 DRIVE = """
 import numpy as np
@@ -81,6 +86,9 @@ print("DRIVEN-OK", w.n_frames)
 DRIVE += f"""
 assert check_peak_ratio({RIGHT_RATIO!r}, N=4096, d=64)
 assert check_bwd_share({RIGHT_SHARE!r}, N=4096, d=64, causal=False)
+assert ({RIGHT_DQ_RATIO!r} is None) == (not pair_mma)
+if pair_mma:
+    assert check_update_dQ_ratio({RIGHT_DQ_RATIO!r})
 print("DRIVEN-GPU-OK")
 """
 
@@ -119,15 +127,18 @@ def test_backward_notebook_runs_and_is_driven(executed):
     from flashviz.records.results import latest_results
     from flashviz.records.timeline_stats import recorded_backward_pair
     timeline = 1 if recorded_backward_pair() else 0             # section 7's measured tile, when recorded
+    mma = 1 if recorded_backward_pair(against="bwd_mma") else 0  # the tensor-core tile beside it, when recorded
     store = 1 if latest_results("storep") else 0                 # and the recompute-versus-store figure
-    assert len(widget_views(nb)) == 4 + timeline + store, "the explorer, section 7's GPU panel, its figures"
+    assert len(widget_views(nb)) == 4 + timeline + mma + store, "the explorer, section 7's GPU panel, its figures"
     assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts and "DRIVEN-PANEL-OK" in texts
-    # the six exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
+    # the exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
-    assert len(stubs) == 7 + timeline and "lse is kept in float32" in stubs[-1], stubs     # exercise 7 when recorded
+    assert len(stubs) == 7 + timeline + mma and "lse is kept in float32" in stubs[-1], stubs   # 7 and 8 when recorded
     if not timeline:
         assert "(exercise 7 needs the recorded teaching-backward timeline, which this installation does not have" in texts
-    assert texts.count("✓ Right") == 6                                 # the driven right answers
+    if not mma:
+        assert "(exercise 8 needs the recorded tensor-core backward timeline" in texts
+    assert texts.count("✓ Right") == 6 + mma                           # the driven right answers
     assert "lse 16,384 B" in texts
     # the run's counts equal the closed forms; D needs no P; P comes back from lse
     assert texts.count("→ equal: True") == 2
@@ -404,6 +415,63 @@ def test_section_7_shows_the_backward_tile_when_recorded(executed):
         steps_us = ", ".join(f"{name} {ns / 1e3:.2f}" for name, ns in per_tile_steps(t).items())
         assert f"{k:>8} ({t.device}, {t.date}): µs per tile: {steps_us}; whole kernel {t.kernel_ms:.3f} ms" in texts
     assert f"backward ÷ forward, per tile: {tile_ratio(pair):.2f}; whole kernels: " in texts
+
+
+def test_section_7_shows_the_tensor_core_tile_when_recorded(executed):
+    """The tensor-core tile beside the teaching one: each kernel's µs per tile per step, its tile, update_dQ's
+    share and the tracing's cost, and each step's speed-up, as the files say (read without flashviz; the
+    tracing's cost from the recording's run list); one line saying none is recorded otherwise."""
+    _, texts = executed
+    if "bwd_mma" not in TILES:
+        assert "No tensor-core backward timeline is recorded beside the teaching one" in texts
+        return
+    for kernel, words in (("bwd_teaching", "teaching backward"), ("bwd_mma", "tensor-core backward")):
+        steps, run = TILES[kernel], raw_timeline.run_row(TILE_FILES[kernel])
+        data = raw_timeline.load(TILE_FILES[kernel])
+        tile = sum(steps.values())
+        assert (f"{words}, Br × Bc = {run['Br']} × {run['Bc']}, {data['dtype']} ({data['device']}, {data['date']}):\n"
+                "    µs per tile: " + ", ".join(f"{k} {v / 1e3:.2f}" for k, v in steps.items()) + "\n"
+                f"    the tile {tile / 1e3:.2f} µs; update_dQ (dS_ij K_j added into dQ by fp32 atomics) "
+                f"{100 * steps['update_dQ'] / tile:.1f} % of it\n"
+                f"    the tracing's cost: traced build {run['traced_ms']:.3f} ms, untraced {run['kernel_ms']:.3f} ms: "
+                f"{100 * run['overhead']:+.1f} %") in texts
+    teach, mma = TILES["bwd_teaching"], TILES["bwd_mma"]
+    line = ", ".join(f"{k} {teach[k] / v:.1f}x" for k, v in mma.items()) + " faster"
+    assert "each step's time per tile (twice the keys):\n    " + line in texts
+    # exercise 8's answer is printed nowhere before its check (its ✓ line, driven, shows it)
+    shown = texts.split("the tensor cores against the teaching kernel", 1)[0].split("teaching backward, Br × Bc")[-1]
+    shown += line
+    for v in (f"{RIGHT_DQ_RATIO:.2f}", f"{RIGHT_DQ_RATIO:.1f}x"):
+        assert v not in shown, v
+    assert any(line.startswith("✓ Right: update_dQ ÷ accumulate_dK on the tensor cores") and
+               f"flashviz computes {RIGHT_DQ_RATIO:,.6g}x" in line for line in texts.splitlines())
+
+
+@recorded_data
+def test_recorded_data_the_tensor_core_prose_holds():
+    """The claims of "The same tile on tensor cores" in the files (read without flashviz)."""
+    if "bwd_mma" not in TILES:
+        pytest.skip("no tensor-core backward timeline recorded")
+    md = _markdown()
+    teach, mma = TILES["bwd_teaching"], TILES["bwd_mma"]
+    share = {k: {s: v / sum(t.values()) for s, v in t.items()} for k, t in (("teach", teach), ("mma", mma))}
+    gain = {s: teach[s] / mma[s] for s in mma}
+    # the tiles: twice the keys on the tensor cores, the same d, N and mask
+    runs = {k: raw_timeline.run_row(f) for k, f in TILE_FILES.items()}
+    assert runs["bwd_mma"]["Bc"] == 2 * runs["bwd_teaching"]["Bc"] == 128 and "$B_c = 128$ keys" in md
+    assert {(r["d"], r["N"], r["causal"]) for r in runs.values()} == {(64, 4096, False)}
+    # "Every step is faster on the tensor cores, but not alike"; the two plain products gain the most
+    assert "Every step is faster on the tensor cores, but not alike" in md and min(gain.values()) > 1
+    assert set(sorted(gain, key=gain.get)[-2:]) == {"accumulate_dV", "accumulate_dK"}
+    assert "`accumulate_dV` and `accumulate_dK`, gain the most" in md
+    # "the two plain products, about a third of the teaching tile, are a small part of the tensor-core one"
+    plain = {k: share[k]["accumulate_dV"] + share[k]["accumulate_dK"] for k in share}
+    assert 0.28 < plain["teach"] < 0.38 and plain["mma"] < 0.5 * plain["teach"]
+    assert "the two plain products, about a third of the teaching tile, are a small part of the tensor-core one" in md
+    # "the loads are a bigger share"; update_dQ a smaller share, "yet several times as long as accumulate_dK"
+    assert share["mma"]["load_Qi"] > 2 * share["teach"]["load_Qi"] and "the loads are a bigger share" in md
+    assert share["mma"]["update_dQ"] < share["teach"]["update_dQ"]
+    assert mma["update_dQ"] / mma["accumulate_dK"] > 3 and "yet several times as long as `accumulate_dK`" in md
 
 
 def test_section_7_shows_recompute_versus_store_when_recorded(executed):
