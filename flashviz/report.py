@@ -71,6 +71,17 @@ def _x(v, digits: int = 2) -> str:
     return "—" if v is None else f"{v:.{digits}f}x"
 
 
+def _kernels(res: dict, impl: str) -> str:
+    """The split kernels' names that ``impl``'s rows of a decode record timed, e.g. "`flash_decode`"."""
+    import re
+    names = sorted({m[1] for b in res.get("bench") or [] if (m := re.search(r"fvdec::(\w+)<", b.get(f"{impl}_kernel_name") or ""))})
+    return ", ".join(f"`{n}`" for n in names) or "not timed"
+
+
+def _pct(v) -> str:
+    return "—" if v is None else f"{100 * v:.0f} %"
+
+
 def _f(v, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
 
@@ -376,7 +387,8 @@ def _bwd_section(res: dict | None) -> list[str]:
 
 
 def _decode_section(res: dict | None) -> list[str]:
-    from .records.decode_records import decode_rows, split_sweeps
+    from .records.decode_records import NAMES, decode_rows, split_sweeps
+    V2 = NAMES["decode_mma"]
     out = ["## Decode on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
@@ -386,9 +398,13 @@ def _decode_section(res: dict | None) -> list[str]:
             f"{'not measured' if not copy else f'{copy / 1e3:.2f} TB/s'}. Bandwidth = bytes of K and V read ÷ time; "
             "cuDNN ÷ ours is cuDNN's kernel-only time over ours (above 1: ours is faster). Chapter 9, section 7 "
             "prints the same rows (`flashviz.records.decode_records`).", "",
+            f"\"ours\" is the default call (its split kernel here: {_kernels(res, 'decode')}); \"v2\" the same call "
+            f"with `variant=\"mma\"` ({_kernels(res, 'decode_mma')}), on the same rows.", "",
             "| B | H / H_kv | Nq | Nk | d | causal | pages | S | ours µs (kernel) | ours TB/s | of copy | "
-            "cuDNN TB/s | flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "cuDNN TB/s | flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) | v2 µs (kernel) | v2 of copy | "
+            "cuDNN ÷ v2 | v2 µs (call) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+            "--- | --- |"]
 
     def cell(r, name, key, scale=1.0, digits=1):
         v = r["impls"].get(name, {}).get(key)
@@ -398,9 +414,11 @@ def _decode_section(res: dict | None) -> list[str]:
         share = r["ours_of_copy"]
         out.append(f"| {r['B']} | {r['H']} / {r['H_kv']} | {r['Nq']} | {r['Nk']:,} | {r['d']} | {_yes(r['causal'])} | "
                    f"{r['page_size'] or '—'} | {r['num_splits']} | {cell(r, 'ours', 'kernel_us')} | "
-                   f"{cell(r, 'ours', 'kernel_GBps', 1e-3, 2)} | {'—' if share is None else f'{100 * share:.0f} %'} | "
+                   f"{cell(r, 'ours', 'kernel_GBps', 1e-3, 2)} | {_pct(share)} | "
                    f"{cell(r, 'SDPA-cuDNN', 'kernel_GBps', 1e-3, 2)} | {cell(r, 'SDPA-flash', 'kernel_GBps', 1e-3, 2)} | "
-                   f"{_x(r['cudnn_over_ours'])} | {cell(r, 'ours', 'call_us')} | {cell(r, 'SDPA-cuDNN', 'call_us')} |")
+                   f"{_x(r['cudnn_over_ours'])} | {cell(r, 'ours', 'call_us')} | {cell(r, 'SDPA-cuDNN', 'call_us')} | "
+                   f"{cell(r, V2, 'kernel_us')} | {_pct(r['of_copy'][V2])} | {_x(r['cudnn_over'][V2])} | "
+                   f"{cell(r, V2, 'call_us')} |")
     for sw in split_sweeps(res):
         ratio = sw["heuristic_over_best"]
         out += ["", f"Split sweep B = {sw['B']}, H = {sw['H']} / {sw['H_kv']}, Nk = {sw['Nk']:,}: the heuristic chose "

@@ -14,6 +14,8 @@ from __future__ import annotations
 #: the implementations a row may carry, as the chapter names them (gpu.decode_bench's prefixes)
 NAMES = {"decode": "ours", "decode_nosplit": "ours, no split", "decode_mma": "ours, tensor cores (v2)",
          "sdpa_cudnn": "SDPA-cuDNN", "sdpa_flash": "SDPA-flash"}
+#: the keys of NAMES that are ours
+OURS = ("decode", "decode_nosplit", "decode_mma")
 
 
 def _num(x) -> bool:
@@ -23,9 +25,10 @@ def _num(x) -> bool:
 def decode_rows(rec: dict | None) -> list[dict]:
     """[{label, B, H, H_kv, Nq, Nk, d, causal, page_size, num_splits, copy_GBps, impls: {name:
     {call_us, kernel_us, call_GBps, kernel_GBps}}, ours_of_copy (kernel-only GB/s ÷ copy_GBps),
-    cudnn_over_ours (cuDNN's kernel-only time ÷ ours; > 1: ours faster)}] for the rows where ours
-    has a kernel-only time, in the record's order; [] for None or a record without rows. A missing
-    figure is None."""
+    cudnn_over_ours (cuDNN's kernel-only time ÷ ours; > 1: ours faster), and the same two for every
+    implementation of ours in the row, of_copy and cudnn_over: {name: ratio or None}}] for the rows
+    where ours has a kernel-only time, in the record's order; [] for None or a record without rows.
+    A missing figure is None."""
     if not rec:
         return []
     copy = rec.get("copy_GBps") if _num(rec.get("copy_GBps")) else None
@@ -41,11 +44,17 @@ def decode_rows(rec: dict | None) -> list[dict]:
         ours = r["decode_kernel_us"]
         cudnn = r.get("sdpa_cudnn_kernel_us")
         gbps = r.get("decode_kernel_GBps")
+        of_copy, cudnn_over = {}, {}
+        for key in OURS:
+            t, g = r.get(f"{key}_kernel_us"), r.get(f"{key}_kernel_GBps")
+            of_copy[NAMES[key]] = g / copy if copy and _num(g) else None
+            cudnn_over[NAMES[key]] = cudnn / t if _num(cudnn) and _num(t) and t > 0 else None
         out.append({k: r.get(k) for k in ("label", "B", "H", "H_kv", "Nq", "Nk", "d", "causal", "page_size",
                                            "num_splits")}
                    | {"copy_GBps": copy, "impls": impls,
                       "ours_of_copy": gbps / copy if copy and _num(gbps) else None,
-                      "cudnn_over_ours": cudnn / ours if _num(cudnn) and ours > 0 else None})
+                      "cudnn_over_ours": cudnn / ours if _num(cudnn) and ours > 0 else None,
+                      "of_copy": of_copy, "cudnn_over": cudnn_over})
     return out
 
 

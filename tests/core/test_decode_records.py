@@ -42,6 +42,19 @@ def test_rows_carry_the_bandwidth_and_ratios_of_their_times():
     assert decode_rows(None) == [] and decode_lines({}) == []
 
 
+def test_every_implementation_of_ours_gets_its_share_of_copy_and_cudnns_ratio():
+    rec = _record()
+    rec["bench"][0].update(decode_mma_kernel_us=240.0, decode_mma_call_us=249.0)
+    rec["bench"][0] = db.derive(rec["bench"][0], copy_GBps=COPY)
+    r, r1 = decode_rows(rec)[:2]
+    kv = 2 * r["B"] * r["H_kv"] * r["Nk"] * r["d"] * 2
+    v2 = "ours, tensor cores (v2)"
+    assert r["of_copy"][v2] == pytest.approx(kv / 240.0 / 1e3 / COPY)
+    assert r["cudnn_over"][v2] == pytest.approx(290.0 / 240.0)
+    assert r["of_copy"]["ours"] == r["ours_of_copy"] and r["cudnn_over"]["ours"] == r["cudnn_over_ours"]
+    assert r1["of_copy"][v2] is None and r1["cudnn_over"][v2] is None          # v2 not timed on that row
+
+
 def test_split_sweeps_as_recorded():
     sw = split_sweeps(_record())
     assert len(sw) == 1 and sw[0]["best"] == sw[0]["num_splits"][2] and sw[0]["kernel_us"][2] == 12.0
