@@ -21,9 +21,10 @@
 # Wheels the device lacks (ipywidgets, ipympl, ...: .whl/, carried, built for its Python) are
 # installed into /tmp/site first when present.
 set -u
-OUT=${OUT:-benchmarks/results}
+export OUT=${OUT:-benchmarks/results}          # exported: ab_fa3.py / ab_bwd.py write into $OUT
 mkdir -p "$OUT"
-if [ -f /tmp/site/.installed ]; then              # once a machine: steps may run side by side
+# once a machine; to run steps side by side, call this script with no step first (it installs, then exits)
+if [ -f /tmp/site/.installed ]; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 elif [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

@@ -36,6 +36,7 @@ TESTS = ["tests/gpu/test_backward_teaching.py", "tests/gpu/test_backward_mma.py"
 
 
 def _jobs():
+    from flashviz.gpu.tensorcore.backward import backward_expressions
     blocks = [(a, b) for a in (16, 32, 64) for b in (16, 32, 64)]
     jobs = [("bwd", f"flash_bwd_preprocess<{d}>") for d in (16, 32, 64, 128)]
     for d in (16, 64, 128):
@@ -45,12 +46,9 @@ def _jobs():
         jobs += [("bwd", f"flash_bwd<{Br},{Bc},32>"), ("bwd", f"flash_bwd_dq<{Br},{Bc},32>")]
     jobs += [("fwd", d) for d in (32, 64, 128)]
     for dt in (0, 1):
-        jobs += [("bwdmma", f"flash_bwd_mma_preprocess<{dt},{d}>") for d in (64, 128)]
-        jobs += [("bwdmma", f"flash_bwd_mma_convert<{dt}>")]
-        jobs += [("bwdmma", f"flash_bwd_mma<{dt},{bc},{d},{c},{a},{st}>") for bc in (64, 128) for d in (64, 128)
-                 for c in ("false", "true") for a in ("true", "false") for st in (1, 2)]
-        jobs += [("bwdmma", f"flash_bwd_mma_dq<{dt},{d},{c},{st}>") for d in (64, 128) for c in ("false", "true")
-                 for st in (1, 2)]
+        names = {e for bc in (64, 128) for d in (64, 128) for c in (False, True) for det in (False, True)
+                 for st in (1, 2) for e in backward_expressions(("float16", "bfloat16")[dt], bc, d, c, det, st).values()}
+        jobs += [("bwdmma", e) for e in sorted(names)]
     jobs += [("mma", (dt, d, c, v)) for dt in ("float16", "bfloat16") for d in (64, 128) for c in (False, True)
              for v in ("fa3", "wgmma")]
     return jobs

@@ -24,6 +24,8 @@ class Collect:
     def __init__(self, progress: Path | None = None):
         self.results = []
         self.progress = progress
+        if progress is not None:
+            progress.write_text("")                      # this run's outcomes only
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):

@@ -395,7 +395,8 @@ def _decode_section(res: dict | None) -> list[str]:
     copy = res.get("copy_GBps")
     out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run; "
             f"the device's copy bandwidth measured in the same run: "
-            f"{'not measured' if not copy else f'{copy / 1e3:.2f} TB/s'}. Bandwidth = bytes of K and V read ÷ time; "
+            f"{'not measured' if not copy else f'{copy / 1e3:.2f} TB/s'} (bytes read plus bytes written ÷ time, so a "
+            "kernel that only reads can show more than 100 % of it). Bandwidth = bytes of K and V read ÷ time; "
             "cuDNN ÷ ours is cuDNN's kernel-only time over ours (above 1: ours is faster). Chapter 9, section 7 "
             "prints the same rows (`flashviz.records.decode_records`).", "",
             f"\"ours\" is the default call (its split kernel here: {_kernels(res, 'decode')}); \"v2\" the same call "

@@ -33,7 +33,6 @@ from .. import steps as _steps
 KERNEL_FILE = "flash_fwd_mma.cu"
 #: the Hopper kernels' tile vocabulary: the kernel calls its steps, this header holds their code
 HEADER_FILE = "fv_attn.cuh"
-NUMPY_FILE = "flashviz/tiled.py"
 
 
 @dataclass(frozen=True)

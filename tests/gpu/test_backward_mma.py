@@ -67,6 +67,18 @@ def test_two_stages_add_one_tile_of_each_streamed_operand():
         gpu.bwd_mma_smem_bytes(64, 64, 3)
 
 
+def test_the_runners_kernel_names_and_their_errors():
+    from flashviz.gpu.tensorcore.backward import backward_expressions
+    assert backward_expressions("float16", 64, 128, False, True, 2) == {
+        "preprocess": "flash_bwd_mma_preprocess<0,128>", "main": "flash_bwd_mma<0,64,128,false,false,2>",
+        "convert": "flash_bwd_mma_convert<0>", "dq": "flash_bwd_mma_dq<0,128,false,2>"}
+    assert "dq" not in backward_expressions("bfloat16", 128, 64, True, False, 1)
+    with pytest.raises(ValueError, match="dtype must be 'float16' or 'bfloat16'; got 'float32'"):
+        backward_expressions("float32", 64, 64, False, False, 1)
+    with pytest.raises(ValueError, match="stages=3"):
+        backward_expressions("float16", 64, 64, False, False, 3)
+
+
 def test_arrays_and_flags_are_one_line_errors_without_a_gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     z = [np.zeros((2, 8, 64), np.float32)] * 5 + [np.zeros((2, 8), np.float32)]

@@ -71,7 +71,13 @@ def backward_expressions(dtype: str, Bc: int, d: int, causal: bool, deterministi
     """The NVRTC name expressions of the kernels ``compile_backward_mma`` builds for one shape class:
     {"preprocess", "main", "convert"} and, deterministic, "dq" → e.g.
     "flash_bwd_mma<0,128,128,true,false,2>" (template arguments: DT (0 fp16, 1 bf16), Bc, D,
-    CAUSAL, ATOMIC_DQ, STAGES; kernels/flash_bwd_mma.cu)."""
+    CAUSAL, ATOMIC_DQ, STAGES; kernels/flash_bwd_mma.cu). Raises ValueError / TypeError for a dtype
+    other than "float16" / "bfloat16" or an unsupported Bc, d or stages."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
+    Bc = check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    d = check_member(d, "d", BWD_MMA_D, "tensor-core backward")
+    stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
     dt = 0 if dtype == "float16" else 1
     c = "true" if causal else "false"
     out = {"preprocess": f"flash_bwd_mma_preprocess<{dt},{d}>",
