@@ -30,7 +30,7 @@ from flashviz.gpu.tensorcore import bench as mb  # noqa: E402
 from flashviz.gpu.tensorcore import fa3 as fa3mod  # noqa: E402
 from flashviz.gpu.tensorcore import kernel as kmod  # noqa: E402
 from flashviz.gpu.tensorcore.kernel import compile_mma, flash_forward_mma  # noqa: E402
-from flashviz.gpu.timing import call_times_ms  # noqa: E402
+from flashviz.gpu.timing import call_times_ms, capture_calls, replay_ms  # noqa: E402
 from flashviz.mma_limits import mma_blocks  # noqa: E402
 
 QUICK = "--quick" in sys.argv
@@ -95,26 +95,8 @@ save()
 
 # 3. timings
 def graph_ms(fn, n=10, reps=7) -> float:
-    fn()
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / n)
+    g = capture_calls(fn, n)
+    out = [replay_ms(g, n) for _ in range(reps)]
     del g
     return float(np.median(out))
 
