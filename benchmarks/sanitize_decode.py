@@ -7,6 +7,7 @@ kernels/flash_decode.cu (both split passes, v1 "simt" and v2 "mma", and the merg
 empty splits), Nk not a multiple of 64; then the tensor-core backward's deterministic dQ pass
 (flash_backward_mma(deterministic=True)). Prints one line per launch and
 "sanitize_decode done". The cubins come from $FLASHVIZ_CACHE when it is warm."""
+import os
 import sys
 from pathlib import Path
 
@@ -23,14 +24,18 @@ def rnd(*shape, dtype=torch.float16):
     return torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
 
 
+# SANITIZE_VARIANTS (simt,mma), SANITIZE_DIMS (64,128), SANITIZE_DTYPES (float16,bfloat16) narrow the grid
+VARIANTS = os.environ.get("SANITIZE_VARIANTS", "simt,mma").split(",")
+DIMS = [int(x) for x in os.environ.get("SANITIZE_DIMS", "64,128").split(",")]
+DTYPES = [getattr(torch, x) for x in os.environ.get("SANITIZE_DTYPES", "float16,bfloat16").split(",")]
 Nk, B, H_kv, page = 1000, 2, 2, 16
-for dt in (torch.float16, torch.bfloat16):
-    for d in (64, 128):
+for dt in DTYPES:
+    for d in DIMS:
         for G, Nq in ((1, 1), (4, 1), (4, 3), (8, 5)):
             for causal in (False, True):
                 q, k, v = rnd(B, G * H_kv, Nq, d, dtype=dt), rnd(B, H_kv, Nk, d, dtype=dt), rnd(B, H_kv, Nk, d, dtype=dt)
                 for S in (1, 3, 40):
-                    for variant in ("simt", "mma"):
+                    for variant in VARIANTS:
                         O, lse = gpu.flash_decode_gpu(q, k, v, causal=causal, num_splits=S, variant=variant)
                         torch.cuda.synchronize()
                         print("contiguous", variant, dt, d, G, Nq, causal, S, "ok", bool(torch.isfinite(O).all()),
@@ -46,7 +51,7 @@ for dt in (torch.float16, torch.bfloat16):
                         n = rows.stop - rows.start
                         kp[table[b, p], :n] = k[b, :, rows].transpose(0, 1)
                         vp[table[b, p], :n] = v[b, :, rows].transpose(0, 1)
-                for variant in ("simt", "mma"):
+                for variant in VARIANTS:
                     O, lse = gpu.flash_decode_gpu(q, kp, vp, causal=causal, num_splits=3, block_table=table, Nk=Nk,
                                                   variant=variant)
                     torch.cuda.synchronize()

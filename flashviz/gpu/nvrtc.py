@@ -33,7 +33,8 @@ def cache_dir() -> Path:
 
 def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> tuple[object, str, bool]:
     """Compile ``name_expression`` (e.g. "flash_fwd_mma<0,128,128,64,false>") from ``source``
-    for ``arch`` (e.g. "sm_90a") and load it.
+    for ``arch`` (e.g. "sm_90a") and load it. Options in $FLASHVIZ_NVRTC_OPTIONS (split on
+    whitespace, e.g. "-lineinfo") are added to ``options``.
 
     Returns (cupy RawKernel, lowered name, cache_hit). Raises RuntimeError with NVRTC's log
     on a compile error, and whatever CuPy raises when the module cannot be loaded (e.g. a
@@ -42,7 +43,10 @@ def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> t
     import cupy as cp
     from cupy_backends.cuda.libs import nvrtc
 
-    opts = tuple(options) + (f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math")
+    # FLASHVIZ_NVRTC_OPTIONS (e.g. "-lineinfo", so compute-sanitizer names source lines) joins the options
+    # and so the cache key: a build with it never replaces one without
+    extra = tuple(os.environ.get("FLASHVIZ_NVRTC_OPTIONS", "").split())
+    opts = tuple(options) + extra + (f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math")
     ver = nvrtc.getVersion()
     key = hashlib.sha256("\0".join((source, name_expression, *opts, repr(ver))).encode()).hexdigest()[:32]
     folder = cache_dir()
