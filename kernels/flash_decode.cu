@@ -237,6 +237,7 @@ __global__ void __launch_bounds__(NT) flash_decode(
             for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
             Ss[r * Bc + lane] = p0;
             Ss[r * Bc + lane + 32] = p1;
+            __syncwarp();                                  // every lane has read m_s[r] before lane 0 writes it
             if (lane == 0) {
                 const float alpha = ex2(m_old - m_use);                // m_old = −inf: 0 (nothing to keep)
                 alpha_s[r] = alpha;

@@ -297,7 +297,7 @@ def test_a_repeated_call_launches_its_kept_plan_on_new_data_streams_and_threads(
     q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=4)
     Oref, _ = _reference(q, k, v)
     with torch.cuda.stream(s):
-        O, lse = gd.flash_decode_gpu(q, k, v)
+        O, lse = gd.flash_decode_gpu(q, k, v, variant=gd.DEFAULT_VARIANT)      # a key kept above
         O = O.double()                                                # on s, after the launch
     s.synchronize()
     assert streams[-1] == s.cuda_stream and planned == []
