@@ -72,10 +72,11 @@ def _x(v, digits: int = 2) -> str:
 
 
 def _kernels(res: dict, impl: str) -> str:
-    """The split kernels' names that ``impl``'s rows of a decode record timed, e.g. "`flash_decode`"."""
-    import re
-    names = sorted({m[1] for b in res.get("bench") or [] if (m := re.search(r"fvdec::(\w+)<", b.get(f"{impl}_kernel_name") or ""))})
-    return ", ".join(f"`{n}`" for n in names) or "not timed"
+    """The split kernels that ``impl``'s rows of a decode record timed, as the record names them,
+    e.g. "`flash_decode_mma` (v2, tensor cores)"; "not timed" when no row names one."""
+    from .records.decode_records import KERNELS, kernel_names
+    return ", ".join(f"`{n}` ({KERNELS[n]})" if n in KERNELS else f"`{n}`"
+                     for n in kernel_names(res, impl)) or "not timed"
 
 
 def _pct(v) -> str:
@@ -387,8 +388,8 @@ def _bwd_section(res: dict | None) -> list[str]:
 
 
 def _decode_section(res: dict | None) -> list[str]:
-    from .records.decode_records import NAMES, decode_rows, split_sweeps
-    V2 = NAMES["decode_mma"]
+    from .gpu.decode import DEFAULT_VARIANT, decode_expressions
+    from .records.decode_records import NAMES, alternative, decode_rows, kernel_names, split_sweeps
     out = ["## Decode on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
@@ -399,13 +400,22 @@ def _decode_section(res: dict | None) -> list[str]:
             "kernel that only reads can show more than 100 % of it). Bandwidth = bytes of K and V read ÷ time; "
             "cuDNN ÷ ours is cuDNN's kernel-only time over ours (above 1: ours is faster). Chapter 9, section 7 "
             "prints the same rows (`flashviz.records.decode_records`).", "",
-            f"\"ours\" is the default call (its split kernel here: {_kernels(res, 'decode')}); \"v2\" the same call "
-            f"with `variant=\"mma\"` ({_kernels(res, 'decode_mma')}), on the same rows.", "",
-            "| B | H / H_kv | Nq | Nk | d | causal | pages | S | ours µs (kernel) | ours TB/s | of copy | "
-            "cuDNN TB/s | flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) | v2 µs (kernel) | v2 of copy | "
-            "cuDNN ÷ v2 | v2 µs (call) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-            "--- | --- |"]
+            "\"ours\" is the default call, `flash_decode_gpu` without a variant; its split kernel in this record: "
+            f"{_kernels(res, 'decode')}."]
+    alt = alternative(res)
+    short, variant = {"decode_mma": ("v2", "mma"), "decode_simt": ("v1", "simt")}.get(alt, (None, None))
+    if alt:
+        out[-1] += (f" \"{short}\" is the same call with `variant=\"{variant}\"`, split kernel {_kernels(res, alt)}, "
+                    "on the same rows.")
+    now = re.search(r"fvdec::(\w+)<", decode_expressions("float16", 128, False, variant=DEFAULT_VARIANT)[0])[1]
+    if kernel_names(res, "decode") not in ([], [now]):
+        out[-1] += f" (The call's default on an H100 / H200 is now `{now}`: this record was made before.)"
+    head = ("| B | H / H_kv | Nq | Nk | d | causal | pages | S | ours µs (kernel) | ours TB/s | of copy | cuDNN TB/s | "
+            "flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) |")
+    if alt:
+        head += f" {short} µs (kernel) | {short} of copy | cuDNN ÷ {short} | {short} µs (call) |"
+    out += ["", head, "|" + " --- |" * (head.count(" | ") + 1)]
+    ALT = NAMES.get(alt)
 
     def cell(r, name, key, scale=1.0, digits=1):
         v = r["impls"].get(name, {}).get(key)
@@ -417,9 +427,9 @@ def _decode_section(res: dict | None) -> list[str]:
                    f"{r['page_size'] or '—'} | {r['num_splits']} | {cell(r, 'ours', 'kernel_us')} | "
                    f"{cell(r, 'ours', 'kernel_GBps', 1e-3, 2)} | {_pct(share)} | "
                    f"{cell(r, 'SDPA-cuDNN', 'kernel_GBps', 1e-3, 2)} | {cell(r, 'SDPA-flash', 'kernel_GBps', 1e-3, 2)} | "
-                   f"{_x(r['cudnn_over_ours'])} | {cell(r, 'ours', 'call_us')} | {cell(r, 'SDPA-cuDNN', 'call_us')} | "
-                   f"{cell(r, V2, 'kernel_us')} | {_pct(r['of_copy'][V2])} | {_x(r['cudnn_over'][V2])} | "
-                   f"{cell(r, V2, 'call_us')} |")
+                   f"{_x(r['cudnn_over_ours'])} | {cell(r, 'ours', 'call_us')} | {cell(r, 'SDPA-cuDNN', 'call_us')} |"
+                   + (f" {cell(r, ALT, 'kernel_us')} | {_pct(r['of_copy'][ALT])} | {_x(r['cudnn_over'][ALT])} | "
+                      f"{cell(r, ALT, 'call_us')} |" if alt else ""))
     for sw in split_sweeps(res):
         ratio = sw["heuristic_over_best"]
         out += ["", f"Split sweep B = {sw['B']}, H = {sw['H']} / {sw['H_kv']}, Nk = {sw['Nk']:,}: the heuristic chose "

@@ -8,7 +8,9 @@ algorithm, so the two can be compared split by split. (The rule counts the block
 launches: B·H_kv times the row chunks when a KV head's G·Nq query rows exceed what a block takes
 — 32 for v1, 16 for v2 — where NumPy packs every head's rows into one block; and the device's SMs
 times the blocks one SM runs at once.) Two split kernels compute the same partials (``variant``):
-v1 ``flash_decode`` on the CUDA cores, v2 ``flash_decode_mma`` on the tensor cores.
+v1 ``flash_decode`` on the CUDA cores, v2 ``flash_decode_mma`` on the tensor cores. A call that names
+none runs v2 (``DEFAULT_VARIANT``), or v1 on a GPU whose blocks may not opt in to v2's shared memory
+at its d (``check_variant``: sm_86 / sm_89 at d = 128).
 
 The public call is kept lean the way the forward's is (``gpu.tensorcore.kernel``): the first call
 of a kind checks everything (``plan_decode``) and leaves a ``DecodeLaunch`` under the call's key
@@ -17,7 +19,9 @@ launches through cuLaunchKernel with a parameter block laid out from the kernel'
 (``common.ParamBlock``) — no per-call checks, no CuPy argument conversion.
 
 Status: measured on the H200 (benchmarks/results/decode-h200-2026-12-05.json and
-benchmarks/NOTES.md, Decode), correct on the grid; far from the issue's bandwidth targets.
+benchmarks/NOTES.md, Decode), correct on the grid (both variants). There, at Nq = 1, d = 128 and
+Nk >= 32k, v2 (now the default) took 1.00–1.05x SDPA-cuDNN's kernel-only time and read at 0.83–1.10
+of the copy bandwidth; v1 took 1.6–3.0x cuDNN's time.
 """
 
 from __future__ import annotations
@@ -40,10 +44,14 @@ DECODE_RM_MMA = 16      #: the same for v2 (``flash_decode_mma``: one m16 row ti
 DECODE_KW = 16          #: v2: keys a warp takes of each key tile
 DECODE_ST = 3           #: v2: ring stages of each warp
 #: the split pass's kernels: "simt" (v1, ``flash_decode``: CUDA cores) and "mma" (v2,
-#: ``flash_decode_mma``: tensor cores, each warp on its own keys); the default is the one the
-#: records measured best (benchmarks/NOTES.md, Decode)
+#: ``flash_decode_mma``: tensor cores, each warp on its own keys); the default is v2, the one the
+#: records measured best (benchmarks/results/decode-h200-2026-12-05.json, Nq = 1, d = 128,
+#: Nk >= 32k: cuDNN's kernel-only time ÷ v2's 0.956–1.001, ÷ v1's 0.33–0.63), and v1 where a
+#: block may not opt in to v2's shared memory (``FALLBACK_VARIANT``; ``check_variant`` decides)
 DECODE_VARIANTS = ("simt", "mma")
-DEFAULT_VARIANT = "simt"
+DEFAULT_VARIANT = "mma"
+FALLBACK_VARIANT = "simt"
+SMEM_OPTIN_H200 = 232_448      #: shared memory one block may opt in to on an H100 / H200, bytes
 DECODE_THREADS = 128
 DECODE_D = (64, 128)
 DECODE_THREADS_PER_SM = 2048   #: resident threads an SM holds (sm_80 and sm_90)
@@ -54,11 +62,20 @@ _MAIN_TRACED = ParamBlock(kernel_params.layout(_KERNEL_FILE, "flash_decode", tra
 _MERGE = ParamBlock(kernel_params.layout(_KERNEL_FILE, "flash_decode_merge"))
 
 
-def check_variant(variant) -> str:
-    """The split kernel's variant: None gives ``DEFAULT_VARIANT``; ValueError for one not in
-    ``DECODE_VARIANTS``."""
+def check_variant(variant, d: int | None = None, smem_optin: int | None = None) -> str:
+    """The split kernel's variant: one named in ``DECODE_VARIANTS`` as it is (ValueError for
+    another); None the default — ``DEFAULT_VARIANT`` ("mma", v2), unless head dimension ``d`` and
+    ``smem_optin`` (the shared memory one block of the device may opt in to,
+    ``device_facts(dev).smem_optin``) are both given and v2 needs more than that at d
+    (``decode_smem_bytes(d, "mma")``: 102,400 bytes at d = 128, where sm_86 / sm_89 allow 101,376):
+    then ``FALLBACK_VARIANT`` ("simt", v1). The one place the default is decided: every caller
+    that knows the device passes its facts (``plan_decode``, ``compile_decode``;
+    ``decode_launch`` the H200's). A named "mma" is not replaced: ``compile_decode`` rejects it on
+    such a GPU. ValueError for an unsupported d when it decides."""
     if variant is None:
-        return DEFAULT_VARIANT
+        if d is None or smem_optin is None or decode_smem_bytes(d, DEFAULT_VARIANT) <= smem_optin:
+            return DEFAULT_VARIANT
+        return FALLBACK_VARIANT
     if variant not in DECODE_VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(map(repr, DECODE_VARIANTS))} or None, got {variant!r}")
     return variant
@@ -137,21 +154,23 @@ def compile_decode(dtype: str, d: int, paged: bool, rows: int = DECODE_RM, *, tr
     up to 32: ``block_rows``); ``traced``: main built with its timeline switch on
     (``-DFLASHVIZ_TRACE=1``, kernels/fv_trace.cuh: two more parameters, the trace buffer and
     jmax; ``gpu.decode_trace``); ``variant``: the split kernel (``DECODE_VARIANTS``, None for the
-    default; "mma" has one build for every rows). RuntimeError without CuPy / a GPU or on a compile
-    error (NVRTC's log); ValueError for an unsupported d, dtype, rows or variant."""
+    device's default, ``check_variant``; "mma" has one build for every rows). RuntimeError without
+    CuPy / a GPU or on a compile error (NVRTC's log); ValueError for an unsupported d, dtype, rows
+    or variant, or a variant whose shared memory the device does not allow a block."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"the decode kernel takes float16 or bfloat16, got {dtype}")
     if rows not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"rows must be a power of two from 1 to {DECODE_RM}, got {rows!r}")
-    variant = check_variant(variant)
-    smem = decode_smem_bytes(d, variant)
+    decode_smem_bytes(d, variant)                          # d and variant checked before CuPy
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
+    facts = device_facts(dev)
+    variant = check_variant(variant, d, facts.smem_optin)
+    smem = decode_smem_bytes(d, variant)
     key = (dtype, d, paged, rows if variant == "simt" else 0, dev, bool(traced), variant)
     if key in _CACHE:
         return _CACHE[key]
     from .nvrtc import compile_cubin
-    facts = device_facts(dev)
     if smem > facts.smem_optin:
         raise ValueError(f"the decode kernel needs {smem:,} bytes of shared memory a block at d = {d}; "
                          f"this GPU allows {facts.smem_optin:,}")
@@ -185,7 +204,8 @@ class DecodePlan:
     """One checked decode call, ready to launch: the contiguous torch tensors ``q`` (B, H, Nq, d),
     ``k``, ``v`` (the cache or the page pools), ``table`` (int32 block table or None), the sizes, the
     split count ``S``, the row ``chunks`` of a KV head, ``causal``, ``scale`` and the CUDA device
-    index; ``batched``: Q had its batch axis; ``variant``: the split kernel. Made by ``plan_decode``."""
+    index; ``batched``: Q had its batch axis; ``variant``: the split kernel ("simt" or "mma", never
+    None: ``plan_decode`` decides the default for the device). Made by ``plan_decode``."""
 
     q: object
     k: object
@@ -236,7 +256,8 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
     _check_tensor(K, "K", torch, Q.dtype)
     _check_tensor(V, "V", torch, Q.dtype)
     causal = check_flag(causal, "causal")
-    variant = check_variant(variant)
+    if variant is not None:
+        variant = check_variant(variant)
     batched = Q.dim() == 4
     if Q.dim() not in (3, 4):
         raise ValueError(f"Q must be (B, H, Nq, d) or (H, Nq, d), got {tuple(Q.shape)}")
@@ -284,11 +305,12 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
             raise ValueError(f"{name} is on {x.device}, Q on {q.device}: put them on one GPU")
     for x, name in ((q, "Q"), (k, "K"), (v, "V")):
         _check_aligned(x, name)
+    dev = q.get_device()
+    f = device_facts(dev) if num_splits is None or variant is None else None
+    variant = check_variant(variant, d, None if f is None else f.smem_optin)     # None: the device's default
     chunks = -(-(H // H_kv) * Nq // block_rm(variant))
     Tc = -(-Nk // DECODE_BC)
-    dev = q.get_device()
     if num_splits is None:
-        f = device_facts(dev)
         S = default_splits(B * H_kv * chunks, Tc, d, variant, num_sms=f.sm_count, smem_per_sm=f.smem_per_sm,
                            smem_reserved=f.smem_reserved)
     elif isinstance(num_splits, (bool, float)) or not isinstance(num_splits, (int, np.integer)) or num_splits < 1:
@@ -396,7 +418,8 @@ def _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
     checks treat differently (causal True / False, scale None / float, num_splits and Nk None /
     int, variant None / str), and a call already made in this process. The key holds what the checks and choices read:
     shapes, strides, dtypes, devices, whether all are CUDA tensors and Q, K, V start on 16 bytes,
-    the current device, and the arguments as given."""
+    the current device, and the arguments as given (variant None included: the kernel it stands for
+    follows from d and Q's device, both in the key, ``check_variant``)."""
     torch = sys.modules.get("torch")
     if torch is None or not _GET_DEVICE:
         return None
@@ -459,10 +482,11 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
     Nk : keys per sequence for a paged cache (default max_pages · page_size); with a contiguous
         cache None or K's own length.
     variant : the split kernel, "simt" (v1, CUDA cores) or "mma" (v2, tensor cores), or None for
-        ``DEFAULT_VARIANT``. Both compute the same partials (to rounding: v2 rounds P to the input
-        dtype before P·V, as the tensor-core forward does); the merge is shared. v2 at d = 128 needs
-        102,400 bytes of shared memory a block (GPUs that allow less, e.g. sm_86 / sm_89 with
-        101,376, get a ValueError: use v1 there).
+        the default: v2 (``DEFAULT_VARIANT``) where the GPU lets a block opt in to v2's shared
+        memory at d, else v1 (``check_variant``). Both compute the same partials (to rounding: v2
+        rounds P to the input dtype before P·V, as the tensor-core forward does); the merge is
+        shared. v2 at d = 128 needs 102,400 bytes of shared memory a block: on GPUs that allow less
+        (e.g. sm_86 / sm_89, 101,376) None runs v1 and "mma" gets a ValueError.
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
     rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
@@ -496,11 +520,13 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
 
 
 def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_splits=None, *,
-                  num_sms: int = 132, variant=None) -> dict:
+                  num_sms: int = 132, variant=None, smem_optin: int = SMEM_OPTIN_H200) -> dict:
     """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs (an H200's shared
     memory), without a GPU: {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (v1's
-    ROWS; v2 always takes 16), "smem_bytes", "tiles" (⌈Nk/64⌉), "variant"}. ValueError as the call."""
-    variant = check_variant(variant)
+    ROWS; v2 always takes 16), "smem_bytes", "tiles" (⌈Nk/64⌉), "variant"}; variant None is the
+    call's default for a GPU whose blocks may opt in to ``smem_optin`` bytes of shared memory
+    (``check_variant``). ValueError as the call."""
+    variant = check_variant(variant, d, smem_optin)
     if H_kv < 1 or H % H_kv:
         raise ValueError(f"H % H_kv must be 0, got H = {H}, H_kv = {H_kv}")
     if num_splits is not None and (isinstance(num_splits, (bool, float)) or

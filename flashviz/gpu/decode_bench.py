@@ -25,9 +25,12 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
   keys (shuffled block table) at (8, 32, 8) Nk = 32k). Every row: ``label``, ``B``, ``H``, ``H_kv``,
   ``G`` (H / H_kv), ``Nq``, ``Nk``, ``d``, ``causal``, ``page_size`` (null: contiguous), ``paged``,
   ``dtype``, ``kv_bytes`` (2·B·H_kv·Nk·d·2: the cache's K and V), ``set_bytes`` (one input set),
-  ``flops`` (4·B·H·Nq·Nk·d, never halved), ``num_splits`` (ours, as the heuristic chooses it for
-  ``num_sms``, the device's SM count: ``gpu.decode.decode_launch``, the rule ``flash_decode_gpu``
-  applies), ``blocks``, ``chunks``, ``rows`` (the kernel's ROWS), ``tiles``, ``smem_bytes``,
+  ``flops`` (4·B·H·Nq·Nk·d, never halved), ``variant`` (the split kernel of the default call on
+  this device: "mma" (v2) where a block may opt in to its shared memory, else "simt" (v1);
+  records made before v2 became the default have no ``variant`` and ran v1), ``num_splits`` (ours,
+  as the heuristic chooses it for ``num_sms``, the device's SM count: ``gpu.decode.decode_launch``,
+  the rule ``flash_decode_gpu`` applies), ``blocks``, ``chunks``, ``rows`` (the kernel's ROWS),
+  ``tiles``, ``smem_bytes``,
   ``input_sets`` (sets rotated so calls do not find them in L2: ``timing.input_sets``), ``impls``
   (the implementations run on the row), and for each of them:
 
@@ -45,7 +48,9 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
     theirs);
   - ours: ``decode_num_splits`` (= num_splits); ``decode_nosplit`` (ours with num_splits = 1, on
     the (1, 32, 8) rows at Nq = 1, d = 128: the "no split" lesson) ``decode_nosplit_num_splits`` = 1;
-    ``decode_mma_num_splits`` and ``decode_mma_chunks`` (v2's launch, 16 rows a block);
+    ``decode_simt_num_splits``, ``decode_simt_chunks`` and ``decode_simt_rows`` (v1's launch, up to
+    32 rows a block; records made before v2 became the default have ``decode_mma_num_splits`` and
+    ``decode_mma_chunks`` instead);
     SDPA: ``<impl>_gqa`` ("native" for MHA, "enable_gqa", or "expanded": K and V repeated to H heads
     outside the timed region when the backend refused enable_gqa; ``<impl>_gqa_note`` says why) and
     ``<impl>_mask`` (how bottom-right causal was given to it);
@@ -54,19 +59,23 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
     (SDPA on the paged rows: it has no paged path);
 * ``splits`` — the split-count sweep (kernel-only) of ours at ``SWEEP_SHAPES`` (Nq = 1, d = 128):
   ``B``, ``H``, ``H_kv``, ``Nq``, ``Nk``, ``d``, ``tiles``, ``num_sms``, ``heuristic`` (the split
-  count the call chooses), ``num_splits`` (the counts timed) and ``kernel_us`` (one time each, null where it
-  failed; ``errors`` by count), ``best``, ``best_us``, ``heuristic_us``, ``heuristic_over_best``;
+  count the call chooses), ``variant`` (its split kernel), ``num_splits`` (the counts timed) and
+  ``kernel_us`` (one time each, null where it failed; ``errors`` by count), ``best``, ``best_us``,
+  ``heuristic_us``, ``heuristic_over_best``;
 * ``figures`` — the issue's figures to reach, read off the rows (``figures``): bandwidth at
   Nk ≥ 32k against copy_GBps and SDPA-cuDNN, the B = 1 Nk = 4k latency against cuDNN, the heuristic
   against the best split count, paged against contiguous, correctness against SDPA's.
 
 Implementations (record prefixes; every one on the same seeded inputs, in the same process):
 
-* ``decode`` — ``flashviz.gpu.flash_decode_gpu`` (kernels/flash_decode.cu), the split count its
-  heuristic chooses, K and V contiguous (B, H_kv, Nk, d) or pools with an int32 block table;
+* ``decode`` — ``flashviz.gpu.flash_decode_gpu`` (kernels/flash_decode.cu) as called without a
+  variant: the default split kernel (v2, ``flash_decode_mma``, on the tensor cores, where the
+  device allows its shared memory: the row's ``variant``), the split count its heuristic chooses,
+  K and V contiguous (B, H_kv, Nk, d) or pools with an int32 block table;
 * ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv blocks);
-* ``decode_mma`` — the same call with ``variant="mma"``: the tensor-core split kernel (v2,
-  ``flash_decode_mma``), its own heuristic split count, on every row;
+* ``decode_simt`` — the same call with ``variant="simt"``: the CUDA-core split kernel (v1,
+  ``flash_decode``), its own heuristic split count, on every row. (Records made before v2 became
+  the default time v1 as ``decode`` and v2 as ``decode_mma``, the call with ``variant="mma"``.)
 * ``sdpa_cudnn`` / ``sdpa_flash`` — ``torch.nn.functional.scaled_dot_product_attention`` with the
   backend forced by ``torch.nn.attention.sdpa_kernel`` (entered outside the timed region), Q
   (B, H, Nq, d), K, V (B, H_kv, Nk, d). Causal (bottom-right, as ours): SDPA's ``is_causal`` is
@@ -102,16 +111,18 @@ from pathlib import Path
 import numpy as np
 
 from .bench_util import RunRecord, error_text, free_torch_cache
-from .decode import decode_launch
+from .decode import SMEM_OPTIN_H200, decode_launch
 from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
 IMPLS = ("decode", "sdpa_cudnn", "sdpa_flash")          #: the three of issue 24
-EXTRA_IMPLS = ("decode_nosplit", "decode_mma")          #: also timed: ours without splitting; ours, v2
+EXTRA_IMPLS = ("decode_nosplit", "decode_simt")         #: also timed: ours without splitting; ours, v1
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
-OURS_IMPLS = ("decode", "decode_nosplit", "decode_mma")
+OURS_IMPLS = ("decode", "decode_nosplit", "decode_simt")
 SDPA_IMPLS = ("sdpa_cudnn", "sdpa_flash")
 OURS = "decode"
-SHORT = {"decode": "ours", "decode_nosplit": "nosplit", "decode_mma": "mma", "sdpa_cudnn": "cudnn",
+#: the split kernel each of ours names (None: the device's default, ``gpu.decode.check_variant``)
+VARIANT_OF = {"decode": None, "decode_nosplit": None, "decode_simt": "simt"}
+SHORT = {"decode": "ours", "decode_nosplit": "nosplit", "decode_simt": "simt", "sdpa_cudnn": "cudnn",
          "sdpa_flash": "flash"}
 DTYPE, ITEMSIZE = "float16", 2
 TABLE_ITEMSIZE = 4                 #: int32 block-table entries
@@ -125,6 +136,7 @@ REF_ELEMENTS = 1 << 26             #: the reference covers max(1, this // (Nk·d
 COPY_BYTES, COPY_REPEAT = 2 << 30, 20
 PLAN_L2_BYTES = 50 << 20           #: the H200's L2, for the plan only (the run asks the device)
 NUM_SMS = 132                      #: the H200's SMs, for the plan only (the run asks the device)
+SMEM_OPTIN = SMEM_OPTIN_H200       #: the H200's shared memory a block, for the plan only (likewise)
 
 
 @dataclass(frozen=True)
@@ -220,6 +232,9 @@ NOTES = [
     "ours' num_splits is the heuristic's choice for the device's SM count (row num_sms; "
     "decode.num_splits_heuristic via gpu.decode.decode_launch, the rule flash_decode_gpu applies); decode_nosplit "
     "forces 1",
+    "decode is the call without a variant: the default split kernel (row variant: 'mma', v2 on the tensor cores, "
+    "where the device allows its shared memory, else 'simt'); decode_simt is the same call with variant='simt' "
+    "(v1, on the CUDA cores)",
 ]
 
 
@@ -259,16 +274,19 @@ def skip_reason(impl: str, case: Case) -> str | None:
     return None
 
 
-def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS) -> dict:
-    """A bench row's shape, byte and FLOP counts and our launch on a GPU of num_sms SMs
-    (``decode_launch``: the split count and ROWS ``flash_decode_gpu`` chooses there)."""
-    launch = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms)
+def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
+    """A bench row's shape, byte and FLOP counts and our launch on a GPU of num_sms SMs whose blocks
+    may opt in to smem_optin bytes of shared memory (``decode_launch``: the split kernel, split
+    count and ROWS ``flash_decode_gpu`` chooses there; decode_simt's own launch as well)."""
+    launch = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms,
+                           smem_optin=smem_optin)
     run = row_impls(case, impls)
     row = {"label": case.label, "B": case.B, "H": case.H, "H_kv": case.H_kv, "G": case.G, "Nq": case.Nq,
            "Nk": case.Nk, "d": case.d, "causal": case.causal, "page_size": case.page_size, "paged": case.paged,
            "dtype": DTYPE, "kv_bytes": kv_bytes(case), "set_bytes": set_bytes(case),
            "flops": attention_flops(case.B, case.H, case.Nq, case.Nk, case.d, False),
-           "num_splits": launch["splits"], "num_sms": num_sms, "blocks": launch["blocks"], "chunks": launch["chunks"],
+           "variant": launch["variant"], "num_splits": launch["splits"], "num_sms": num_sms,
+           "blocks": launch["blocks"], "chunks": launch["chunks"],
            "rows": launch["rows"], "tiles": launch["tiles"], "smem_bytes": launch["smem_bytes"], "impls": run}
     for impl in impls:
         why = skip_reason(impl, case)
@@ -278,9 +296,9 @@ def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS) -> dict:
         row["decode_num_splits"] = launch["splits"]
     if "decode_nosplit" in run:
         row["decode_nosplit_num_splits"] = 1
-    if "decode_mma" in run:
-        v2 = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms, variant="mma")
-        row["decode_mma_num_splits"], row["decode_mma_chunks"] = v2["splits"], v2["chunks"]
+    if "decode_simt" in run:
+        v1 = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms, variant="simt")
+        row.update(decode_simt_num_splits=v1["splits"], decode_simt_chunks=v1["chunks"], decode_simt_rows=v1["rows"])
     return row
 
 
@@ -373,12 +391,14 @@ def sweep_splits(tiles: int, heuristic: int, candidates=SWEEP_SPLITS) -> list[in
     return sorted({s for s in candidates if s <= tiles} | {int(heuristic)})
 
 
-def sweep_entry(B: int, H: int, H_kv: int, Nk: int, d: int = 128, *, num_sms: int = NUM_SMS) -> dict:
-    """A split sweep's entry before timing: the shape, the tiles, the heuristic's count on num_sms
-    SMs and the counts to time (``sweep_splits``)."""
-    launch = decode_launch(B, H, H_kv, 1, Nk, d, num_sms=num_sms)
+def sweep_entry(B: int, H: int, H_kv: int, Nk: int, d: int = 128, *, num_sms: int = NUM_SMS,
+                smem_optin: int = SMEM_OPTIN) -> dict:
+    """A split sweep's entry before timing: the shape, the tiles, the default call's split kernel
+    and the heuristic's count on num_sms SMs (blocks opting in to smem_optin bytes) and the counts
+    to time (``sweep_splits``)."""
+    launch = decode_launch(B, H, H_kv, 1, Nk, d, num_sms=num_sms, smem_optin=smem_optin)
     return {"B": B, "H": H, "H_kv": H_kv, "Nq": 1, "Nk": Nk, "d": d, "tiles": launch["tiles"], "num_sms": num_sms,
-            "heuristic": launch["splits"], "num_splits": sweep_splits(launch["tiles"], launch["splits"]),
+            "variant": launch["variant"], "heuristic": launch["splits"], "num_splits": sweep_splits(launch["tiles"], launch["splits"]),
             "kernel_us": [], "errors": {}}
 
 
@@ -503,9 +523,10 @@ def is_full(*, cases, impls, parts, sweep) -> bool:
             and tuple(map(tuple, sweep)) == SWEEP_SHAPES)
 
 
-#: GB/s assumed by estimate_seconds (rough H200 figures: issue 24's SDPA anchors, ours at ~70 % of
-#: the copy as benchmarks/NOTES.md predicts, ours unsplit at B = 1 on 8 SMs); _FLOOR_US: a call's least
-_RATE_GBPS = {"decode": 3000.0, "decode_nosplit": 300.0, "decode_mma": 3500.0, "sdpa_cudnn": 3500.0,
+#: GB/s assumed by estimate_seconds (rough H200 figures: issue 24's SDPA anchors, ours (v2) and v1
+#: about as decode-h200-2026-12-05.json measured them on the GQA rows, ours unsplit at B = 1 on 8
+#: SMs); _FLOOR_US: a call's least
+_RATE_GBPS = {"decode": 3500.0, "decode_nosplit": 300.0, "decode_simt": 1500.0, "sdpa_cudnn": 3500.0,
               "sdpa_flash": 3000.0}
 _FLOOR_US = 25.0
 _SESSION_S = 0.6                  #: one torch.profiler session: start, export, parse
@@ -719,10 +740,10 @@ def _build(impl: str, case: Case, sets, num_splits=None) -> _Impl:
     if impl in OURS_IMPLS:
         from .decode import flash_decode_gpu
         kw = {"causal": case.causal}
+        if VARIANT_OF[impl] is not None:
+            kw["variant"] = VARIANT_OF[impl]
         if impl == "decode_nosplit":
             kw["num_splits"] = 1
-        elif impl == "decode_mma":
-            kw["variant"] = "mma"
         elif num_splits is not None:
             kw["num_splits"] = num_splits
         if case.paged:
@@ -807,12 +828,12 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeat: int = COPY_REPEAT) -> dict:
 
 
 def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: int = PLAN_L2_BYTES,
-                   copy_GBps=None, num_sms: int = NUM_SMS) -> dict:
+                   copy_GBps=None, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
     """One case's public-call pass: its bench row. The float64 reference, then per implementation:
     the first call (compared with the reference), then its public call timed. A failure is recorded
     in its cell and the next one runs; ContextLost when the device no longer works after one."""
     import torch
-    row = base_row(case, impls, num_sms=num_sms)
+    row = base_row(case, impls, num_sms=num_sms, smem_optin=smem_optin)
     row["input_sets"] = input_sets(row["set_bytes"], l2_bytes)
     run = row["impls"]
     try:
@@ -893,11 +914,11 @@ def kernel_pass_case(row: dict, impls, *, budget_s: float = BUDGET_S, l2_bytes: 
 
 
 def split_sweep(B: int, H: int, H_kv: int, Nk: int, *, d: int = 128, budget_s: float = BUDGET_S,
-                l2_bytes: int = PLAN_L2_BYTES, num_sms: int = NUM_SMS) -> dict:
+                l2_bytes: int = PLAN_L2_BYTES, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
     """Ours at every count of ``sweep_splits``, kernel-only, on one shape (Nq = 1): a ``splits``
     entry (``sweep_entry`` with kernel_us and errors filled, then ``derive_sweep``)."""
     case = Case(B, H, H_kv, Nk, d=d)
-    entry = sweep_entry(B, H, H_kv, Nk, d, num_sms=num_sms)
+    entry = sweep_entry(B, H, H_kv, Nk, d, num_sms=num_sms, smem_optin=smem_optin)
     try:
         sets, _ = _inputs(case, input_sets(set_bytes(case), l2_bytes), ref=False)
     except Exception as exc:
@@ -946,7 +967,7 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
     check_streams()
     env = stamp_commit(environment())
     facts = device_facts()
-    l2, num_sms = facts.l2_bytes or PLAN_L2_BYTES, facts.sm_count
+    l2, num_sms, optin = facts.l2_bytes or PLAN_L2_BYTES, facts.sm_count, facts.smem_optin
     env["l2_bytes"] = l2
     full = is_full(cases=cases, impls=impls, parts=parts, sweep=sweep)
     out = Path(out_dir)
@@ -988,13 +1009,13 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
                     stop = True
                     break
                 row = call_pass_case(case, impls, budget_s=budget_s, l2_bytes=l2, copy_GBps=copy_GBps,
-                                     num_sms=num_sms)
+                                     num_sms=num_sms, smem_optin=optin)
                 data["bench"].append(row)
                 say(f"[{time.time() - t0:5.0f} s] call pass: " + row_line(row, impls))
                 save()
         if "kernel" in parts and not stop:
             if "call" not in parts:
-                data["bench"] = [base_row(cs, impls, num_sms=num_sms) for cs in cases]
+                data["bench"] = [base_row(cs, impls, num_sms=num_sms, smem_optin=optin) for cs in cases]
             for row in data["bench"]:
                 if late(f"the kernel-only pass at {row['label']}"):
                     stop = True
@@ -1006,7 +1027,8 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
             for B, H, H_kv, Nk in sweep:
                 if late(f"the split sweep at B={B} H={H} Hkv={H_kv} Nk={Nk}"):
                     break
-                entry = split_sweep(B, H, H_kv, Nk, budget_s=budget_s, l2_bytes=l2, num_sms=num_sms)
+                entry = split_sweep(B, H, H_kv, Nk, budget_s=budget_s, l2_bytes=l2, num_sms=num_sms,
+                                    smem_optin=optin)
                 data["splits"].append(entry)
                 say(f"[{time.time() - t0:5.0f} s] " + sweep_line(entry))
                 save()

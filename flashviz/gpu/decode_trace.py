@@ -9,9 +9,10 @@ One call, one process, the same inputs for both builds (as ``gpu.trace_kernel`` 
 1. the normal kernel (what ``flash_decode_gpu`` launches, ``gpu.decode.plan_decode`` /
    ``launch_decode``) and the traced build run on the same Q, K, V; their O and lse (after the
    merge when S > 1) must be bit-identical (RuntimeError otherwise);
-2. the split pass alone (``flash_decode``, not the merge, which is not traced) is timed
-   kernel-only for both builds: CUDA events around ``repeat`` back-to-back launches, in
-   alternating rounds, median per launch — ``kernel_ms`` and ``traced_ms``;
+2. the split pass alone (``flash_decode_mma``, v2, the default, or ``flash_decode``, v1: the
+   ``variant``; not the merge, which is not traced) is timed kernel-only for both builds: CUDA
+   events around ``repeat`` back-to-back launches, in alternating rounds, median per launch —
+   ``kernel_ms`` and ``traced_ms``;
 3. a last traced launch on a zeroed buffer is decoded (``tracing.decode``): one record a block
    (split s, KV head and row chunk, sequence b), one writer a warp (four groups), and for each of
    the split's key tiles the steps load_KV (the next tile's copy issued, this one landed),

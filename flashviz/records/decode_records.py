@@ -7,15 +7,48 @@ second (GB/s, kv_bytes over the time), ours as a share of the device's copy band
 the same run (``copy_GBps``), and cuDNN's time over ours. ``decode_lines(rec)`` prints them.
 ``split_sweeps(rec)``: the record's split-count sweeps (kernel µs per split count, the
 heuristic's count and the best one).
+
+"ours" (``decode``) is always the call without a variant, whichever split kernel that ran: v1
+(``flash_decode``) in records made before v2 became the default, which time v2 beside it as
+``decode_mma``; v2 (``flash_decode_mma``) since, with v1 beside it as ``decode_simt``.
+``alternative(rec)`` says which of the two a record holds, ``kernel_names(rec, impl)`` which
+kernels an implementation's rows timed (read off the record, never assumed).
 """
 
 from __future__ import annotations
 
+import re
+
 #: the implementations a row may carry, as the chapter names them (gpu.decode_bench's prefixes)
 NAMES = {"decode": "ours", "decode_nosplit": "ours, no split", "decode_mma": "ours, tensor cores (v2)",
-         "sdpa_cudnn": "SDPA-cuDNN", "sdpa_flash": "SDPA-flash"}
+         "decode_simt": "ours, CUDA cores (v1)", "sdpa_cudnn": "SDPA-cuDNN", "sdpa_flash": "SDPA-flash"}
 #: the keys of NAMES that are ours
-OURS = ("decode", "decode_nosplit", "decode_mma")
+OURS = ("decode", "decode_nosplit", "decode_mma", "decode_simt")
+#: the call with a variant a record times beside the default one: v1 in records since v2 became
+#: the default, v2 in those before
+ALTERNATIVES = ("decode_simt", "decode_mma")
+#: the split kernels, as ``gpu.decode`` names them, and what they are
+KERNELS = {"flash_decode": "v1, CUDA cores", "flash_decode_mma": "v2, tensor cores"}
+
+
+def alternative(rec: dict | None) -> str | None:
+    """The call with a variant that ``rec`` times beside the default one ("decode_simt" or
+    "decode_mma", from the record's ``impls`` or else its rows' keys), or None when it has neither."""
+    rec = rec or {}
+    listed = rec.get("impls") or []
+    for impl in ALTERNATIVES:
+        if impl in listed or any(impl in (r.get("impls") or []) or f"{impl}_kernel_us" in r
+                                 for r in rec.get("bench") or []):
+            return impl
+    return None
+
+
+def kernel_names(rec: dict | None, impl: str) -> list[str]:
+    """The split kernels (e.g. "flash_decode_mma") whose launches ``impl``'s rows of ``rec`` timed,
+    sorted, read off the rows' ``<impl>_kernel_name`` (the longest GPU activity of a call); [] when
+    none names one."""
+    return sorted({m[1] for r in (rec or {}).get("bench") or []
+                   if (m := re.search(r"fvdec::(\w+)<", r.get(f"{impl}_kernel_name") or ""))})
 
 
 def _num(x) -> bool:

@@ -6,7 +6,8 @@ benchmarks/record_timelines.py; ``records.timeline_stats.recorded_decode_runs``)
 from each run's first block): every thread block a bar on the lane of the SM that ran it,
 coloured by its split s, and a title with the split count, the blocks and the SMs they used, the
 uninstrumented split pass's kernel-only time, the bytes of K and V it read per second, and the
-share of the GPU's SM-time that was busy. Nothing here runs on a GPU.
+share of the GPU's SM-time that was busy; the figure's title names the split kernel the runs
+traced (``kernel_label``). Nothing here runs on a GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ from ..records.timeline_stats import sm_time_share
 from . import style
 from .text import presenter
 from .timeline_view import bar_rects  # one rectangle builder for every timeline view
+
+#: the split kernels by ``gpu.decode`` variant, as the figure names them
+KERNELS = {"simt": "v1 (flash_decode, CUDA cores)", "mma": "v2 (flash_decode_mma, tensor cores)"}
+
+
+def kernel_label(tl) -> str:
+    """The split kernel a decode timeline traced, from its notes' "variant" ("simt" when absent:
+    the runs recorded before the notes named it traced v1, the default then)."""
+    v = tl.notes.get("variant", "simt") if isinstance(tl.notes, dict) else "simt"
+    return KERNELS.get(v, str(v))
 
 
 def run_title(tl) -> str:
@@ -72,7 +83,7 @@ def plot_decode_splits(runs: dict, *, figsize=(10, 6.5)):
                         else "µs from the first block", fontsize=pt(9))
     t = tls[0]
     n = t.notes
-    fig.suptitle(f"decode kernel: B = {n.get('B', '?')}, H = {n.get('H', '?')} query heads on H_kv = "
+    fig.suptitle(f"decode kernel {kernel_label(t)}: B = {n.get('B', '?')}, H = {n.get('H', '?')} query heads on H_kv = "
                  f"{n.get('H_kv', '?')}, Nq = {n.get('Nq', '?')}, Nk = {t.N:,}, d = {t.d}"
                  + ("\n" if presenter(1.15) else " — ") + f"{t.device}, {t.date}", fontsize=pt(10), x=0.01,
                  ha="left")

@@ -17,7 +17,7 @@ from trace_buffers import trace_buffer  # noqa: E402
 from flashviz.gpu.decode_trace import GROUPS, decode_split_timeline, max_split_tiles, split_starts  # noqa: E402
 from flashviz.records import timeline as T  # noqa: E402
 from flashviz.records.timeline_stats import recorded_decode_runs, sm_time_share  # noqa: E402
-from flashviz.views.decode_timeline import plot_decode_splits, run_title  # noqa: E402
+from flashviz.views.decode_timeline import kernel_label, plot_decode_splits, run_title  # noqa: E402
 
 TILE_NS = 2000
 
@@ -65,7 +65,17 @@ def test_the_figure_draws_every_block_on_its_sm_and_titles_each_run(tmp_path):
         assert "S = 1 (one split a block): 8 blocks on 8 of 132 SMs" in axes[0].get_title(loc="left")
         assert "S = 16 (16 splits a KV head): 128 blocks on 128 of 132 SMs" in axes[1].get_title(loc="left")
         assert f"{100 * 8 / 132:.0f} % of the SM-time" in axes[0].get_title(loc="left")
+        # runs recorded before the notes named the variant traced v1, the default then
+        assert fig.get_suptitle().startswith("decode kernel v1 (flash_decode, CUDA cores): B = 1, H = 32")
         fig.savefig(tmp_path / "decode.png")
+    finally:
+        plt.close(fig)
+    for tl in runs.values():
+        tl.notes["variant"] = "mma"
+    fig = plot_decode_splits(runs)
+    try:
+        assert fig.get_suptitle().startswith("decode kernel v2 (flash_decode_mma, tensor cores): B = 1")
+        assert kernel_label(runs[1]) == "v2 (flash_decode_mma, tensor cores)"
     finally:
         plt.close(fig)
 

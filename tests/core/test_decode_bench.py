@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_decode.py"
 NAME = re.compile(r"^decode-([a-z0-9-]+)-(\d{4}-\d{2}-\d{2})\.json$")
 IMPLS = ("decode", "sdpa_cudnn", "sdpa_flash")             #: what issue 24 asks of the record
+KERNEL_OF = {"simt": "flash_decode", "mma": "flash_decode_mma"}   #: gpu.decode's variants' split kernels
 GRID = [(B, H, H_kv, Nk) for B, H, H_kv in ((8, 32, 32), (8, 32, 8), (1, 32, 8)) for Nk in (4096, 32768, 131072)]
 
 
@@ -82,6 +83,12 @@ def decode_record_problems(rec: dict, name: str | None = None) -> list[str]:
         if any(k not in r for k in ("B", "H", "H_kv", "Nq", "Nk", "d", "causal", "kv_bytes", "num_splits", "impls")):
             p.append(f"{where}: shape keys missing")
             continue
+        # decode is the call without a variant: the kernel it timed is the row's variant (v1 before rows had one)
+        for impl, kernel in (("decode", KERNEL_OF[r.get("variant", "simt")]), ("decode_simt", "flash_decode"),
+                             ("decode_mma", "flash_decode_mma")):
+            m = re.search(r"fvdec::(\w+)<", r.get(f"{impl}_kernel_name") or "")
+            if m and m[1] != kernel:
+                p.append(f"{where}: {impl} timed {m[1]}, not {kernel}")
         if r["kv_bytes"] != _kv(r["B"], r["H_kv"], r["Nk"], r["d"]):
             p.append(f"{where}: kv_bytes {r['kv_bytes']} is not 2·B·H_kv·Nk·d·2")
         if r["H"] % r["H_kv"]:
@@ -150,7 +157,9 @@ def test_recorded_data_the_heuristic_picks_a_recorded_near_best_split_count():
         pytest.skip("no decode record with a split sweep yet (benchmarks/bench_decode.py on a GPU)")
     for sw in rec["splits"]:
         times = dict(zip(sw["num_splits"], sw["kernel_us"]))
-        pick = decode_launch(sw["B"], sw["H"], sw["H_kv"], sw["Nq"], sw["Nk"], sw["d"], num_sms=sw["num_sms"])
+        # the kernel the sweep timed: its variant, or v1 in records made before v2 became the default
+        pick = decode_launch(sw["B"], sw["H"], sw["H_kv"], sw["Nq"], sw["Nk"], sw["d"], num_sms=sw["num_sms"],
+                             variant=sw.get("variant", "simt"))
         assert times.get(pick["splits"]) is not None, (name, sw["Nk"], pick["splits"])
         assert times[pick["splits"]] <= 1.05 * sw["best_us"], (name, sw["B"], sw["Nk"], pick["splits"], sw["best"])
 
@@ -179,7 +188,7 @@ def test_bench_decode_help_and_plan_run_without_a_gpu():
     # the B = 1, H_kv = 8, Nk = 4096 row: 16.8 MB of K and V, 32 splits of 8 KV heads = 256 blocks, 8 sets
     assert re.search(r"B=1 H=32 Hkv=8 Nq=1 Nk=4096 d=128 +kv= +16\.8 MB splits= +32 blocks= +256 sets=8 "
                      r"impls=decode,sdpa_cudnn,sdpa_flash,decode_nosplit", out)
-    assert re.search(r"paged16 +kv= +1073\.7 MB .* impls=decode,decode_mma\n", out)
+    assert re.search(r"paged16 +kv= +1073\.7 MB .* impls=decode,decode_simt\n", out)
     quick = subprocess.run([sys.executable, str(SCRIPT), "--plan", "--quick"], capture_output=True, text=True,
                            check=True, cwd=ROOT).stdout
     assert "partial-decode-<device>-<date>.json" in quick and quick.count(" kv=") == 5
@@ -209,7 +218,7 @@ def test_the_cases_are_the_issues_grid_and_the_extras():
         want = ["decode"] if c.paged else ["decode", "sdpa_cudnn", "sdpa_flash"]
         if (c.B, c.H, c.H_kv, c.Nq, c.d, c.causal, c.paged) == (1, 32, 8, 1, 128, False, False):
             want.append("decode_nosplit")
-        assert run == want + ["decode_mma"], c.label                      # v2 on every row
+        assert run == want + ["decode_simt"], c.label                     # v1 beside the default on every row
     assert sum("decode_nosplit" in db.row_impls(c, db.ALL_IMPLS) for c in db.FULL_CASES) == 3
     with pytest.raises(ValueError, match="multiple of page_size"):
         db.Case(1, 32, 8, 1000, page_size=256)
@@ -228,15 +237,21 @@ def test_a_rows_bytes_flops_and_splits():
     one = db.base_row(db.Case(1, 32, 8, 4096))
     assert one["num_splits"] == one["decode_num_splits"] == 32 and one["blocks"] == 32 * 8
     assert one["decode_nosplit_num_splits"] == 1 and one["tiles"] == 4096 // 64
-    assert (one["decode_mma_num_splits"], one["decode_mma_chunks"]) == (32, 1)       # v2: the same 2 blocks an SM
-    wide = db.base_row(db.Case(1, 32, 4, 4096, Nq=4, causal=True))                   # 32 rows: 1 chunk, or 2 of 16
-    assert (wide["chunks"], wide["decode_mma_chunks"]) == (1, 2)
+    assert (one["variant"], one["rows"], one["smem_bytes"]) == ("mma", 16, 102_400)  # the default: v2
+    # v1 beside it: the same 2 blocks an SM, its own ROWS (the fewest that hold G·Nq = 4 rows)
+    assert (one["decode_simt_num_splits"], one["decode_simt_chunks"], one["decode_simt_rows"]) == (32, 1, 4)
+    wide = db.base_row(db.Case(1, 32, 4, 4096, Nq=4, causal=True))                   # 32 rows: 2 chunks of 16, or 1
+    assert (wide["chunks"], wide["rows"], wide["decode_simt_chunks"], wide["decode_simt_rows"]) == (2, 16, 1, 32)
+    # a GPU whose blocks may not opt in to v2's 102,400 bytes (sm_86 / sm_89): the default call is v1
+    small = db.base_row(db.Case(1, 32, 4, 4096, Nq=4, causal=True), smem_optin=101_376)
+    assert (small["variant"], small["chunks"], small["rows"], small["smem_bytes"]) == ("simt", 1, 32, 90_496)
+    assert db.base_row(db.Case(8, 32, 8, 32768, d=64), smem_optin=101_376)["variant"] == "mma"   # 51,200 fits
     # MHA at B = 8: 256 blocks already fill the 132 SMs: no split
     assert db.base_row(db.Case(8, 32, 32, 131072))["num_splits"] == 1
     paged = db.base_row(db.Case(8, 32, 8, 32768, page_size=16))
     assert paged["kv_bytes"] == r["kv_bytes"] and paged["paged"] and paged["page_size"] == 16
     assert paged["set_bytes"] == r["set_bytes"] + 8 * (32768 // 16) * 4
-    assert paged["impls"] == ["decode", "decode_mma"] and "SDPA has no paged" in paged["sdpa_flash_skipped"]
+    assert paged["impls"] == ["decode", "decode_simt"] and "SDPA has no paged" in paged["sdpa_flash_skipped"]
     causal = db.base_row(db.Case(1, 32, 8, 32768, Nq=4, causal=True))
     assert causal["flops"] == 4 * 1 * 32 * 4 * 32768 * 128            # decode counts every score, causal or not
     assert db.case_of(paged) == db.Case(8, 32, 8, 32768, page_size=16) and db.case_of(causal).causal
@@ -289,7 +304,8 @@ def test_the_split_sweep_arithmetic():
     assert db.sweep_splits(64, 15) == [1, 2, 3, 4, 6, 8, 12, 15, 16, 24, 32, 33, 48, 64]
     assert db.sweep_splits(8, 5) == [1, 2, 3, 4, 5, 6, 8]                  # the heuristic's own count is added
     e = db.sweep_entry(1, 32, 8, 4096)
-    assert (e["heuristic"], e["tiles"], e["num_splits"]) == (32, 64, db.sweep_splits(64, 32))
+    assert (e["heuristic"], e["tiles"], e["num_splits"], e["variant"]) == (32, 64, db.sweep_splits(64, 32), "mma")
+    assert db.sweep_entry(1, 32, 8, 4096, num_sms=84, smem_optin=101_376)["variant"] == "simt"
     e["kernel_us"] = [10.0 + (s - 8) ** 2 / 10 for s in e["num_splits"]]
     e["kernel_us"][0] = None                                                # a failed count
     db.derive_sweep(e)
@@ -403,7 +419,8 @@ def test_a_paged_row_sees_its_contiguous_rows_values():
 def pretend_gpu(monkeypatch):
     """run_decode_benchmark on a pretend GPU: torch, the environment, the inputs and every
     implementation's calls replaced. state["fail"]: {(stage, impl, Nk)} to raise at ("build",
-    "call", "kernel"); state["lost"]: the context check raises; times come from TIMES_US."""
+    "call", "kernel"); state["lost"]: the context check raises; state["smem_optin"]: the shared
+    memory a block of the device may opt in to (an H200's); times come from TIMES_US."""
     from flashviz.gpu import common, provenance_env
     from flashviz.gpu import decode_bench as db
     from flashviz.gpu.tensorcore import bench as mb
@@ -412,8 +429,9 @@ def pretend_gpu(monkeypatch):
     monkeypatch.setattr(common, "gpu_status", lambda: (True, "pretend"))
     monkeypatch.setattr(common, "environment", lambda: {"device": "NVIDIA H200", "date": "2026-12-05",
                                                         "commit": "abc1234", "torch": "2.11", "cupy": "14.2"})
-    monkeypatch.setattr(common, "device_facts", lambda dev=None: types.SimpleNamespace(l2_bytes=50 << 20,
-                                                                                           sm_count=132))
+    state = {"fail": set(), "lost": False, "case": None, "smem_optin": 232_448}
+    monkeypatch.setattr(common, "device_facts", lambda dev=None: types.SimpleNamespace(
+        l2_bytes=50 << 20, sm_count=132, smem_optin=state["smem_optin"]))
     monkeypatch.setattr(mb, "check_streams", lambda: None)
     h = "0123456789abcdef"
     monkeypatch.setattr(provenance_env, "code_hashes", lambda files, kernels=(): {
@@ -421,7 +439,6 @@ def pretend_gpu(monkeypatch):
         "files_sha256": {f: h for f in files}})
     monkeypatch.setattr(db, "copy_bandwidth", lambda: {"copy_GBps": 4000.0, "copy_bytes": 2 << 31, "copy_ms": 1.07,
                                                        "method": db.COPY_METHOD})
-    state = {"fail": set(), "lost": False, "case": None}
     rng = np.random.default_rng(7)
 
     def inputs(case, nsets, ref=True):
@@ -460,7 +477,7 @@ def pretend_gpu(monkeypatch):
     return db, state
 
 
-TIMES_US = {"decode": 12.0, "sdpa_cudnn": 15.0, "sdpa_flash": 18.0, "decode_nosplit": 60.0, "decode_mma": 11.0}
+TIMES_US = {"decode": 12.0, "sdpa_cudnn": 15.0, "sdpa_flash": 18.0, "decode_nosplit": 60.0, "decode_simt": 30.0}
 
 
 def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
@@ -485,7 +502,8 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
     assert a["sdpa_cudnn_call_us"] == pytest.approx(15.0)
     assert b["sdpa_flash_error"] == "RuntimeError: no sdpa_flash here" and "sdpa_flash_kernel_error" not in b
     assert b["decode_call_us"] == pytest.approx(12.0 * 8)
-    assert paged["impls"] == ["decode", "decode_mma"] and paged["sdpa_cudnn_skipped"] and paged["page_size"] == 256
+    assert paged["impls"] == ["decode", "decode_simt"] and paged["sdpa_cudnn_skipped"] and paged["page_size"] == 256
+    assert a["variant"] == "mma" and a["decode_simt_call_us"] == pytest.approx(30.0) and a["decode_simt_rows"] == 4
     sweep = rec["splits"][0]
     assert sweep["errors"] == {"33": "RuntimeError: no decode here"}
     assert sweep["kernel_us"][sweep["num_splits"].index(33)] is None and len(sweep["kernel_us"]) == 14
@@ -510,6 +528,10 @@ def test_the_full_run_gets_the_record_name_and_a_deadline_makes_it_partial(prete
     rec = json.loads(path.read_text())
     assert rec["full"] and len(rec["bench"]) == 13 and len(rec["splits"]) == 4
     assert decode_record_problems(rec, path.name) == []
+    row = rec["bench"][0]                                   # the default call timing v1 where the row says v2
+    row["decode_kernel_name"] = "void fvdec::flash_decode<0, 128, false, 1>(unsigned short const*)"
+    assert row["variant"] == "mma" and decode_record_problems(rec, path.name) == [
+        f"{row['label']}: decode timed flash_decode, not flash_decode_mma"]
     cut = db.run_decode_benchmark(tmp_path / "cut", deadline_s=0.0, log=lambda line: None)
     assert cut.name == "partial-decode-h200-2026-12-05.json"
     assert not (tmp_path / "cut" / "decode-h200-2026-12-05.json").exists()
@@ -530,6 +552,38 @@ def test_a_lost_context_stops_the_run_and_keeps_the_row(pretend_gpu, tmp_path):
     assert [r["label"] for r in rec["bench"]] == [c.label for c in cases[:2]]
     assert rec["bench"][1]["decode_error"] == "RuntimeError: no decode here"
     assert "decode_kernel_us" not in rec["bench"][0]                        # the kernel pass never started
+
+
+def test_on_a_gpu_without_room_for_v2_the_default_call_is_v1(pretend_gpu, tmp_path):
+    """Where a block may not opt in to v2's shared memory at d = 128 (sm_86 / sm_89: 101,376 bytes),
+    the rows and the sweep say the default call runs v1 there, with v1's launch; at d = 64 v2 fits."""
+    db, state = pretend_gpu
+    state["smem_optin"] = 101_376
+    cases = (db.Case(1, 32, 4, 4096, Nq=4, causal=True), db.Case(8, 32, 8, 4096, d=64))
+    rec = json.loads(db.run_decode_benchmark(tmp_path, cases=cases, sweep=((1, 32, 8, 4096),),
+                                             log=lambda line: None).read_text())
+    wide, d64 = rec["bench"]
+    assert (wide["variant"], wide["chunks"], wide["rows"], wide["smem_bytes"]) == ("simt", 1, 32, 90_496)
+    assert (wide["decode_simt_chunks"], wide["decode_simt_rows"]) == (1, 32)
+    assert (d64["variant"], d64["smem_bytes"]) == ("mma", 51_200)
+    assert rec["splits"][0]["variant"] == "simt"
+
+
+def test_ours_are_the_default_call_v1_named_and_the_default_unsplit(monkeypatch):
+    """The public calls each of ours times: decode names no variant (the device's default),
+    decode_simt names "simt", decode_nosplit asks for one split; the sweep's count goes to decode."""
+    from flashviz.gpu import decode as gd
+    from flashviz.gpu import decode_bench as db
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    sets = [{"q": "q0", "k": "k0", "v": "v0", "table": None}, {"q": "q1", "k": "k1", "v": "v1", "table": None}]
+    case = db.Case(1, 32, 8, 4096, Nq=4, causal=True)
+    kw = {impl: [(c.func, c.args, c.keywords) for c in db._build(impl, case, sets).calls] for impl in db.OURS_IMPLS}
+    assert kw["decode"] == [(gd.flash_decode_gpu, (f"q{i}", f"k{i}", f"v{i}"), {"causal": True}) for i in (0, 1)]
+    assert kw["decode_simt"][1] == (gd.flash_decode_gpu, ("q1", "k1", "v1"), {"causal": True, "variant": "simt"})
+    assert kw["decode_nosplit"][0][2] == {"causal": True, "num_splits": 1}
+    assert db._build("decode", case, sets, num_splits=5).calls[0].keywords == {"causal": True, "num_splits": 5}
+    paged = db._build("decode_simt", db.Case(1, 32, 8, 4096, page_size=256), [{**sets[0], "table": "t"}]).calls[0]
+    assert paged.keywords == {"causal": False, "variant": "simt", "block_table": "t", "Nk": 4096}
 
 
 def test_the_script_exits_1_on_holes_and_0_on_a_whole_run(pretend_gpu, tmp_path, monkeypatch, capsys):

@@ -1,13 +1,15 @@
 """records.decode_records reads a decode benchmark record as chapter 9 shows it: rows made by the
 benchmark's own row builder (gpu.decode_bench.base_row / derive) with chosen times; the figures
-checked against the closed forms (bytes of K and V over the time; ratios of times)."""
+checked against the closed forms (bytes of K and V over the time; ratios of times). Records of both
+kinds: since v2 became the default (v1 beside it as decode_simt) and before (v2 beside v1 as
+decode_mma); which kernel each timed is read off the record."""
 
 from __future__ import annotations
 
 import pytest
 
 from flashviz.gpu import decode_bench as db
-from flashviz.records.decode_records import decode_lines, decode_rows, split_sweeps
+from flashviz.records.decode_records import alternative, decode_lines, decode_rows, kernel_names, split_sweeps
 
 COPY = 4250.0
 
@@ -42,17 +44,44 @@ def test_rows_carry_the_bandwidth_and_ratios_of_their_times():
     assert decode_rows(None) == [] and decode_lines({}) == []
 
 
-def test_every_implementation_of_ours_gets_its_share_of_copy_and_cudnns_ratio():
+@pytest.mark.parametrize("impl, name", [("decode_simt", "ours, CUDA cores (v1)"),      # since v2 is the default
+                                        ("decode_mma", "ours, tensor cores (v2)")])     # before
+def test_every_implementation_of_ours_gets_its_share_of_copy_and_cudnns_ratio(impl, name):
     rec = _record()
-    rec["bench"][0].update(decode_mma_kernel_us=240.0, decode_mma_call_us=249.0)
-    rec["bench"][0] = db.derive(rec["bench"][0], copy_GBps=COPY)
+    rec["bench"][0].update({f"{impl}_kernel_us": 800.0, f"{impl}_call_us": 809.0})
+    rec["bench"][0] = db.derive(rec["bench"][0], db.ALL_IMPLS + ("decode_mma",), copy_GBps=COPY)
     r, r1 = decode_rows(rec)[:2]
     kv = 2 * r["B"] * r["H_kv"] * r["Nk"] * r["d"] * 2
-    v2 = "ours, tensor cores (v2)"
-    assert r["of_copy"][v2] == pytest.approx(kv / 240.0 / 1e3 / COPY)
-    assert r["cudnn_over"][v2] == pytest.approx(290.0 / 240.0)
+    assert r["impls"][name] == {"call_us": 809.0, "kernel_us": 800.0, "call_GBps": pytest.approx(kv / 809.0 / 1e3),
+                                "kernel_GBps": pytest.approx(kv / 800.0 / 1e3)}
+    assert r["of_copy"][name] == pytest.approx(kv / 800.0 / 1e3 / COPY)
+    assert r["cudnn_over"][name] == pytest.approx(290.0 / 800.0)
     assert r["of_copy"]["ours"] == r["ours_of_copy"] and r["cudnn_over"]["ours"] == r["cudnn_over_ours"]
-    assert r1["of_copy"][v2] is None and r1["cudnn_over"][v2] is None          # v2 not timed on that row
+    assert r1["of_copy"][name] is None and r1["cudnn_over"][name] is None      # not timed on that row
+    assert f"{name} 800.0 µs = {kv / 800.0 / 1e6:.2f} TB/s [call 809.0 µs]" in decode_lines(rec)[0]
+
+
+def _names(rec, impl, kernels):
+    for r, k in zip(rec["bench"], kernels):
+        r[f"{impl}_kernel_name"] = f"void fvdec::{k}(unsigned short const*, float*)"
+
+
+def test_which_call_and_which_kernel_a_record_holds_is_read_off_it():
+    new = _record()                                       # rows as the benchmark makes them now
+    assert [r["impls"][-1] for r in new["bench"]] == ["decode_simt"] * 4 and alternative(new) == "decode_simt"
+    _names(new, "decode", ["flash_decode_mma<0, 128, false>"] * 2 + ["flash_decode_mma<0, 128, true>"])
+    _names(new, "decode_simt", ["flash_decode<0, 128, false, 4>", "flash_decode<0, 128, false, 4>"])
+    assert kernel_names(new, "decode") == ["flash_decode_mma"] and kernel_names(new, "decode_simt") == ["flash_decode"]
+    # a record made before v2 became the default: decode was v1, v2 beside it as decode_mma
+    old = {"impls": ["decode", "sdpa_cudnn", "sdpa_flash", "decode_nosplit", "decode_mma"], "bench": [
+        {"impls": ["decode", "decode_mma"], "decode_kernel_name": "void fvdec::flash_decode<0, 128, true, 4>()",
+         "decode_mma_kernel_name": "void fvdec::flash_decode_mma<0, 128, true>()"},
+        {"impls": ["decode"], "decode_kernel_name": "void fvdec::flash_decode<0, 64, false, 1>()"}]}
+    assert alternative(old) == "decode_mma" and kernel_names(old, "decode") == ["flash_decode"]
+    assert kernel_names(old, "decode_mma") == ["flash_decode_mma"] and kernel_names(old, "sdpa_cudnn") == []
+    assert alternative({"bench": [{"decode_mma_kernel_us": 1.0}]}) == "decode_mma"       # from the rows' keys
+    assert alternative({"impls": ["decode"], "bench": [{"impls": ["decode"]}]}) is None
+    assert alternative(None) is None and kernel_names(None, "decode") == []
 
 
 def test_split_sweeps_as_recorded():

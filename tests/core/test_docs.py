@@ -155,7 +155,11 @@ def test_the_decode_and_store_sections_show_their_records(monkeypatch, tmp_path)
     from flashviz.gpu.teaching import store_bench as sb
 
     row = db.derive({**db.base_row(db.Case(8, 32, 8, 32768)), "decode_kernel_us": 270.0, "decode_call_us": 280.0,
-                     "sdpa_cudnn_kernel_us": 290.0, "sdpa_cudnn_call_us": 300.0}, copy_GBps=4250.0)
+                     "sdpa_cudnn_kernel_us": 290.0, "sdpa_cudnn_call_us": 300.0, "decode_simt_kernel_us": 700.0,
+                     "decode_simt_call_us": 710.0,
+                     "decode_kernel_name": "void fvdec::flash_decode_mma<0, 128, false>(unsigned short const*)",
+                     "decode_simt_kernel_name": "void fvdec::flash_decode<0, 128, false, 4>(unsigned short const*)"},
+                    copy_GBps=4250.0)
     dec = {"env": {"device": "NVIDIA H200", "date": "2026-12-06"}, "copy_GBps": 4250.0, "bench": [row], "splits": []}
     store = {"env": {"device": "NVIDIA H200", "date": "2026-12-06"}, "d": 64, "BH": 8, "Br": 64, "Bc": 64,
              "bench": [{"N": N, "recompute_kernel_ms": r, "stored_kernel_ms": s, "naive_kernel_ms": 0.5 * s,
@@ -170,8 +174,45 @@ def test_the_decode_and_store_sections_show_their_records(monkeypatch, tmp_path)
     text = report.results_page()
     gbps = row["kv_bytes"] / 270.0 / 1e3
     assert (f"| 8 | 32 / 8 | 1 | 32,768 | 128 | no | — | {row['num_splits']} | 270.0 | {gbps / 1e3:.2f} | "
-            f"{100 * gbps / 4250:.0f} % | {row['sdpa_cudnn_kernel_GBps'] / 1e3:.2f} | — | {290 / 270:.2f}x | 280.0 | 300.0 |"
-            ) in text
+            f"{100 * gbps / 4250:.0f} % | {row['sdpa_cudnn_kernel_GBps'] / 1e3:.2f} | — | {290 / 270:.2f}x | 280.0 | 300.0 | "
+            f"700.0 | {100 * row['kv_bytes'] / 700.0 / 1e3 / 4250:.0f} % | {290 / 700:.2f}x | 710.0 |\n") in text
+    # which kernel "ours" is comes from the record: here the default call ran v2, with v1 beside it
+    assert ('"ours" is the default call, `flash_decode_gpu` without a variant; its split kernel in this record: '
+            '`flash_decode_mma` (v2, tensor cores). "v1" is the same call with `variant="simt"`, split kernel '
+            '`flash_decode` (v1, CUDA cores), on the same rows.\n') in text
+    assert "| cuDNN µs (call) | v1 µs (kernel) | v1 of copy | cuDNN ÷ v1 | v1 µs (call) |\n" + "| --- " * 20 + "|\n" in text
+    assert "this record was made before" not in text
     assert "the device's copy bandwidth measured in the same run: 4.25 TB/s" in text
     assert "| 1,024 | 1.000 | 1 | 0.800 | 2 | 0.400 |" in text and "| 2,048 | 4.000 | 1 |" in text
     assert "Recomputing is at least as fast as reading the stored P from N = 2,048 on" in text
+
+
+def test_the_decode_section_names_the_kernels_of_a_record_made_before_v2_was_the_default(monkeypatch, tmp_path):
+    """A record whose default call ran v1 (v2 beside it as decode_mma) is shown as it is, with v2's
+    columns and a note that the call's default has changed since."""
+    import json
+
+    from flashviz.gpu import decode_bench as db
+    row = db.base_row(db.Case(1, 32, 8, 32768), db.IMPLS + ("decode_mma",))
+    for k in ("variant", "decode_simt_num_splits", "decode_simt_chunks", "decode_simt_rows"):
+        row.pop(k, None)
+    row = db.derive(row | {"impls": ["decode", "sdpa_cudnn", "sdpa_flash", "decode_mma"], "decode_kernel_us": 96.0,
+                           "decode_call_us": 100.0, "sdpa_cudnn_kernel_us": 36.0, "decode_mma_kernel_us": 38.0,
+                           "decode_mma_call_us": 43.0,
+                           "decode_kernel_name": "void fvdec::flash_decode<0, 128, false, 4>(unsigned short const*)",
+                           "decode_mma_kernel_name": "void fvdec::flash_decode_mma<0, 128, false>(int)"},
+                    db.ALL_IMPLS + ("decode_mma",), copy_GBps=4000.0)
+    dec = {"env": {"device": "NVIDIA H200", "date": "2026-12-06"}, "copy_GBps": 4000.0, "bench": [row], "splits": [],
+           "impls": ["decode", "sdpa_cudnn", "sdpa_flash", "decode_nosplit", "decode_mma"]}
+    (tmp_path / "decode-h200-2026-12-06.json").write_text(json.dumps(dec))
+    from flashviz.records import results as R
+    monkeypatch.setattr(report, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(R, "package_dir", lambda pkg: tmp_path)
+    text = report.results_page()
+    assert ('its split kernel in this record: `flash_decode` (v1, CUDA cores). "v2" is the same call with '
+            '`variant="mma"`, split kernel `flash_decode_mma` (v2, tensor cores), on the same rows. (The call\'s '
+            'default on an H100 / H200 is now `flash_decode_mma`: this record was made before.)\n') in text
+    assert "| cuDNN µs (call) | v2 µs (kernel) | v2 of copy | cuDNN ÷ v2 | v2 µs (call) |\n" in text
+    assert (f"| 96.0 | {row['decode_kernel_GBps'] / 1e3:.2f} | {100 * row['decode_kernel_of_copy']:.0f} % | "
+            f"{row['sdpa_cudnn_kernel_GBps'] / 1e3:.2f} | — | {36 / 96:.2f}x | 100.0 | — | 38.0 | "
+            f"{100 * row['decode_mma_kernel_of_copy']:.0f} % | {36 / 38:.2f}x | 43.0 |\n") in text
