@@ -26,8 +26,8 @@ def test_the_runner_uses_the_kernels_own_constants_and_shared_memory():
     formula = re.search(r"smem_bytes\(\) \{ return (.*?); \}", KERNEL).group(1)
     for D in gd.DECODE_D:
         want = eval(formula, {}, {"RM": _constant("RM"), "Bc": _constant("Bc"), "D": D})   # the kernel's own sum
-        assert gd.decode_smem_bytes(D) == want
-    assert gd.decode_smem_bytes(128) == 32 * 128 * 4 + 4 * 64 * 128 * 2 + 32 * 64 * 4 + 3 * 32 * 4 == 90_496
+        assert gd.decode_smem_bytes(D, "simt") == want
+    assert gd.decode_smem_bytes(128, "simt") == 32 * 128 * 4 + 4 * 64 * 128 * 2 + 32 * 64 * 4 + 3 * 32 * 4 == 90_496
     # v2: its own constants and sum (flash_decode_mma)
     assert (gd.DECODE_RM_MMA, gd.DECODE_KW, gd.DECODE_ST) == (_constant("RM2"), _constant("KW"), _constant("ST"))
     formula2 = re.search(r"mma_smem_bytes\(\) \{ return (.*?); \}", KERNEL).group(1)
@@ -37,6 +37,7 @@ def test_the_runner_uses_the_kernels_own_constants_and_shared_memory():
         assert gd.decode_smem_bytes(D, "mma") == eval(formula2, {}, {**consts, "D": D})
     assert gd.decode_smem_bytes(128, "mma") == 16 * 128 * 2 + 4 * 3 * 2 * 16 * 128 * 2 == 102_400
     assert gd.decode_smem_bytes(64, "mma") == 51_200
+    assert [gd.decode_smem_bytes(D) for D in gd.DECODE_D] == [51_200, 102_400]      # no variant: v2, the default
     with pytest.raises(ValueError, match="variant must be one of"):
         gd.decode_smem_bytes(128, "wgmma")
     with pytest.raises(ValueError, match=r"d in \(64, 128\), got d = 96"):
@@ -45,13 +46,14 @@ def test_the_runner_uses_the_kernels_own_constants_and_shared_memory():
 
 def test_the_launch_follows_the_numpy_decodes_split_rule_with_the_kernels_occupancy():
     # the H200's shared memory: 233,472 bytes an SM, 1,024 reserved a block; 2048 threads an SM
-    assert gd.decode_blocks_per_sm(128) == 233_472 // (90_496 + 1_024) == 2
-    assert gd.decode_blocks_per_sm(64) == 233_472 // (49_536 + 1_024) == 4
-    assert gd.decode_blocks_per_sm(64, smem_per_sm=10**9) == 2048 // 128           # then threads limit it
-    assert gd.decode_blocks_per_sm(128, smem_per_sm=50_000) == 1                     # a block always fits (optin)
+    # v1 (variant "simt"), the split rule's first user; v2 below
+    assert gd.decode_blocks_per_sm(128, "simt") == 233_472 // (90_496 + 1_024) == 2
+    assert gd.decode_blocks_per_sm(64, "simt") == 233_472 // (49_536 + 1_024) == 4
+    assert gd.decode_blocks_per_sm(64, "simt", smem_per_sm=10**9) == 2048 // 128    # then threads limit it
+    assert gd.decode_blocks_per_sm(128, "simt", smem_per_sm=50_000) == 1              # a block always fits (optin)
     for B, H, H_kv, Nq, Nk in [(1, 32, 8, 1, 4096), (8, 32, 32, 1, 32_768), (1, 32, 4, 8, 1000), (2, 64, 1, 1, 77)]:
         chunks = -(-(H // H_kv) * Nq // 32)
-        got = gd.decode_launch(B, H, H_kv, Nq, Nk, 128)
+        got = gd.decode_launch(B, H, H_kv, Nq, Nk, 128, variant="simt")
         assert got["chunks"] == chunks and got["tiles"] == -(-Nk // 64)
         assert got["splits"] == num_splits_heuristic(B * H_kv * chunks, -(-Nk // 64), blocks_per_sm=2)
         assert got["blocks"] == got["splits"] * H_kv * chunks * B
@@ -73,7 +75,8 @@ def test_the_launch_follows_the_numpy_decodes_split_rule_with_the_kernels_occupa
     v1, v2 = (gd.decode_launch(1, 32, 4, 8, 1000, 128, variant=v) for v in gd.DECODE_VARIANTS)
     assert (v1["chunks"], v2["chunks"], v1["rows"], v2["rows"]) == (2, 4, 32, 16)
     assert v2["splits"] == num_splits_heuristic(4 * 4, 16, blocks_per_sm=2) and v2["variant"] == "mma"
-    assert v2["smem_bytes"] == 102_400 and v1["variant"] == gd.DEFAULT_VARIANT == "simt"
+    assert v2["smem_bytes"] == 102_400 and v1["variant"] == "simt" and gd.DEFAULT_VARIANT == "mma"
+    assert gd.decode_launch(1, 32, 4, 8, 1000, 128) == v2                    # no variant: v2 on an H200
 
 
 def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
@@ -128,7 +131,7 @@ def test_a_block_is_compiled_for_the_fewest_rows_that_hold_it():
             R = min(G * Nq, 32)
             rows = gd.block_rows(G, Nq)
             assert rows >= R and rows & (rows - 1) == 0 and (rows == 1 or rows // 2 < R)
-            assert gd.decode_launch(2, 4 * G, 4, Nq, 100, 64)["rows"] == rows
+            assert gd.decode_launch(2, 4 * G, 4, Nq, 100, 64, variant="simt")["rows"] == rows
     with pytest.raises(ValueError, match="G and Nq must be >= 1"):
         gd.block_rows(0, 1)
 
