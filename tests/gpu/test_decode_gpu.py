@@ -281,21 +281,23 @@ def test_a_repeated_call_launches_its_kept_plan_on_new_data_streams_and_threads(
     import threading
     torch = pytest.importorskip("torch")
     gd._LAUNCHES.clear()
-    for variant in gd.DECODE_VARIANTS:
+    kinds = (*gd.DECODE_VARIANTS, None)                               # None: the default, a key of its own
+    for variant in kinds:
         q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=1)
         _check(torch, q, k, v, variant=variant)
         _check(torch, q[0], k[0], v[0], variant=variant)
-    assert len(gd._LAUNCHES) == 4
+    assert len(gd._LAUNCHES) == 6
+    assert gd.plan_decode(q, k, v).variant == "mma"                  # an H100 / H200 runs v2 by default
     planned, streams = [], []
     real_plan, real_launch = gd.plan_decode, gd.launch_ptrs
     monkeypatch.setattr(gd, "plan_decode", lambda *a, **kw: planned.append(a) or real_plan(*a, **kw))
     monkeypatch.setattr(gd, "launch_ptrs", lambda *a, **kw: streams.append(a[9]) or real_launch(*a, **kw))
     for seed in (2, 3):
-        for variant in gd.DECODE_VARIANTS:
+        for variant in kinds:
             q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=seed)
             _check(torch, q, k, v, variant=variant)
             _check(torch, q[0], k[0], v[0], variant=variant)
-    assert planned == [] and len(gd._LAUNCHES) == 4                    # every call launched a kept plan
+    assert planned == [] and len(gd._LAUNCHES) == 6                    # every call launched a kept plan
     s = torch.cuda.Stream()
     q, k, v = _inputs(torch, 2, 8, 2, 1, 1000, 128, torch.float16, seed=4)
     Oref, _ = _reference(q, k, v)
