@@ -76,7 +76,9 @@ Implementations (record prefixes; every one on the same seeded inputs, in the sa
   variant: the default split kernel (v2, ``flash_decode_mma``, on the tensor cores, where the
   device allows its shared memory: the row's ``variant``), the split count its heuristic chooses,
   K and V contiguous (B, H_kv, Nk, d) or pools with an int32 block table;
-* ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv blocks);
+* ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv·chunks blocks): the default split
+  kernel too, so v2 since v2 became the default (v1 in the records made before; its
+  ``<impl>_kernel_name`` says which);
 * ``decode_simt`` — the same call with ``variant="simt"``: the CUDA-core split kernel (v1,
   ``flash_decode``), its own heuristic split count, on every row. (Records made before v2 became
   the default time v1 as ``decode`` and v2 as ``decode_mma``, the call with ``variant="mma"``.)
