@@ -10,11 +10,12 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
   ``ref_elements``, ``targets`` (the issue's figures to reach), ``method``, ``methods`` (how each
   figure is measured), ``notes``, ``cut_short`` (null, or why the run stopped early), ``wall_s``;
 * ``env`` — device, SM count, versions (CuPy, CUDA runtime and driver, torch, NumPy, Python), date,
-  ``commit`` ($FLASHVIZ_COMMIT, else ``git`` where there is a checkout; ``commit_from`` says which)
-  and the code timed (``provenance_env.code_hashes``): ``kernel_sources`` (kernels/flash_decode.cu
-  and every kernel file a loaded cubin came from: sha256 of the compiled text), ``cubins`` (every
-  cubin the process loaded: lowered name, sha256, source sha256), ``files_sha256`` (the Python
-  files that make the calls);
+  ``commit`` ($FLASHVIZ_COMMIT, else ``git`` where there is a checkout; ``commit_from`` says which),
+  ``nvrtc_options`` (only where $FLASHVIZ_NVRTC_OPTIONS was set: the options it added to every
+  kernel build, ``gpu.nvrtc.env_options``) and the code timed (``provenance_env.code_hashes``):
+  ``kernel_sources`` (kernels/flash_decode.cu and every kernel file a loaded cubin came from:
+  sha256 of the compiled text), ``cubins`` (every cubin the process loaded: lowered name, sha256,
+  source sha256), ``files_sha256`` (the Python files that make the calls);
 * ``copy_GBps`` — the device's own copy bandwidth in this run: one ``torch.Tensor.copy_`` of
   ``COPY_BYTES`` (2 GiB) device to device, bytes read + written (2 × 2 GiB) over the median of
   ``COPY_REPEAT`` back-to-back calls timed by CUDA events, before any profiler session; ``copy``
