@@ -120,17 +120,21 @@ def _record(base: dict, trace, out: Path, name_of) -> dict:
     return row
 
 
-def _decode_runs(out: Path, dev: str, sm_count: int) -> list[dict]:
+def _decode_runs(out: Path, dev: str) -> list[dict]:
     """The DECODE_RUNS, each traced by gpu.trace_decode and saved; one summary row each. A run whose
-    split count (the heuristic's on this GPU's sm_count SMs) one before it already traced at its
-    Nk is left out, with a row that says so (its file would have the same name)."""
+    split count (the heuristic's on this GPU: ``decode_launch`` with the device's facts, its SMs and
+    shared memory, the figures trace_decode's plan reads) one before it already traced at its Nk is
+    left out, with a row that says so (its file would have the same name)."""
     import flashviz.gpu as gpu
+    from flashviz.gpu.common import device_facts
+    from flashviz.gpu.decode import facts_kwargs
 
+    on_device = facts_kwargs(device_facts())
     rows, done = [], set()
     for B, H, H_kv, Nq, Nk, d, S in DECODE_RUNS:
         base = {"kernel": "decode", "B": B, "H": H, "H_kv": H_kv, "Nq": Nq, "N": Nk, "d": d, "causal": False,
                 "order": "kernel", "num_splits": S}
-        S_run = gpu.decode_launch(B, H, H_kv, Nq, Nk, d, S, num_sms=sm_count)["splits"]
+        S_run = gpu.decode_launch(B, H, H_kv, Nq, Nk, d, S, **on_device)["splits"]
         if (B, H, H_kv, Nq, Nk, d, S_run) in done:
             rows.append({**base, "S": S_run, "skipped": f"the split count chosen here, {S_run}, is traced above"})
             print(rows[-1], flush=True)
@@ -188,7 +192,7 @@ def main(argv=None) -> int:
                             lambda tl: f"timeline-{kernel}-d{d}{'-causal' if causal else ''}"
                                        f"{'' if order == 'kernel' else '-' + order}-n{N}-{dev}-{tl.date}.json.gz"))
     if not only or "decode" in only:
-        rows += _decode_runs(out, dev, int(env.get("sm_count") or 132))
+        rows += _decode_runs(out, dev)
     if not only or {"bwd_teaching", "bwd_mma"} & set(only):
         rows += _backward_runs(out, dev, only)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),

@@ -387,9 +387,25 @@ def _bwd_section(res: dict | None) -> list[str]:
     return out
 
 
+def _decode_variants(res: dict) -> str | None:
+    """What a decode record's rows say of the default call's split kernel: e.g. '"mma" (v2)' or,
+    where it differs with d, '"simt" (v1) at d = 128, "mma" (v2) at d = 64' (d descending); None when
+    no row has a ``variant`` (a record made before v2 became the default, whose call ran v1)."""
+    by = {}
+    for r in res.get("bench") or []:
+        if "variant" in r:
+            by.setdefault(r["variant"], set()).add(r["d"])
+    name = {"mma": "v2", "simt": "v1"}
+    said = lambda v: f'"{v}" ({name[v]})' if v in name else f'"{v}"'  # noqa: E731
+    if len(by) <= 1:
+        return next((said(v) for v in by), None)
+    return ", ".join(f"{said(v)} at d = {', '.join(str(d) for d in sorted(ds, reverse=True))}"
+                     for v, ds in sorted(by.items(), key=lambda kv: -max(kv[1])))
+
+
 def _decode_section(res: dict | None) -> list[str]:
     from .gpu.decode import DEFAULT_VARIANT, decode_expressions
-    from .records.decode_records import NAMES, alternative, decode_rows, kernel_names, split_sweeps
+    from .records.decode_records import NAMES, alternative, decode_rows, split_sweeps
     out = ["## Decode on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
@@ -407,9 +423,17 @@ def _decode_section(res: dict | None) -> list[str]:
     if alt:
         out[-1] += (f" \"{short}\" is the same call with `variant=\"{variant}\"`, split kernel {_kernels(res, alt)}, "
                     "on the same rows.")
-    now = re.search(r"fvdec::(\w+)<", decode_expressions("float16", 128, False, variant=DEFAULT_VARIANT)[0])[1]
-    if kernel_names(res, "decode") not in ([], [now]):
+    if any(f"decode_nosplit_{t}_us" in r for r in res.get("bench") or [] for t in ("call", "kernel")):
+        out[-1] += (f" Chapter 9 also shows \"{NAMES['decode_nosplit']}\", the default call with `num_splits=1`: "
+                    f"split kernel {_kernels(res, 'decode_nosplit')}.")
+    # which kernel the default call ran is a fact of the device (check_variant): the rows record it
+    # since v2 became the default; rows without it are older, and their call ran v1
+    variants = _decode_variants(res)
+    if variants is None and res.get("bench"):
+        now = re.search(r"fvdec::(\w+)<", decode_expressions("float16", 128, False, variant=DEFAULT_VARIANT)[0])[1]
         out[-1] += f" (The call's default on an H100 / H200 is now `{now}`: this record was made before.)"
+    elif variants is not None:
+        out[-1] += f" The default call's split kernel on this device, as the rows record it: {variants}."
     head = ("| B | H / H_kv | Nq | Nk | d | causal | pages | S | ours µs (kernel) | ours TB/s | of copy | cuDNN TB/s | "
             "flash TB/s | cuDNN ÷ ours | ours µs (call) | cuDNN µs (call) |")
     if alt:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..records.files import compiled_source, expand_includes, kernel_source, source_sha256  # noqa: F401
+from .nvrtc import env_options
 
 LOG2E = 1.4426950408889634
 
@@ -80,7 +81,9 @@ def gpu_status() -> tuple[bool, str]:
 
 def environment() -> dict:
     """Device name, SM count, shared memory opt-in, CuPy / CUDA / torch versions, date (UTC),
-    and the git commit measured ($FLASHVIZ_COMMIT; None when unset)."""
+    the git commit measured ($FLASHVIZ_COMMIT; None when unset) and, only when
+    $FLASHVIZ_NVRTC_OPTIONS is set, ``nvrtc_options``: the options it adds to every kernel build
+    (``nvrtc.env_options``; e.g. ["-lineinfo"]), so a record says its kernels were built with them."""
     cp = cupy()
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
@@ -100,6 +103,9 @@ def environment() -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    extra = env_options()
+    if extra:
+        env["nvrtc_options"] = list(extra)
     try:
         import torch
         env["torch"] = torch.__version__

@@ -70,8 +70,8 @@ def check_variant(variant, d: int | None = None, smem_optin: int | None = None) 
     (``decode_smem_bytes(d, "mma")``: 102,400 bytes at d = 128, where sm_86 / sm_89 allow 101,376):
     then ``FALLBACK_VARIANT`` ("simt", v1). The one place the default is decided: every caller
     that knows the device passes its facts (``plan_decode``, ``compile_decode``;
-    ``decode_launch`` the H200's). A named "mma" is not replaced: ``compile_decode`` rejects it on
-    such a GPU. ValueError for an unsupported d when it decides."""
+    ``decode_launch`` those it is given, an H200's by default). A named "mma" is not replaced:
+    ``compile_decode`` rejects it on such a GPU. ValueError for an unsupported d when it decides."""
     if variant is None:
         if d is None or smem_optin is None or decode_smem_bytes(d, DEFAULT_VARIANT) <= smem_optin:
             return DEFAULT_VARIANT
@@ -520,13 +520,21 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
 
 
 def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_splits=None, *,
-                  num_sms: int = 132, variant=None, smem_optin: int = SMEM_OPTIN_H200) -> dict:
-    """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs (an H200's shared
-    memory), without a GPU: {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (v1's
-    ROWS; v2 always takes 16), "smem_bytes", "tiles" (⌈Nk/64⌉), "variant"}; variant None is the
-    call's default for a GPU whose blocks may opt in to ``smem_optin`` bytes of shared memory
-    (``check_variant``). ValueError as the call."""
+                  num_sms: int = 132, variant=None, smem_optin: int = SMEM_OPTIN_H200,
+                  smem_per_sm: int | None = None, smem_reserved: int = 1_024) -> dict:
+    """What ``flash_decode_gpu`` launches for a shape on a GPU of ``num_sms`` SMs, without a GPU:
+    {"splits", "chunks", "blocks" (S · H_kv · chunks · B), "rows" (v1's ROWS; v2 always takes 16),
+    "smem_bytes", "tiles" (⌈Nk/64⌉), "variant"}. The GPU's shared memory as ``device_facts``
+    reports it (the defaults are an H200's): ``smem_optin`` a block may opt in to (variant None is
+    the call's default there, ``check_variant``), ``smem_per_sm`` an SM shares among its blocks and
+    ``smem_reserved`` the system keeps per block (the split count counts the blocks an SM holds,
+    ``default_splits``, as ``plan_decode`` does); ``smem_per_sm`` None: smem_optin + smem_reserved,
+    what ``device_facts`` takes when the driver does not say (233,472 on an H100 / H200, 102,400 on
+    sm_86 / sm_89). A caller that knows the device passes all four of its facts (``facts_kwargs``).
+    ValueError as the call."""
     variant = check_variant(variant, d, smem_optin)
+    if smem_per_sm is None:
+        smem_per_sm = smem_optin + smem_reserved
     if H_kv < 1 or H % H_kv:
         raise ValueError(f"H % H_kv must be 0, got H = {H}, H_kv = {H_kv}")
     if num_splits is not None and (isinstance(num_splits, (bool, float)) or
@@ -534,7 +542,17 @@ def decode_launch(B: int, H: int, H_kv: int, Nq: int, Nk: int, d: int, num_split
         raise ValueError(f"num_splits must be an integer >= 1 or None, got {num_splits!r}")
     chunks = -(-(H // H_kv) * Nq // block_rm(variant))
     Tc = math.ceil(Nk / DECODE_BC)
-    S = default_splits(B * H_kv * chunks, Tc, d, variant, num_sms=num_sms) if num_splits is None else int(num_splits)
+    S = (default_splits(B * H_kv * chunks, Tc, d, variant, num_sms=num_sms, smem_per_sm=smem_per_sm,
+                        smem_reserved=smem_reserved) if num_splits is None else int(num_splits))
     rows = block_rows(H // H_kv, Nq) if variant == "simt" else DECODE_RM_MMA
     return {"splits": S, "chunks": chunks, "blocks": S * H_kv * chunks * B, "rows": rows,
             "smem_bytes": decode_smem_bytes(d, variant), "tiles": Tc, "variant": variant}
+
+
+def facts_kwargs(facts) -> dict:
+    """The keyword arguments of ``decode_launch`` for a device (a ``common.DeviceFacts``, or
+    anything with its sm_count, smem_optin, smem_per_sm and smem_reserved): the figures
+    ``plan_decode`` reads on that device, so ``decode_launch(..., **facts_kwargs(f))`` says what the
+    call launches there."""
+    return {"num_sms": int(facts.sm_count), "smem_optin": int(facts.smem_optin),
+            "smem_per_sm": int(facts.smem_per_sm), "smem_reserved": int(facts.smem_reserved)}

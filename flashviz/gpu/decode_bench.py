@@ -10,11 +10,12 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
   ``ref_elements``, ``targets`` (the issue's figures to reach), ``method``, ``methods`` (how each
   figure is measured), ``notes``, ``cut_short`` (null, or why the run stopped early), ``wall_s``;
 * ``env`` — device, SM count, versions (CuPy, CUDA runtime and driver, torch, NumPy, Python), date,
-  ``commit`` ($FLASHVIZ_COMMIT, else ``git`` where there is a checkout; ``commit_from`` says which)
-  and the code timed (``provenance_env.code_hashes``): ``kernel_sources`` (kernels/flash_decode.cu
-  and every kernel file a loaded cubin came from: sha256 of the compiled text), ``cubins`` (every
-  cubin the process loaded: lowered name, sha256, source sha256), ``files_sha256`` (the Python
-  files that make the calls);
+  ``commit`` ($FLASHVIZ_COMMIT, else ``git`` where there is a checkout; ``commit_from`` says which),
+  ``nvrtc_options`` (only where $FLASHVIZ_NVRTC_OPTIONS was set: the options it added to every
+  kernel build, ``gpu.nvrtc.env_options``) and the code timed (``provenance_env.code_hashes``):
+  ``kernel_sources`` (kernels/flash_decode.cu and every kernel file a loaded cubin came from:
+  sha256 of the compiled text), ``cubins`` (every cubin the process loaded: lowered name, sha256,
+  source sha256), ``files_sha256`` (the Python files that make the calls);
 * ``copy_GBps`` — the device's own copy bandwidth in this run: one ``torch.Tensor.copy_`` of
   ``COPY_BYTES`` (2 GiB) device to device, bytes read + written (2 × 2 GiB) over the median of
   ``COPY_REPEAT`` back-to-back calls timed by CUDA events, before any profiler session; ``copy``
@@ -28,9 +29,12 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
   ``flops`` (4·B·H·Nq·Nk·d, never halved), ``variant`` (the split kernel of the default call on
   this device: "mma" (v2) where a block may opt in to its shared memory, else "simt" (v1);
   records made before v2 became the default have no ``variant`` and ran v1), ``num_splits`` (ours,
-  as the heuristic chooses it for ``num_sms``, the device's SM count: ``gpu.decode.decode_launch``,
-  the rule ``flash_decode_gpu`` applies), ``blocks``, ``chunks``, ``rows`` (the kernel's ROWS),
-  ``tiles``, ``smem_bytes``,
+  as the heuristic chooses it on this device: ``num_sms`` SMs of ``smem_per_sm`` bytes of shared
+  memory, ``smem_reserved`` kept per block — ``gpu.decode.decode_launch`` with the figures
+  ``plan_decode`` reads, the rule ``flash_decode_gpu`` applies; records made before have no
+  ``smem_per_sm`` and came from an H200's), ``blocks``, ``chunks``, ``rows`` (the query rows a
+  block of the row's variant takes: v1's ``ROWS`` template argument, the smallest power of two
+  >= min(G·Nq, 32); v2 always 16, its one m16 tile), ``tiles``, ``smem_bytes``,
   ``input_sets`` (sets rotated so calls do not find them in L2: ``timing.input_sets``), ``impls``
   (the implementations run on the row), and for each of them:
 
@@ -58,10 +62,11 @@ recorded one) and its ``.log`` (the printed lines). The record holds:
     timing) or ``<impl>_kernel_error`` (the kernel-only pass); a cell not run: ``<impl>_skipped``
     (SDPA on the paged rows: it has no paged path);
 * ``splits`` — the split-count sweep (kernel-only) of ours at ``SWEEP_SHAPES`` (Nq = 1, d = 128):
-  ``B``, ``H``, ``H_kv``, ``Nq``, ``Nk``, ``d``, ``tiles``, ``num_sms``, ``heuristic`` (the split
-  count the call chooses), ``variant`` (its split kernel), ``num_splits`` (the counts timed) and
-  ``kernel_us`` (one time each, null where it failed; ``errors`` by count), ``best``, ``best_us``,
-  ``heuristic_us``, ``heuristic_over_best``;
+  ``B``, ``H``, ``H_kv``, ``Nq``, ``Nk``, ``d``, ``tiles``, ``num_sms``, ``smem_per_sm``,
+  ``smem_reserved`` (as the rows'), ``heuristic`` (the split count the call chooses), ``variant``
+  (its split kernel), ``num_splits`` (the counts timed) and ``kernel_us`` (one time each, null
+  where it failed; ``errors`` by count), ``best``, ``best_us``, ``heuristic_us``,
+  ``heuristic_over_best``;
 * ``figures`` — the issue's figures to reach, read off the rows (``figures``): bandwidth at
   Nk ≥ 32k against copy_GBps and SDPA-cuDNN, the B = 1 Nk = 4k latency against cuDNN, the heuristic
   against the best split count, paged against contiguous, correctness against SDPA's.
@@ -72,7 +77,9 @@ Implementations (record prefixes; every one on the same seeded inputs, in the sa
   variant: the default split kernel (v2, ``flash_decode_mma``, on the tensor cores, where the
   device allows its shared memory: the row's ``variant``), the split count its heuristic chooses,
   K and V contiguous (B, H_kv, Nk, d) or pools with an int32 block table;
-* ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv blocks);
+* ``decode_nosplit`` — the same call with num_splits = 1 (B·H_kv·chunks blocks): the default split
+  kernel too, so v2 since v2 became the default (v1 in the records made before; its
+  ``<impl>_kernel_name`` says which);
 * ``decode_simt`` — the same call with ``variant="simt"``: the CUDA-core split kernel (v1,
   ``flash_decode``), its own heuristic split count, on every row. (Records made before v2 became
   the default time v1 as ``decode`` and v2 as ``decode_mma``, the call with ``variant="mma"``.)
@@ -111,7 +118,7 @@ from pathlib import Path
 import numpy as np
 
 from .bench_util import RunRecord, error_text, free_torch_cache
-from .decode import SMEM_OPTIN_H200, decode_launch
+from .decode import SMEM_OPTIN_H200, decode_launch, facts_kwargs
 from .timing import CALL_METHOD, HOST_METHOD, KERNEL_METHOD, attention_flops, input_sets
 
 IMPLS = ("decode", "sdpa_cudnn", "sdpa_flash")          #: the three of issue 24
@@ -137,6 +144,7 @@ COPY_BYTES, COPY_REPEAT = 2 << 30, 20
 PLAN_L2_BYTES = 50 << 20           #: the H200's L2, for the plan only (the run asks the device)
 NUM_SMS = 132                      #: the H200's SMs, for the plan only (the run asks the device)
 SMEM_OPTIN = SMEM_OPTIN_H200       #: the H200's shared memory a block, for the plan only (likewise)
+SMEM_RESERVED = 1_024              #: the shared memory the system keeps per block on it (likewise)
 
 
 @dataclass(frozen=True)
@@ -229,9 +237,9 @@ NOTES = [
     "three compute the same (bottom-right) attention; the correctness columns check it",
     "the paged rows time ours only (SDPA has no paged KV path); compare them with the contiguous row of the same "
     "shape (figures.paged)",
-    "ours' num_splits is the heuristic's choice for the device's SM count (row num_sms; "
-    "decode.num_splits_heuristic via gpu.decode.decode_launch, the rule flash_decode_gpu applies); decode_nosplit "
-    "forces 1",
+    "ours' num_splits is the heuristic's choice for the device's SMs and their shared memory (row num_sms, "
+    "smem_per_sm, smem_reserved; decode.num_splits_heuristic via gpu.decode.decode_launch, the rule "
+    "flash_decode_gpu applies); decode_nosplit forces 1",
     "decode is the call without a variant: the default split kernel (row variant: 'mma', v2 on the tensor cores, "
     "where the device allows its shared memory, else 'simt'); decode_simt is the same call with variant='simt' "
     "(v1, on the CUDA cores)",
@@ -274,18 +282,30 @@ def skip_reason(impl: str, case: Case) -> str | None:
     return None
 
 
-def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
+def _device(num_sms: int, smem_optin: int, smem_per_sm, smem_reserved: int) -> dict:
+    """``decode_launch``'s device arguments, smem_per_sm None made smem_optin + smem_reserved (as there)."""
+    return {"num_sms": num_sms, "smem_optin": smem_optin,
+            "smem_per_sm": smem_optin + smem_reserved if smem_per_sm is None else smem_per_sm,
+            "smem_reserved": smem_reserved}
+
+
+def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN,
+             smem_per_sm: int | None = None, smem_reserved: int = SMEM_RESERVED) -> dict:
     """A bench row's shape, byte and FLOP counts and our launch on a GPU of num_sms SMs whose blocks
-    may opt in to smem_optin bytes of shared memory (``decode_launch``: the split kernel, split
-    count and ROWS ``flash_decode_gpu`` chooses there; decode_simt's own launch as well)."""
-    launch = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms,
-                           smem_optin=smem_optin)
+    may opt in to smem_optin bytes of shared memory, smem_per_sm bytes an SM, smem_reserved kept
+    per block (``decode_launch``: the split kernel, split count and rows ``flash_decode_gpu``
+    chooses there, from the same figures of ``device_facts``; decode_simt's own launch as well).
+    smem_per_sm None: smem_optin + smem_reserved (``decode_launch``; 233,472 with the H200's
+    defaults)."""
+    dev = _device(num_sms, smem_optin, smem_per_sm, smem_reserved)
+    launch = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, **dev)
     run = row_impls(case, impls)
     row = {"label": case.label, "B": case.B, "H": case.H, "H_kv": case.H_kv, "G": case.G, "Nq": case.Nq,
            "Nk": case.Nk, "d": case.d, "causal": case.causal, "page_size": case.page_size, "paged": case.paged,
            "dtype": DTYPE, "kv_bytes": kv_bytes(case), "set_bytes": set_bytes(case),
            "flops": attention_flops(case.B, case.H, case.Nq, case.Nk, case.d, False),
            "variant": launch["variant"], "num_splits": launch["splits"], "num_sms": num_sms,
+           "smem_per_sm": dev["smem_per_sm"], "smem_reserved": smem_reserved,
            "blocks": launch["blocks"], "chunks": launch["chunks"],
            "rows": launch["rows"], "tiles": launch["tiles"], "smem_bytes": launch["smem_bytes"], "impls": run}
     for impl in impls:
@@ -297,7 +317,7 @@ def base_row(case: Case, impls=ALL_IMPLS, *, num_sms: int = NUM_SMS, smem_optin:
     if "decode_nosplit" in run:
         row["decode_nosplit_num_splits"] = 1
     if "decode_simt" in run:
-        v1 = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, num_sms=num_sms, variant="simt")
+        v1 = decode_launch(case.B, case.H, case.H_kv, case.Nq, case.Nk, case.d, variant="simt", **dev)
         row.update(decode_simt_num_splits=v1["splits"], decode_simt_chunks=v1["chunks"], decode_simt_rows=v1["rows"])
     return row
 
@@ -392,12 +412,16 @@ def sweep_splits(tiles: int, heuristic: int, candidates=SWEEP_SPLITS) -> list[in
 
 
 def sweep_entry(B: int, H: int, H_kv: int, Nk: int, d: int = 128, *, num_sms: int = NUM_SMS,
-                smem_optin: int = SMEM_OPTIN) -> dict:
+                smem_optin: int = SMEM_OPTIN, smem_per_sm: int | None = None,
+                smem_reserved: int = SMEM_RESERVED) -> dict:
     """A split sweep's entry before timing: the shape, the tiles, the default call's split kernel
-    and the heuristic's count on num_sms SMs (blocks opting in to smem_optin bytes) and the counts
-    to time (``sweep_splits``)."""
-    launch = decode_launch(B, H, H_kv, 1, Nk, d, num_sms=num_sms, smem_optin=smem_optin)
+    and the heuristic's count on num_sms SMs (blocks opting in to smem_optin bytes; smem_per_sm
+    bytes an SM, smem_reserved kept per block: ``base_row``) and the counts to time
+    (``sweep_splits``)."""
+    dev = _device(num_sms, smem_optin, smem_per_sm, smem_reserved)
+    launch = decode_launch(B, H, H_kv, 1, Nk, d, **dev)
     return {"B": B, "H": H, "H_kv": H_kv, "Nq": 1, "Nk": Nk, "d": d, "tiles": launch["tiles"], "num_sms": num_sms,
+            "smem_per_sm": dev["smem_per_sm"], "smem_reserved": smem_reserved,
             "variant": launch["variant"], "heuristic": launch["splits"], "num_splits": sweep_splits(launch["tiles"], launch["splits"]),
             "kernel_us": [], "errors": {}}
 
@@ -530,7 +554,9 @@ _RATE_GBPS = {"decode": 3500.0, "decode_nosplit": 300.0, "decode_simt": 1500.0, 
               "sdpa_flash": 3000.0}
 _FLOOR_US = 25.0
 _SESSION_S = 0.6                  #: one torch.profiler session: start, export, parse
-_STARTUP_S = 45.0                 #: imports, the copy, NVRTC compiles of five (d, paged, ROWS) kernels
+#: imports, the copy, the NVRTC compiles of both variants' kernels for FULL_CASES: v1's five
+#: (d, paged, ROWS), v2's three (d, paged: one build for every rows), the merge's two (d)
+_STARTUP_S = 45.0
 
 
 def call_seconds_of(impl: str, case: Case) -> float:
@@ -828,12 +854,15 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeat: int = COPY_REPEAT) -> dict:
 
 
 def call_pass_case(case: Case, impls, *, budget_s: float = BUDGET_S, l2_bytes: int = PLAN_L2_BYTES,
-                   copy_GBps=None, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
-    """One case's public-call pass: its bench row. The float64 reference, then per implementation:
-    the first call (compared with the reference), then its public call timed. A failure is recorded
-    in its cell and the next one runs; ContextLost when the device no longer works after one."""
+                   copy_GBps=None, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN,
+                   smem_per_sm: int | None = None, smem_reserved: int = SMEM_RESERVED) -> dict:
+    """One case's public-call pass: its bench row (``base_row`` on the device the figures describe).
+    The float64 reference, then per implementation: the first call (compared with the reference),
+    then its public call timed. A failure is recorded in its cell and the next one runs;
+    ContextLost when the device no longer works after one."""
     import torch
-    row = base_row(case, impls, num_sms=num_sms, smem_optin=smem_optin)
+    row = base_row(case, impls, num_sms=num_sms, smem_optin=smem_optin, smem_per_sm=smem_per_sm,
+                   smem_reserved=smem_reserved)
     row["input_sets"] = input_sets(row["set_bytes"], l2_bytes)
     run = row["impls"]
     try:
@@ -914,11 +943,13 @@ def kernel_pass_case(row: dict, impls, *, budget_s: float = BUDGET_S, l2_bytes: 
 
 
 def split_sweep(B: int, H: int, H_kv: int, Nk: int, *, d: int = 128, budget_s: float = BUDGET_S,
-                l2_bytes: int = PLAN_L2_BYTES, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN) -> dict:
+                l2_bytes: int = PLAN_L2_BYTES, num_sms: int = NUM_SMS, smem_optin: int = SMEM_OPTIN,
+                smem_per_sm: int | None = None, smem_reserved: int = SMEM_RESERVED) -> dict:
     """Ours at every count of ``sweep_splits``, kernel-only, on one shape (Nq = 1): a ``splits``
     entry (``sweep_entry`` with kernel_us and errors filled, then ``derive_sweep``)."""
     case = Case(B, H, H_kv, Nk, d=d)
-    entry = sweep_entry(B, H, H_kv, Nk, d, num_sms=num_sms, smem_optin=smem_optin)
+    entry = sweep_entry(B, H, H_kv, Nk, d, num_sms=num_sms, smem_optin=smem_optin, smem_per_sm=smem_per_sm,
+                        smem_reserved=smem_reserved)
     try:
         sets, _ = _inputs(case, input_sets(set_bytes(case), l2_bytes), ref=False)
     except Exception as exc:
@@ -967,7 +998,8 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
     check_streams()
     env = stamp_commit(environment())
     facts = device_facts()
-    l2, num_sms, optin = facts.l2_bytes or PLAN_L2_BYTES, facts.sm_count, facts.smem_optin
+    l2 = facts.l2_bytes or PLAN_L2_BYTES
+    dev = facts_kwargs(facts)              # the figures plan_decode reads: every row's launch is the call's
     env["l2_bytes"] = l2
     full = is_full(cases=cases, impls=impls, parts=parts, sweep=sweep)
     out = Path(out_dir)
@@ -1008,14 +1040,13 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
                 if late(f"the public-call pass at {case.label}"):
                     stop = True
                     break
-                row = call_pass_case(case, impls, budget_s=budget_s, l2_bytes=l2, copy_GBps=copy_GBps,
-                                     num_sms=num_sms, smem_optin=optin)
+                row = call_pass_case(case, impls, budget_s=budget_s, l2_bytes=l2, copy_GBps=copy_GBps, **dev)
                 data["bench"].append(row)
                 say(f"[{time.time() - t0:5.0f} s] call pass: " + row_line(row, impls))
                 save()
         if "kernel" in parts and not stop:
             if "call" not in parts:
-                data["bench"] = [base_row(cs, impls, num_sms=num_sms, smem_optin=optin) for cs in cases]
+                data["bench"] = [base_row(cs, impls, **dev) for cs in cases]
             for row in data["bench"]:
                 if late(f"the kernel-only pass at {row['label']}"):
                     stop = True
@@ -1027,8 +1058,7 @@ def run_decode_benchmark(out_dir, *, cases=FULL_CASES, impls=ALL_IMPLS, parts=PA
             for B, H, H_kv, Nk in sweep:
                 if late(f"the split sweep at B={B} H={H} Hkv={H_kv} Nk={Nk}"):
                     break
-                entry = split_sweep(B, H, H_kv, Nk, budget_s=budget_s, l2_bytes=l2, num_sms=num_sms,
-                                    smem_optin=optin)
+                entry = split_sweep(B, H, H_kv, Nk, budget_s=budget_s, l2_bytes=l2, **dev)
                 data["splits"].append(entry)
                 say(f"[{time.time() - t0:5.0f} s] " + sweep_line(entry))
                 save()

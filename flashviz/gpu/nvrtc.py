@@ -23,6 +23,15 @@ from ..records.files import short_sha256
 
 #: cubin path -> what compile_cubin loaded from it in this process (see ``loaded_cubins``)
 _LOADED: dict = {}
+#: the environment variable whose options (split on whitespace) every compile adds
+OPTIONS_ENV = "FLASHVIZ_NVRTC_OPTIONS"
+
+
+def env_options() -> tuple[str, ...]:
+    """The NVRTC options $FLASHVIZ_NVRTC_OPTIONS adds to every ``compile_cubin`` (e.g. ("-lineinfo",),
+    so compute-sanitizer names source lines), split on whitespace; () when it is unset or blank.
+    ``common.environment`` stamps them into a record's env (``nvrtc_options``) when there are any."""
+    return tuple(os.environ.get(OPTIONS_ENV, "").split())
 
 
 def cache_dir() -> Path:
@@ -45,7 +54,7 @@ def compile_cubin(source: str, name_expression: str, arch: str, options=()) -> t
 
     # FLASHVIZ_NVRTC_OPTIONS (e.g. "-lineinfo", so compute-sanitizer names source lines) joins the options
     # and so the cache key: a build with it never replaces one without
-    extra = tuple(os.environ.get("FLASHVIZ_NVRTC_OPTIONS", "").split())
+    extra = env_options()
     opts = tuple(options) + extra + (f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math")
     ver = nvrtc.getVersion()
     key = hashlib.sha256("\0".join((source, name_expression, *opts, repr(ver))).encode()).hexdigest()[:32]

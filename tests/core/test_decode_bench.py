@@ -157,9 +157,11 @@ def test_recorded_data_the_heuristic_picks_a_recorded_near_best_split_count():
         pytest.skip("no decode record with a split sweep yet (benchmarks/bench_decode.py on a GPU)")
     for sw in rec["splits"]:
         times = dict(zip(sw["num_splits"], sw["kernel_us"]))
-        # the kernel the sweep timed: its variant, or v1 in records made before v2 became the default
+        # the kernel the sweep timed: its variant, or v1 in records made before v2 became the default;
+        # the device's shared memory an SM as recorded (records before it have none: an H200's)
         pick = decode_launch(sw["B"], sw["H"], sw["H_kv"], sw["Nq"], sw["Nk"], sw["d"], num_sms=sw["num_sms"],
-                             variant=sw.get("variant", "simt"))
+                             variant=sw.get("variant", "simt"), smem_per_sm=sw.get("smem_per_sm"),
+                             smem_reserved=sw.get("smem_reserved", 1_024))
         assert times.get(pick["splits"]) is not None, (name, sw["Nk"], pick["splits"])
         assert times[pick["splits"]] <= 1.05 * sw["best_us"], (name, sw["B"], sw["Nk"], pick["splits"], sw["best"])
 
@@ -246,6 +248,10 @@ def test_a_rows_bytes_flops_and_splits():
     small = db.base_row(db.Case(1, 32, 4, 4096, Nq=4, causal=True), smem_optin=101_376)
     assert (small["variant"], small["chunks"], small["rows"], small["smem_bytes"]) == ("simt", 1, 32, 90_496)
     assert db.base_row(db.Case(8, 32, 8, 32768, d=64), smem_optin=101_376)["variant"] == "mma"   # 51,200 fits
+    # and its split count is the call's there: an SM of 101,376 + 1,024 bytes holds one v1 block, not two
+    assert db.base_row(db.Case(1, 32, 8, 32768), num_sms=84, smem_optin=101_376)["num_splits"] == 10
+    assert db.base_row(db.Case(1, 32, 8, 32768), num_sms=84, smem_optin=101_376, smem_per_sm=233_472)[
+        "num_splits"] == 21                                                       # what an H200's SM would hold
     # MHA at B = 8: 256 blocks already fill the 132 SMs: no split
     assert db.base_row(db.Case(8, 32, 32, 131072))["num_splits"] == 1
     paged = db.base_row(db.Case(8, 32, 8, 32768, page_size=16))
@@ -419,8 +425,9 @@ def test_a_paged_row_sees_its_contiguous_rows_values():
 def pretend_gpu(monkeypatch):
     """run_decode_benchmark on a pretend GPU: torch, the environment, the inputs and every
     implementation's calls replaced. state["fail"]: {(stage, impl, Nk)} to raise at ("build",
-    "call", "kernel"); state["lost"]: the context check raises; state["smem_optin"]: the shared
-    memory a block of the device may opt in to (an H200's); times come from TIMES_US."""
+    "call", "kernel"); state["lost"]: the context check raises; state["sm_count"], state["smem_optin"],
+    state["smem_per_sm"]: the device's SMs, the shared memory a block may opt in to and an SM's (an
+    H200's); times come from TIMES_US."""
     from flashviz.gpu import common, provenance_env
     from flashviz.gpu import decode_bench as db
     from flashviz.gpu.tensorcore import bench as mb
@@ -429,9 +436,10 @@ def pretend_gpu(monkeypatch):
     monkeypatch.setattr(common, "gpu_status", lambda: (True, "pretend"))
     monkeypatch.setattr(common, "environment", lambda: {"device": "NVIDIA H200", "date": "2026-12-05",
                                                         "commit": "abc1234", "torch": "2.11", "cupy": "14.2"})
-    state = {"fail": set(), "lost": False, "case": None, "smem_optin": 232_448}
-    monkeypatch.setattr(common, "device_facts", lambda dev=None: types.SimpleNamespace(
-        l2_bytes=50 << 20, sm_count=132, smem_optin=state["smem_optin"]))
+    state = {"fail": set(), "lost": False, "case": None, "sm_count": 132, "smem_optin": 232_448,
+             "smem_per_sm": 233_472}
+    monkeypatch.setattr(common, "device_facts", lambda dev=None: common.DeviceFacts(
+        0, 90, state["sm_count"], state["smem_optin"], 50 << 20, "NVIDIA H200", state["smem_per_sm"], 1_024))
     monkeypatch.setattr(mb, "check_streams", lambda: None)
     h = "0123456789abcdef"
     monkeypatch.setattr(provenance_env, "code_hashes", lambda files, kernels=(): {
@@ -556,17 +564,33 @@ def test_a_lost_context_stops_the_run_and_keeps_the_row(pretend_gpu, tmp_path):
 
 def test_on_a_gpu_without_room_for_v2_the_default_call_is_v1(pretend_gpu, tmp_path):
     """Where a block may not opt in to v2's shared memory at d = 128 (sm_86 / sm_89: 101,376 bytes),
-    the rows and the sweep say the default call runs v1 there, with v1's launch; at d = 64 v2 fits."""
+    the rows and the sweep say the default call runs v1 there, with v1's launch; at d = 64 v2 fits.
+    The split counts are the call's there too: an SM of 102,400 bytes holds one block of either
+    kernel (v1 90,496 + 1,024, v2 at d = 64 51,200 + 1,024), so 84 SMs give 84 slots, not the 168
+    (v1) or 336 (v2, d = 64) an H200's 233,472 bytes an SM would."""
+    from flashviz.gpu import decode as gd
     db, state = pretend_gpu
-    state["smem_optin"] = 101_376
-    cases = (db.Case(1, 32, 4, 4096, Nq=4, causal=True), db.Case(8, 32, 8, 4096, d=64))
+    state.update(sm_count=84, smem_optin=101_376, smem_per_sm=102_400)
+    cases = (db.Case(1, 32, 4, 4096, Nq=4, causal=True), db.Case(8, 32, 8, 4096, d=64), db.Case(1, 32, 8, 32768))
     rec = json.loads(db.run_decode_benchmark(tmp_path, cases=cases, sweep=((1, 32, 8, 4096),),
                                              log=lambda line: None).read_text())
-    wide, d64 = rec["bench"]
+    wide, d64, long = rec["bench"]
     assert (wide["variant"], wide["chunks"], wide["rows"], wide["smem_bytes"]) == ("simt", 1, 32, 90_496)
     assert (wide["decode_simt_chunks"], wide["decode_simt_rows"]) == (1, 32)
     assert (d64["variant"], d64["smem_bytes"]) == ("mma", 51_200)
     assert rec["splits"][0]["variant"] == "simt"
+    # the split counts: num_splits_heuristic with 84 slots (the H200's figures gave 32, 5, 21 and 16)
+    assert (wide["num_splits"], wide["decode_num_splits"], wide["decode_simt_num_splits"]) == (16, 16, 16)
+    assert (d64["num_splits"], d64["blocks"]) == (1, 64)                  # 64 blocks: one each, 84 // 64 = 1
+    assert (long["num_splits"], long["decode_simt_num_splits"], long["blocks"]) == (10, 10, 80)
+    assert rec["splits"][0]["heuristic"] == 10 and 10 in rec["splits"][0]["num_splits"]
+    assert {(r["num_sms"], r["smem_per_sm"], r["smem_reserved"]) for r in rec["bench"] + rec["splits"]} == {
+        (84, 102_400, 1_024)}
+    # the same counts as the call's own plan on that device (plan_decode's figures)
+    for r in rec["bench"]:
+        chunks = -(-r["G"] * r["Nq"] // gd.block_rm(r["variant"]))
+        assert r["num_splits"] == gd.default_splits(r["B"] * r["H_kv"] * chunks, r["tiles"], r["d"], r["variant"],
+                                                    num_sms=84, smem_per_sm=102_400, smem_reserved=1_024)
 
 
 def test_ours_are_the_default_call_v1_named_and_the_default_unsplit(monkeypatch):

@@ -48,6 +48,22 @@ def test_the_launch_without_a_gpu_follows_the_same_rule():
     assert named["variant"] == "mma" and named["smem_bytes"] == 102_400
 
 
+def test_the_launch_without_a_gpu_counts_the_splits_with_the_devices_shared_memory():
+    """The split count counts the blocks an SM holds from the device's shared memory an SM, as
+    ``plan_decode`` does: on AMPERE one v1 block (90,496 + 1,024 of 102,400), on an H200 two."""
+    assert gd.facts_kwargs(AMPERE) == {"num_sms": 84, "smem_optin": 101_376, "smem_per_sm": 102_400,
+                                       "smem_reserved": 1_024}
+    small = gd.decode_launch(1, 32, 8, 1, 32_768, 128, **gd.facts_kwargs(AMPERE))
+    assert (small["variant"], small["splits"]) == ("simt", 10)             # 84 slots: ⌈512 / ⌈512/10⌉⌉
+    assert small["splits"] == gd.default_splits(8, 512, 128, "simt", num_sms=84, smem_per_sm=102_400)
+    # the shared memory an SM, when not given, is smem_optin + smem_reserved (device_facts' fallback)
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128, num_sms=84, smem_optin=101_376)["splits"] == 10
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128, num_sms=84, smem_optin=101_376,
+                            smem_per_sm=233_472)["splits"] == 21               # 168 slots
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128, **gd.facts_kwargs(HOPPER)) == gd.decode_launch(
+        1, 32, 8, 1, 32_768, 128)                                           # the defaults are the H200's
+
+
 class _Tensor:
     """A stand-in CUDA tensor: what ``plan_decode`` reads (type, dtype, shape, device, pointer)."""
 
@@ -115,6 +131,8 @@ def test_a_call_without_a_variant_plans_and_builds_v2_on_hopper_and_v1_where_v2_
     plan = gd.plan_decode(*_qkv())
     assert (plan.variant, plan.chunks) == ("simt", 2)                        # 64 rows, 32 a block
     assert plan.S == gd.default_splits(4 * 2, 16, 128, "simt", num_sms=84, smem_per_sm=102_400)
+    launch = gd.decode_launch(1, 32, 4, 8, 1000, 128, **gd.facts_kwargs(AMPERE))    # what the records say
+    assert (launch["variant"], launch["chunks"], launch["splits"]) == (plan.variant, plan.chunks, plan.S)
     assert gd.kernels_for(plan).smem_bytes == 90_496 and built[-2] == "fvdec::flash_decode<0,128,false,32>"
     assert gd.plan_decode(*_qkv(d=64)).variant == "mma"                     # v2 fits there at d = 64
     assert gd.plan_decode(*_qkv(), num_splits=3).variant == "simt"           # the split count given: the same rule

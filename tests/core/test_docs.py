@@ -179,7 +179,8 @@ def test_the_decode_and_store_sections_show_their_records(monkeypatch, tmp_path)
     # which kernel "ours" is comes from the record: here the default call ran v2, with v1 beside it
     assert ('"ours" is the default call, `flash_decode_gpu` without a variant; its split kernel in this record: '
             '`flash_decode_mma` (v2, tensor cores). "v1" is the same call with `variant="simt"`, split kernel '
-            '`flash_decode` (v1, CUDA cores), on the same rows.\n') in text
+            '`flash_decode` (v1, CUDA cores), on the same rows. The default call\'s split kernel on this device, as '
+            'the rows record it: "mma" (v2).\n') in text
     assert "| cuDNN µs (call) | v1 µs (kernel) | v1 of copy | cuDNN ÷ v1 | v1 µs (call) |\n" + "| --- " * 20 + "|\n" in text
     assert "this record was made before" not in text
     assert "the device's copy bandwidth measured in the same run: 4.25 TB/s" in text
@@ -213,6 +214,48 @@ def test_the_decode_section_names_the_kernels_of_a_record_made_before_v2_was_the
             '`variant="mma"`, split kernel `flash_decode_mma` (v2, tensor cores), on the same rows. (The call\'s '
             'default on an H100 / H200 is now `flash_decode_mma`: this record was made before.)\n') in text
     assert "| cuDNN µs (call) | v2 µs (kernel) | v2 of copy | cuDNN ÷ v2 | v2 µs (call) |\n" in text
+    assert "as the rows record it" not in text
     assert (f"| 96.0 | {row['decode_kernel_GBps'] / 1e3:.2f} | {100 * row['decode_kernel_of_copy']:.0f} % | "
             f"{row['sdpa_cudnn_kernel_GBps'] / 1e3:.2f} | — | {36 / 96:.2f}x | 100.0 | — | 38.0 | "
             f"{100 * row['decode_mma_kernel_of_copy']:.0f} % | {36 / 38:.2f}x | 43.0 |\n") in text
+
+
+def test_a_new_record_where_the_default_fell_back_to_v1_is_not_called_old(monkeypatch, tmp_path):
+    """A record made since v2 became the default, on a GPU whose blocks may not opt in to v2's shared
+    memory at d = 128 (sm_89: 101,376 bytes), ran v1 as "ours" at d = 128 and v2 at d = 64: its rows
+    say so (``variant``), and results.md states it instead of calling the record old; "ours, no
+    split" (chapter 9) is named with the kernel it ran."""
+    import json
+
+    from flashviz.gpu import decode_bench as db
+    dev = dict(num_sms=84, smem_optin=101_376, smem_per_sm=102_400)
+    v1 = "void fvdec::flash_decode<0, 128, false, 4>(unsigned short const*)"
+    v2 = "void fvdec::flash_decode_mma<0, 64, false>(unsigned short const*)"
+    rows = []
+    for case, ours in ((db.Case(1, 32, 8, 32768), v1), (db.Case(8, 32, 8, 32768, d=64), v2)):
+        row = db.base_row(case, **dev)
+        row |= {"decode_kernel_us": 100.0, "decode_call_us": 110.0, "decode_kernel_name": ours,
+                "decode_simt_kernel_us": 100.0, "decode_simt_kernel_name": v1.replace("128", str(case.d))}
+        if "decode_nosplit" in row["impls"]:
+            row |= {"decode_nosplit_kernel_us": 900.0, "decode_nosplit_kernel_name": ours}
+        rows.append(db.derive(row, copy_GBps=1000.0))
+    assert [r["variant"] for r in rows] == ["simt", "mma"]
+    dec = {"env": {"device": "NVIDIA GeForce RTX 4090", "date": "2026-12-07"}, "copy_GBps": 1000.0, "bench": rows,
+           "splits": [], "impls": list(db.ALL_IMPLS)}
+    (tmp_path / "decode-rtx-4090-2026-12-07.json").write_text(json.dumps(dec))
+    from flashviz.records import results as R
+    monkeypatch.setattr(report, "package_dir", lambda pkg: tmp_path)
+    monkeypatch.setattr(R, "package_dir", lambda pkg: tmp_path)
+    text = report.results_page()
+    assert "this record was made before" not in text
+    assert ('its split kernel in this record: `flash_decode` (v1, CUDA cores), `flash_decode_mma` (v2, tensor cores). '
+            '"v1" is the same call with `variant="simt"`, split kernel `flash_decode` (v1, CUDA cores), on the same '
+            'rows. Chapter 9 also shows "ours, no split", the default call with `num_splits=1`: split kernel '
+            '`flash_decode` (v1, CUDA cores). The default call\'s split kernel on this device, as the rows record '
+            'it: "simt" (v1) at d = 128, "mma" (v2) at d = 64.\n') in text
+    # rows without ``variant`` are an old record's, whatever kernels they name
+    for r in rows:
+        del r["variant"]
+    (tmp_path / "decode-rtx-4090-2026-12-07.json").write_text(json.dumps(dec))
+    text = report.results_page()
+    assert "`flash_decode_mma`: this record was made before.)\n" in text and "as the rows record it" not in text
