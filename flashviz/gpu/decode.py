@@ -328,11 +328,26 @@ def plan_decode(Q, K, V, *, num_splits=None, causal: bool = False, scale=None, b
 def default_splits(n_blocks: int, Tc: int, d: int, variant=None, *, num_sms: int = 132, smem_per_sm: int = 233_472,
                    smem_reserved: int = 1_024) -> int:
     """The split count ``flash_decode_gpu`` picks when none is given: ``decode.num_splits_heuristic``
-    for n_blocks = B·H_kv·chunks blocks and Tc key tiles, with slots = num_sms × the blocks an SM
-    runs at once (``decode_blocks_per_sm`` of the variant). The defaults are the H200's. Errors as
-    those two."""
-    bps = decode_blocks_per_sm(d, variant, smem_per_sm=smem_per_sm, smem_reserved=smem_reserved)
+    for n_blocks = B·H_kv·chunks blocks and Tc key tiles, with slots = num_sms × ``split_slots_per_sm``
+    of the variant. The defaults are the H200's. Errors as ``decode_blocks_per_sm`` and the rule."""
+    bps = split_slots_per_sm(d, variant, smem_per_sm=smem_per_sm, smem_reserved=smem_reserved)
     return num_splits_heuristic(n_blocks, Tc, num_sms=num_sms, blocks_per_sm=bps)
+
+
+def split_slots_per_sm(d: int, variant=None, *, smem_per_sm: int = 233_472, smem_reserved: int = 1_024) -> int:
+    """The blocks an SM counts for in the split rule (``default_splits``). v1 ("simt"): the blocks it
+    runs at once (``decode_blocks_per_sm``): a v1 block computes a tile between its loads, so every
+    slot filled adds bytes in flight. v2 ("mma", the default): 1. Each of its four warps keeps
+    ST − 1 = 2 slices of K and V in flight (64 KB a block at d = 128, 32 KB at d = 64), so one
+    block an SM holds 4–8 MB, above HBM's bandwidth × latency (~3.4 TB/s × ~1 µs on an H100); a
+    second block an SM only splits the keys finer and adds partials to write and merge. Measured
+    on an H100 (decode-h100-80gb-hbm3-2026-12-05.json, v2's split sweeps): with two blocks an SM
+    the rule's count took 1.21x the best time at B = 1, Nk = 4k and 1.07x at B = 8, Nk = 4k; with
+    one, 1.02x and 1.04x (1.00x and 1.00x at Nk = 32k). ValueError for an unsupported d or variant."""
+    if check_variant(variant) == "mma":
+        decode_smem_bytes(d, variant)                  # d checked alike for both
+        return 1
+    return decode_blocks_per_sm(d, variant, smem_per_sm=smem_per_sm, smem_reserved=smem_reserved)
 
 
 @dataclass(frozen=True, slots=True)

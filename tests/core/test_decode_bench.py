@@ -133,29 +133,38 @@ def decode_record_problems(rec: dict, name: str | None = None) -> list[str]:
     return p
 
 
-def _newest_record():
+def _newest_records() -> list:
+    """[(record, file name)]: the newest decode record of each device, newest device first."""
     from flashviz.records.files import package_dir
     try:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
-        return None, None
-    files = [f for f in folder.iterdir() if NAME.match(f.name)]
-    if not files:
-        return None, None
-    newest = max(files, key=lambda f: (NAME.match(f.name).group(2), f.name))
-    return json.loads(newest.read_text(encoding="utf-8")), newest.name
+        return []
+    newest = {}
+    for f in folder.iterdir():
+        m = NAME.match(f.name)
+        if m and (m.group(1) not in newest or (m.group(2), f.name) > newest[m.group(1)][0]):
+            newest[m.group(1)] = ((m.group(2), f.name), f)
+    found = sorted(newest.values(), key=lambda e: e[0], reverse=True)
+    return [(json.loads(f.read_text(encoding="utf-8")), f.name) for _, f in found]
+
+
+def _newest_record():
+    recs = _newest_records()
+    return recs[0] if recs else (None, None)
 
 
 @pytest.mark.recorded_data
 def test_recorded_data_the_heuristic_picks_a_recorded_near_best_split_count():
-    """A data check, not a speed test: in every split sweep of the newest decode record, the count the
-    heuristic picks now (one wave of the kernel's blocks an SM) was timed within 5 % of that sweep's
-    best count. (The record's kernel is named by its hashes; a new kernel needs a new record.)"""
+    """A data check, not a speed test: in every split sweep of each device's newest decode record, the
+    count the heuristic picks now (one wave of ``split_slots_per_sm`` blocks an SM for the variant the
+    sweep timed) was timed within 5 % of that sweep's best count. (The record's kernel is named by its
+    hashes; a new kernel needs a new record.)"""
     from flashviz.gpu.decode import decode_launch
-    rec, name = _newest_record()
-    if rec is None or not rec.get("splits"):
+    sweeps = [(sw, name) for rec, name in _newest_records() for sw in rec.get("splits") or ()]
+    if not sweeps:
         pytest.skip("no decode record with a split sweep yet (benchmarks/bench_decode.py on a GPU)")
-    for sw in rec["splits"]:
+    for sw, name in sweeps:
         times = dict(zip(sw["num_splits"], sw["kernel_us"]))
         # the kernel the sweep timed: its variant, or v1 in records made before v2 became the default;
         # the device's shared memory an SM as recorded (records before it have none: an H200's)
@@ -187,8 +196,8 @@ def test_bench_decode_help_and_plan_run_without_a_gpu():
     assert out.strip().splitlines()[-1] == "0 []"
     assert "/decode-<device>-<date>.json" in out and "partial-" not in out
     assert out.count(" kv=") == 13 and out.count("  sweep ") == 4 and "planned seconds on an H200" in out
-    # the B = 1, H_kv = 8, Nk = 4096 row: 16.8 MB of K and V, 32 splits of 8 KV heads = 256 blocks, 8 sets
-    assert re.search(r"B=1 H=32 Hkv=8 Nq=1 Nk=4096 d=128 +kv= +16\.8 MB splits= +32 blocks= +256 sets=8 "
+    # the B = 1, H_kv = 8, Nk = 4096 row: 16.8 MB of K and V, 16 splits of 8 KV heads = 128 blocks, 8 sets
+    assert re.search(r"B=1 H=32 Hkv=8 Nq=1 Nk=4096 d=128 +kv= +16\.8 MB splits= +16 blocks= +128 sets=8 "
                      r"impls=decode,sdpa_cudnn,sdpa_flash,decode_nosplit", out)
     assert re.search(r"paged16 +kv= +1073\.7 MB .* impls=decode,decode_simt\n", out)
     quick = subprocess.run([sys.executable, str(SCRIPT), "--plan", "--quick"], capture_output=True, text=True,
@@ -235,9 +244,10 @@ def test_a_rows_bytes_flops_and_splits():
     assert r["set_bytes"] == r["kv_bytes"] + 8 * 32 * 1 * 128 * 2
     assert r["flops"] == 4 * 8 * 32 * 1 * 32768 * 128 and r["G"] == 4
     assert "decode_nosplit_num_splits" not in r and "sdpa_cudnn_skipped" not in r
-    # the heuristic's docstring example with the kernel's 2 blocks an SM: B = 1, H_kv = 8, Nk = 4096 -> 32
+    # B = 1, H_kv = 8, Nk = 4096: v2 counts one block an SM -> 16 splits (v1, 2 blocks an SM: the
+    # heuristic's docstring example, 32)
     one = db.base_row(db.Case(1, 32, 8, 4096))
-    assert one["num_splits"] == one["decode_num_splits"] == 32 and one["blocks"] == 32 * 8
+    assert one["num_splits"] == one["decode_num_splits"] == 16 and one["blocks"] == 16 * 8
     assert one["decode_nosplit_num_splits"] == 1 and one["tiles"] == 4096 // 64
     assert (one["variant"], one["rows"], one["smem_bytes"]) == ("mma", 16, 102_400)  # the default: v2
     # v1 beside it: the same 2 blocks an SM, its own ROWS (the fewest that hold G·Nq = 4 rows)
@@ -279,7 +289,7 @@ def test_derived_figures_and_the_printed_line():
     assert db.ratio(r, "sdpa_cudnn", "call") == 2.0 and db.ratio(r, "sdpa_cudnn", "kernel") == 1.5
     assert db.ratio(r, "sdpa_flash", "call") is None
     line = db.row_line(r)
-    assert line.startswith("B=1 H=32 Hkv=8 Nq=1 Nk=32768 d=128 S=32 | ")
+    assert line.startswith("B=1 H=32 Hkv=8 Nq=1 Nk=32768 d=128 S=16 | ")
     assert "cudnn/ours call 2.00x kernel 1.50x" in line and "flash/ours call -x kernel -x" in line
     assert f"ours/copy call {kv / 50.0 / 1e3 / 4000:.2f} kernel {kv / 40.0 / 1e3 / 4000:.2f}" in line
     assert "ours 50.0/40.0" in line and "nosplit 400.0/-" in line and "host µs" not in line     # none measured
@@ -310,15 +320,15 @@ def test_the_split_sweep_arithmetic():
     assert db.sweep_splits(64, 15) == [1, 2, 3, 4, 6, 8, 12, 15, 16, 24, 32, 33, 48, 64]
     assert db.sweep_splits(8, 5) == [1, 2, 3, 4, 5, 6, 8]                  # the heuristic's own count is added
     e = db.sweep_entry(1, 32, 8, 4096)
-    assert (e["heuristic"], e["tiles"], e["num_splits"], e["variant"]) == (32, 64, db.sweep_splits(64, 32), "mma")
+    assert (e["heuristic"], e["tiles"], e["num_splits"], e["variant"]) == (16, 64, db.sweep_splits(64, 16), "mma")
     assert db.sweep_entry(1, 32, 8, 4096, num_sms=84, smem_optin=101_376)["variant"] == "simt"
     e["kernel_us"] = [10.0 + (s - 8) ** 2 / 10 for s in e["num_splits"]]
     e["kernel_us"][0] = None                                                # a failed count
     db.derive_sweep(e)
     assert e["best"] == 8 and e["best_us"] == 10.0
-    assert e["heuristic_us"] == pytest.approx(67.6) and e["heuristic_over_best"] == pytest.approx(6.76)
+    assert e["heuristic_us"] == pytest.approx(16.4) and e["heuristic_over_best"] == pytest.approx(1.64)
     line = db.sweep_line(e)
-    assert "heuristic 32 (67.6 µs), best 8 (10.0 µs): 6.760x the best" in line and "1:-" in line
+    assert "heuristic 16 (16.4 µs), best 8 (10.0 µs): 1.640x the best" in line and "1:-" in line
 
 
 def _made_up_bench():
@@ -343,7 +353,7 @@ def test_the_figures_to_reach_are_read_off_the_rows():
     from flashviz.gpu import decode_bench as db
     bench = _made_up_bench()
     sweep = db.derive_sweep(db.sweep_entry(1, 32, 8, 4096) | {"kernel_us": [20.0 - s / 10 for s in
-                                                                            db.sweep_splits(64, 32)]})
+                                                                            db.sweep_splits(64, 16)]})
     fig = db.figures(bench, [sweep])
     assert [e["label"] for e in fig["bandwidth"]] == [f"B={B} H={H} Hkv={H_kv} Nq=1 Nk={Nk} d=128"
                                                       for B, H, H_kv, Nk in GRID if Nk >= 32768]
@@ -355,7 +365,7 @@ def test_the_figures_to_reach_are_read_off_the_rows():
     assert [p["page_size"] for p in fig["paged"]] == [256, 16]
     assert fig["paged"][0]["paged_over_contiguous_kernel"] == pytest.approx(1.05) and fig["paged"][0]["meets"]
     h = fig["heuristic"][0]
-    assert h["best"] == 64 and h["heuristic_over_best"] == pytest.approx((20 - 3.2) / (20 - 6.4)) and not h["meets"]
+    assert h["best"] == 64 and h["heuristic_over_best"] == pytest.approx((20 - 1.6) / (20 - 6.4)) and not h["meets"]
     assert len(fig["correctness"]) == len(db.FULL_CASES)
     assert all(c["decode_pass"] for c in fig["correctness"])
     assert [c["no_worse_than_sdpa"] for c in fig["correctness"]] == [True] * 11 + [None, None]   # paged: no SDPA
@@ -515,8 +525,8 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
     sweep = rec["splits"][0]
     assert sweep["errors"] == {"33": "RuntimeError: no decode here"}
     assert sweep["kernel_us"][sweep["num_splits"].index(33)] is None and len(sweep["kernel_us"]) == 14
-    assert sweep["best"] == 8 and sweep["heuristic"] == 32 and sweep["heuristic_over_best"] == pytest.approx(
-        (0.9 * 34) / (0.9 * 10))                                           # 10 + |s − 8| µs at s = 32 and 8
+    assert sweep["best"] == 8 and sweep["heuristic"] == 16 and sweep["heuristic_over_best"] == pytest.approx(
+        (0.9 * 18) / (0.9 * 10))                                           # 10 + |s − 8| µs at s = 16 and 8
     assert rec["figures"]["paged"][0]["paged_over_contiguous_kernel"] == pytest.approx(1.0)
     assert rec["env"]["commit_from"] == "FLASHVIZ_COMMIT" and rec["env"]["l2_bytes"] == 50 << 20
     problems = decode_record_problems(rec)

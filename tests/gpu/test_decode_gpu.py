@@ -57,24 +57,34 @@ def test_the_launch_follows_the_numpy_decodes_split_rule_with_the_kernels_occupa
         assert got["chunks"] == chunks and got["tiles"] == -(-Nk // 64)
         assert got["splits"] == num_splits_heuristic(B * H_kv * chunks, -(-Nk // 64), blocks_per_sm=2)
         assert got["blocks"] == got["splits"] * H_kv * chunks * B
-    # the recorded sweep's shapes (decode-h200-2026-12-05.json): one wave of 264 slots
-    assert gd.decode_launch(1, 32, 8, 1, 4096, 128)["splits"] == 32          # ⌈64/33⌉ = 2 key tiles, as 32 gives
-    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128)["splits"] == 32        # ⌈512/33⌉ = 16 = 512/32
-    assert gd.decode_launch(8, 32, 8, 1, 4096, 128)["splits"] == 4           # 64 blocks: 4 splits, 256 of 264
-    assert gd.decode_launch(8, 32, 32, 1, 4096, 128)["splits"] == 1          # 256 >= 0.8 · 264: full already
+    # v1 at the recorded sweep's shapes (decode-h200-2026-12-05.json): one wave of 264 slots
+    v1 = dict(variant="simt")
+    assert gd.decode_launch(1, 32, 8, 1, 4096, 128, **v1)["splits"] == 32    # ⌈64/33⌉ = 2 key tiles, as 32 gives
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128, **v1)["splits"] == 32  # ⌈512/33⌉ = 16 = 512/32
+    assert gd.decode_launch(8, 32, 8, 1, 4096, 128, **v1)["splits"] == 4     # 64 blocks: 4 splits, 256 of 264
+    assert gd.decode_launch(8, 32, 32, 1, 4096, 128, **v1)["splits"] == 1    # 256 >= 0.8 · 264: full already
+    # v2, the default, counts one block an SM (split_slots_per_sm): 132 slots
+    assert gd.split_slots_per_sm(128) == gd.split_slots_per_sm(64, "mma") == 1
+    assert gd.split_slots_per_sm(128, "simt") == gd.decode_blocks_per_sm(128, "simt") == 2
+    assert gd.decode_launch(1, 32, 8, 1, 4096, 128)["splits"] == 16          # ⌊132/8⌋ = 16: 4 key tiles each
+    assert gd.decode_launch(1, 32, 8, 1, 32_768, 128)["splits"] == 16        # 32 key tiles each
+    assert gd.decode_launch(8, 32, 8, 1, 4096, 128)["splits"] == 2           # 64 blocks: ⌊132/64⌋ = 2
+    assert gd.decode_launch(8, 32, 32, 1, 4096, 128)["splits"] == 1          # 256 blocks: full already
     assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_splits=3)["blocks"] == 3 * 8
     with pytest.raises(ValueError, match="H % H_kv"):
         gd.decode_launch(1, 6, 4, 1, 64, 64)
     with pytest.raises(ValueError, match="num_splits must be an integer"):
         gd.decode_launch(1, 32, 8, 1, 4096, 64, num_splits=0)
+    assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_sms=66, variant="simt")["splits"] == num_splits_heuristic(
+        8, 64, num_sms=66, blocks_per_sm=4) == 32
     assert gd.decode_launch(1, 32, 8, 1, 4096, 64, num_sms=66)["splits"] == num_splits_heuristic(
-        8, 64, num_sms=66, blocks_per_sm=4)
+        8, 64, num_sms=66, blocks_per_sm=1) == 8
     # v2 takes 16 rows a block: G·Nq = 64 rows are 4 chunks there, 2 for v1; the same blocks an SM
     assert gd.decode_blocks_per_sm(128, "mma") == 233_472 // (102_400 + 1_024) == 2
     assert gd.decode_blocks_per_sm(64, "mma") == 233_472 // (51_200 + 1_024) == 4
     v1, v2 = (gd.decode_launch(1, 32, 4, 8, 1000, 128, variant=v) for v in gd.DECODE_VARIANTS)
     assert (v1["chunks"], v2["chunks"], v1["rows"], v2["rows"]) == (2, 4, 32, 16)
-    assert v2["splits"] == num_splits_heuristic(4 * 4, 16, blocks_per_sm=2) and v2["variant"] == "mma"
+    assert v2["splits"] == num_splits_heuristic(4 * 4, 16, blocks_per_sm=1) and v2["variant"] == "mma"
     assert v2["smem_bytes"] == 102_400 and v1["variant"] == "simt" and gd.DEFAULT_VARIANT == "mma"
     assert gd.decode_launch(1, 32, 4, 8, 1000, 128) == v2                    # no variant: v2 on an H200
 
