@@ -32,6 +32,7 @@ from .records.results import (
     check_summary,
     cuda_version,
     latest_results,
+    latest_results_each_device,
     mma_sweep,
     mma_table,
     ratio_span,
@@ -403,12 +404,23 @@ def _decode_variants(res: dict) -> str | None:
                      for v, ds in sorted(by.items(), key=lambda kv: -max(kv[1])))
 
 
-def _decode_section(res: dict | None) -> list[str]:
+def _decode_section(recs: list[dict]) -> list[str]:
+    """The decode section: the newest record of each device (``latest_results_each_device``),
+    newest first, under a heading of its device when there are several."""
+    out = ["## Decode on the GPU against PyTorch SDPA", ""]
+    if not recs:
+        return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
+    for res in recs:
+        if len(recs) > 1:
+            out += [f"### {res.get('env', {}).get('device', 'unknown device')}", ""]
+        out += _decode_record(res) + [""]
+    return out[:-1]
+
+
+def _decode_record(res: dict) -> list[str]:
     from .gpu.decode import DEFAULT_VARIANT, decode_expressions
     from .records.decode_records import NAMES, alternative, decode_rows, split_sweeps
-    out = ["## Decode on the GPU against PyTorch SDPA", ""]
-    if not res:
-        return out + ["No record (benchmarks/results/decode-*.json): `benchmarks/bench_decode.py` makes it."]
+    out = []
     copy = res.get("copy_GBps")
     out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run; "
             f"the device's copy bandwidth measured in the same run: "
@@ -669,7 +681,7 @@ def results_page() -> str:
               "[benchmarks/NOTES.md](../benchmarks/NOTES.md)."],
              _mma_section(mma), _teaching_section(latest_results("teaching")), _dram_section(latest_results("dram")),
              _bwd_section(latest_results("bwd")), _store_section(latest_results("storep")),
-             _decode_section(latest_results("decode")), _fa3_section(), _timeline_section(), _tests_section(),
+             _decode_section(latest_results_each_device("decode")), _fa3_section(), _timeline_section(), _tests_section(),
              _provenance_section(), _cpu_section(), _all_records()]
     return "\n\n".join("\n".join(p) for p in parts if p).replace("\n\n\n", "\n\n") + "\n"
 

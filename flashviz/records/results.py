@@ -14,6 +14,44 @@ _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-", "decode": "decode-", "storep": "storep-"}
 
 
+def _files(kind: str) -> list:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    prefix = KINDS[kind]
+    try:
+        folder = package_dir("flashviz.results")
+    except FileNotFoundError:
+        return []
+    return [f for f in folder.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json") and f.is_file()]
+
+
+def _newest_key(f):
+    m = _DATE.search(f.name)
+    return (m.group(1) if m else "", f.name)
+
+
+def _read(f) -> dict:
+    data = json.loads(f.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data.setdefault("source_file", f.name)
+    return data
+
+
+def latest_results_each_device(kind: str = "decode") -> list[dict]:
+    """The newest committed record of one kind (``latest_results``'s kinds) for each device its
+    files name (``<prefix><device>-<YYYY-MM-DD>.json``, e.g. decode-h100-80gb-hbm3-2026-12-05.json),
+    newest first (date, then name), each with "source_file" added; [] when there is none.
+    ValueError for an unknown kind; json.JSONDecodeError for a corrupt file."""
+    files = _files(kind)
+    name = re.compile(rf"^{re.escape(KINDS[kind])}(.+)-(\d{{4}}-\d{{2}}-\d{{2}})\.json$")
+    newest = {}
+    for f in files:
+        m = name.match(f.name)
+        if m and (m.group(1) not in newest or _newest_key(f) > _newest_key(newest[m.group(1)])):
+            newest[m.group(1)] = f
+    return [_read(f) for f in sorted(newest.values(), key=_newest_key, reverse=True)]
+
+
 def latest_results(kind: str = "teaching") -> dict | None:
     """The newest committed GPU results JSON of one kind under ``flashviz.results``
     (benchmarks/results/), or None.
@@ -29,26 +67,8 @@ def latest_results(kind: str = "teaching") -> dict | None:
     file or the folder cannot be found. Raises ValueError for an unknown kind and
     json.JSONDecodeError if the newest file is corrupt.
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    prefix = KINDS[kind]
-    try:
-        folder = package_dir("flashviz.results")
-    except FileNotFoundError:
-        return None
-    files = [f for f in folder.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json") and f.is_file()]
-    if not files:
-        return None
-
-    def key(f):
-        m = _DATE.search(f.name)
-        return (m.group(1) if m else "", f.name)
-
-    newest = max(files, key=key)
-    data = json.loads(newest.read_text(encoding="utf-8"))
-    if isinstance(data, dict):
-        data.setdefault("source_file", newest.name)
-    return data
+    files = _files(kind)
+    return _read(max(files, key=_newest_key)) if files else None
 
 
 def _fmt_bytes(n: float) -> str:
