@@ -63,7 +63,8 @@ def main(argv=None) -> int:
                     for st in (1, 2):
                         name = f"{'det' if det else 'atomic'}_s{st}"
                         fns[name] = (lambda det, st: lambda: flash_backward_mma(
-                            q, k, v, O, dO, lse, causal=causal, deterministic=det, stages=st))(det, st)
+                            q, k, v, O, dO, lse, causal=causal, dq="separate" if det else "atomic",
+                            stages=st))(det, st)
                         got[st] = fns[name]()
                     same = [bool(torch.equal(a, b)) for a, b in zip(got[1], got[2])]
                     dq_rel = float((got[1][0].float() - got[2][0].float()).abs().max()

@@ -131,7 +131,8 @@ def _timing(out: Path, stamp: str, env: dict) -> None:
             O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
         for Bc in (64, 128):
             row[f"bwd_mma_bc{Bc}_call_ms"] = float(np.median(call_times_ms(
-                lambda Bc=Bc: gpu.flash_backward_mma(q, k, v, O, g, lse, causal=causal, Bc=Bc), 5, 1)))
+                lambda Bc=Bc: gpu.flash_backward_mma(q, k, v, O, g, lse, causal=causal, Bc=Bc, dq="atomic"),
+                5, 1)))
         row["bwd_mma_call_ms"] = row["bwd_mma_bc64_call_ms"]                  # the default, Bc = 64
         for name, f in (("flash_attention", lambda: gpu.flash_attention(q, k, v, causal=causal)),
                         ("flash_attention_det", lambda: gpu.flash_attention(q, k, v, causal=causal, deterministic=True)),
@@ -156,9 +157,10 @@ def _timing(out: Path, stamp: str, env: dict) -> None:
         torch.cuda.empty_cache()
     rec = {"env": env, "method": "public calls, CUDA events around each call, median; one run, one process",
            "note": "bwd_teaching: kernels/flash_bwd.cu (fp32, atomics for dQ); _det: the deterministic dQ pass; "
-                   "bwd_mma: kernels/flash_bwd_mma.cu alone (mma.sync, atomics); flash_attention: tensor-core "
-                   "forward + bwd_mma; flash_attention_det: tensor-core forward + the fp32 teaching backward "
-                   "(deterministic); sdpa: torch's default backend choice",
+                   "bwd_mma: kernels/flash_bwd_mma.cu alone (mma.sync, dq='atomic'); flash_attention: "
+                   "tensor-core forward + flash_backward_mma's default dQ (the separate pass since it became the "
+                   "default; atomics before); flash_attention_det: tensor-core forward + the tensor-core "
+                   "backward's separate dQ pass (deterministic=True); sdpa: torch's default backend choice",
            "rows": rows}
     (out / f"probe-bwd-{stamp}.json").write_text(json.dumps(rec, indent=1) + "\n")
     for r in rows:

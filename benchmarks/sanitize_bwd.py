@@ -45,11 +45,11 @@ for dt in DTYPES if "mma" in PARTS else ():
                     q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
                     O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
                     do = rnd(1, 2, Nq, d, dtype=dt)
-                    for det in (False, True):
+                    for path in ("atomic", "separate"):
                         for stages in (1, 2):
                             dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc,
-                                                                deterministic=det, stages=stages)
+                                                                dq=path, stages=stages)
                             torch.cuda.synchronize()
-                            print("mma", dt, d, Bc, causal, Nq, Nk, det, stages, "ok", bool(torch.isfinite(dq).all()),
-                                  flush=True)
+                            print("mma", dt, d, Bc, causal, Nq, Nk, path, stages, "ok",
+                                  bool(torch.isfinite(dq).all()), flush=True)
 print("sanitize_bwd done")

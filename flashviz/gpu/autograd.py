@@ -9,12 +9,15 @@ Two operators are registered with ``torch.library.custom_op`` the first time the
   (kernels/flash_fwd.cu; float64 is computed in float32 and O cast back);
 * ``flashviz::attention_bwd(dO, dlse, q, k, v, O, lse, causal, scale, deterministic) -> (dq, dk, dv)``:
   fp16 / bf16 with d in {64, 128}: the tensor-core backward (kernels/flash_bwd_mma.cu, mma.sync;
-  dQ by fp32 atomics, or with ``deterministic=True`` by a separate pass in a fixed order; a first
-  version without a software pipeline, slower than FlashAttention-2's own); every other case —
+  ``flash_backward_mma`` with its default dQ, ``BWD_DQ_DEFAULT``: a separate pass in a fixed
+  order, measured faster than fp32 atomics and the same bits on every run, whichever
+  ``deterministic`` says; a first version without a software pipeline, slower than
+  FlashAttention-2's own); every other case —
   float32 / float64, other d — **the fp32 teaching kernel** (kernels/flash_bwd.cu): the inputs are
   converted to float32, the gradients computed in float32 and cast back to the input dtype
-  (correct, and slow: CUDA cores, no tensor cores). ``MMA_BACKWARD = False`` sends every case to
-  the teaching kernel.
+  (correct, and slow: CUDA cores, no tensor cores), dQ by fp32 atomics unless ``deterministic``
+  (there the atomics measured faster than its separate pass). ``MMA_BACKWARD = False`` sends every
+  case to the teaching kernel.
 
 ``attention_fwd`` has ``register_autograd`` (its backward calls ``attention_bwd``) and both have
 ``register_fake`` (shapes and dtypes without running), so gradients flow and the operator
@@ -127,6 +130,8 @@ def _backward(dO, dlse, q, k, v, O, lse, causal: bool, scale: float, determinist
         raise TypeError("q is a CPU torch tensor; move it to the GPU (.cuda()) first")
     if uses_tensor_core_backward(q):
         from .tensorcore.backward import flash_backward_mma
+        # no dq: flash_backward_mma's default (BWD_DQ_DEFAULT, the separate pass), which both values
+        # of deterministic accept; the operators' schemas and fake kernels do not depend on it
         return flash_backward_mma(q, k, v, O, dO.to(q.dtype), lse, causal=causal, scale=scale,
                                   deterministic=deterministic, dlse=dlse)
     with cupy().cuda.Device(dev):
@@ -220,9 +225,13 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
         float64 (any leading axes; d in {32, 64, 128}). Any Nq, Nk >= 1.
     causal : bool, bottom-right aligned (query i sees key j iff j <= i + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)).
-    deterministic : bool. True computes dQ in a separate pass without atomics, query blocks outer
-        (about 7/5 of the backward's FLOPs): the same bits on every run. False: dQ by float32
-        atomicAdd, whose last bits may differ between runs.
+    deterministic : bool. True promises the same bits on every run: dQ by a separate pass without
+        atomics, query blocks outer (about 7/5 of the backward's FLOPs). False promises nothing:
+        fp16 / bf16 then take the tensor-core backward's default dQ, that same separate pass
+        (``flash_backward_mma``'s ``BWD_DQ_DEFAULT``, chosen because it measured faster than
+        atomics on an H200: benchmarks/results/bwd-h200-2026-12-05.json), which repeats bit for
+        bit anyway; float32 / float64 take the teaching kernel's float32 atomicAdd, whose last bits
+        may differ between runs.
 
     Returns
     -------

@@ -278,6 +278,68 @@ def test_bench_bwd_help_and_plan_run_without_a_gpu():
     assert bad.returncode == 2 and "--impls" in bad.stderr
 
 
+def test_the_implementations_bwd_mma_is_the_default_call_and_the_atomics_beside_it(monkeypatch):
+    """Issue 23's four implementations stay (bwd_mma: ours, the default call); the atomic dQ is the
+    extra one timed beside it (bwd_mma_det is no longer timed: bwd_mma is that pass now), without a
+    forward + backward figure; which calls promise the same bits follows the default dQ."""
+    from flashviz.gpu.tensorcore import backward as bk
+    from flashviz.gpu.tensorcore import bench_bwd as bb
+    assert bb.IMPLS == REQUIRED_IMPLS and bb.OURS == "bwd_mma"
+    assert bb.EXTRA_IMPLS == ("bwd_teaching_det", "bwd_mma_atomic") and "bwd_mma_det" not in bb.ALL_IMPLS
+    assert bb.MMA_DQ == {"bwd_mma": None, "bwd_mma_atomic": "atomic"} and bb.NO_FWDBWD == ("bwd_mma_atomic",)
+    assert {i: bb.promises_same_bits(i) for i in bb.ALL_IMPLS} == {
+        "bwd_mma": True, "bwd_teaching": False, "sdpa_flash_bwd": False, "sdpa_cudnn_bwd": False,
+        "bwd_teaching_det": True, "bwd_mma_atomic": False}
+    monkeypatch.setattr(bk, "BWD_DQ_DEFAULT", "atomic")            # were the default the atomics again ...
+    assert not bb.promises_same_bits("bwd_mma")                      # ... bwd_mma would promise nothing
+
+
+def test_the_tensor_core_implementations_call_the_default_and_the_atomic_dq(monkeypatch):
+    """bench_bwd._build with pretend torch and kernels: bwd_mma calls flash_backward_mma without dq
+    (its default, the separate pass, named in the row as bwd_mma_dq), bwd_mma_atomic with
+    dq="atomic"; only bwd_mma has a forward + backward call; the registers of the dQ pass are
+    recorded where it runs."""
+    import types
+
+    from flashviz.gpu import autograd as fa
+    from flashviz.gpu.tensorcore import backward as bk
+    from flashviz.gpu.tensorcore import bench_bwd as bb
+    torch, nn, F = (types.ModuleType(n) for n in ("torch", "torch.nn", "torch.nn.functional"))
+    torch.nn, nn.functional = nn, F
+    for m in (torch, nn, F):
+        monkeypatch.setitem(sys.modules, m.__name__, m)
+    calls, compiled = [], []
+    monkeypatch.setattr(bk, "flash_backward_mma", lambda *a, **kw: calls.append(kw) or ("dq", "dk", "dv"))
+
+    def compile_mma(dtype, Bc, d, causal, separate):
+        compiled.append(separate)
+        return types.SimpleNamespace(Bc=Bc, num_regs=200, local_bytes=0, smem_bytes=1,
+                                     dq=types.SimpleNamespace(num_regs=166, local_size_bytes=0) if separate else None,
+                                     dq_smem_bytes=33_280 if separate else 0)
+
+    monkeypatch.setattr(bk, "compile_backward_mma", compile_mma)
+    monkeypatch.setattr(fa, "flash_attention", lambda *a, **kw: calls.append(("flash_attention", kw)))
+
+    class Pretend:                                              # a tensor, as far as _build looks
+        shape = (1, 2, 64, 64)
+
+        def detach(self):
+            return self
+
+        def requires_grad_(self):
+            return self
+
+    x = Pretend()
+    got = {n: bb._build(n, x, x, x, x, True, {"fwd": ("O", "lse")}) for n in bb.MMA_DQ}
+    assert compiled == [True, False]
+    for n in bb.MMA_DQ:
+        assert got[n].bwd() == ("dq", "dk", "dv")
+    assert calls == [{"causal": True, "dq": None}, {"causal": True, "dq": "atomic"}]
+    assert got["bwd_mma"].info["dq"] == "separate" and got["bwd_mma_atomic"].info["dq"] == "atomic"
+    assert got["bwd_mma"].info["dq_regs"] == 166 and "dq_regs" not in got["bwd_mma_atomic"].info
+    assert got["bwd_mma"].fwdbwd is not None and got["bwd_mma_atomic"].fwdbwd is None
+
+
 def test_only_the_full_run_gets_the_record_name():
     from flashviz.gpu.tensorcore import bench_bwd as bb
     full = dict(Ns=bb.BWD_N, ds=bb.BWD_D, causals=(False, True), impls=bb.ALL_IMPLS,
@@ -362,8 +424,9 @@ def pretend_gpu(monkeypatch):
         if ("build", name, state["N"]) in fail:
             raise RuntimeError(f"no {name} here")
         runs = iter(range(100))
-        det = name != "bwd_mma"
-        return bb._Impl(lambda: tuple(_T(0 if det else next(runs)) for _ in range(3)), lambda: None)
+        det = name != "bwd_mma_atomic"                  # the atomics' bits move; every other path's stay
+        return bb._Impl(lambda: tuple(_T(0 if det else next(runs)) for _ in range(3)),
+                        None if name in bb.NO_FWDBWD else (lambda: None))
 
     def measure(impl, fn, part, budget_s):
         if (part, "any", state["N"]) in fail:
@@ -400,10 +463,31 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
            for t in ("call_ms", "kernel_ms", "fwdbwd_call_ms")]
         + ["correctness sdpa_cudnn_bwd N=2048 d=64 causal=False: RuntimeError: no sdpa_cudnn_bwd here"])
     det = {e["impl"]: e["bitwise_equal"] for e in rec["deterministic"]}
-    assert det == {"bwd_teaching_det": True, "bwd_mma_det": True, "bwd_teaching": True, "bwd_mma": False}
-    assert "no_fwdbwd" not in rec and rec["bench"][0]["bwd_mma_det_fwdbwd_call_ms"] == 2.0
+    assert det == {"bwd_teaching_det": True, "bwd_mma": True, "bwd_teaching": True, "bwd_mma_atomic": False}
+    # bwd_mma, the default call, runs the separate dQ pass: it promises the same bits, the atomics do not
+    promised = {e["impl"]: (e["deterministic"], e.get("dq")) for e in rec["deterministic"]}
+    assert promised == {"bwd_teaching_det": (True, None), "bwd_mma": (True, "separate"), "bwd_teaching": (False, None),
+                        "bwd_mma_atomic": (False, "atomic")}
+    assert rec["no_fwdbwd"] == ["bwd_mma_atomic"] and rec["bench"][0]["bwd_mma_fwdbwd_call_ms"] == 2.0
+    assert "bwd_mma_atomic_fwdbwd_call_ms" not in rec["bench"][0] and rec["bench"][0]["bwd_mma_atomic_call_ms"] == 2.0
+    assert any("bwd_mma is flash_backward_mma's default call, whose dQ is 'separate'" in n for n in rec["notes"])
     assert rec["peak_bytes"][0]["bwd_mma_peak_bytes"] == 5 * 16384 * 2048 * 2
     assert sum("FAILED" in line for line in lines) == 3 and lines[-1].startswith("done in")
+
+
+def test_a_default_path_that_changes_bits_is_a_problem(pretend_gpu, tmp_path):
+    """bwd_mma promises the same bits (its default dQ is the separate pass): a change of bits there
+    is a problem of the record, where the atomic path's is not."""
+    bb, _ = pretend_gpu
+    rec = json.loads(bb.run_bwd_benchmark(tmp_path, Ns=(1024,), ds=(64,), causals=(False,), teaching_max_n=1024,
+                                          peak_Ns=(1024,), log=lambda line: None).read_text())
+    assert not [x for x in bwd_record_problems(rec) if "same bits" in x]
+    moved = copy.deepcopy(rec)
+    for e in moved["deterministic"]:
+        if e["impl"] == "bwd_mma":
+            e.update(dQ_bitwise_equal=False, bitwise_equal=False)
+    assert [x for x in bwd_record_problems(moved) if "same bits" in x] == [
+        "deterministic bwd_mma d=64 causal=False: not the same bits over 5 runs ([False, True, True])"]
 
 
 def test_a_full_run_cut_short_is_written_as_partial(pretend_gpu, tmp_path):

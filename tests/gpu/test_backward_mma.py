@@ -1,10 +1,12 @@
 """The tensor-core backward (kernels/flash_bwd_mma.cu, ``flashviz.gpu.flash_backward_mma``).
 
-CPU tests: shared memory by hand, the step tags (Algorithm 2), one-line errors. GPU tests (marked
+CPU tests: shared memory by hand, the step tags (Algorithm 2), one-line errors, the dQ default
+(``dq``: "separate" unless "atomic" is named) and the autograd route's use of it. GPU tests (marked
 ``gpu``): dQ, dK, dV against float64 dense gradients (torch autograd of dense attention on the
 same rounded inputs, bottom-right causal) over fp16 / bf16, d = 64 / 128, Bc = 64 / 128, causal and
 not, N = 1, 3, 64, 129, 257, Nq ≠ Nk both ways, keyless rows (gradient exactly 0), strided views,
-leading axes, large logits and the gradient of lse.
+leading axes, large logits and the gradient of lse — for the atomic dQ (``dq="atomic"``), the
+deterministic one (``deterministic=True``) and the default call, which runs the deterministic pass.
 """
 
 from __future__ import annotations
@@ -89,6 +91,57 @@ def test_arrays_and_flags_are_one_line_errors_without_a_gpu(monkeypatch):
         gpu.flash_backward_mma(*z, deterministic="yes")
 
 
+def test_the_dq_default_is_the_separate_pass_and_bad_choices_are_one_line_errors(monkeypatch):
+    from flashviz.gpu.tensorcore import backward as bk
+    assert bk.BWD_DQ == ("atomic", "separate") and bk.BWD_DQ_DEFAULT == "separate"
+    assert bk.check_dq(None) == bk.check_dq(None, True) == bk.check_dq("separate") == "separate"
+    assert bk.check_dq("separate", True) == "separate" and bk.check_dq("atomic") == bk.check_dq("atomic", False) \
+        == "atomic"
+    with pytest.raises(ValueError, match=r"^deterministic=True needs dq='separate' \(or None\); dq='atomic'") as e:
+        bk.check_dq("atomic", True)
+    assert "\n" not in str(e.value)
+    for bad in ("Atomic", "fast", "", 1, True, ("atomic",)):
+        with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None \(the default, "
+                                             r"'separate'\); got ") as e:
+            bk.check_dq(bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="deterministic"):
+        bk.check_dq(None, "yes")
+    # flash_backward_mma checks dq before anything that needs a GPU, and names the same errors
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    z = [np.zeros((2, 8, 64), np.float32)] * 5 + [np.zeros((2, 8), np.float32)]
+    with pytest.raises(ValueError, match="deterministic=True needs dq='separate'"):
+        gpu.flash_backward_mma(*z, deterministic=True, dq="atomic")
+    with pytest.raises(ValueError, match="dq must be one of"):
+        gpu.flash_backward_mma(*z, dq="fp32-atomics")
+    for dq in ("atomic", "separate", None):                 # good choices reach the tensor check
+        with pytest.raises(TypeError, match="takes torch CUDA tensors"):
+            gpu.flash_backward_mma(*z, dq=dq)
+    # the default is decided in one place: the call follows BWD_DQ_DEFAULT
+    monkeypatch.setattr(bk, "BWD_DQ_DEFAULT", "atomic")
+    assert bk.check_dq(None) == "atomic"
+
+
+def test_the_autograd_backward_passes_deterministic_and_leaves_dq_to_the_default(monkeypatch):
+    """flash_attention's backward operator (autograd._backward) calls flash_backward_mma with the
+    caller's deterministic and no dq: deterministic=False gets the default dQ, the separate pass.
+    Its schema is unchanged (no dq argument). Pretend tensors: no torch, no GPU needed."""
+    import types
+
+    from flashviz.gpu import autograd as fa
+    from flashviz.gpu.tensorcore import backward as bk
+    assert "bool deterministic" in fa._BWD_SCHEMA and "dq" not in fa._BWD_SCHEMA
+    calls = []
+    monkeypatch.setattr(bk, "flash_backward_mma", lambda *a, **kw: calls.append(kw) or ("dq", "dk", "dv"))
+    monkeypatch.setattr(fa, "uses_tensor_core_backward", lambda q: True)
+    q = types.SimpleNamespace(is_cuda=True, get_device=lambda: 0, shape=(1, 2, 8, 64), dtype="float16")
+    dO = types.SimpleNamespace(to=lambda dtype: "dO")
+    for det in (False, True):
+        assert fa._backward(dO, None, q, "k", "v", "O", "lse", True, 0.125, det) == ("dq", "dk", "dv")
+    assert [c["deterministic"] for c in calls] == [False, True] and not any("dq" in c for c in calls)
+    assert {bk.check_dq(c.get("dq"), c["deterministic"]) for c in calls} == {"separate"}
+
+
 # ---------------------------------------------------------------- GPU
 
 torch_cuda = pytest.mark.gpu
@@ -126,11 +179,12 @@ def _rel(a, b, floor):
     return ((a.double() - b.double()).abs().max() / max(b.abs().max().item(), floor)).item()
 
 
-def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, record=None, deterministic=False):
+def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, record=None, deterministic=False,
+           dq=None):
     dO = torch.randn(q.shape, device="cuda", dtype=q.dtype)
     O, lse, ref = _reference(torch, q, k, v, dO, causal=causal, scale=scale, dlse=dlse)
     got = gpu.flash_backward_mma(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc,
-                                 deterministic=deterministic)
+                                 deterministic=deterministic, dq=dq)
     floor = 0.1 * ref[2].abs().max().item()                   # dV = Pᵀ dO never cancels
     errs = []
     for name, a, b in zip(("dQ", "dK", "dV"), got, ref):
@@ -155,13 +209,15 @@ TOL = {"float16": 5e-3, "bfloat16": 3e-2}
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("k, Nq_Nk", list(enumerate(SHAPES)), ids=[f"{a}x{b}" for a, b in SHAPES])
 def test_gradients_match_float64(torch, record_property, dtype, d, causal, k, Nq_Nk):
+    """dq="atomic": dQ added by fp32 atomics in the main kernel (the deterministic pass, the default,
+    has the grid below)."""
     Nq, Nk = Nq_Nk
     dt = getattr(torch, dtype)
     g = torch.Generator(device="cuda").manual_seed(1000 * k + d + causal)
     q = torch.randn(2, 3, Nq, d, device="cuda", dtype=dt, generator=g)
     kk = torch.randn(2, 3, Nk, d, device="cuda", dtype=dt, generator=g)
     v = torch.randn(2, 3, Nk, d, device="cuda", dtype=dt, generator=g)
-    _check(torch, q, kk, v, causal=causal, tol=TOL[dtype], Bc=(64, 128)[k % 2], record=record_property)
+    _check(torch, q, kk, v, causal=causal, tol=TOL[dtype], Bc=(64, 128)[k % 2], record=record_property, dq="atomic")
 
 
 @torch_cuda
@@ -188,10 +244,36 @@ def test_deterministic_dq_has_the_same_bits_on_20_runs_and_the_atomic_dq_is_clos
     for _ in range(19):
         again = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True)
         assert all(torch.equal(a, b) for a, b in zip(first, again))
-    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
+    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="atomic")
     for a, b in zip(first, atomic):
         assert _rel(a, b, 0.1 * b.abs().max().item()) <= 5e-3
     assert torch.equal(first[1], atomic[1]) and torch.equal(first[2], atomic[2])   # dK, dV: the same kernel code
+
+
+@torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_default_call_runs_the_separate_pass(torch, dtype, causal):
+    """Without dq (deterministic=False: no promise asked for) the call runs the default dQ, the
+    separate pass: the same bits as dq="separate" and deterministic=True, on 20 runs; against float64
+    like them; dq="atomic" differs from it in dQ by rounding only, and not at all in dK, dV."""
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(21 + causal)
+    q, k, v, dO = (torch.randn(2, 4, N, 128, device="cuda", dtype=dt, generator=g) for N in (700, 900, 900, 700))
+    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
+    default = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
+    for again in [gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal) for _ in range(19)] + [
+            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="separate"),
+            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True),
+            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True, dq="separate")]:
+        assert all(torch.equal(a, b) for a, b in zip(default, again))
+    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="atomic")
+    assert torch.equal(default[1], atomic[1]) and torch.equal(default[2], atomic[2])
+    assert _rel(atomic[0], default[0], 0.1 * default[0].abs().max().item()) <= TOL[dtype]
+    for k_, (Nq, Nk) in enumerate([(129, 257), (257, 100), (1, 64)]):
+        g = torch.Generator(device="cuda").manual_seed(4000 * k_ + causal)
+        q, kk, v = (torch.randn(2, 3, N, 64, device="cuda", dtype=dt, generator=g) for N in (Nq, Nk, Nk))
+        _check(torch, q, kk, v, causal=causal, tol=TOL[dtype], Bc=(64, 128)[k_ % 2])
 
 
 @torch_cuda
@@ -210,8 +292,8 @@ def test_two_pipeline_stages_give_one_stages_bits(torch, dtype, d, causal):
         O, lse = gpu.flash_forward_mma(q, kk, v, causal=causal)
         for Bc in (64, 128):
             for det in (False, True):
-                one, two = (gpu.flash_backward_mma(q, kk, v, O, dO, lse, causal=causal, Bc=Bc, deterministic=det,
-                                                   stages=st) for st in (1, 2))
+                one, two = (gpu.flash_backward_mma(q, kk, v, O, dO, lse, causal=causal, Bc=Bc,
+                                                   dq="separate" if det else "atomic", stages=st) for st in (1, 2))
                 assert torch.equal(one[1], two[1]) and torch.equal(one[2], two[2]), (Nq, Nk, Bc, det)
                 if det:
                     assert torch.equal(one[0], two[0]), (Nq, Nk, Bc)
@@ -228,7 +310,7 @@ def test_strided_views_large_logits_scale_and_lse_gradient(torch, dtype):
     q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                  # BHSD views, strided
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], scale=0.05)
     dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
-    _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, Bc=128)
+    _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, Bc=128, dq="atomic")
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, deterministic=True)
     big = (q.float() * 6).to(dt)                                                  # scores up to about ±60
     _check(torch, big, k, v, causal=False, tol=2 * TOL[dtype])

@@ -3,16 +3,24 @@ included), fp16 / bf16 in, fp32 accumulation, through CuPy on torch tensors.
 
 FlashAttention-2's Algorithm 2 with the five products on the tensor cores: key blocks outer
 (Bc = 64 or 128 keys, one warp per 16 keys: S_ijᵀ, P_ijᵀ, dP_ijᵀ, dS_ijᵀ and dK_j, dV_j stay in that
-warp's registers), query blocks of Br = 64 inner, dQ accumulated in fp32 with atomicAdd and
-rounded to the input dtype by a last small kernel. This first version has no software pipeline
+warp's registers), query blocks of Br = 64 inner. This first version has no software pipeline
 (each tile is loaded, then computed) and no Hopper-only instructions (wgmma, TMA, warp
 specialisation): the FlashAttention-3 design remains the target of issue 23.
 
-dQ two ways: by fp32 atomicAdd (the default: fast, its last bits may differ run to run), or,
-``deterministic=True``, by a separate pass, ``flash_bwd_mma_dq`` (query blocks outer, dQ_i kept in
-registers: the same bits on every run) after the main kernel computes dK, dV alone.
+dQ two ways (``flash_backward_mma(dq=...)``, ``BWD_DQ``):
+
+* ``"separate"`` — the default (``BWD_DQ_DEFAULT``): the main kernel computes dK, dV alone, then a
+  separate pass, ``flash_bwd_mma_dq`` (query blocks outer, dQ_i kept in registers), computes dQ in
+  a fixed order of additions: the same bits on every run;
+* ``"atomic"`` — the main kernel adds each tile's piece of dQ into an fp32 buffer with atomicAdd,
+  and a last small kernel rounds it to the input dtype: its last bits may differ run to run.
+
+The separate pass is the default because it measured faster: 1.17–1.35x the atomic path's speed,
+kernel-only, at every shape of benchmarks/results/bwd-h200-2026-12-05.json (H200, fp16, B·N = 16k
+tokens, d 64 / 128, causal and not, N 1k–16k; ``bwd_mma_det`` against ``bwd_mma`` there, which
+were the separate and the atomic path then), though it recomputes S_ij and dP_ij once more.
 Both are checked against float64 gradients on the H200 (benchmarks/results/tests-h200-2026-12-05.json,
-at 4962ef2), the deterministic pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention``
+at 4962ef2), the separate pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention``
 uses either since 7d951c8 (its own gpu tests, tests/gpu/test_backward_autograd.py, check that route).
 """
 
@@ -41,7 +49,32 @@ BWD_MMA_D = (64, 128)
 #: one (v2, benchmarks/NOTES.md; the default once measured faster: benchmarks/ab_bwd.py)
 BWD_MMA_STAGES = (1, 2)
 BWD_MMA_STAGES_DEFAULT = 1
+#: the dQ algorithms of ``flash_backward_mma(dq=...)``: "atomic" (fp32 atomicAdd in the main kernel,
+#: then a convert kernel) or "separate" (the main kernel without atomics, then the fixed-order pass
+#: ``flash_bwd_mma_dq``: the same bits on every run)
+BWD_DQ = ("atomic", "separate")
+#: the dQ algorithm when none is named: "separate", measured 1.17–1.35x faster than "atomic",
+#: kernel-only, at all 20 shapes of benchmarks/results/bwd-h200-2026-12-05.json (H200, fp16;
+#: there ``bwd_mma_det`` against ``bwd_mma``: e.g. d = 64, N = 16k, 27.3 against 36.3 ms)
+BWD_DQ_DEFAULT = "separate"
 _CACHE: dict = {}
+
+
+def check_dq(dq, deterministic: bool = False) -> str:
+    """The dQ algorithm ``flash_backward_mma`` runs: ``dq`` ("atomic" or "separate"), or
+    ``BWD_DQ_DEFAULT`` for None. ``deterministic=True`` asks for the same bits on every run, which
+    only "separate" gives: None or "separate" then, and ValueError for "atomic". ValueError (one
+    line) for any other dq; TypeError for a non-bool deterministic."""
+    deterministic = check_flag(deterministic, "deterministic")
+    if dq is None:
+        return BWD_DQ_DEFAULT
+    if not isinstance(dq, str) or dq not in BWD_DQ:
+        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in BWD_DQ)} or None "
+                         f"(the default, {BWD_DQ_DEFAULT!r}); got {dq!r}")
+    if deterministic and dq != "separate":
+        raise ValueError(f"deterministic=True needs dq='separate' (or None); dq={dq!r} adds dQ with atomics, "
+                         f"whose last bits may change between runs")
+    return dq
 
 
 def bwd_mma_smem_bytes(Bc: int, d: int, stages: int = 1) -> int:
@@ -117,8 +150,8 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
                          stages: int | None = None) -> MMABackward:
     """Compile (or fetch from the per-process cache) the tensor-core backward for one shape class.
 
-    dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}; deterministic: dQ by the
-    separate pass instead of atomics; stages: 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``), the
+    dtype "float16" | "bfloat16"; Bc in {64, 128}; d in {64, 128}; deterministic: the kernels of
+    dQ by the separate pass (``dq="separate"``; False: by atomics, ``dq="atomic"``); stages: 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``), the
     software pipeline of the streamed tiles; traced: main built with its timeline switch on
     (``-DFLASHVIZ_TRACE=1``: two more parameters, ``launch_backward_mma(trace=...)``,
     ``gpu.trace_backward(kernel="mma")``). Raises ValueError / TypeError for unsupported values,
@@ -178,7 +211,7 @@ def _flat(t, name: str, dtype, dev: int):
 
 
 def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None, deterministic: bool = False,
-                       dlse=None, Bc: int | None = None, stages: int | None = None):
+                       dlse=None, Bc: int | None = None, stages: int | None = None, dq: str | None = None):
     """FlashAttention-2 backward on the tensor cores (kernels/flash_bwd_mma.cu, mma.sync).
 
     Source: Dao 2023, FlashAttention-2, Algorithm 2; the same step tags as flash_bwd.cu and
@@ -192,14 +225,24 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         row that sees no key). One leading shape (such as (B, H)); d in {64, 128}; Nq, Nk >= 1.
     causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)); must be the forward's.
-    deterministic : False: dQ accumulated with fp32 atomicAdd (its last bits may change between
-        runs); True: dQ by a separate pass with a fixed order of additions (the same bits on every
-        run).
+    deterministic : True promises the same bits on every run: dQ by the separate pass (dq None or
+        "separate"; "atomic" is a ValueError). False asks for no such promise; the default dQ path,
+        "separate", happens to give the same bits on every run anyway, ``dq="atomic"`` does not.
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
     Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
     stages : 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``): 2 double-buffers the streamed tiles (the
         next Q_i, dO_i, or K_j, V_j in the dQ pass, copied while this one is computed); the same
         arithmetic in the same order, so the same bits as 1.
+    dq : the dQ algorithm, "separate" or "atomic"; None: ``BWD_DQ_DEFAULT``, "separate".
+        "separate": the main kernel computes dK, dV alone and ``flash_bwd_mma_dq`` computes dQ in
+        a fixed order (query blocks outer, dQ_i in registers), the same bits on every run.
+        "atomic": the main kernel also adds each tile's piece of dQ into an fp32 buffer with
+        atomicAdd (the last bits may change between runs), then a kernel rounds it to the
+        inputs' dtype. "separate" is the default because it measured faster, 1.17–1.35x,
+        kernel-only, at all 20 shapes of benchmarks/results/bwd-h200-2026-12-05.json (H200, fp16,
+        B·N = 16k tokens; ``bwd_mma_det`` against ``bwd_mma`` there), although it recomputes S_ij
+        and dP_ij once more: the atomics (dS_ij through shared memory, one more barrier, Br·d
+        scalar atomics a tile) cost more than those two products on tensor cores.
 
     Returns
     -------
@@ -209,12 +252,13 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     Raises
     ------
     TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
-    (shapes, d, Bc, stages, scale, more than 65,535 batch·heads), RuntimeError
+    (shapes, d, Bc, stages, scale, more than 65,535 batch·heads, an unknown dq, dq="atomic" with
+    deterministic=True), RuntimeError
     (no CuPy, a GPU older than sm_80); one line each.
     """
     from ..teaching.backward import check_backward_shapes
     causal = check_flag(causal, "causal")
-    deterministic = check_flag(deterministic, "deterministic")
+    dq = check_dq(dq, deterministic)
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(Q, torch.Tensor):
@@ -237,8 +281,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
     cp = cupy()
     with cp.cuda.Device(dev), torch_stream(dev):
-        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal, deterministic,
-                                  stages=stages)
+        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal,
+                                  dq == "separate", stages=stages)
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)

@@ -14,9 +14,11 @@ its deadline included, so a partial run never replaces the recorded one) and its
   values, batch 0 and as many heads as ``REF_ELEMENTS`` allows), the reference's largest
   magnitude, whether any gradient is NaN / inf anywhere, and ``pass`` (every error at most
   ``TOL_REL`` times the reference's largest magnitude, all finite);
-* ``deterministic`` — the deterministic dQ (``deterministic=True``: the teaching kernel's and the
-  tensor-core backward's) run ``DET_RUNS`` times on the same inputs and compared bit for
-  bit, with the atomic paths beside it (which may differ in their last bits);
+* ``deterministic`` — every backward among the teaching kernels' and the tensor-core ones run
+  ``DET_RUNS`` times on the same inputs and compared bit for bit; "deterministic" says whether its
+  dQ path adds in a fixed order and so promises the same bits (``bwd_teaching_det``, and
+  ``bwd_mma`` when its default dQ is the separate pass: then a change of bits is a failure), the
+  atomic paths (``bwd_teaching``, ``bwd_mma_atomic``) beside them may differ in their last bits;
 * ``bench`` — one row per shape (fp16, B·N = 16k tokens, H = 2048/d, N in ``BWD_N``, d in
   ``BWD_D``, causal and not): ``flops_fwd``, ``flops_bwd`` (2.5 × the forward's matmul FLOPs,
   causal halved: FlashAttention's convention), ``flops_fwdbwd`` (3.5 ×) and for every
@@ -30,17 +32,21 @@ its deadline included, so a partial run never replaces the recorded one) and its
 
 Implementations (record prefixes; every one on the same seeded inputs, in the same process):
 
-* ``bwd_mma`` — ``flashviz.gpu.flash_backward_mma`` (kernels/flash_bwd_mma.cu; Bc = 128, its
-  default) on the O and lse of ``flash_forward_mma``; forward + backward:
-  ``flashviz.gpu.flash_attention`` on fp16 tensors that require grad;
+* ``bwd_mma`` — ours, the default call: ``flashviz.gpu.flash_backward_mma`` (kernels/flash_bwd_mma.cu;
+  Bc = 128 and dQ by its defaults: since the separate pass became the default, ``dq="separate"``)
+  on the O and lse of ``flash_forward_mma``; forward + backward: ``flashviz.gpu.flash_attention``
+  on fp16 tensors that require grad. The row's ``bwd_mma_dq`` names the dQ path the call ran;
+  records made before that change ran the atomic path here (their ``bwd_mma_kernel_name``,
+  ``flash_bwd_mma<…, true>`` or, before the template had the flag, ``flash_bwd_mma<…>`` with four
+  arguments, says so) and timed the separate pass beside it as ``bwd_mma_det``;
 * ``bwd_teaching`` — ``flashviz.gpu.flash_backward_gpu`` (kernels/flash_bwd.cu, fp32, dQ by
   atomics) on float32 copies of the same values and the same O and lse, with the blocks
   ``flash_attention`` uses (``autograd.backward_blocks``); forward + backward: ``flash_attention``
   on float32 tensors (teaching forward and backward);
 * ``bwd_teaching_det`` — the same with ``deterministic=True``: its cost against the atomic dQ;
-* ``bwd_mma_det`` — ``flash_backward_mma(..., deterministic=True)``: the main kernel without the
-  dQ atomics, then the dQ pass ``flash_bwd_mma_dq``; forward + backward: ``flash_attention(...,
-  deterministic=True)``, which runs the same pass (records before 2026-12-05 have no such figure);
+* ``bwd_mma_atomic`` — ``flash_backward_mma(..., dq="atomic")``: dQ by fp32 atomicAdd in the main
+  kernel, then the convert kernel — the other dQ path, timed beside the default one. No forward +
+  backward figure (the record's ``no_fwdbwd``): ``flash_attention`` has no dq switch;
 * ``sdpa_flash_bwd`` / ``sdpa_cudnn_bwd`` — torch SDPA with the backend forced
   (``torch.nn.attention.sdpa_kernel``, entered outside the timed region): the backward is
   ``torch.autograd.grad`` on a graph whose forward ran outside the timed region
@@ -69,10 +75,16 @@ from ..bench_util import RunRecord, error_text, free_torch_cache
 from ..timing import CALL_METHOD, KERNEL_METHOD, attention_flops
 
 IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: the four of issue 23
-EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_det")   #: also timed: the deterministic dQ's cost
+#: also timed: the teaching kernel's deterministic dQ, and the tensor-core backward's other dQ path
+EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_atomic")
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
 TEACHING_IMPLS = ("bwd_teaching", "bwd_teaching_det")
-SHORT = {"bwd_mma": "mma", "bwd_mma_det": "mma-det", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
+#: the tensor-core implementations and the ``dq`` each passes to flash_backward_mma (None: its default)
+MMA_DQ = {"bwd_mma": None, "bwd_mma_atomic": "atomic"}
+#: implementations without a forward + backward figure (the record's "no_fwdbwd"): flash_attention
+#: has no dq switch, so only the default dQ has a forward + backward call
+NO_FWDBWD = ("bwd_mma_atomic",)
+SHORT = {"bwd_mma": "mma", "bwd_mma_atomic": "mma-atomic", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
          "sdpa_flash_bwd": "flash", "sdpa_cudnn_bwd": "cudnn", "sdpa_math_bwd": "math"}
 OURS = "bwd_mma"
 THEIRS = ("sdpa_flash_bwd", "sdpa_cudnn_bwd")
@@ -117,7 +129,8 @@ METHODS = {
                    "backward in float64 on the same fp16 values (dO included); pass: every error <= tol_rel x "
                    "the reference's max |grad| and every gradient finite over the whole tensor",
     "deterministic": "the same backward call repeated on the same inputs, every result compared bit for bit "
-                     "with the first (torch.equal)",
+                     "with the first (torch.equal); deterministic: whether the call's dQ path adds in a fixed "
+                     "order and so promises the same bits (dq: the tensor-core call's dQ path)",
     "peak_bytes": "torch.cuda.max_memory_allocated during one backward call (statistics reset just before) minus "
                   "what was allocated before it; the call's outputs count. <impl>_saved_bytes: allocated after "
                   "the forward minus before it (what the forward keeps for the backward)",
@@ -240,8 +253,9 @@ def is_full(*, Ns, ds, causals, impls, teaching_max_n, parts, peak_Ns) -> bool:
 
 
 #: TFLOP/s assumed by estimate_seconds (backward, forward): the H200 anchors of issue 23 and
-#: benchmarks/results/probe-bwd-h200-2026-12-02.json, rounded down
-_RATES = {"bwd_mma": (110, 450), "bwd_mma_det": (85, 450), "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
+#: benchmarks/results/bwd-h200-2026-12-05.json (its bwd_mma_det, the separate dQ pass, 142–214;
+#: its bwd_mma, then the atomic path, 107–177), rounded down
+_RATES = {"bwd_mma": (140, 450), "bwd_mma_atomic": (105, 450), "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
           "sdpa_flash_bwd": (220, 330), "sdpa_cudnn_bwd": (380, 500)}
 
 
@@ -265,7 +279,7 @@ def estimate_seconds(shapes, impls, *, teaching_max_n: int = TEACHING_MAX_N, par
             tb = row["flops_bwd"] / rb / 1e12
             tfb = tb + row["flops_fwd"] / rf / 1e12
             if "call" in parts:
-                est["call"] += 0.05 + 2 * tb + calls(tb) + calls(tfb)
+                est["call"] += 0.05 + 2 * tb + calls(tb) + (0 if impl in NO_FWDBWD else calls(tfb))
             if "kernel" in parts:
                 est["kernel"] += 0.05 + tb + calls(tb, kernel=True)
     if "det" in parts:
@@ -317,30 +331,31 @@ def _build(name: str, q, k, v, dO, causal: bool, cache: dict) -> _Impl:
 
     from ..autograd import backward_blocks, flash_attention
     d = q.shape[-1]
-    if name in ("bwd_mma", "bwd_mma_det") or name in TEACHING_IMPLS:
+    if name in MMA_DQ or name in TEACHING_IMPLS:
         if "fwd" not in cache:
             from .kernel import flash_forward_mma
             with torch.no_grad():
                 cache["fwd"] = flash_forward_mma(q, k, v, causal=causal)
         O, lse = cache["fwd"]
-    if name in ("bwd_mma", "bwd_mma_det"):
-        from .backward import BWD_MMA_BC_DEFAULT, compile_backward_mma, flash_backward_mma
-        det = name == "bwd_mma_det"
+    if name in MMA_DQ:
+        from .backward import BWD_MMA_BC_DEFAULT, check_dq, compile_backward_mma, flash_backward_mma
+        dq = MMA_DQ[name]
+        path = check_dq(dq)                       # the dQ path the call runs: "separate" or "atomic"
         leaves = _leaves(q, k, v)
 
-        def fwdbwd():
-            return torch.autograd.grad(flash_attention(*leaves, causal=causal, deterministic=det), leaves,
-                                       grad_outputs=dO)
+        def fwdbwd():                             # flash_attention's backward: flash_backward_mma's default dQ
+            return torch.autograd.grad(flash_attention(*leaves, causal=causal), leaves, grad_outputs=dO)
 
         # the kernels flash_backward_mma launches (its default Bc; the record of 2026-12-04 named
         # Bc = 64 here while the call ran the default, 128)
-        mb = compile_backward_mma(DTYPE, BWD_MMA_BC_DEFAULT, d, causal, det)
-        info = {"Bc": mb.Bc, "Br": 64, "regs": mb.num_regs, "local_bytes": mb.local_bytes, "smem_bytes": mb.smem_bytes}
-        if det:
+        mb = compile_backward_mma(DTYPE, BWD_MMA_BC_DEFAULT, d, causal, path == "separate")
+        info = {"Bc": mb.Bc, "Br": 64, "dq": path, "regs": mb.num_regs, "local_bytes": mb.local_bytes,
+                "smem_bytes": mb.smem_bytes}
+        if path == "separate":
             info.update(dq_regs=int(mb.dq.num_regs), dq_local_bytes=int(mb.dq.local_size_bytes),
                         dq_smem_bytes=mb.dq_smem_bytes)
-        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=det),
-                     fwdbwd, info=info)
+        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq=dq),
+                     None if name in NO_FWDBWD else fwdbwd, info=info)
     if name in TEACHING_IMPLS:
         from ..common import cupy
         from ..teaching.backward import flash_backward_gpu
@@ -502,14 +517,26 @@ def kernel_pass_shape(row: dict, impls, *, teaching_max_n: int, budget_s: float)
     return derive(row, impls)
 
 
+def promises_same_bits(name: str) -> bool:
+    """Whether implementation ``name``'s dQ path adds in a fixed order, so that repeated calls must
+    give the same bits: the teaching kernel's deterministic dQ, and each tensor-core call whose dQ
+    (``MMA_DQ``, None resolved by ``backward.check_dq``) is the separate pass — bwd_mma, the
+    default call, since that became the default. Atomic dQ paths promise nothing."""
+    if name in MMA_DQ:
+        from .backward import check_dq
+        return check_dq(MMA_DQ[name]) == "separate"
+    return name == "bwd_teaching_det"
+
+
 def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> list[dict]:
-    """Each backward of ``impls`` among the teaching kernels and bwd_mma, ``runs`` times on the
-    same inputs, compared bit for bit with its first result: one entry per implementation with
-    "deterministic" (whether it promises the same bits: bwd_teaching_det, bwd_mma_det), "bitwise_equal"
-    and per gradient "dQ_bitwise_equal", ... (or "error")."""
+    """Each backward of ``impls`` among the teaching kernels and the tensor-core ones, ``runs`` times
+    on the same inputs, compared bit for bit with its first result: one entry per implementation
+    with "deterministic" (``promises_same_bits``: bwd_teaching_det, and bwd_mma while its default
+    dQ is the separate pass), "dq" (the tensor-core ones: the dQ path the call ran),
+    "bitwise_equal" and per gradient "dQ_bitwise_equal", ... (or "error")."""
     import torch
     out = []
-    names = [n for n in ("bwd_teaching_det", "bwd_mma_det", "bwd_teaching", "bwd_mma") if n in impls]
+    names = [n for n in ("bwd_teaching_det", "bwd_mma", "bwd_teaching", "bwd_mma_atomic") if n in impls]
     if not names:
         return out
     B, H = shape_of(N, d)
@@ -517,7 +544,10 @@ def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> li
     cache: dict = {}
     for name in names:
         e = {"impl": name, "N": N, "d": d, "B": B, "H": H, "causal": causal, "runs": runs,
-             "deterministic": name in ("bwd_teaching_det", "bwd_mma_det")}
+             "deterministic": promises_same_bits(name)}
+        if name in MMA_DQ:
+            from .backward import check_dq
+            e["dq"] = check_dq(MMA_DQ[name])
         try:
             it = _build(name, q, k, v, dO, causal, cache)
             first = tuple(g.clone() for g in it.bwd())
@@ -598,6 +628,7 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
     import torch
     if not torch.cuda.is_available():
         raise RuntimeError("the backward benchmark needs torch with CUDA")
+    from .backward import check_dq
     from .bench import check_streams
     bad = [i for i in impls if i not in ALL_IMPLS]
     if bad:
@@ -622,7 +653,12 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
                       "bwd_teaching times the fp32 kernel on float32 copies of the fp16 inputs (made outside "
                       "the timed region), on the same O and lse as bwd_mma",
                       "SDPA's backend is forced with torch.nn.attention.sdpa_kernel, entered outside the timed "
-                      "region; its backward is timed on a graph built outside the timed region"],
+                      "region; its backward is timed on a graph built outside the timed region",
+                      f"bwd_mma is flash_backward_mma's default call, whose dQ is {check_dq(None)!r} (<impl>_dq "
+                      "in each row; records before the separate pass became the default ran the atomic path "
+                      "here and timed the separate one as bwd_mma_det); bwd_mma_atomic is the same call with "
+                      "dq='atomic' and has no fwdbwd_call_ms (flash_attention has no dq switch)"],
+            "no_fwdbwd": [i for i in impls if i in NO_FWDBWD],
             "correctness": [], "deterministic": [], "bench": [], "peak_bytes": [], "cut_short": None}
 
     rec = RunRecord(path, data, t0=t0, deadline_s=deadline_s, log=log, hashes=lambda: code_hashes())
@@ -696,5 +732,5 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
 
 __all__ = ["run_bwd_benchmark", "call_pass_shape", "kernel_pass_shape", "determinism", "peak_row", "code_hashes",
            "bench_shapes", "base_row", "shape_of", "bwd_flops", "fwdbwd_flops", "derive", "speed", "row_line",
-           "correctness_pass", "record_path", "is_full", "estimate_seconds", "skip_reason", "IMPLS", "ALL_IMPLS",
-           "EXTRA_IMPLS", "BWD_N", "BWD_D", "PEAK_N", "TOL_REL", "METHODS", "METHOD"]
+           "correctness_pass", "record_path", "is_full", "estimate_seconds", "skip_reason", "promises_same_bits",
+           "IMPLS", "ALL_IMPLS", "EXTRA_IMPLS", "MMA_DQ", "NO_FWDBWD", "BWD_N", "BWD_D", "PEAK_N", "TOL_REL", "METHODS", "METHOD"]
