@@ -350,36 +350,82 @@ def _dram_section(res: dict | None) -> list[str]:
     return out
 
 
+def _bwd_kernels(res: dict, impl: str) -> str:
+    """The tensor-core kernels ``impl``'s rows of a backward record timed, as the record names them
+    (``bwd_records.kernel_forms``), e.g. "`flash_bwd_mma` with ATOMIC_DQ = true"; "no kernel named"."""
+    from .records import bwd_records as br
+    return ", ".join(f"`{k.split(' ', 1)[0]}`" + (f" {k.split(' ', 1)[1]}" if " " in k else "")
+                     for k in br.kernel_forms(res, impl)) or "no kernel named"
+
+
+def _bwd_ours(res: dict) -> tuple[str, str | None, tuple[str, str] | None]:
+    """The backward section's words for ours on tensor cores: (the sentence that says which dQ path
+    each of its implementations ran, read off the record; the other implementation timed beside
+    bwd_mma or None; the (atomic, deterministic) pair of ``bwd_records.dq_twins`` or None)."""
+    from .gpu.tensorcore.backward import BWD_DQ_DEFAULT
+    from .records import bwd_records as br
+    path = br.dq_path(res, "bwd_mma")
+    alt = next((i for i in br.MMA_IMPLS[1:] if br.dq_path(res, i)), None)
+    call = {"bwd_mma_det": "`deterministic=True`", "bwd_mma_atomic": "`dq=\"atomic\"`"}
+    words = {"atomic": "atomic dQ (fp32 `atomicAdd` in the main kernel, then a convert kernel)",
+             "separate": "deterministic dQ (the main kernel without atomics, then the separate pass "
+                         "`flash_bwd_mma_dq` in a fixed order)"}
+    text = ("Ours is `bwd_mma`, `flash_backward_mma`'s default call. Its dQ in this record, as the record's "
+            "kernel names say (`<impl>_kernel_name`, the longest kernel of a call): "
+            f"{words.get(path, 'not recorded')} — {_bwd_kernels(res, 'bwd_mma')}.")
+    if alt:
+        text += (f" Beside it, `{alt}` is the same call with {call[alt]}: {words.get(br.dq_path(res, alt), '?')} — "
+                 f"{_bwd_kernels(res, alt)}.")
+    if path and path != BWD_DQ_DEFAULT:
+        text += (f" (The default dQ is now \"{BWD_DQ_DEFAULT}\", `BWD_DQ_DEFAULT`, which measured faster: this "
+                 f"record was made before, and its `bwd_mma` ran the {br.DQ_WORDS[path]}.)")
+    return text, alt, br.dq_twins(res, "bwd_mma")
+
+
 def _bwd_section(res: dict | None) -> list[str]:
     from .records import bwd_records as br
     out = ["## Backward on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/bwd-*.json)."]
+    ours_text, alt, twins = _bwd_ours(res)
     out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run. "
             f"Method, in the record's words: {res.get('method', '?')}. Ratios are SDPA's time ÷ ours, the same "
             "method on both sides (above 1: ours is faster); TFLOP/s count the backward as 2.5 × the forward's "
             "matmul FLOPs (causal: the visible half). Chapter 6, section 7 draws the same rows "
-            "(`flashviz.records.bwd_records`).", "",
-            "| d | causal | N | B×H | bwd_mma TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
-            "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN | teaching fp32 ms (call) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "(`flashviz.records.bwd_records`).", "", ours_text, ""]
+    dq = br.dq_path(res, "bwd_mma")
+    ours = f"bwd_mma ({br.DQ_WORDS[dq]})" if dq else "bwd_mma"
+    head = (f"| d | causal | N | B×H | {ours} TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
+            "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN |")
+    if alt:
+        head += f" {alt} ({br.DQ_WORDS[br.dq_path(res, alt)]}) ÷ flash kernel |"
+    if twins:
+        head += " deterministic ÷ atomic, kernel-only |"
+    head += " teaching fp32 ms (call) |"
+    out += [head, "|" + " --- |" * (head.count(" | ") + 1)]
+    cost = {(c["d"], c["causal"], c["N"]): c.get("kernel") for c in br.det_cost(res, "bwd_mma")} if twins else {}
     for r in br.time_rows(res):
         cells = [_x(r.get(f"bwd_mma_{m}_vs_{theirs}"))
                  for theirs, ms in (("sdpa_flash_bwd", ("call", "kernel")), ("sdpa_cudnn_bwd", ("call", "kernel")))
                  for m in ms]
         cells += [_x(r.get(f"bwd_mma_fwdbwd_vs_{theirs}")) for theirs in br.THEIRS]
+        if alt:
+            cells.append(_x(r.get(f"{alt}_kernel_vs_sdpa_flash_bwd")))
+        if twins:
+            cells.append(_x(cost.get((r["d"], r["causal"], r["N"]))))
         teach = r.get("bwd_teaching_call_ms")
         out.append(f"| {r['d']} | {_yes(r['causal'])} | {r['N']:,} | {r['B']}×{r['H']} | "
                    f"{_f(r.get('bwd_mma_call_tflops'), 0)} | " + " | ".join(cells)
                    + f" | {'—' if teach is None else f'{teach:.2f}'} |")
     rep = br.repeatability(res)
     if rep:
+        named = {impl: f"{impl} ({br.DQ_WORDS[s['dq']]})" if s.get("dq") else impl for impl, s in rep.items()}
         out += ["", "Bitwise repeatability (the same inputs, repeated calls compared bit for bit): "
-                + "; ".join(f"{impl}: {s['equal']} of {s['shapes']} shapes ({s['runs']} runs each)"
+                + "; ".join(f"{named[impl]}: {s['equal']} of {s['shapes']} shapes ({s['runs']} runs each)"
                             for impl, s in rep.items()) + "."]
     peak = br.peak_rows(res)
     if peak:
-        out += ["", "| N | d | bwd_mma peak MiB | SDPA-flash peak MiB | SDPA-cuDNN peak MiB | SDPA-math peak MiB |",
+        out += ["", f"| N | d | {ours} peak MiB | SDPA-flash peak MiB | SDPA-cuDNN peak MiB | SDPA-math peak MiB |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for r in peak:
             cells = [r.get(f"{k}_peak_bytes") for k in br.PEAK_IMPLS]

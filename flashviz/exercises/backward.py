@@ -277,7 +277,7 @@ def check_bwd_share(answer, N: int = 4096, d: int = 64, causal: bool = False, im
     Within 1 %, narrowed so that no named mistake passes (the forward's share, backward ÷
     forward, the FLOPs' 2.5 / 3.5, a percentage, another implementation's row); the right answer
     is told how it compares with 2.5 / 3.5."""
-    from ..records.bwd_records import IMPLS, flop_ratio, time_rows
+    from ..records.bwd_records import IMPLS, flop_ratio, impl_label, time_rows
 
     res = _bwd_record(res)
     row = next((r for r in time_rows(res, d=d, causal=causal) if r["N"] == N), None)
@@ -292,8 +292,8 @@ def check_bwd_share(answer, N: int = 4096, d: int = 64, causal: bool = False, im
                 (100 * want, "give a fraction, not a percentage")]
     for other in IMPLS:
         if other != impl and f"{other}_bwd_share" in row:
-            mistakes.append((row[f"{other}_bwd_share"], f"that is {other}'s row ({IMPLS[other]}); the question is "
-                                                        f"about {impl} ({IMPLS.get(impl, impl)})"))
+            mistakes.append((row[f"{other}_bwd_share"], f"that is {other}'s row ({impl_label(res, other)}); the "
+                                                        f"question is about {impl} ({impl_label(res, impl)})"))
     got = close_number(answer, want, rel=0.01, what="the backward's share of forward + backward",
                        mistakes=_far(want, mistakes, 0.02),
                        hint="backward time ÷ (forward + backward time), both by public call")

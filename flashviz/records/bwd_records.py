@@ -20,16 +20,28 @@ kernel's or ours on tensor cores).
 ``teaching_rows(res)``: the teaching backward's rows with the blocks it ran with and its errors
 (chapter 6's ``BackwardGPUPanel`` without a GPU).
 
+Which dQ path ours on tensor cores ran is read off the record, never assumed: ``bwd_mma`` is always
+``flash_backward_mma``'s default call, which added dQ with fp32 atomics until the separate,
+deterministic pass became the default (records of then time that pass beside it as ``bwd_mma_det``)
+and runs the separate pass since (records time the atomics beside it as ``bwd_mma_atomic``).
+``dq_path(res, impl)`` reads it off the rows' ``<impl>_kernel_name`` (``kernel_dq``: the main
+kernel's ATOMIC_DQ template argument), ``impl_label(res, impl)`` names an implementation with it,
+``dq_twins(res, kernel)`` pairs a kernel's atomic and deterministic implementations.
+
 Plain Python: no CuPy, no torch, no matplotlib (``tests/core/test_records.py``).
 """
 
 from __future__ import annotations
 
+import re
+
 from .results import cuda_version, latest_results
 
-#: the record's implementations, in the order the lesson lists them, with their names on screen
-IMPLS = {"bwd_mma": "ours, tensor cores (fp16)",
-         "bwd_mma_det": "ours, tensor cores (fp16, deterministic dQ)",
+#: the record's implementations, in the order the lesson lists them, with the calls they time
+#: (``impl_label`` adds the dQ path a record's kernels ran to ours on tensor cores)
+IMPLS = {"bwd_mma": "ours, tensor cores (fp16, the default call)",
+         "bwd_mma_det": "ours, tensor cores (fp16, deterministic=True)",
+         "bwd_mma_atomic": "ours, tensor cores (fp16, dq='atomic')",
          "bwd_teaching": "ours, teaching kernel (fp32, atomic dQ)",
          "bwd_teaching_det": "ours, teaching kernel (fp32, deterministic dQ)",
          "sdpa_flash_bwd": "SDPA-flash (FlashAttention-2)",
@@ -37,7 +49,17 @@ IMPLS = {"bwd_mma": "ours, tensor cores (fp16)",
          "sdpa_math_bwd": "SDPA-math (stores P)"}
 #: the implementations the peak-memory rows measure, and those that recompute P
 PEAK_IMPLS = ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd")
-RECOMPUTE = ("bwd_mma", "bwd_mma_det", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
+RECOMPUTE = ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd",
+             "sdpa_cudnn_bwd")
+#: ours on tensor cores: bwd_mma, the default call, and the other dQ path a record times beside it —
+#: bwd_mma_det (deterministic=True: the separate pass) while the atomics were the default,
+#: bwd_mma_atomic (dq="atomic") since the separate pass is
+MMA_IMPLS = ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")
+#: the two dQ paths, as labels name them: fp32 atomicAdd, or the separate pass in a fixed order
+DQ_WORDS = {"atomic": "atomic dQ", "separate": "deterministic dQ"}
+#: the dQ path of the implementations whose call fixes it (bwd_mma's is the default of its time)
+_DQ_OF_CALL = {"bwd_mma_det": "separate", "bwd_mma_atomic": "atomic", "bwd_teaching": "atomic",
+               "bwd_teaching_det": "separate"}
 #: the SDPA backends ours is compared with
 THEIRS = ("sdpa_flash_bwd", "sdpa_cudnn_bwd")
 METHODS = {"call": "public call", "kernel": "kernel-only"}
@@ -63,6 +85,85 @@ def det_flop_ratio() -> float:
 def flop_ratio(recompute: bool = True) -> float:
     """Backward FLOPs ÷ forward FLOPs (matmuls only): 2.5 with P recomputed, 2.0 with P stored."""
     return (BWD_MATMULS if recompute else BWD_MATMULS_STORED) / FWD_MATMULS
+
+
+_MAIN_KERNEL = re.compile(r"\bflash_bwd_mma<([^<>]*)>")
+_DQ_KERNEL = re.compile(r"\bflash_bwd_mma_dq\b")
+
+
+def kernel_dq(name) -> str | None:
+    """The dQ path a tensor-core kernel name (``<impl>_kernel_name``: the longest GPU activity of a
+    call, demangled, perhaps cut short) shows: "atomic" for the main kernel
+    ``flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …>`` with ATOMIC_DQ true, or with only four
+    template arguments (built before the flag existed, when atomics were its only dQ); "separate"
+    for ATOMIC_DQ false or the dQ pass ``flash_bwd_mma_dq``; None for anything else."""
+    name = name if isinstance(name, str) else ""
+    if _DQ_KERNEL.search(name):
+        return "separate"
+    m = _MAIN_KERNEL.search(name)
+    if not m:
+        return None
+    args = [a.strip() for a in m[1].split(",")]
+    if len(args) == 4:
+        return "atomic"
+    return {"true": "atomic", "1": "atomic", "false": "separate", "0": "separate"}.get(args[4]) if len(args) > 4 else None
+
+
+def _ran(r: dict, impl: str) -> bool:
+    return any(_num(r.get(f"{impl}_{t}")) for t in ("call_ms", "kernel_ms"))
+
+
+def dq_path(res: dict, impl: str) -> str | None:
+    """How ``impl`` added up dQ in this record: "atomic" or "separate" (the deterministic pass).
+    The teaching kernel's implementations by their call (``bwd_teaching`` atomics,
+    ``bwd_teaching_det`` the pass); ours on tensor cores (MMA_IMPLS) as its rows' kernel names say
+    (``kernel_dq``), else as their ``<impl>_dq`` says (written with the call since the separate pass
+    became the default), else by the call: bwd_mma_det "separate", bwd_mma_atomic "atomic", and
+    bwd_mma, the default call, "separate" in a record that times bwd_mma_atomic beside it and
+    "atomic" otherwise (the records made before). None for SDPA's, for one of ours on tensor
+    cores that ran nowhere in the record, and where its rows disagree. LookupError like
+    ``bwd_record``."""
+    rows = [r for r in bwd_record(res)["bench"] if _ran(r, impl)]
+    if impl in ("bwd_teaching", "bwd_teaching_det"):
+        return _DQ_OF_CALL[impl]
+    if impl not in MMA_IMPLS or not rows:
+        return None
+    found = {kernel_dq(r.get(f"{impl}_kernel_name")) for r in rows} - {None}
+    if not found:
+        found = {r[f"{impl}_dq"] for r in rows if r.get(f"{impl}_dq") in DQ_WORDS}
+    if found:
+        return found.pop() if len(found) == 1 else None
+    if impl in _DQ_OF_CALL:
+        return _DQ_OF_CALL[impl]
+    return "separate" if any(_ran(r, "bwd_mma_atomic") for r in bwd_record(res)["bench"]) else "atomic"
+
+
+def impl_label(res: dict, impl: str) -> str:
+    """An implementation's name on screen for this record: for ours on tensor cores the dQ path
+    its kernels ran (``dq_path``), e.g. "ours, tensor cores (fp16, atomic dQ)" or "ours, tensor
+    cores (fp16, deterministic dQ)" ("ours, tensor cores (fp16)" when the record does not say);
+    ``IMPLS[impl]`` for the others."""
+    if impl in MMA_IMPLS:
+        path = dq_path(res, impl)
+        return f"ours, tensor cores (fp16{', ' + DQ_WORDS[path] if path else ''})"
+    return IMPLS.get(impl, impl)
+
+
+def kernel_forms(res: dict, impl: str) -> list[str]:
+    """The tensor-core kernels ``impl``'s rows timed, as their ``<impl>_kernel_name`` shows them,
+    e.g. "flash_bwd_mma with ATOMIC_DQ = true", "flash_bwd_mma with 4 template arguments (built
+    before ATOMIC_DQ existed)", "flash_bwd_mma_dq"; sorted, [] where no row names one."""
+    out = set()
+    for r in bwd_record(res)["bench"]:
+        name = r.get(f"{impl}_kernel_name") or ""
+        m = _MAIN_KERNEL.search(name) if isinstance(name, str) else None
+        if isinstance(name, str) and _DQ_KERNEL.search(name):
+            out.add("flash_bwd_mma_dq")
+        elif m:
+            args = [a.strip() for a in m[1].split(",")]
+            out.add(f"flash_bwd_mma with ATOMIC_DQ = {args[4]}" if len(args) > 4 else
+                    f"flash_bwd_mma with {len(args)} template arguments (built before ATOMIC_DQ existed)")
+    return sorted(out)
 
 
 def bwd_record(res: dict | None = None) -> dict:
@@ -99,8 +200,8 @@ def time_rows(res: dict, *, d=None, causal=None) -> list[dict]:
     ``<impl>_call_tflops`` and ``_kernel_tflops`` (flops_bwd over each time);
     ``<impl>_fwd_ms`` = fwdbwd − call (the forward by public call: a difference of two medians);
     ``<impl>_bwd_over_fwd`` = call ÷ fwd, ``<impl>_bwd_share`` = call ÷ fwdbwd;
-    for ``bwd_mma``: ``bwd_mma_<call|kernel>_vs_<theirs>`` = their time ÷ ours (above 1: ours is
-    faster) for theirs in THEIRS, and ``bwd_mma_fwdbwd_vs_<theirs>``."""
+    for each of MMA_IMPLS (ours on tensor cores): ``<impl>_<call|kernel>_vs_<theirs>`` = their
+    time ÷ ours (above 1: ours is faster) for theirs in THEIRS, and ``<impl>_fwdbwd_vs_<theirs>``."""
     out = []
     for r in bwd_record(res)["bench"]:
         if (d is not None and r["d"] != d) or (causal is not None and bool(r["causal"]) != bool(causal)):
@@ -121,11 +222,12 @@ def time_rows(res: dict, *, d=None, causal=None) -> list[dict]:
                     row[f"{impl}_fwd_ms"] = fb - call
                     row[f"{impl}_bwd_over_fwd"] = call / (fb - call)
                     row[f"{impl}_bwd_share"] = call / fb
-        for other in THEIRS:
-            for m, key in (("call", "call_ms"), ("kernel", "kernel_ms"), ("fwdbwd", "fwdbwd_ms")):
-                a, b = row.get(f"{other}_{key}"), row.get(f"bwd_mma_{key}")
-                if a is not None and b:
-                    row[f"bwd_mma_{m}_vs_{other}"] = a / b
+        for ours in MMA_IMPLS:
+            for other in THEIRS:
+                for m, key in (("call", "call_ms"), ("kernel", "kernel_ms"), ("fwdbwd", "fwdbwd_ms")):
+                    a, b = row.get(f"{other}_{key}"), row.get(f"{ours}_{key}")
+                    if a is not None and b:
+                        row[f"{ours}_{m}_vs_{other}"] = a / b
         out.append(row)
     return sorted(out, key=lambda x: (x["d"], x["causal"], x["N"]))
 
@@ -156,14 +258,17 @@ def peak_rows(res: dict) -> list[dict]:
 
 
 def repeatability(res: dict) -> dict:
-    """{impl: {"shapes", "equal", "dQ", "dK", "dV", "runs", "deterministic"}}: of the shapes whose
-    repeated calls the record compared bit for bit, how many gave the same bits every time (all
-    three gradients, and each one), the runs per shape, and whether the call asked to be
-    deterministic; implementations in the record's order."""
+    """{impl: {"shapes", "equal", "dQ", "dK", "dV", "runs", "deterministic", "dq"}}: of the shapes
+    whose repeated calls the record compared bit for bit, how many gave the same bits every time
+    (all three gradients, and each one), the runs per shape, whether its dQ path promises the
+    same bits (the record's flag: the deterministic pass), and that path (``dq_path``: "atomic",
+    "separate" or None); implementations in the record's order."""
     out: dict = {}
-    for x in bwd_record(res).get("deterministic", []):
+    rec = bwd_record(res)
+    for x in rec.get("deterministic", []):
         s = out.setdefault(x["impl"], {"shapes": 0, "equal": 0, "dQ": 0, "dK": 0, "dV": 0, "runs": set(),
-                                       "deterministic": bool(x.get("deterministic"))})
+                                       "deterministic": bool(x.get("deterministic")),
+                                       "dq": dq_path(rec, x["impl"]) or x.get("dq")})
         s["shapes"] += 1
         s["equal"] += bool(x.get("bitwise_equal"))
         for g in ("dQ", "dK", "dV"):
@@ -209,21 +314,42 @@ def teaching_rows(res: dict | None = None, *, d=None, causal=None) -> list[dict]
     return out
 
 
-#: each atomic-dQ backward and its deterministic-dQ twin (``det_cost``)
-DET_PAIRS = {"bwd_teaching": "bwd_teaching_det", "bwd_mma": "bwd_mma_det"}
+#: the kernels whose two dQ paths a record may time (``dq_twins``, ``det_cost``)
+DET_KERNELS = ("bwd_teaching", "bwd_mma")
+
+
+def dq_twins(res: dict, kernel: str = "bwd_teaching") -> tuple[str, str] | None:
+    """(atomic, deterministic): the record's implementations of one kernel with each dQ path.
+    "bwd_teaching" (the fp32 teaching kernel): ("bwd_teaching", "bwd_teaching_det"). "bwd_mma"
+    (ours on tensor cores): of MMA_IMPLS that ran, the one whose ``dq_path`` is "atomic" and the one
+    whose path is "separate" — ("bwd_mma", "bwd_mma_det") in records made while the atomics were
+    the default, ("bwd_mma_atomic", "bwd_mma") since; None where the record has not both. ValueError
+    for another kernel; LookupError like ``bwd_record``."""
+    if kernel not in DET_KERNELS:
+        raise ValueError(f"det_cost compares {' or '.join(DET_KERNELS)} with its deterministic twin, not {kernel!r}")
+    if kernel == "bwd_teaching":
+        return ("bwd_teaching", "bwd_teaching_det")
+    by: dict = {}
+    for impl in MMA_IMPLS:
+        path = dq_path(res, impl)
+        if path is not None:
+            by.setdefault(path, impl)
+    return (by["atomic"], by["separate"]) if len(by) == 2 else None
 
 
 def det_cost(res: dict, impl: str = "bwd_teaching") -> list[dict]:
-    """What the deterministic dQ costs one backward: per bench row where both ``impl`` (atomic dQ:
-    ``bwd_teaching``, the fp32 teaching kernel, or ``bwd_mma``, ours on tensor cores) and its twin
-    ``DET_PAIRS[impl]`` ran, sorted by (d, causal, N): d, causal, N and the deterministic one's time
-    ÷ the atomic one's (dimensionless: two medians in ms divided, one method on both sides) by public
-    call (``call``) and, where both have it, kernel-only (``kernel``). Above 1: the deterministic
-    backward is slower. [] when the record has no such row (one made before the twin was timed).
-    ValueError for an ``impl`` not in DET_PAIRS; LookupError like ``bwd_record``."""
-    if impl not in DET_PAIRS:
-        raise ValueError(f"det_cost compares {' or '.join(DET_PAIRS)} with its deterministic twin, not {impl!r}")
-    det = DET_PAIRS[impl]
+    """What the deterministic dQ costs one backward: per bench row where both implementations of
+    ``dq_twins(res, impl)`` ran (``impl``: "bwd_teaching", the fp32 teaching kernel, or "bwd_mma",
+    ours on tensor cores, whichever of its implementations the record has with each dQ path),
+    sorted by (d, causal, N): d, causal, N and the deterministic one's time ÷ the atomic one's
+    (dimensionless: two medians in ms divided, one method on both sides) by public call (``call``)
+    and, where both have it, kernel-only (``kernel``). Above 1: the deterministic backward is
+    slower. [] when the record has no such row (one made before the twin was timed). ValueError
+    for an ``impl`` not in DET_KERNELS; LookupError like ``bwd_record``."""
+    twins = dq_twins(res, impl)
+    if twins is None:
+        return []
+    impl, det = twins
     out = []
     for r in time_rows(res):
         if f"{det}_call_ms" in r and f"{impl}_call_ms" in r:

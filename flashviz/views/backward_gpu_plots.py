@@ -11,9 +11,11 @@ call (forward = fwdbwd_call_ms − call_ms, a difference of two medians) against
 
 ``plot_bwd_speed(res)`` — the backward's TFLOP/s (FLOPs = 2.5 × the forward's matmul FLOPs,
 causal: the visible half) against N, one panel per (d, mask): those of SPEED_IMPLS that the
-record has — ours on tensor cores with atomic dQ and (``bwd_mma_det``) with the deterministic dQ,
-the fp32 teaching kernel, SDPA-flash and SDPA-cuDNN; public call (CUDA events, median: solid, filled
-markers) and kernel-only (the profiler's GPU time per call, median: dotted, hollow markers).
+record has — ours on tensor cores, the default call (``bwd_mma``) and the other dQ path beside it
+(``bwd_mma_det`` or ``bwd_mma_atomic``), each named by the dQ path the record's kernels ran
+(``short``), the fp32 teaching kernel, SDPA-flash and SDPA-cuDNN; public call (CUDA events, median:
+solid, filled markers) and kernel-only (the profiler's GPU time per call, median: dotted, hollow
+markers).
 
 Both return a new Figure (``style.fit_dpi``: at most FIT_WIDTH_PX wide in a notebook), label it
 with the record's device, date and commit, and raise ValueError (one line) for a record without
@@ -25,25 +27,48 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-from ..records.bwd_records import IMPLS, PEAK_IMPLS, bwd_label, flop_ratio, peak_rows, time_rows
+from ..records.bwd_records import (
+    DQ_WORDS,
+    IMPLS,
+    MMA_IMPLS,
+    PEAK_IMPLS,
+    bwd_label,
+    dq_path,
+    flop_ratio,
+    peak_rows,
+    time_rows,
+)
 from . import style
 from .text import wrap_text
 
-#: (colour, line width, marker) of each implementation, in every figure of the chapter
-LOOK = {"bwd_mma": ("#d62728", 2.0, "o"), "bwd_mma_det": ("#ff9896", 1.4, "P"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
+#: (colour, line width, marker) of each implementation, in every figure of the chapter: ours, the
+#: default call, dark red; the other dQ path beside it pale red
+LOOK = {"bwd_mma": ("#d62728", 2.0, "o"), "bwd_mma_det": ("#ff9896", 1.4, "P"),
+        "bwd_mma_atomic": ("#ff9896", 1.4, "*"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
         "bwd_teaching_det": ("#98df8a", 1.4, "D"), "sdpa_flash_bwd": ("#1f77b4", 1.4, "^"),
         "sdpa_cudnn_bwd": ("#9467bd", 1.4, "v"), "sdpa_math_bwd": ("#8c564b", 2.0, "X")}
-#: short names for legends
+#: short names for legends (``short`` adds the dQ path a record's kernels ran to bwd_mma's)
 SHORT = {"bwd_mma": "ours, tensor cores", "bwd_mma_det": "ours, tensor cores (deterministic dQ)",
+         "bwd_mma_atomic": "ours, tensor cores (atomic dQ)",
          "bwd_teaching": "ours, teaching fp32 (atomic dQ)",
          "bwd_teaching_det": "ours, teaching fp32 (deterministic dQ)", "sdpa_flash_bwd": "SDPA-flash",
          "sdpa_cudnn_bwd": "SDPA-cuDNN", "sdpa_math_bwd": "SDPA-math: stores P"}
 #: what plot_bwd_speed draws, in this order, where the record has it (the teaching kernel's
 #: deterministic twin is left out: at a few TFLOP/s its line would crowd the teaching one's; the
 #: chapter prints its cost, bwd_records.det_cost)
-SPEED_IMPLS = ("bwd_mma", "bwd_mma_det", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
+SPEED_IMPLS = ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")
 SAFE = 0.96       #: wrap texts to this share of their room (Agg draws a little wider than measured)
 PAD = 4.0         #: points between the figure's edge and a legend at its bottom
+
+
+def short(res: dict, impl: str) -> str:
+    """``impl``'s legend name in a figure of ``res``: for ours on tensor cores "ours, tensor cores"
+    and the dQ path the record's kernels ran (``bwd_records.dq_path``), e.g. "ours, tensor cores
+    (atomic dQ)"; ``SHORT[impl]`` for the others."""
+    if impl in MMA_IMPLS:
+        path = dq_path(res, impl)
+        return SHORT["bwd_mma"] + (f" ({DQ_WORDS[path]})" if path else "")
+    return SHORT[impl]
 
 
 def _check(res, key: str, what: str) -> None:
@@ -119,7 +144,7 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
             pts = [(r["N"], r[f"{impl}_{what}_per_head"] / 2**20) for r in peaks if f"{impl}_{what}_per_head" in r]
             if pts:
                 x, y = zip(*pts)
-                _draw(ax, x, y, impl, label=SHORT[impl])
+                _draw(ax, x, y, impl, label=short(res, impl))
                 seen.setdefault(impl, ax.get_lines()[-1])
         _n_axis(ax, Ns)
         ax.set_yscale("log")
@@ -136,14 +161,14 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
     for r in peaks:
         for impl in PEAK_IMPLS:
             if f"{impl}_note" in r:
-                ax_peak.text(r["N"] * 1.2, hi * 2.4, f"{SHORT[impl].split(':')[0]}:\nnot run at {r['N'] // 1024}k",
+                ax_peak.text(r["N"] * 1.2, hi * 2.4, f"{short(res, impl).split(':')[0]}:\nnot run at {r['N'] // 1024}k",
                              ha="right", va="top", fontsize=pt(8), color=LOOK[impl][0])
 
     for impl in IMPLS:
         pts = [(r["N"], r[f"{impl}_bwd_over_fwd"]) for r in times if f"{impl}_bwd_over_fwd" in r]
         if pts:
             x, y = zip(*pts)
-            _draw(ax_time, x, y, impl, label=SHORT[impl])
+            _draw(ax_time, x, y, impl, label=short(res, impl))
             seen.setdefault(impl, ax_time.get_lines()[-1])
     Nt = [r["N"] for r in times]
     _n_axis(ax_time, Nt)
@@ -167,7 +192,7 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
     fig.draw_without_rendering()        # lays out the texts; a canvas draw before ipympl's canvas is shown
                                         # sends it a broken frame (ipympl #472: a console error)
     order = [k for k in IMPLS if k in seen]
-    bottom = _legend_under_title(fig, [seen[k] for k in order], [SHORT[k] for k in order], pt(8), 3)
+    bottom = _legend_under_title(fig, [seen[k] for k in order], [short(res, k) for k in order], pt(8), 3)
     fig.tight_layout(rect=(0, 0, 1, bottom - 0.01), h_pad=1.4)
     return fig
 
@@ -197,7 +222,7 @@ def plot_bwd_speed(res: dict, *, figsize=(9.4, 6.8)):
                 top = max(top, max(y))
                 ax.plot(x, y, ls, color=colour, lw=lw if m == "call" else 1.1, marker=mk, ms=4.5,
                         mfc=colour if fill else "white",
-                        label=f"{SHORT[impl]}, {'public call' if m == 'call' else 'kernel-only'}")
+                        label=f"{short(res, impl)}, {'public call' if m == 'call' else 'kernel-only'}")
         _n_axis(ax, [r["N"] for r in sel])
         ax.set_title(f"d = {d}, {'causal' if causal else 'no mask'}", fontsize=pt(9.5), loc="left")
         ax.tick_params(labelsize=pt(8.5))

@@ -5,7 +5,10 @@ against values worked out here from the raw keys of the newest committed record:
 forward = fwd+bwd − bwd, TFLOP/s = FLOPs over milliseconds, ratios of raw times with one method on
 both sides. The figures fit a notebook (at most FIT_WIDTH_PX wide, no text under 7.5 pt, none
 overlapping or leaving the figure, no raw exponent, at the notebook's text size and the
-presenter's) and refuse a record without their rows in one line.
+presenter's) and refuse a record without their rows in one line. Both layouts of a record are read:
+``bwd_mma`` the atomic dQ with ``bwd_mma_det`` beside it (records made while atomics were the
+default), and ``bwd_mma`` the deterministic pass with ``bwd_mma_atomic`` beside it (since; made here
+from the committed record by ``bwd_styles.new_style``), each labelled by the kernels it ran.
 
 Tests that read the recorded JSON carry the ``recorded_data`` marker."""
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from bwd_styles import new_style
 from test_no_overlap import raw_exponents, text_problems, visible_texts
 
 matplotlib.use("Agg")
@@ -25,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from flashviz.records import bwd_records as br  # noqa: E402
 from flashviz.views import style  # noqa: E402
-from flashviz.views.backward_gpu_plots import plot_bwd_speed, plot_recompute_vs_store  # noqa: E402
+from flashviz.views.backward_gpu_plots import SHORT, plot_bwd_speed, plot_recompute_vs_store, short  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -42,9 +46,30 @@ def _newest_bwd():
 REC = _newest_bwd()
 BENCH = sorted(REC["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
 PEAKS = REC["peak_bytes"]
-RECOMPUTE = ["bwd_mma", "bwd_mma_det", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+RECOMPUTE = ["bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd",
+             "sdpa_cudnn_bwd"]
 #: the speed figure's implementations (the teaching kernel's deterministic twin is not drawn there)
-SPEED = ["bwd_mma", "bwd_mma_det", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+SPEED = ["bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
+
+
+def _raw_dq(rec, impl):
+    """How ``impl`` added up dQ, from the raw kernel names (not through flashviz): the main kernel
+    flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true, or with four template
+    arguments (before the flag: atomics only), is "atomic", ATOMIC_DQ false "separate"."""
+    paths = set()
+    for r in rec["bench"]:
+        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
+        if m:
+            a = [x.strip() for x in m[1].split(",")]
+            paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
+    assert len(paths) <= 1, (impl, paths)
+    return paths.pop() if paths else None
+
+
+def _mma_twins(rec):
+    """(atomic, deterministic) implementations of ours on tensor cores, from the raw kernel names."""
+    by = {_raw_dq(rec, i): i for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
+    return by.get("atomic"), by.get("separate")
 
 
 def bwd_over_fwd(r, impl):
@@ -117,9 +142,11 @@ def _without(rec, impl):
 
 
 @recorded_data
-@pytest.mark.parametrize("atomic, det", [("bwd_teaching", "bwd_teaching_det"), ("bwd_mma", "bwd_mma_det")])
-def test_recorded_data_the_deterministic_cost_is_the_raw_times_ratio(atomic, det):
-    cost = br.det_cost(REC, atomic)
+@pytest.mark.parametrize("kernel", ["bwd_teaching", "bwd_mma"])
+def test_recorded_data_the_deterministic_cost_is_the_raw_times_ratio(kernel):
+    atomic, det = ("bwd_teaching", "bwd_teaching_det") if kernel == "bwd_teaching" else _mma_twins(REC)
+    assert br.dq_twins(REC, kernel) == (atomic, det)
+    cost = br.det_cost(REC, kernel)
     rows = [r for r in BENCH if _ran(r, f"{det}_call_ms") and _ran(r, f"{atomic}_call_ms")]
     assert rows, f"the record has no row with both {atomic} and {det}"
     assert [(c["d"], c["causal"], c["N"]) for c in cost] == [(r["d"], r["causal"], r["N"]) for r in rows]
@@ -127,9 +154,9 @@ def test_recorded_data_the_deterministic_cost_is_the_raw_times_ratio(atomic, det
                                                       rel=1e-12)
     assert [c["kernel"] for c in cost] == pytest.approx(
         [r[f"{det}_kernel_ms"] / r[f"{atomic}_kernel_ms"] for r in rows], rel=1e-12)
-    if atomic == "bwd_teaching":
+    if kernel == "bwd_teaching":
         assert br.det_cost(REC) == cost                  # the default pair: the teaching kernel, as before
-    assert br.det_cost(_without(REC, det), atomic) == []   # a record made before the twin ran
+    assert br.det_cost(_without(REC, det), kernel) == []   # a record made before the twin ran
 
 
 def test_det_cost_refuses_a_pair_it_does_not_know():
@@ -139,6 +166,66 @@ def test_det_cost_refuses_a_pair_it_does_not_know():
         assert "\n" not in str(e.value)
     with pytest.raises(LookupError):
         br.det_cost({"nothing": 1}, "bwd_mma")
+
+
+def test_kernel_names_say_how_dq_was_added_up():
+    assert br.kernel_dq("void flash_bwd_mma<0, 128, 64, false, true>(unsigned short const*, unsig") == "atomic"
+    assert br.kernel_dq("void flash_bwd_mma<0, 128, 128, true, false>(unsigned short const*, unsi") == "separate"
+    assert br.kernel_dq("void flash_bwd_mma<1, 64, 64, true, false, 2>(unsigned short const*)") == "separate"
+    assert br.kernel_dq("void flash_bwd_mma<0, 128, 64, false>(unsigned short const*, unsigned sho") == "atomic"
+    assert br.kernel_dq("void flash_bwd_mma_dq<0, 64, false, 1>(unsigned short const*)") == "separate"
+    for other in ("void flash_bwd_mma_preprocess<0, 64>(unsigned short const*)", "void flash_bwd<64, 64, 64, false>(",
+                  "void flash_bwd_mma<0, 128", "", None, 3):
+        assert br.kernel_dq(other) is None, other
+
+
+#: the committed record laid out as records are written since the separate pass became the default
+NEW = new_style(REC)
+
+
+@recorded_data
+def test_recorded_data_both_layouts_are_labelled_by_the_kernels_they_ran():
+    old_atomic, old_det = _mma_twins(REC)
+    if (old_atomic, old_det) != ("bwd_mma", "bwd_mma_det"):
+        pytest.skip("the newest record is already of the new layout")
+    for rec, default, other, twins in ((REC, "atomic", "bwd_mma_det", ("bwd_mma", "bwd_mma_det")),
+                                       (NEW, "separate", "bwd_mma_atomic", ("bwd_mma_atomic", "bwd_mma"))):
+        assert br.dq_path(rec, "bwd_mma") == default and br.dq_twins(rec, "bwd_mma") == twins
+        assert br.dq_path(rec, other) == ({"atomic", "separate"} - {default}).pop()
+        assert br.impl_label(rec, "bwd_mma") == f"ours, tensor cores (fp16, {br.DQ_WORDS[default]})"
+        assert short(rec, "bwd_mma") == f"ours, tensor cores ({br.DQ_WORDS[default]})"
+        rep = br.repeatability(rec)
+        assert rep["bwd_mma"]["dq"] == default and rep[other]["dq"] != default
+        assert rep[twins[1]]["deterministic"] and not rep[twins[0]]["deterministic"]
+    # the same measurements under either layout: the same cost of the deterministic dQ, the same speeds
+    assert br.det_cost(NEW, "bwd_mma") == br.det_cost(REC, "bwd_mma") != []
+    for old, new in zip(br.time_rows(REC), br.time_rows(NEW)):
+        assert new["bwd_mma_kernel_vs_sdpa_flash_bwd"] == old["bwd_mma_det_kernel_vs_sdpa_flash_bwd"]
+        assert new["bwd_mma_atomic_kernel_vs_sdpa_flash_bwd"] == old["bwd_mma_kernel_vs_sdpa_flash_bwd"]
+        assert "bwd_mma_atomic_fwdbwd_ms" not in new and "bwd_mma_fwdbwd_ms" in new
+    # kernel names gone: each row's <impl>_dq (the new layout), else the call each name stands for
+    for rec, want in ((REC, {"bwd_mma": "atomic", "bwd_mma_det": "separate", "bwd_mma_atomic": None}),
+                      (NEW, {"bwd_mma": "separate", "bwd_mma_det": None, "bwd_mma_atomic": "atomic"})):
+        bare = {**rec, "bench": [{k: v for k, v in r.items() if not k.endswith("_kernel_name")} for r in rec["bench"]]}
+        assert {i: br.dq_path(bare, i) for i in br.MMA_IMPLS} == want
+        nodq = {**bare, "bench": [{k: v for k, v in r.items() if not k.endswith("_dq")} for r in bare["bench"]]}
+        assert {i: br.dq_path(nodq, i) for i in br.MMA_IMPLS} == want
+    # rows that disagree: no path is claimed
+    mixed = {**REC, "bench": [dict(r) for r in REC["bench"]]}
+    mixed["bench"][0]["bwd_mma_kernel_name"] = mixed["bench"][0]["bwd_mma_det_kernel_name"]
+    assert br.dq_path(mixed, "bwd_mma") is None and br.impl_label(mixed, "bwd_mma") == "ours, tensor cores (fp16)"
+    assert br.dq_twins(mixed, "bwd_mma") is None and br.det_cost(mixed, "bwd_mma") == []
+
+
+def test_the_first_record_has_the_atomic_dq_alone():
+    """bwd-h200-2026-12-04.json: before ATOMIC_DQ existed (kernel names with four template
+    arguments), atomics were the only dQ; no deterministic twin, so no deterministic cost."""
+    rec = json.loads((RESULTS / "bwd-h200-2026-12-04.json").read_text())
+    assert br.dq_path(rec, "bwd_mma") == "atomic" and br.dq_twins(rec, "bwd_mma") is None
+    assert br.det_cost(rec, "bwd_mma") == [] and br.kernel_forms(rec, "bwd_mma") == [
+        "flash_bwd_mma with 4 template arguments (built before ATOMIC_DQ existed)"]
+    assert {i: br.dq_path(rec, i) for i in ("bwd_mma_det", "bwd_mma_atomic", "sdpa_flash_bwd")} == dict.fromkeys(
+        ("bwd_mma_det", "bwd_mma_atomic", "sdpa_flash_bwd"))
 
 
 def test_the_reader_refuses_what_is_not_a_backward_record():
@@ -163,7 +250,7 @@ def test_recorded_data_recompute_vs_store_draws_the_record(figures):
         lines = _lines(ax)
         for impl in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd", "sdpa_math_bwd"):
             sel = [r for r in peaks if f"{impl}_{what}_bytes" in r]
-            (ln,) = [ln for label, ln in lines.items() if label == plot_short(impl)]
+            (ln,) = [ln for label, ln in lines.items() if label == short(REC, impl)]
             assert list(ln.get_xdata()) == [r["N"] for r in sel]
             assert list(ln.get_ydata()) == pytest.approx([r[f"{impl}_{what}_bytes"] / (r["B"] * r["H"]) / 2**20
                                                           for r in sel])
@@ -174,18 +261,16 @@ def test_recorded_data_recompute_vs_store_draws_the_record(figures):
     lines = _lines(time)
     for impl in RECOMPUTE:
         rows = [r for r in sel if f"{impl}_fwdbwd_call_ms" in r]
-        (ln,) = [ln for label, ln in lines.items() if label == plot_short(impl)]
+        if not rows:
+            assert short(REC, impl) not in lines
+            continue
+        (ln,) = [ln for label, ln in lines.items() if label == short(REC, impl)]
         assert list(ln.get_ydata()) == pytest.approx([bwd_over_fwd(r, impl) for r in rows], rel=1e-12)
     flat = sorted(ln.get_ydata()[0] for ln in time.get_lines() if len(set(ln.get_ydata())) == 1 and
                   len(ln.get_ydata()) == 2)
     assert flat == [4 / 2, 5 / 2]                     # the FLOP ratios: 4 or 5 matmuls against the forward's 2
     title = fig._suptitle.get_text().replace("\n", " ")
     assert REC["env"]["device"] in title and REC["env"]["time_utc"][:10] in title and REC["env"]["commit"][:7] in title
-
-
-def plot_short(impl):
-    from flashviz.views.backward_gpu_plots import SHORT
-    return SHORT[impl]
 
 
 @recorded_data
@@ -203,7 +288,7 @@ def test_recorded_data_speed_figure_draws_the_record(figures):
         for impl in SPEED:
             for m, name in (("call", "public call"), ("kernel", "kernel-only")):
                 rows = [r for r in sel if _ran(r, f"{impl}_{m}_ms")]
-                label = f"{plot_short(impl)}, {name}"
+                label = f"{short(REC, impl)}, {name}"
                 if not rows:
                     assert label not in lines
                     continue
@@ -212,33 +297,61 @@ def test_recorded_data_speed_figure_draws_the_record(figures):
                 assert list(ln.get_xdata()) == [r["N"] for r in rows]
                 assert list(ln.get_ydata()) == pytest.approx([r["flops_bwd"] / r[f"{impl}_{m}_ms"] / 1e9 for r in rows])
         assert set(lines) == drawn                        # nothing else: not the teaching kernel's twin either
-        # the deterministic tensor-core backward is drawn wherever the record has it, in its own look
-        if any(_ran(r, "bwd_mma_det_call_ms") for r in sel):
-            det, atomic = lines[f"{plot_short('bwd_mma_det')}, public call"], lines[f"{plot_short('bwd_mma')}, public call"]
-            assert det.get_color() != atomic.get_color() and det.get_marker() != atomic.get_marker()
+        # the other dQ path of the tensor-core backward is drawn wherever the record has it, in its own look
+        atomic, det = _mma_twins(REC)
+        if atomic and det and any(_ran(r, f"{det}_call_ms") for r in sel):
+            d_line, a_line = lines[f"{short(REC, det)}, public call"], lines[f"{short(REC, atomic)}, public call"]
+            assert d_line.get_color() != a_line.get_color() and d_line.get_marker() != a_line.get_marker()
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     for impl in SPEED:
-        assert (f"{plot_short(impl)}, public call" in legend) == any(_ran(r, f"{impl}_call_ms") for r in BENCH)
+        assert (f"{short(REC, impl)}, public call" in legend) == any(_ran(r, f"{impl}_call_ms") for r in BENCH)
     assert "ours, tensor cores (deterministic dQ), public call" in legend
     assert REC["env"]["commit"][:7] in fig._suptitle.get_text()
 
 
 @recorded_data
 def test_recorded_data_speed_figure_without_deterministic_rows_leaves_them_out(figures):
-    fig = plot_bwd_speed(_without(REC, "bwd_mma_det"))
+    atomic, det = _mma_twins(REC)
+    fig = plot_bwd_speed(_without(REC, det))
     figures.append(fig)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert f"{plot_short('bwd_mma')}, public call" in labels
-    assert not [t for t in labels if t.startswith(plot_short("bwd_mma_det"))]
-    assert not [label for ax in fig.axes for label in _lines(ax) if label.startswith(plot_short("bwd_mma_det"))]
+    assert f"{short(REC, atomic)}, public call" in labels
+    assert not [t for t in labels if t.startswith(SHORT["bwd_mma_det"])]
+    assert not [label for ax in fig.axes for label in _lines(ax) if label.startswith(SHORT["bwd_mma_det"])]
 
 
 @recorded_data
+def test_recorded_data_the_figures_of_the_new_layout_name_the_default_by_its_kernels(figures):
+    """The committed record laid out as since the separate pass became the default: bwd_mma is drawn
+    as the deterministic dQ (dark red), bwd_mma_atomic as the atomic one beside it, with the same
+    points the old layout's bwd_mma_det and bwd_mma had; the recompute figure has no
+    forward + backward line for the atomics (not timed)."""
+    if _mma_twins(REC) != ("bwd_mma", "bwd_mma_det"):
+        pytest.skip("the newest record is already of the new layout")
+    old, new = plot_bwd_speed(REC), plot_bwd_speed(NEW)
+    figures += [old, new]
+    for ax_old, ax_new in zip(old.axes, new.axes):
+        lo, ln = _lines(ax_old), _lines(ax_new)
+        assert set(lo) == set(ln)                          # the same labels: each names what its line ran
+        for label, line in ln.items():
+            assert list(line.get_ydata()) == list(lo[label].get_ydata()), label
+        det = ln["ours, tensor cores (deterministic dQ), public call"]
+        atomic = ln["ours, tensor cores (atomic dQ), public call"]
+        assert det.get_color() == "#d62728" and atomic.get_color() == "#ff9896"    # ours, the default: dark red
+    fig = plot_recompute_vs_store(NEW, d=64, causal=False)
+    figures.append(fig)
+    labels = set(_lines(fig.axes[2]))
+    assert "ours, tensor cores (deterministic dQ)" in labels and "ours, tensor cores (atomic dQ)" not in labels
+    assert set(_lines(fig.axes[1])) >= {"ours, tensor cores (deterministic dQ)"}
+
+
+@recorded_data
+@pytest.mark.parametrize("layout", ["record", "new layout"])
 @pytest.mark.parametrize("scale", [1.0, 1.4])
 @pytest.mark.parametrize("plot", [plot_recompute_vs_store, plot_bwd_speed])
-def test_recorded_data_the_figures_fit_a_notebook(plot, scale, figures):
+def test_recorded_data_the_figures_fit_a_notebook(plot, scale, layout, figures):
     with style.scaled_text(scale):
-        fig = plot(REC)
+        fig = plot(REC if layout == "record" else NEW)
     figures.append(fig)
     assert fig.bbox.width <= style.FIT_WIDTH_PX + 0.5
     assert not text_problems(fig) and not raw_exponents(fig)

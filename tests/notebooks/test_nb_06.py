@@ -38,6 +38,27 @@ RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "s
 FLOPS_RECOMPUTE, FLOPS_STORED = 5 / 2, 4 / 2     # backward matmuls (dV, dP, dQ, dK, + S again) ÷ the forward's 2
 
 
+def _mma_dq(impl):
+    """How ``impl`` added up dQ, from the raw kernel names of the record (not through flashviz): the
+    main kernel flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true, or with four
+    template arguments (before the flag: atomics only), is "atomic"; ATOMIC_DQ false "separate"."""
+    paths = set()
+    for r in BENCH:
+        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
+        if m:
+            a = [x.strip() for x in m[1].split(",")]
+            paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
+    assert len(paths) <= 1, (impl, paths)
+    return paths.pop() if paths else None
+
+
+#: ours on tensor cores with each dQ path: (bwd_mma, bwd_mma_det) in records made while atomics were
+#: the default, (bwd_mma_atomic, bwd_mma) since
+MMA_PATHS = {i: _mma_dq(i) for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
+MMA_ATOMIC = next(i for i, x in MMA_PATHS.items() if x == "atomic")
+MMA_DET = next(i for i, x in MMA_PATHS.items() if x == "separate")
+
+
 def bwd_over_fwd(r, impl):
     return r[f"{impl}_call_ms"] / (r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"])
 
@@ -336,12 +357,20 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
                 f"({mine[0]['runs']} runs each): dQ {g['dQ']}, dK {g['dK']}, dV {g['dV']}") in texts
     # the prose: only dQ ever differs; the atomic paths differ in most shapes; det always
     assert all(x["dK_bitwise_equal"] and x["dV_bitwise_equal"] for x in det)
-    for impl in ("bwd_teaching", "bwd_mma"):
+    for impl in ("bwd_teaching", MMA_ATOMIC):
         mine = [x for x in det if x["impl"] == impl]
         assert sum(x["bitwise_equal"] for x in mine) < len(mine) / 2
     # "Both deterministic backwards gave the same bits every time"
-    assert {x["impl"] for x in det} >= {"bwd_teaching_det", "bwd_mma_det"}
-    assert all(x["bitwise_equal"] for x in det if x["impl"] in ("bwd_teaching_det", "bwd_mma_det"))
+    assert {x["impl"] for x in det} >= {"bwd_teaching_det", MMA_DET}
+    assert all(x["bitwise_equal"] for x in det if x["impl"] in ("bwd_teaching_det", MMA_DET))
+    # which implementation added up dQ which way, read off the kernel names and printed
+    default = "deterministic dQ" if MMA_PATHS["bwd_mma"] == "separate" else "atomic dQ"
+    assert (f"tensor cores in this record: atomic dQ = {MMA_ATOMIC}, deterministic dQ = {MMA_DET} (bwd_mma is the "
+            f"default call: ours, tensor cores (fp16, {default}))") in texts
+    for impl, path in MMA_PATHS.items():
+        if path:
+            assert f"{impl}: ours, tensor cores (fp16, {'atomic dQ' if path == 'atomic' else 'deterministic dQ'})" \
+                in texts
     md = _markdown()
     assert "Only $dQ$ ever differs" in md and "Both deterministic backwards gave the same bits every time" in md
     assert "Atomics are not free" in md
@@ -357,7 +386,7 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
                 "the deterministic one faster in 0\n") in texts + "\n"
         assert 1 < min(x) and max(x) < 7 / 5          # "slower ..., but by less than its extra FLOPs" (7 matmuls, not 5)
         # the tensor cores: "faster than the atomic one at every shape, by both methods"
-        y = ratios("bwd_mma_det", "bwd_mma", key)
+        y = ratios(MMA_DET, MMA_ATOMIC, key)
         assert len(y) == len(BENCH) and max(y) < 1
         assert (f"deterministic ÷ atomic tensor-core backward, {name}: {min(y):.2f}–{max(y):.2f}x over {len(y)} shapes; "
                 f"the deterministic one faster in {len(y)} ({1 / max(y):.2f}–{1 / min(y):.2f}x faster)") in texts

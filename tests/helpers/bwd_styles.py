@@ -1,0 +1,58 @@
+"""Backward records of both layouts, for the tests of their readers.
+
+Records made while ``flash_backward_mma``'s default dQ was the fp32 atomics hold ``bwd_mma`` = the
+atomic path (kernel ``flash_bwd_mma<…, true>``) and ``bwd_mma_det`` = the separate, deterministic
+pass (``flash_bwd_mma<…, false>``). Records made since the separate pass became the default hold
+``bwd_mma`` = the separate pass and ``bwd_mma_atomic`` = the atomics, without a forward + backward
+figure for the latter (``no_fwdbwd``). ``new_style(rec)`` lays a record of the first kind out as the
+benchmark (``gpu/tensorcore/bench_bwd.py``) writes the second: the same measurements under the
+names they would have now, so a reader must give the same figures for either.
+"""
+
+from __future__ import annotations
+
+import copy
+
+OLD_ATOMIC, OLD_DET = "bwd_mma", "bwd_mma_det"
+NEW_DEFAULT, NEW_ATOMIC = "bwd_mma", "bwd_mma_atomic"
+
+
+def _rename(key: str) -> str | None:
+    """A bench-row key of the old layout under its new name (None: the new layout has no such key)."""
+    if key.startswith(OLD_DET + "_"):
+        return NEW_DEFAULT + key[len(OLD_DET):]
+    if key.startswith(OLD_ATOMIC + "_"):
+        rest = key[len(OLD_ATOMIC):]
+        return None if rest.startswith("_fwdbwd") else NEW_ATOMIC + rest
+    return key
+
+
+def new_style(rec: dict) -> dict:
+    """``rec`` (old layout, with bwd_mma_det rows) as a record of the new layout: bench rows,
+    correctness and determinism entries, impls and no_fwdbwd renamed; ``<impl>_dq`` added as the
+    benchmark writes it. Peak rows keep ``bwd_mma`` (the default call's memory: the same buffers
+    on either dQ path)."""
+    out = copy.deepcopy(rec)
+    names = {OLD_ATOMIC: NEW_ATOMIC, OLD_DET: NEW_DEFAULT}
+    rows = []
+    for r in out["bench"]:
+        row = {}
+        for k, v in r.items():
+            k2 = _rename(k)
+            if k2 is not None:
+                row[k2] = v
+        if any(k.startswith(NEW_DEFAULT + "_") and k.endswith("_ms") for k in row):
+            row[f"{NEW_DEFAULT}_dq"] = "separate"
+        if any(k.startswith(NEW_ATOMIC + "_") and k.endswith("_ms") for k in row):
+            row[f"{NEW_ATOMIC}_dq"] = "atomic"
+        rows.append(row)
+    out["bench"] = rows
+    for e in out.get("correctness", []):
+        e["impl"] = names.get(e["impl"], e["impl"])
+    for e in out.get("deterministic", []):
+        if e["impl"] in names:
+            e["impl"] = names[e["impl"]]
+            e["dq"] = "separate" if e["impl"] == NEW_DEFAULT else "atomic"
+    out["impls"] = [names.get(i, i) for i in out.get("impls", [])]
+    out["no_fwdbwd"] = [NEW_ATOMIC] if NEW_ATOMIC in out["impls"] else []
+    return out
