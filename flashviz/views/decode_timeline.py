@@ -85,7 +85,7 @@ def plot_decode_splits(runs: dict, *, figsize=(10, 6.5)):
     n = t.notes
     fig.suptitle(f"decode kernel {kernel_label(t)}: B = {n.get('B', '?')}, H = {n.get('H', '?')} query heads on H_kv = "
                  f"{n.get('H_kv', '?')}, Nq = {n.get('Nq', '?')}, Nk = {t.N:,}, d = {t.d}"
-                 + ("\n" if presenter(1.15) else " — ") + f"{t.device}, {t.date}", fontsize=pt(10), x=0.01,
+                 + f"\n{t.device}, {t.date}", fontsize=pt(10), x=0.01,
                  ha="left")
     fig.tight_layout(rect=(0, 0, 0.92, 1))
     S_max = max(t.grid[0] for t in tls)

@@ -214,8 +214,8 @@ class BackwardGPUPanel(GPUJob):
         self.N.observe(self._refresh, names="value")
         self._boxes = [W.HTML("<b>The same backward on a GPU</b> — kernels/flash_bwd.cu (float32): key blocks "
                               "outside, query blocks inside, P<sub>ij</sub> recomputed from lse, with the explorer's "
-                              "blocks; timed with the atomic dQ and the deterministic one. The tensor-core backward and "
-                              "PyTorch's: chapter 6, section 7."),
+                              "blocks; timed with the atomic dQ and the deterministic one. The tensor-core backward beside "
+                              "PyTorch's: the recorded tables further down this section."),
                        W.HBox([self.N, self.run_button, self.stop_button, self.progress, self.config])]
         self._notice = restart_notice()      # the page says so if the kernel goes
         self.widget = W.VBox([*self._boxes, self.status, self.result_html, self.recorded_html, self._notice])
