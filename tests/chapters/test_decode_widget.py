@@ -359,7 +359,9 @@ def test_break_it_toggles_rerun_only_what_they_change_and_draw_what_the_state_sa
     ~6 s for the three in a browser) with no busy sign: every tick made the inputs, the dense
     reference of all 32 heads and the run again. Now a tick runs only what it changes — no splits and tiny pages one
     decode_attention each, no rescale nothing (the replay holds both merges) — and a tick switched
-    back finds its run; each picture is the one a widget made with those toggles draws."""
+    back finds its run; each picture is the one a widget made with those toggles draws. (The work a
+    tick does is asserted by counting the runs, not by a clock: a 2-core box under load took 2.9 s
+    for the three ticks that take 0.7 s idle.)"""
     import flashviz.widgets.decode as mod
 
     calls = {"attention": 0, "decode_attention": 0, "decode_inputs": 0}
@@ -379,12 +381,9 @@ def test_break_it_toggles_rerun_only_what_they_change_and_draw_what_the_state_sa
         assert calls == {"attention": 8, "decode_attention": 1, "decode_inputs": 1}     # one per KV head
         k = w.n_frames - 2                                            # the last merge frame
         before = _picture(w, k)
-        times = {}
         for name, runs in (("no_splits", 1), ("no_rescale", 0), ("tiny_pages", 1)):
             n = calls["decode_attention"]
-            t = time.perf_counter()
             getattr(w, name).value = True
-            times[name] = time.perf_counter() - t
             assert calls["decode_attention"] - n == runs, name
         assert calls["attention"] == 8 and calls["decode_inputs"] == 1             # the inputs were kept
         # what the state says: one split over pages of one token, both merges shown
@@ -404,16 +403,11 @@ def test_break_it_toggles_rerun_only_what_they_change_and_draw_what_the_state_sa
             calls[name] = 0
         # switched back, last first: every run is kept, nothing is run again; the first picture
         for name in ("tiny_pages", "no_rescale", "no_splits"):
-            t = time.perf_counter()
             getattr(w, name).value = False
-            times[name + " off"] = time.perf_counter() - t
         assert calls == {"attention": 0, "decode_attention": 0, "decode_inputs": 0}
         assert w.result.num_splits == num_splits_heuristic(8, 64) and w.result.trace.page_size == 16
         assert not w._view.broken
         assert np.array_equal(_picture(w, k), before)
-        # an idle 2-core box: 0.17-0.33 s a tick (before: 0.5-0.65 s, up to 2 s on a busy one)
-        assert sum(times[n] for n in ("no_splits", "no_rescale", "tiny_pages")) < 2.0, times
-        assert max(times.values()) < 1.0, times
         # another shape: new inputs and reference, then the toggle runs on them
         w.Nk.value = 2048
         assert calls == {"attention": 8, "decode_attention": 1, "decode_inputs": 1}
