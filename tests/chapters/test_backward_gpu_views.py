@@ -20,7 +20,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-from bwd_styles import new_style
+from bwd_styles import new_style, raw_dq
 from test_no_overlap import raw_exponents, text_problems, visible_texts
 
 matplotlib.use("Agg")
@@ -52,23 +52,9 @@ RECOMPUTE = ["bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "bwd_te
 SPEED = ["bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
 
 
-def _raw_dq(rec, impl):
-    """How ``impl`` added up dQ, from the raw kernel names (not through flashviz): the main kernel
-    flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true, or with four template
-    arguments (before the flag: atomics only), is "atomic", ATOMIC_DQ false "separate"."""
-    paths = set()
-    for r in rec["bench"]:
-        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
-        if m:
-            a = [x.strip() for x in m[1].split(",")]
-            paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
-    assert len(paths) <= 1, (impl, paths)
-    return paths.pop() if paths else None
-
-
 def _mma_twins(rec):
     """(atomic, deterministic) implementations of ours on tensor cores, from the raw kernel names."""
-    by = {_raw_dq(rec, i): i for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
+    by = {raw_dq(rec, i): i for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
     return by.get("atomic"), by.get("separate")
 
 

@@ -12,6 +12,7 @@ names they would have now, so a reader must give the same figures for either.
 from __future__ import annotations
 
 import copy
+import re
 
 OLD_ATOMIC, OLD_DET = "bwd_mma", "bwd_mma_det"
 NEW_DEFAULT, NEW_ATOMIC = "bwd_mma", "bwd_mma_atomic"
@@ -56,3 +57,18 @@ def new_style(rec: dict) -> dict:
     out["impls"] = [names.get(i, i) for i in out.get("impls", [])]
     out["no_fwdbwd"] = [NEW_ATOMIC] if NEW_ATOMIC in out["impls"] else []
     return out
+
+
+def raw_dq(rec: dict, impl: str) -> str | None:
+    """How ``impl`` added up dQ in record ``rec``, read from its raw kernel names (not through
+    flashviz): the main kernel flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true,
+    or with four template arguments (before the flag: atomics only), is "atomic", ATOMIC_DQ false
+    "separate"; None when no row names that kernel. Asserts one path across the rows."""
+    paths = set()
+    for r in rec["bench"]:
+        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
+        if m:
+            a = [x.strip() for x in m[1].split(",")]
+            paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
+    assert len(paths) <= 1, (impl, paths)
+    return paths.pop() if paths else None

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import raw_timeline
+from bwd_styles import raw_dq
 from nbutil import run_notebook, widget_views
 from test_exercise_hints import assert_right, assert_wrong
 
@@ -38,23 +39,9 @@ RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "s
 FLOPS_RECOMPUTE, FLOPS_STORED = 5 / 2, 4 / 2     # backward matmuls (dV, dP, dQ, dK, + S again) ÷ the forward's 2
 
 
-def _mma_dq(impl):
-    """How ``impl`` added up dQ, from the raw kernel names of the record (not through flashviz): the
-    main kernel flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true, or with four
-    template arguments (before the flag: atomics only), is "atomic"; ATOMIC_DQ false "separate"."""
-    paths = set()
-    for r in BENCH:
-        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
-        if m:
-            a = [x.strip() for x in m[1].split(",")]
-            paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
-    assert len(paths) <= 1, (impl, paths)
-    return paths.pop() if paths else None
-
-
 #: ours on tensor cores with each dQ path: (bwd_mma, bwd_mma_det) in records made while atomics were
 #: the default, (bwd_mma_atomic, bwd_mma) since
-MMA_PATHS = {i: _mma_dq(i) for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
+MMA_PATHS = {i: raw_dq(BWD, i) for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
 MMA_ATOMIC = next(i for i, x in MMA_PATHS.items() if x == "atomic")
 MMA_DET = next(i for i, x in MMA_PATHS.items() if x == "separate")
 
