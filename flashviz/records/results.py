@@ -165,7 +165,8 @@ def recorded_summary(res: dict | None = None, *, Br=None, Bc=None) -> str:
     return "\n".join(lines)
 
 
-IMPLS = ((IMPL_NAMES["wgmma"], "flashviz wgmma (tensor cores, sm_90a)"),
+IMPLS = ((IMPL_NAMES["fa3"], "flashviz fa3 (tensor cores, sm_90a; the default on Hopper)"),
+         (IMPL_NAMES["wgmma"], "flashviz wgmma (tensor cores, sm_90a)"),
          (IMPL_NAMES["mma.sync"], "flashviz mma.sync (sm_80+)"),
          ("sdpa_flash", "SDPA flash (FlashAttention-2)"), ("sdpa_cudnn", "SDPA cuDNN"),
          ("sdpa_efficient", "SDPA memory-efficient"), ("teaching", "teaching kernel (fp32)"),
@@ -189,8 +190,8 @@ def mma_table(res: dict | None, *, d=None, causal=None) -> list[dict]:
     Every time and rate names its method: for each implementation in IMPLS that ran,
     <impl>_call_ms (public call), <impl>_kernel_ms (kernel-only), <impl>_host_us (host time
     per call), <impl>_call_tflops and <impl>_kernel_tflops (FLOPs over each time), and
-    <impl>_peak_bytes / _Br / _Bc where recorded. For the tensor-core kernels (wgmma,
-    mmasync) also <impl>_<call|kernel>_vs_sdpa_flash and _vs_sdpa_cudnn (their time / ours,
+    <impl>_peak_bytes / _Br / _Bc where recorded. For the tensor-core kernels (fa3,
+    wgmma, mmasync) also <impl>_<call|kernel>_vs_sdpa_flash and _vs_sdpa_cudnn (their time / ours,
     same method on both sides: above 1 is faster than them), <impl>_host_vs_sdpa_flash
     (their host µs / ours) and, kernel-only, <impl>_matmul_share (TFLOP/s over the device's
     measured fp16 matmul ceiling) and <impl>_copy_share (compulsory bytes / time over the

@@ -84,7 +84,7 @@ def test_one_mapping_from_variant_to_record_key():
         ml.impl_name("mmasync")                # a record's name is not a variant
     with pytest.raises(TypeError, match="variant must be one of"):
         ml.impl_name(None)
-    assert [key for key, _ in R.IMPLS[:2]] == ["wgmma", "mmasync"]
+    assert [key for key, _ in R.IMPLS[:3]] == ["fa3", "wgmma", "mmasync"]
 
 
 @pytest.mark.recorded_data
@@ -254,15 +254,19 @@ def test_bench_figures():
     assert len(fig.axes) == 4 and "H200" in title and "TFLOP/s by public call (CUDA events, median)" in title
     ax = fig.axes[0]
     assert ax.get_ylabel() == "TFLOP/s (public call)"
-    wg = [line for line in ax.lines if line.get_label().startswith("flashviz wgmma")]
-    assert len(wg) == 1                                                # the headline only, by default
     sel = sorted((r for r in res["bench"] if r["d"] == 64 and not r["causal"]), key=lambda r: r["N"])
-    assert list(wg[0].get_ydata()) == pytest.approx([r["flops"] / r["wgmma_call_ms"] / 1e9 for r in sel])
+    top = "fa3" if any("fa3_call_ms" in r for r in res["bench"]) else "wgmma"    # the default on Hopper, bold
+    for impl in ("fa3", "wgmma"):
+        lines = [line for line in ax.lines if line.get_label().startswith(f"flashviz {impl} ")]
+        assert len(lines) == (1 if any(f"{impl}_call_ms" in r for r in sel) else 0)   # no kernel-only line by default
+        if lines:
+            assert list(lines[0].get_ydata()) == pytest.approx([r["flops"] / r[f"{impl}_call_ms"] / 1e9 for r in sel])
+            assert lines[0].get_linewidth() == (1.8 if impl == top else 1.2)
     plt.close(fig)
     fig = bp.plot_mma_benchmark(res, kernel_only=True)                 # kernel-only beside it: dotted, hollow, labelled
     (k,) = [line for line in fig.axes[0].lines if "kernel-only" in line.get_label()]
-    assert k.get_linestyle() == ":" and k.get_markerfacecolor() == "white"
-    assert list(k.get_ydata()) == pytest.approx([r["flops"] / r["wgmma_kernel_ms"] / 1e9 for r in sel])
+    assert k.get_linestyle() == ":" and k.get_markerfacecolor() == "white" and top in k.get_label()
+    assert list(k.get_ydata()) == pytest.approx([r["flops"] / r[f"{top}_kernel_ms"] / 1e9 for r in sel])
     fig2 = bp.plot_block_sweep(res, d=64)
     bars = [p.get_height() for p in fig2.axes[0].patches]
     assert len(bars) == 2 * len(ml.mma_blocks(64))
