@@ -41,9 +41,12 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     with quick), "bench" (every N in Ns × d ∈ {64, 128} × causal), "sweep" (every (Br, Bc) at
     N = 4096); variants: kernels to include ("wgmma" and "fa3" need a Hopper GPU); ab_source: kernel
     source text to sweep as "wgmma-ab" beside the file's kernel (A/B of kernel versions).
-    log: called with one line per finished item. Raises RuntimeError without CuPy / a GPU.
+    log: called with one line per finished item. The record names the code it timed:
+    ``kernel_sources`` (variant -> sha256 of the compiled text) and ``env.cubins`` (every cubin the
+    process loaded, ``nvrtc.loaded_cubins``). Raises RuntimeError without CuPy / a GPU.
     """
     from ..common import environment
+    from ..nvrtc import loaded_cubins
     from . import bench as mb
     from .kernel import device_variant
 
@@ -62,6 +65,7 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
 
     def save():
         data["wall_s"] = time.time() - t0
+        data["env"]["cubins"] = loaded_cubins()      # every binary timed so far: name, sha256, its source's
         path.write_text(json.dumps(data, indent=1, default=float))
 
     if "ceil" in parts:
