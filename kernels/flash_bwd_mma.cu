@@ -7,7 +7,8 @@
 //
 // Three kernels (four with the deterministic dQ), launched in this order by
 // flashviz/gpu/tensorcore/backward.py:
-//   flash_bwd_mma_preprocess<DT, D>  D = rowsum(dO ∘ O) (− dlse) in fp32, dQacc = 0 (fp32) in HBM;
+//   flash_bwd_mma_preprocess<DT, D>  D = rowsum(dO ∘ O) (− dlse) in fp32, dQacc = 0 (fp32) in HBM
+//                                    (atomic dQ only: the separate pass passes no dQacc);
 //   flash_bwd_mma<DT, Bc, D, CAUSAL, true>  key blocks j outer (grid (Tc, B*H)), query blocks i
 //                                    inner; dK_j, dV_j in registers; dQ_i by fp32 atomicAdd into
 //                                    dQacc (FA2's choice: fast, the last bits of dQ may change run to
@@ -173,7 +174,7 @@ flash_bwd_mma_preprocess(const u16* __restrict__ O, const u16* __restrict__ dO, 
     const int lane = threadIdx.x & 31, r = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= Nq) return;
     const size_t row = (size_t)blockIdx.y * Nq + r;
-    // [compute_D] Alg. 2 lines 3-4: D_i = rowsum(dO_i ∘ O_i) (− dlse_i) in fp32 to HBM; dQacc = 0.
+    // [compute_D] Alg. 2 lines 3-4: D_i = rowsum(dO_i ∘ O_i) (− dlse_i) in fp32 to HBM; dQacc = 0 if given.
     const u32* o2 = reinterpret_cast<const u32*>(O + row * D);
     const u32* g2 = reinterpret_cast<const u32*>(dO + row * D);
     float acc = 0.f;
@@ -182,8 +183,10 @@ flash_bwd_mma_preprocess(const u16* __restrict__ O, const u16* __restrict__ dO, 
         const u32 a = o2[p], b = g2[p];
         acc = fmaf(to_f32<DT>(a & 0xffffu), to_f32<DT>(b & 0xffffu), acc);
         acc = fmaf(to_f32<DT>(a >> 16), to_f32<DT>(b >> 16), acc);
-        dQacc[row * D + 2 * p] = 0.f;
-        dQacc[row * D + 2 * p + 1] = 0.f;
+        if (dQacc) {                                    // the atomic dQ's buffer; null for the separate pass
+            dQacc[row * D + 2 * p] = 0.f;
+            dQacc[row * D + 2 * p + 1] = 0.f;
+        }
     }
 #pragma unroll
     for (int off = 16; off >= 1; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -232,7 +235,7 @@ flash_bwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     const u16* dOh = dO + (size_t)bh * Nq * D;
     const float* Lh = lse + (size_t)bh * Nq;
     const float* Dh = Dvec + (size_t)bh * Nq;
-    float* dQh = dQacc + (size_t)bh * Nq * D;
+    float* dQh = ATOMIC_DQ ? dQacc + (size_t)bh * Nq * D : nullptr;   // null in the separate pass
 
     // Query blocks that see K_j (causal: from the block holding row c0 − offset on).
     int i_first = 0;

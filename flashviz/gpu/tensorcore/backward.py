@@ -286,7 +286,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
-        dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device)
+        # the atomic dQ's fp32 sum (BH·Nq·d·4 bytes: 128 MiB at 16k tokens, H·d = 2048); none for "separate"
+        dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device) if dq == "atomic" else None
         dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         launch_backward_mma(mb, q, k, v, o, do, lse32, dl, Dvec, dQacc, dQ, dK, dV, scale=scale)
     return dQ, dK, dV
@@ -297,15 +298,18 @@ def launch_backward_mma(mb: MMABackward, q, k, v, o, do, lse32, dl, Dvec, dQacc,
     """Launch ``mb``'s kernels on prepared contiguous torch tensors (no checks, no allocation), on
     CuPy's current stream: q, o, do, dQ (..., Nq, d) and k, v, dK, dV (..., Nk, d) in the input
     dtype, one leading shape of BH elements; lse32, Dvec (BH, Nq) and dQacc (BH, Nq, d) float32; dl
-    (..., Nq) float32 or None. ``trace``: (buffer pointer, jmax) for a main kernel compiled with
-    ``traced=True``."""
+    (..., Nq) float32 or None. dQacc may be None for a deterministic ``mb`` (dQ by the separate pass,
+    which needs no fp32 sum); ValueError if the atomic path gets None. ``trace``: (buffer pointer,
+    jmax) for a main kernel compiled with ``traced=True``."""
     Nq, d = q.shape[-2], q.shape[-1]
     Nk = k.shape[-2]
     BH = q.numel() // (Nq * d)
-    P = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    if dQacc is None and not mb.deterministic:
+        raise ValueError("launch_backward_mma: the atomic dQ path needs dQacc, a float32 (BH, Nq, d) tensor")
+    P = lambda t: np.uint64(0 if t is None else t.data_ptr())  # noqa: E731
     i32 = np.int32
     mb.preprocess((-(-Nq // 8), BH, 1), (256, 1, 1),
-                  (P(o), P(do), np.uint64(0) if dl is None else P(dl), P(Dvec), P(dQacc), i32(Nq)))
+                  (P(o), P(do), P(dl), P(Dvec), P(dQacc), i32(Nq)))
     mb.main((-(-Nk // mb.Bc), BH, 1), (2 * mb.Bc, 1, 1),
             (P(q), P(k), P(v), P(do), P(lse32), P(Dvec), P(dQacc), P(dK), P(dV), i32(Nq), i32(Nk),
              np.float32(scale), *(() if trace is None else (np.uint64(trace[0]), i32(trace[1])))),
