@@ -302,7 +302,7 @@ def test_recorded_data_noise_spread(executed):
     spread = [max(t) / min(t) - 1 for t in times.values() if len(t) > 1]
     assert (f"{len(spread)} (implementation, d, mask, N) timed in 2 to {len(PROBES)} runs: max ÷ min − 1 of their "
             f"kernel-only times: median {100 * statistics.median(spread):.1f} %, largest {100 * max(spread):.1f} %")\
-        in texts
+        in " ".join(texts.split())                  # the printed line is wrapped at word boundaries
     assert statistics.median(spread) < NOISE          # "a few percent between runs is noise"
 
 
@@ -453,7 +453,8 @@ def test_recorded_data_the_measured_block_steps_beside_each_other(executed):
         keyed = e[e["j"] >= 0]
         counts = {int(c): len(np.unique(keyed["j"][keyed["cta"] == c])) for c in np.unique(keyed["cta"])}
         line = re.search(rf"{re.escape(label)}: block (\d+), key tiles j = ([\d, ]+), (\d+) steps shown; a "
-                         rf"warpgroup's softmax under the other's products (\d+) % of its time", texts)
+                         rf"warpgroup's softmax under the other's products (\d+) % of its time",
+                         " ".join(texts.split()))          # the printed line is wrapped at word boundaries
         assert line, label
         cta, js = int(line[1]), [int(j) for j in line[2].split(", ")]
         assert counts[cta] == max(counts.values())                 # the kept block with the most key tiles
