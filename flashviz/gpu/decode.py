@@ -13,10 +13,13 @@ none runs v2 (``DEFAULT_VARIANT``), or v1 on a GPU whose blocks may not opt in t
 at its d (``check_variant``: sm_86 / sm_89 at d = 128).
 
 The public call is kept lean the way the forward's is (``gpu.tensorcore.kernel``): the first call
-of a kind checks everything (``plan_decode``) and leaves a ``DecodeLaunch`` under the call's key
-(``_call_key``); a repeated call finds it, allocates O, lse (and one buffer for the partials) and
-launches through cuLaunchKernel with a parameter block laid out from the kernel's signature
-(``common.ParamBlock``) — no per-call checks, no CuPy argument conversion.
+of a kind checks everything (``plan_decode``) and leaves a ``DecodeCall`` (its ``DecodeLaunch`` and
+two one-element output templates) under the call's key (``_call_key``: shapes, dtypes, devices and
+the arguments; a call whose tensors are not contiguous or aligned has none and goes the general
+way); a repeated call finds it, makes two allocations with ``torch.empty_like`` — O, and one
+float32 workspace holding lse and, when the keys are split, both partials — and launches through
+cuLaunchKernel with a parameter block laid out from the kernel's signature (``common.ParamBlock``)
+— no per-call checks, no CuPy argument conversion.
 
 Status: measured on the H200 (benchmarks/results/decode-h200-2026-12-05.json and
 benchmarks/NOTES.md, Decode), correct on the grid (both variants). There, at Nq = 1, d = 128 and
@@ -353,11 +356,11 @@ def split_slots_per_sm(d: int, variant=None, *, smem_per_sm: int = 233_472, smem
 @dataclass(frozen=True, slots=True)
 class DecodeLaunch:
     """Everything a checked call of ``flash_decode_gpu`` launches, without its tensors: made once by
-    the general path for a call's key (``_call_key``) and launched as it is by later calls with the
-    same key. kern: the compiled kernels; device: the GPU's index; grid: main's grid; pages: main's
-    (max_pages, page_size); ints: its (H, H_kv, Nq, Nk, S, causal); scale: its float; rows: B·H·Nq
-    (the merge's grid); S, d; o_shape, lse_shape: the outputs' shapes as the caller gets them (no
-    batch axis if Q had none); dtype: Q's torch dtype."""
+    the general path for a call's key (``_call_key``), kept in a ``DecodeCall`` and launched as it
+    is by later calls with the same key. kern: the compiled kernels; device: the GPU's index; grid:
+    main's grid; pages: main's (max_pages, page_size); ints: its (H, H_kv, Nq, Nk, S, causal);
+    scale: its float; rows: B·H·Nq (the merge's grid); S, d; o_shape, lse_shape: the outputs'
+    shapes as the caller gets them (no batch axis if Q had none); dtype: Q's torch dtype."""
 
     kern: DecodeKernels
     device: int
@@ -380,7 +383,7 @@ def launch_ptrs(L: DecodeLaunch, q: int, k: int, v: int, table: int, O_part: int
     cuLaunchKernel with parameter blocks laid out from the kernels' signatures. trace: (buffer
     pointer, jmax) for a timeline build (ValueError without it). The one launch of this module."""
     kern = L.kern
-    launch = cupy().cuda.driver.launchKernel
+    launch = (_DRIVER or _driver())[0]
     if kern.traced:
         if trace is None:
             raise ValueError("a traced decode kernel needs trace = (buffer pointer, jmax)")
@@ -421,56 +424,102 @@ def kernels_for(plan: DecodePlan, *, traced: bool = False) -> DecodeKernels:
                           traced=traced, variant=plan.variant)
 
 
-#: _call_key(...) -> DecodeLaunch; emptied when it holds _LAUNCHES_MAX
+@dataclass(frozen=True, slots=True, eq=False)
+class DecodeCall:
+    """A kept ``DecodeLaunch`` with what a call allocates for it (``make_call``): ``o_like``, one
+    element of Q's dtype on Q's device expanded to O's shape, and ``ws_like``, one float32 element
+    expanded to the workspace's shape — ``torch.empty_like`` of either gives a fresh contiguous
+    tensor without parsing a shape, dtype and device (the forward's ``LaunchPlan`` templates). The
+    workspace is lse itself when S = 1; when S > 1 it is (S·(d + 1) + 1, *lse_shape) float32:
+    O_part (rows·S·d floats) from its start, lse_part (rows·S floats) at ``lse_part_at`` bytes, and
+    lse, the last slab ``ws[-1]``, after them — one allocation for lse and both partials, at the
+    cost of lse being a view that keeps the partials' rows·S·(d + 1)·4 bytes alive with it (264 KB
+    at B = 1, H = 32, Nq = 1, S = 16, d = 128; under the split rule at most one wave of blocks'
+    rows, ~1.1 MB for v2 on 132 SMs). O has its own allocation and keeps nothing else alive."""
+
+    launch: DecodeLaunch
+    o_like: object
+    ws_like: object
+    lse_part_at: int
+
+
+def make_call(L: DecodeLaunch, q) -> DecodeCall:
+    """The DecodeCall of launch ``L`` with its templates on torch tensor ``q``'s device (Q's dtype)."""
+    one = q.new_empty(1)
+    ws = L.lse_shape if L.S == 1 else (L.S * (L.d + 1) + 1, *L.lse_shape)
+    return DecodeCall(L, one.expand(L.o_shape), one.new_empty(1, dtype=sys.modules["torch"].float32).expand(ws),
+                      L.rows * L.S * L.d * 4)
+
+
+#: _call_key(...)[0] -> DecodeCall; emptied when it holds _LAUNCHES_MAX
 _LAUNCHES: dict = {}
 _LAUNCHES_MAX = 256
-_GET_DEVICE: list = []          #: cudaGetDevice, looked up by the first call
+_DRIVER: list = []          #: [cuLaunchKernel, cudaGetDevice] (CuPy's), looked up once by ``_driver``
+
+
+def _driver() -> list:
+    """``_DRIVER``, filled on first use (by the first public call's general path, or the first launch)."""
+    if not _DRIVER:
+        cp = cupy()
+        _DRIVER[:] = [cp.cuda.driver.launchKernel, cp.cuda.runtime.getDevice]
+    return _DRIVER
 
 
 def _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
-    """The key of a call whose launch can be kept, or None: Q, K, V (and the block table) exactly
-    torch.Tensor, every other argument of a plain type that the key tells apart from values the
-    checks treat differently (causal True / False, scale None / float, num_splits and Nk None /
-    int, variant None / str), and a call already made in this process. The key holds what the checks and choices read:
-    shapes, strides, dtypes, devices, whether all are CUDA tensors and Q, K, V start on 16 bytes,
-    the current device, and the arguments as given (variant None included: the kernel it stands for
-    follows from d and Q's device, both in the key, ``check_variant``)."""
+    """(key, Q's, K's, V's and the block table's data pointers (0: none)) of a call whose launch can
+    be kept, or None: then the general path runs (checks, plans, raises what is wrong). The one key
+    function: the repeated call finds its ``DecodeCall`` with it, the general path stores one under it.
+
+    None unless Q, K, V (and the block table) are exactly torch.Tensor, contiguous, Q, K, V start
+    on 16 bytes, every other argument is of a plain type that the key tells apart from values the
+    checks treat differently (causal True / False, scale None / float, num_splits and Nk None / int,
+    variant None / str), and a call was already made in this process. A call that fails those would
+    be copied (``.contiguous()``, so nothing is kept for it) or rejected by the general path, so no
+    key is needed for it. The key then holds the rest of what the checks and choices read: shapes,
+    dtypes and devices (type and index) of the tensors, the current device, and the arguments as
+    given (variant None included: the kernel it stands for follows from d and Q's device, both in
+    the key, ``check_variant``). Strides are not in it: a contiguous tensor is launched as it is,
+    whatever the strides of its size-1 axes."""
     torch = sys.modules.get("torch")
-    if torch is None or not _GET_DEVICE:
+    if torch is None or not _DRIVER:
         return None
-    try:
-        return _key_of(torch.Tensor, Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
-    except (RuntimeError, TypeError):     # e.g. a sparse tensor has no strides: the general path says why
-        return None
-
-
-def _key_of(T, Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
-    """``_call_key``'s key for torch.Tensor type ``T`` (torch's errors pass through)."""
+    T = torch.Tensor
     if (type(Q) is not T or type(K) is not T or type(V) is not T or (causal is not True and causal is not False)
             or (scale is not None and type(scale) is not float)
             or (num_splits is not None and type(num_splits) is not int) or (Nk is not None and type(Nk) is not int)
             or (block_table is not None and type(block_table) is not T)
             or (variant is not None and type(variant) is not str)):
         return None
-    bt = None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
-                                           block_table.get_device(), block_table.is_cuda)
-    return (Q.shape, Q.stride(), K.shape, K.stride(), V.shape, V.stride(), Q.dtype, K.dtype, V.dtype,
-            Q.get_device(), K.get_device(), V.get_device(), Q.is_cuda and K.is_cuda and V.is_cuda,
-            (Q.data_ptr() | K.data_ptr() | V.data_ptr()) & 15 == 0, _GET_DEVICE[0](), bt, num_splits, causal, scale,
-            Nk, variant)
+    try:
+        qp, kp, vp = Q.data_ptr(), K.data_ptr(), V.data_ptr()
+        if (qp | kp | vp) & 15 or not (Q.is_contiguous() and K.is_contiguous() and V.is_contiguous()):
+            return None
+        if block_table is None:
+            tp, bt = 0, None
+        elif block_table.is_contiguous():
+            tp, bt = block_table.data_ptr(), (block_table.shape, block_table.dtype, block_table.device)
+        else:
+            return None
+        key = (Q.shape, K.shape, V.shape, Q.dtype, K.dtype, V.dtype, Q.device, K.device, V.device, _DRIVER[1](),
+               bt, num_splits, causal, scale, Nk, variant)
+    except (RuntimeError, TypeError):     # e.g. a sparse tensor has no data pointer: the general path says why
+        return None
+    return key, qp, kp, vp, tp
 
 
-def _run(L: DecodeLaunch, q: int, k: int, v: int, table: int):
-    """Allocate O, lse and (S > 1) one float32 buffer holding O_part then lse_part, and launch L on
-    torch's current stream of its device. Returns (O, lse) as the caller gets them."""
-    torch = sys.modules["torch"]
-    O = torch.empty(L.o_shape, dtype=L.dtype, device=L.device)
-    lse = torch.empty(L.lse_shape, dtype=torch.float32, device=L.device)
-    O_part = lse_part = 0
+def _run(C: DecodeCall, q: int, k: int, v: int, table: int):
+    """Allocate O and the workspace (``DecodeCall``: lse, and the partials when S > 1) and launch
+    C's DecodeLaunch on torch's current stream of its device (the current device) on the device
+    pointers q, k, v and table (0: none). Returns (O, lse) as the caller gets them."""
+    el = sys.modules["torch"].empty_like
+    O, ws = el(C.o_like), el(C.ws_like)
+    L = C.launch
     if L.S > 1:
-        ws = torch.empty(L.rows * L.S * (L.d + 1), dtype=torch.float32, device=L.device)
+        lse = ws[-1]
         O_part = ws.data_ptr()
-        lse_part = O_part + L.rows * L.S * L.d * 4
+        lse_part = O_part + C.lse_part_at
+    else:
+        lse, O_part, lse_part = ws, 0, 0
     ensure_context(L.device)
     launch_ptrs(L, q, k, v, table, O_part, lse_part, O.data_ptr(), lse.data_ptr(), raw_torch_stream(L.device))
     return O, lse
@@ -504,33 +553,35 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
         (e.g. sm_86 / sm_89, 101,376) None runs v1 and "mma" gets a ValueError.
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
-    rows that see no key: O = 0, lse = −inf. Runs on torch's current stream.
+    rows that see no key: O = 0, lse = −inf. Runs on torch's current stream. Both are fresh
+    contiguous tensors; when the keys are split (S > 1), lse is a view of the call's one float32
+    workspace and keeps the partials' B·H·Nq·S·(d + 1)·4 bytes alive while it lives (``DecodeCall``).
 
     Raises TypeError (not torch CUDA tensors, dtypes), ValueError (shapes, d, H % H_kv, splits,
     block table, variant), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
     Massa, Sizov 2023) on FlashAttention-2's Algorithm 1 (Dao 2023).
     """
-    key = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
-    L = None if key is None else _LAUNCHES.get(key)
-    if L is not None:
-        return _run(L, Q.data_ptr(), K.data_ptr(), V.data_ptr(), 0 if block_table is None else block_table.data_ptr())
+    hit = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
+    if hit is not None:
+        C = _LAUNCHES.get(hit[0])
+        if C is not None:
+            return _run(C, hit[1], hit[2], hit[3], hit[4])
     p = plan_decode(Q, K, V, num_splits=num_splits, causal=causal, scale=scale, block_table=block_table, Nk=Nk,
                     variant=variant)
     cp = cupy()
-    if not _GET_DEVICE:
-        _GET_DEVICE.append(cp.cuda.runtime.getDevice)
+    _driver()
     with cp.cuda.Device(p.device):
-        L = make_launch(p, kernels_for(p))
-        out = _run(L, p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), 0 if p.table is None else p.table.data_ptr())
+        C = make_call(make_launch(p, kernels_for(p)), p.q)
+        out = _run(C, p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), 0 if p.table is None else p.table.data_ptr())
     # kept only where the call's own tensors were launched (no contiguous or int32 copy was made)
     # and its GPU is the current device: then every call with this key launches the same way
     same = (p.q.data_ptr() == Q.data_ptr() and p.k.data_ptr() == K.data_ptr() and p.v.data_ptr() == V.data_ptr()
             and (block_table is None or p.table.data_ptr() == block_table.data_ptr()))
-    key = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
-    if key is not None and same and p.device == _GET_DEVICE[0]():
+    hit = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
+    if hit is not None and same and p.device == _DRIVER[1]():
         if len(_LAUNCHES) >= _LAUNCHES_MAX:
             _LAUNCHES.clear()
-        _LAUNCHES[key] = L
+        _LAUNCHES[hit[0]] = C
     return out
 
 

@@ -94,7 +94,6 @@ def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
     stream it is given, and each parameter read back from the block at its signature's offset."""
     import dataclasses
     import struct
-    from types import SimpleNamespace
 
     from flashviz.records import kernel_params as kp
     calls, mode = [], {}
@@ -108,8 +107,7 @@ def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
         calls.append((f, (gx, gy, gz), (bx, by, bz), smem, stream, extra,
                       {p.name: struct.unpack_from("<" + p.fmt, raw, p.offset)[0] for p in lay.params}))
 
-    monkeypatch.setattr(gd, "cupy", lambda: SimpleNamespace(cuda=SimpleNamespace(driver=SimpleNamespace(
-        launchKernel=launch))))
+    monkeypatch.setattr(gd, "_DRIVER", [launch, lambda: 0])             # (cuLaunchKernel, cudaGetDevice)
     for traced in (False, True):
         calls.clear()
         mode["traced"] = traced
@@ -132,6 +130,131 @@ def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
     assert len(calls) == 1                                                  # one split: no merge
     with pytest.raises(ValueError, match="traced decode kernel needs trace"):
         gd.launch_ptrs(dataclasses.replace(L, kern=gd.DecodeKernels(None, None, 1, 11, 22, True)), 1, 2, 3, 0, 0, 0, 4, 5, 0)
+
+
+class _FakeTensor:
+    """What ``decode._call_key`` and ``decode._run`` read of a torch tensor (float32 elements for
+    the workspace's slabs)."""
+
+    def __init__(self, shape=(1, 32, 1, 128), dtype="float16", device="cuda:0", ptr=1 << 20, contiguous=True):
+        self.shape, self.dtype, self.device, self._ptr, self._contiguous = tuple(shape), dtype, device, ptr, contiguous
+
+    def data_ptr(self):
+        return self._ptr
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def new_empty(self, n, dtype=None):
+        return _FakeTensor((n,), dtype or self.dtype, self.device, 0)
+
+    def expand(self, *shape):
+        return _FakeTensor(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape, self.dtype,
+                           self.device, 0)
+
+    def __getitem__(self, i):                     # ws[-1]: the last slab of a float32 workspace
+        assert i == -1 and self.dtype == "float32"
+        slab = int(np.prod(self.shape[1:]))
+        return _FakeTensor(self.shape[1:], self.dtype, self.device, self._ptr + (self.shape[0] - 1) * slab * 4)
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """A stand-in ``torch`` (its Tensor: _FakeTensor; empty_like hands out addresses 1 MB apart), the
+    driver already looked up with current device ``current[0]``, and no kept calls."""
+    import sys
+    import types
+    fake = types.ModuleType("torch")
+    made: list = []
+
+    def empty_like(t):
+        made.append(t)
+        return _FakeTensor(t.shape, t.dtype, t.device, len(made) << 20)
+
+    fake.Tensor, fake.float32, fake.empty_like = _FakeTensor, "float32", empty_like
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    current = [0]
+    monkeypatch.setattr(gd, "_DRIVER", [None, lambda: current[0]])
+    monkeypatch.setattr(gd, "_LAUNCHES", {})
+    return current
+
+
+def test_the_call_key_tells_apart_everything_the_checks_read(fake_torch):
+    current = fake_torch
+    T = _FakeTensor
+
+    def key(Q=None, K=None, V=None, num_splits=None, causal=False, scale=None, block_table=None, Nk=None,
+            variant=None):
+        hit = gd._call_key(Q or T(), K or T((1, 8, 4096, 128)), V or T((1, 8, 4096, 128)), num_splits, causal, scale,
+                           block_table, Nk, variant)
+        return None if hit is None else hit[0]
+
+    base = key()
+    assert base is not None and key() == base and hash(key()) == hash(base)      # new objects, the same key
+    assert key(Q=T(ptr=(1 << 20) + 4096)) == base                                # another aligned address
+    hit = gd._call_key(T(ptr=16), T(ptr=32), T(ptr=48), None, False, None, T((1, 4), "int32", ptr=64), 77, None)
+    assert hit[1:] == (16, 32, 48, 64)                                           # the pointers the launch needs
+    assert gd._call_key(T(), T(), T(), None, False, None, None, None, None)[4] == 0   # no block table: 0
+    table = T((1, 4), "int32")
+    others = [
+        key(Q=T((1, 32, 2, 128))), key(K=T((1, 8, 4000, 128)), V=T((1, 8, 4000, 128))),  # shapes
+        key(Q=T(dtype="bfloat16")), key(V=T((1, 8, 4096, 128), dtype="bfloat16")),     # dtypes
+        key(K=T((1, 8, 4096, 128), device="cuda:1")), key(Q=T(device="cpu")),          # devices
+        key(Q=T((32, 1, 128)), K=T((8, 4096, 128)), V=T((8, 4096, 128))),              # no batch axis
+        key(num_splits=1), key(num_splits=16), key(causal=True), key(scale=0.1), key(Nk=4000),
+        key(variant="mma"), key(variant="simt"), key(block_table=table), key(block_table=T((4,), "int32")),
+        key(block_table=T((1, 4), "int64")), key(block_table=T((1, 4), "int32", "cuda:1")),
+    ]
+    current[0] = 1
+    others.append(key())                                                          # another current device
+    keys = [base, *others]
+    assert None not in keys and len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("kw", [
+    {"Q": _FakeTensor(contiguous=False)}, {"V": _FakeTensor((1, 8, 4096, 128), contiguous=False)},
+    {"K": _FakeTensor((1, 8, 4096, 128), ptr=(1 << 20) + 8)},                     # not 16-byte aligned
+    {"block_table": _FakeTensor((1, 4), "int32", contiguous=False)},
+    {"causal": 1}, {"causal": np.True_}, {"scale": 1}, {"scale": np.float64(0.1)}, {"num_splits": np.int64(2)},
+    {"num_splits": 2.0}, {"Nk": np.int64(100)}, {"variant": ["mma"]}, {"Q": object()},
+])
+def test_calls_the_general_path_copies_or_rejects_have_no_key(fake_torch, kw):
+    """A call the general path would copy (not contiguous: nothing is kept for it) or reject (not
+    aligned), and values that compare equal to valid ones but that the checks treat otherwise, give
+    no key: such calls always take the general path (its result or its error)."""
+    args = dict(Q=_FakeTensor(), K=_FakeTensor((1, 8, 4096, 128)), V=_FakeTensor((1, 8, 4096, 128)), num_splits=None,
+                causal=False, scale=None, block_table=None, Nk=None, variant=None) | kw
+    assert gd._call_key(*args.values()) is None
+
+
+def test_a_kept_call_carves_lse_and_both_partials_from_one_workspace(fake_torch, monkeypatch):
+    """_run's two allocations: O like Q; one float32 workspace that is lse (S = 1) or holds O_part
+    (rows·S·d floats), lse_part (rows·S floats) and lse (rows floats) end to end (S > 1), as the
+    kernels' partial layout (kernels/flash_decode.cu) reads them."""
+    launched = []
+    monkeypatch.setattr(gd, "ensure_context", lambda dev: None)
+    monkeypatch.setattr(gd, "raw_torch_stream", lambda dev: 99)
+    monkeypatch.setattr(gd, "launch_ptrs", lambda *a: launched.append(a))
+    kern = gd.DecodeKernels(None, None, 102_400, 11, 22)
+    H, Nq, d = 32, 3, 128
+    for S, B, lead in ((16, 2, (2,)), (1, 2, (2,)), (3, 1, ())):         # lead: Q's batch axis, if it had one
+        rows = B * H * Nq
+        L = gd.DecodeLaunch(kern, 0, (S, 8, B), (0, 0), (H, 8, Nq, 4096, S, 0), 0.088, rows, S, d,
+                            (*lead, H, Nq, d), (*lead, H, Nq), None)
+        C = gd.make_call(L, _FakeTensor((B, H, Nq, d)))
+        assert C.o_like.shape == L.o_shape and C.o_like.dtype == "float16" and C.ws_like.dtype == "float32"
+        launched.clear()
+        O, lse = gd._run(C, 1, 2, 3, 4)
+        (_, q, k, v, table, O_part, lse_part, o, lse_p, stream), = launched
+        assert (q, k, v, table, stream, o, lse_p) == (1, 2, 3, 4, 99, O.data_ptr(), lse.data_ptr())
+        assert O.shape == L.o_shape and lse.shape == L.lse_shape and O.dtype == "float16"
+        if S == 1:                                                       # the workspace is lse
+            assert (O_part, lse_part) == (0, 0) and C.ws_like.shape == L.lse_shape
+            continue
+        assert C.ws_like.shape == (S * (d + 1) + 1, *L.lse_shape)          # (S·(d + 1) + 1)·rows floats
+        assert lse_part == O_part + rows * S * d * 4                       # after O_part (B, H, Nq, S, d)
+        assert lse_p == lse_part + rows * S * 4                            # after lse_part (B, H, Nq, S): the last slab
+        assert lse_p + rows * 4 == O_part + (S * (d + 1) + 1) * rows * 4   # ends where the workspace ends
 
 
 def test_a_block_is_compiled_for_the_fewest_rows_that_hold_it():
@@ -337,6 +460,29 @@ def test_a_repeated_call_launches_its_kept_plan_on_new_data_streams_and_threads(
     _check(torch, q_gap, k, v)
     _check(torch, q_gap, k, v)
     assert len(planned) == 2 and len(gd._LAUNCHES) == before                   # planned each time, kept never
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [None, 1])                 # the rule's 16 splits (workspace with partials), none
+def test_the_public_call_works_inside_cuda_graph_capture(num_splits):
+    """A kept call captured into a CUDA graph (its two allocations from the graph's pool, its two
+    launches on the capture stream) gives the NumPy decode's answer for new values of Q, K, V
+    written into the same buffers before each replay; lse, a view of the workspace, included."""
+    torch = pytest.importorskip("torch")
+    q, k, v = _inputs(torch, 1, 32, 8, 1, 4096, 128, torch.float16, seed=5)
+    gd.flash_decode_gpu(q, k, v, num_splits=num_splits)                  # compile and keep outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        O, lse = gd.flash_decode_gpu(q, k, v, num_splits=num_splits)
+    for seed in (6, 7):
+        for x, y in zip((q, k, v), _inputs(torch, 1, 32, 8, 1, 4096, 128, torch.float16, seed=seed)):
+            x.copy_(y)
+        graph.replay()
+        torch.cuda.synchronize()
+        Oref, Lref = _reference(q, k, v)
+        assert np.abs(O.double().cpu().numpy() - Oref).max() <= 4e-3 * max(1.0, np.abs(Oref).max())
+        assert np.abs(lse.double().cpu().numpy() - Lref).max() <= 2e-3
 
 
 @pytest.mark.gpu
