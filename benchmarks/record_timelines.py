@@ -72,10 +72,10 @@ def _kernel_sources(only) -> dict:
 
     from flashviz.gpu.common import source
     from flashviz.gpu.tensorcore.run import kernel_source_hashes
+    from flashviz.mma_limits import RECORD_KERNEL_FILES
     kernels = sorted({k for k, *_ in RUNS if not only or k in only})
     out = kernel_source_hashes([k for k in kernels if k != "teaching"])
-    for kernel, file in (("teaching", "flash_fwd.cu"), ("decode", "flash_decode.cu"), ("bwd_teaching", "flash_bwd.cu"),
-                         ("bwd_mma", "flash_bwd_mma.cu")):
+    for kernel, file in RECORD_KERNEL_FILES.items():
         if kernel in kernels or (kernel != "teaching" and (not only or kernel in only)):
             out[kernel] = hashlib.sha256(source(file).encode()).hexdigest()[:16]
     return out

@@ -605,9 +605,12 @@ def _provenance_section() -> list[str]:
     out = ["## Which records timed today's kernels", "",
            "Each GPU record names the kernel sources it timed by their sha256 (`flashviz.records.provenance`); "
            "this compares them with the tree's. *changed*: the source compiled for a kernel it timed (the file "
-           "with the kernels/ headers it includes) differs from today's, in the file or in a header; whether the "
-           "binary it timed changed too needs a GPU to tell (a change to code a normal build compiles out leaves "
-           "it as it was). *unnamed*: the record predates the hashes; its commit says what ran.", "",
+           "with the kernels/ headers it includes) differs from today's, in the file or in a header, and no "
+           "committed record shows that it still compiles to the binaries this one timed. *same binary*: the source "
+           "changed, but every cubin the record timed from it is byte-identical to one a committed record (archive/ "
+           "included) compiled from today's source the same way (name, arch, options): its numbers still describe "
+           "today's kernel. *unnamed*: the record predates the hashes; its commit says what ran. Records in a "
+           "device's folder (h100/) are listed by their path.", "",
            "| record | status | kernels named | compiled source changed since (file + headers) |",
            "| --- | --- | --- | --- |"]
     for a in recs:

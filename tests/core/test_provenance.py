@@ -101,3 +101,75 @@ def test_a_changed_kernel_names_the_files_its_compiled_source_pastes(monkeypatch
     a = pv.RecordAudit("r.json", [pv.KernelCheck("k.cu", "compiled", "0", "1")])
     assert a.status == "changed" and a.pasted("k.cu") == ["k.cu", "a.cuh", "b.cuh"]
     assert a.pasted("gone.cu") == ["gone.cu"]
+
+
+def test_device_folders_are_audited_and_archive_only_lends_its_cubins(tmp_path):
+    """h100/ (a device's folder) is audited like the top folder, by its path; archive/ is history:
+    not listed, but a cubin it holds built from today's source still tells whether a record's
+    binary changed."""
+    name = "flash_decode.cu"
+    now = source_sha256(name)
+    (tmp_path / "h100").mkdir()
+    (tmp_path / "archive").mkdir()
+    build = {"expression": "fvdec::flash_decode_mma<0,128,16,false,0>", "arch": "sm_90", "options": []}
+    old_cubin = {**build, "sha256": "c" * 16, "source_sha256": "0" * 16}
+    _write(tmp_path / "h100", "decode-x.json", _gpu(kernel_sources={"decode": "0" * 16}, cubins=[old_cubin]))
+    _write(tmp_path / "archive", "decode-y.json", _gpu(env={"kernel_sources": {name: now},
+                                                            "cubins": [{**build, "sha256": "c" * 16,
+                                                                        "source_sha256": now}]}))
+    (a,) = pv.audit(tmp_path)
+    assert a.name == "h100/decode-x.json"                        # archive/ is not listed
+    (k,) = a.kernels                                             # "decode", a record's name, is flash_decode.cu
+    assert (k.file, k.same, k.binary) == (name, False, "same") and a.status == "same binary"
+
+
+@pytest.mark.parametrize("twin_sha, twin_build, binary, status", [
+    ("c" * 16, {}, "same", "same binary"),                       # today's source gives the very same bytes
+    ("d" * 16, {}, "changed", "changed"),                        # ... other bytes: the numbers are an old kernel's
+    ("c" * 16, {"arch": "sm_80"}, None, "changed"),              # only another build was recorded: a GPU must tell
+    ("c" * 16, {"options": ["-DFLASHVIZ_TRACE=1"]}, None, "changed"),
+])
+def test_a_changed_source_is_judged_by_the_cubins_committed_records_hold(tmp_path, twin_sha, twin_build, binary,
+                                                                           status):
+    name = KERNEL_FILES["fa3"][0]
+    now = source_sha256(name)
+    build = {"expression": "flash_fwd_fa3<0,128,128,128,false>", "arch": "sm_90a", "options": []}
+    _write(tmp_path, "a-old.json", _gpu(kernel_sources={"fa3": "0" * 16},
+                                        env={"cubins": [{**build, "sha256": "c" * 16, "source_sha256": "0" * 16}]}))
+    _write(tmp_path, "b-new.json", _gpu(kernel_sources={"fa3": now},
+                                        env={"cubins": [{**build, **twin_build, "sha256": twin_sha,
+                                                         "source_sha256": now}]}))
+    got = {a.name: a for a in pv.audit(tmp_path)}
+    (k,) = got["a-old.json"].kernels
+    assert k.binary == binary and got["a-old.json"].status == status
+    assert got["b-new.json"].status == "current" and got["b-new.json"].kernels[0].binary is None
+
+
+def test_a_record_without_cubins_stays_changed(tmp_path):
+    _write(tmp_path, "r.json", _gpu(kernel_sources={"bwd_mma": "0" * 16}))
+    (a,) = pv.audit(tmp_path)
+    assert a.changed == ["flash_bwd_mma.cu"] and a.kernels[0].binary is None and a.status == "changed"
+
+
+@pytest.mark.recorded_data
+def test_data_check_every_committed_gpu_record_outside_archive_is_audited():
+    """Data check of the committed records (not a speed test): the audit lists every GPU record of
+    benchmarks/results/ and its device folders, and names each kernel by a file that exists."""
+    from flashviz.records.files import package_dir
+    base = package_dir("flashviz.results")
+    expected = set()
+    for f in base.rglob("*.json"):
+        rel = f.relative_to(base).as_posix()
+        if rel.startswith("archive/"):
+            continue
+        try:
+            rec = json.loads(f.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        if pv.is_gpu_record(rec):
+            expected.add(rel)
+    audits = pv.audit()
+    assert {a.name for a in audits} == expected and any(n.startswith("h100/") for n in expected)
+    for a in audits:
+        for k in a.kernels:
+            assert (KERNELS / k.file).is_file(), (a.name, k.file)
