@@ -427,28 +427,28 @@ def kernels_for(plan: DecodePlan, *, traced: bool = False) -> DecodeKernels:
 @dataclass(frozen=True, slots=True, eq=False)
 class DecodeCall:
     """A kept ``DecodeLaunch`` with what a call allocates for it (``make_call``): ``o_like``, one
-    element of Q's dtype on Q's device expanded to O's shape, and ``ws_like``, one float32 element
-    expanded to the workspace's shape — ``torch.empty_like`` of either gives a fresh contiguous
-    tensor without parsing a shape, dtype and device (the forward's ``LaunchPlan`` templates). The
-    workspace is lse itself when S = 1; when S > 1 it is (S·(d + 1) + 1, *lse_shape) float32:
-    O_part (rows·S·d floats) from its start, lse_part (rows·S floats) at ``lse_part_at`` bytes, and
-    lse, the last slab ``ws[-1]``, after them — one allocation for lse and both partials, at the
-    cost of lse being a view that keeps the partials' rows·S·(d + 1)·4 bytes alive with it (264 KB
-    at B = 1, H = 32, Nq = 1, S = 16, d = 128; under the split rule at most one wave of blocks'
-    rows, ~1.1 MB for v2 on 132 SMs). O has its own allocation and keeps nothing else alive."""
+    element of Q's dtype on Q's device expanded to O's shape, ``lse_like``, one float32 element
+    expanded to lse's shape, and (S > 1) ``ws_like``, one float32 element expanded to the split
+    partials' workspace, (S·(d + 1), *lse_shape): O_part (rows·S·d floats) from its start, lse_part
+    (rows·S floats) at ``lse_part_at`` bytes. ``torch.empty_like`` of a template gives a fresh
+    contiguous tensor without parsing a shape, dtype and device (the forward's ``LaunchPlan``
+    templates). O and lse are allocations of their own, so what a caller keeps keeps nothing else
+    alive; the partials' workspace is freed when the call returns (torch's caching allocator orders
+    its reuse on the stream)."""
 
     launch: DecodeLaunch
     o_like: object
-    ws_like: object
+    lse_like: object
+    ws_like: object | None
     lse_part_at: int
 
 
 def make_call(L: DecodeLaunch, q) -> DecodeCall:
     """The DecodeCall of launch ``L`` with its templates on torch tensor ``q``'s device (Q's dtype)."""
     one = q.new_empty(1)
-    ws = L.lse_shape if L.S == 1 else (L.S * (L.d + 1) + 1, *L.lse_shape)
-    return DecodeCall(L, one.expand(L.o_shape), one.new_empty(1, dtype=sys.modules["torch"].float32).expand(ws),
-                      L.rows * L.S * L.d * 4)
+    one32 = one.new_empty(1, dtype=sys.modules["torch"].float32)
+    return DecodeCall(L, one.expand(L.o_shape), one32.expand(L.lse_shape),
+                      None if L.S == 1 else one32.expand(L.S * (L.d + 1), *L.lse_shape), L.rows * L.S * L.d * 4)
 
 
 #: _call_key(...)[0] -> DecodeCall; emptied when it holds _LAUNCHES_MAX
@@ -508,18 +508,18 @@ def _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant):
 
 
 def _run(C: DecodeCall, q: int, k: int, v: int, table: int):
-    """Allocate O and the workspace (``DecodeCall``: lse, and the partials when S > 1) and launch
-    C's DecodeLaunch on torch's current stream of its device (the current device) on the device
+    """Allocate O, lse and (S > 1) the partials' workspace (``DecodeCall``) and launch C's
+    DecodeLaunch on torch's current stream of its device (the current device) on the device
     pointers q, k, v and table (0: none). Returns (O, lse) as the caller gets them."""
     el = sys.modules["torch"].empty_like
-    O, ws = el(C.o_like), el(C.ws_like)
+    O, lse = el(C.o_like), el(C.lse_like)
     L = C.launch
     if L.S > 1:
-        lse = ws[-1]
+        ws = el(C.ws_like)          # freed on return: the merge, queued on this stream, reads it first
         O_part = ws.data_ptr()
         lse_part = O_part + C.lse_part_at
     else:
-        lse, O_part, lse_part = ws, 0, 0
+        O_part, lse_part = 0, 0
     ensure_context(L.device)
     launch_ptrs(L, q, k, v, table, O_part, lse_part, O.data_ptr(), lse.data_ptr(), raw_torch_stream(L.device))
     return O, lse
@@ -554,8 +554,7 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
 
     Returns (O, lse): O like Q (dtype and leading shape), lse float32 (..., H, Nq), natural log;
     rows that see no key: O = 0, lse = −inf. Runs on torch's current stream. Both are fresh
-    contiguous tensors; when the keys are split (S > 1), lse is a view of the call's one float32
-    workspace and keeps the partials' B·H·Nq·S·(d + 1)·4 bytes alive while it lives (``DecodeCall``).
+    contiguous tensors of their own (``DecodeCall``).
 
     Raises TypeError (not torch CUDA tensors, dtypes), ValueError (shapes, d, H % H_kv, splits,
     block table, variant), RuntimeError (no CuPy / GPU); one line each. Source: Flash-Decoding (Dao, Haziza,
@@ -578,7 +577,8 @@ def flash_decode_gpu(Q, K, V, *, num_splits=None, causal: bool = False, scale=No
     same = (p.q.data_ptr() == Q.data_ptr() and p.k.data_ptr() == K.data_ptr() and p.v.data_ptr() == V.data_ptr()
             and (block_table is None or p.table.data_ptr() == block_table.data_ptr()))
     hit = _call_key(Q, K, V, num_splits, causal, scale, block_table, Nk, variant)
-    if hit is not None and same and p.device == _DRIVER[1]():
+    # not kept from inside a CUDA-graph capture: its templates would hold the graph's private pool
+    if hit is not None and same and p.device == _DRIVER[1]() and not sys.modules["torch"].cuda.is_current_stream_capturing():
         if len(_LAUNCHES) >= _LAUNCHES_MAX:
             _LAUNCHES.clear()
         _LAUNCHES[hit[0]] = C

@@ -133,8 +133,7 @@ def test_the_launch_hands_the_driver_each_parameter_by_name(monkeypatch):
 
 
 class _FakeTensor:
-    """What ``decode._call_key`` and ``decode._run`` read of a torch tensor (float32 elements for
-    the workspace's slabs)."""
+    """What ``decode._call_key`` and ``decode._run`` read of a torch tensor."""
 
     def __init__(self, shape=(1, 32, 1, 128), dtype="float16", device="cuda:0", ptr=1 << 20, contiguous=True):
         self.shape, self.dtype, self.device, self._ptr, self._contiguous = tuple(shape), dtype, device, ptr, contiguous
@@ -151,11 +150,6 @@ class _FakeTensor:
     def expand(self, *shape):
         return _FakeTensor(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape, self.dtype,
                            self.device, 0)
-
-    def __getitem__(self, i):                     # ws[-1]: the last slab of a float32 workspace
-        assert i == -1 and self.dtype == "float32"
-        slab = int(np.prod(self.shape[1:]))
-        return _FakeTensor(self.shape[1:], self.dtype, self.device, self._ptr + (self.shape[0] - 1) * slab * 4)
 
 
 @pytest.fixture
@@ -227,10 +221,11 @@ def test_calls_the_general_path_copies_or_rejects_have_no_key(fake_torch, kw):
     assert gd._call_key(*args.values()) is None
 
 
-def test_a_kept_call_carves_lse_and_both_partials_from_one_workspace(fake_torch, monkeypatch):
-    """_run's two allocations: O like Q; one float32 workspace that is lse (S = 1) or holds O_part
-    (rows·S·d floats), lse_part (rows·S floats) and lse (rows floats) end to end (S > 1), as the
-    kernels' partial layout (kernels/flash_decode.cu) reads them."""
+def test_a_kept_call_gives_o_and_lse_their_own_allocations(fake_torch, monkeypatch):
+    """_run's allocations: O like Q and lse float32, each its own tensor (what a caller keeps keeps
+    nothing else alive); when S > 1 also one float32 workspace of the partials, O_part (rows·S·d
+    floats) then lse_part (rows·S floats), as the kernels' partial layout (kernels/flash_decode.cu)
+    reads them, dropped when the call returns."""
     launched = []
     monkeypatch.setattr(gd, "ensure_context", lambda dev: None)
     monkeypatch.setattr(gd, "raw_torch_stream", lambda dev: 99)
@@ -242,19 +237,19 @@ def test_a_kept_call_carves_lse_and_both_partials_from_one_workspace(fake_torch,
         L = gd.DecodeLaunch(kern, 0, (S, 8, B), (0, 0), (H, 8, Nq, 4096, S, 0), 0.088, rows, S, d,
                             (*lead, H, Nq, d), (*lead, H, Nq), None)
         C = gd.make_call(L, _FakeTensor((B, H, Nq, d)))
-        assert C.o_like.shape == L.o_shape and C.o_like.dtype == "float16" and C.ws_like.dtype == "float32"
+        assert C.o_like.shape == L.o_shape and C.o_like.dtype == "float16"
+        assert C.lse_like.shape == L.lse_shape and C.lse_like.dtype == "float32"
         launched.clear()
         O, lse = gd._run(C, 1, 2, 3, 4)
         (_, q, k, v, table, O_part, lse_part, o, lse_p, stream), = launched
         assert (q, k, v, table, stream, o, lse_p) == (1, 2, 3, 4, 99, O.data_ptr(), lse.data_ptr())
-        assert O.shape == L.o_shape and lse.shape == L.lse_shape and O.dtype == "float16"
-        if S == 1:                                                       # the workspace is lse
-            assert (O_part, lse_part) == (0, 0) and C.ws_like.shape == L.lse_shape
+        assert O.shape == L.o_shape and lse.shape == L.lse_shape and O.dtype == "float16" and lse.dtype == "float32"
+        if S == 1:                                                       # no partials, no workspace
+            assert (O_part, lse_part) == (0, 0) and C.ws_like is None
             continue
-        assert C.ws_like.shape == (S * (d + 1) + 1, *L.lse_shape)          # (S·(d + 1) + 1)·rows floats
+        assert C.ws_like.shape == (S * (d + 1), *L.lse_shape) and C.ws_like.dtype == "float32"
         assert lse_part == O_part + rows * S * d * 4                       # after O_part (B, H, Nq, S, d)
-        assert lse_p == lse_part + rows * S * 4                            # after lse_part (B, H, Nq, S): the last slab
-        assert lse_p + rows * 4 == O_part + (S * (d + 1) + 1) * rows * 4   # ends where the workspace ends
+        assert len({O_part, o, lse_p}) == 3                                # three allocations: nothing shared
 
 
 def test_a_block_is_compiled_for_the_fewest_rows_that_hold_it():
