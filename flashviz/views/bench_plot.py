@@ -71,20 +71,22 @@ def headline(rows: list[dict]) -> str:
     return "fa3" if any("fa3_call_ms" in r for r in rows) else "wgmma"
 
 
-def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5), kernel_only: bool = False):
+def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5), kernel_only: bool = False, headline_impl: str | None = None):
     """TFLOP/s by public call (FLOPs over the public call's time: CUDA events, median) against
     N for every implementation, one panel per (d, causal), from the "bench" rows of an "mma"
     results dict (``mma_table``'s <impl>_call_tflops; B·N = 16k tokens, H = 2048/d; FLOPs
-    4·B·H·N²·d, halved for causal). Our headline, drawn bold, is the default on Hopper: fa3 where the
-    rows hold it, else wgmma (``headline``). kernel_only=True adds the headline's kernel-only
+    4·B·H·N²·d, halved for causal). Our headline, drawn bold, is ``headline_impl`` ("fa3" or
+    "wgmma"; chapter 7 names its own kernel) or, when None, the default on Hopper: fa3 in a panel
+    whose rows hold it, else wgmma (``headline``). kernel_only=True adds the headline's kernel-only
     TFLOP/s (profiler kernel time) as a thin dotted line with hollow markers, labelled so.
     The dotted black line is the device's measured matmul rate in the rows' dtype. Raises
     ValueError when res has no "bench" rows."""
     _check(res, "bench")
     if not res["bench"]:
         raise ValueError("the results hold no benchmark rows")
+    if headline_impl not in (None, "fa3", "wgmma"):
+        raise ValueError(f"headline_impl must be None, 'fa3' or 'wgmma', got {headline_impl!r}")
     rows = mma_table(res)
-    top = headline(rows)
     ds = sorted({r["d"] for r in rows})
     fig, axes = plt.subplots(len(ds), 2, figsize=figsize, squeeze=False, sharex=True, dpi=style.fit_dpi(figsize[0]))
     dtype = rows[0].get("dtype", "float16")
@@ -96,6 +98,7 @@ def plot_mma_benchmark(res: dict, *, figsize=(11, 7.5), kernel_only: bool = Fals
         for b, causal in enumerate((False, True)):
             ax = axes[a][b]
             sel = sorted((r for r in rows if r["d"] == d and bool(r["causal"]) == causal), key=lambda r: r["N"])
+            top = headline_impl or headline(sel)
             for key, label, colour, ls in SERIES:
                 pts = [(r["N"], r[key + "_call_tflops"]) for r in sel if key + "_call_tflops" in r]
                 if pts:

@@ -71,7 +71,8 @@ class RecordedFigures(FigureTabs):
         mma, dram = latest_results("mma"), latest_results("dram")
         label = recorded_label(mma) if mma else "no recording"
         return Loaded(header=f"<b>Recorded on a GPU</b> — {label}", captions=captions(mma, dram),
-                      draws={"benchmark": lambda figsize: bp.plot_mma_benchmark(mma, figsize=figsize),
+                      draws={"benchmark": lambda figsize: bp.plot_mma_benchmark(mma, figsize=figsize,
+                                                                               headline_impl="wgmma"),
                              "sweep": lambda figsize: bp.plot_block_sweep(mma, d=64, figsize=figsize),
                              "dram": lambda figsize: bp.plot_dram(dram, figsize=figsize)},
                       labels=(recorded_label(mma) if mma else None, recorded_label(dram) if dram else None))

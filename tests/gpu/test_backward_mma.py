@@ -122,6 +122,41 @@ def test_the_dq_default_is_the_separate_pass_and_bad_choices_are_one_line_errors
     assert bk.check_dq(None) == "atomic"
 
 
+def test_only_the_atomic_path_needs_the_fp32_dq_buffer():
+    """launch_backward_mma: an atomic build without dQacc is a one-line ValueError raised before any
+    launch; a deterministic (separate-pass) build launches with a null dQacc — the preprocess kernel
+    then zeroes nothing, and the convert kernel is not launched."""
+    import types
+
+    from flashviz.gpu.tensorcore import backward as bk
+    calls = []
+
+    def kernel(name):
+        return lambda grid, block, args, shared_mem=0: calls.append((name, args))
+
+    class T:                                       # what the launcher reads of a torch tensor
+        def __init__(self, shape, ptr):
+            self.shape, self._ptr = shape, ptr
+
+        def numel(self):
+            return math.prod(self.shape)
+
+        def data_ptr(self):
+            return self._ptr
+
+    q, k = T((2, 100, 64), 16), T((2, 80, 64), 32)
+    mb = types.SimpleNamespace(Bc=64, deterministic=False, smem_bytes=0, dq_smem_bytes=0,
+                               **{n: kernel(n) for n in ("preprocess", "main", "convert", "dq")})
+    args = (q, k, k, q, q, T((2, 100), 48), None, T((2, 100), 64))
+    with pytest.raises(ValueError, match=r"^launch_backward_mma: the atomic dQ path needs dQacc") as e:
+        bk.launch_backward_mma(mb, *args, None, q, k, k, scale=0.125)
+    assert "\n" not in str(e.value) and calls == []
+    mb.deterministic = True
+    bk.launch_backward_mma(mb, *args, None, q, k, k, scale=0.125)
+    assert [n for n, _ in calls] == ["preprocess", "main", "dq"]
+    assert int(calls[0][1][4]) == 0 and int(calls[1][1][6]) == 0          # dQacc: a null pointer to both
+
+
 def test_the_autograd_backward_passes_deterministic_and_leaves_dq_to_the_default(monkeypatch):
     """flash_attention's backward operator (autograd._backward) calls flash_backward_mma with the
     caller's deterministic and no dq: deterministic=False gets the default dQ, the separate pass.

@@ -263,6 +263,13 @@ def test_bench_figures():
             assert list(lines[0].get_ydata()) == pytest.approx([r["flops"] / r[f"{impl}_call_ms"] / 1e9 for r in sel])
             assert lines[0].get_linewidth() == (1.8 if impl == top else 1.2)
     plt.close(fig)
+    fig = bp.plot_mma_benchmark(res, headline_impl="wgmma")            # chapter 7: its own kernel in bold
+    (w,) = [line for line in fig.axes[0].lines if line.get_label().startswith("flashviz wgmma ")]
+    assert w.get_linewidth() == 1.8
+    assert all(line.get_linewidth() != 1.8 for line in fig.axes[0].lines if line is not w)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="headline_impl must be None, 'fa3' or 'wgmma'"):
+        bp.plot_mma_benchmark(res, headline_impl="mmasync")
     fig = bp.plot_mma_benchmark(res, kernel_only=True)                 # kernel-only beside it: dotted, hollow, labelled
     (k,) = [line for line in fig.axes[0].lines if "kernel-only" in line.get_label()]
     assert k.get_linestyle() == ":" and k.get_markerfacecolor() == "white" and top in k.get_label()

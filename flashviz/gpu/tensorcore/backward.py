@@ -295,7 +295,7 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
 
 def launch_backward_mma(mb: MMABackward, q, k, v, o, do, lse32, dl, Dvec, dQacc, dQ, dK, dV, *, scale: float,
                         trace=None) -> None:
-    """Launch ``mb``'s kernels on prepared contiguous torch tensors (no checks, no allocation), on
+    """Launch ``mb``'s kernels on prepared contiguous torch tensors (no input checks, no allocation), on
     CuPy's current stream: q, o, do, dQ (..., Nq, d) and k, v, dK, dV (..., Nk, d) in the input
     dtype, one leading shape of BH elements; lse32, Dvec (BH, Nq) and dQacc (BH, Nq, d) float32; dl
     (..., Nq) float32 or None. dQacc may be None for a deterministic ``mb`` (dQ by the separate pass,

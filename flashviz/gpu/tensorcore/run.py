@@ -42,11 +42,13 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
     N = 4096); variants: kernels to include ("wgmma" and "fa3" need a Hopper GPU); ab_source: kernel
     source text to sweep as "wgmma-ab" beside the file's kernel (A/B of kernel versions).
     log: called with one line per finished item. The record names the code it timed:
-    ``kernel_sources`` (variant -> sha256 of the compiled text) and ``env.cubins`` (every cubin the
-    process loaded, ``nvrtc.loaded_cubins``). Raises RuntimeError without CuPy / a GPU.
+    ``kernel_sources`` (variant -> sha256 of the compiled text) and, in ``env``, what
+    ``provenance_env.code_hashes`` gives: ``cubins`` (every cubin the process loaded,
+    ``nvrtc.loaded_cubins``) and ``kernel_sources`` by file for every kernel file one came from
+    (the teaching kernel's included). Raises RuntimeError without CuPy / a GPU.
     """
     from ..common import environment
-    from ..nvrtc import loaded_cubins
+    from ..provenance_env import code_hashes
     from . import bench as mb
     from .kernel import device_variant
 
@@ -65,7 +67,7 @@ def run_benchmarks(out_dir, *, quick: bool = False, parts=("ceil", "check", "ben
 
     def save():
         data["wall_s"] = time.time() - t0
-        data["env"]["cubins"] = loaded_cubins()      # every binary timed so far: name, sha256, its source's
+        data["env"].update(code_hashes(()))          # every binary timed so far and the kernel files they came from
         path.write_text(json.dumps(data, indent=1, default=float))
 
     if "ceil" in parts:
