@@ -14,9 +14,11 @@
 // dQ three ways (the template argument DQ):
 //   0  none here: dK_j, dV_j only; dQ by the separate pass (the same bits on every run);
 //   1  dQ_i += dS_ij K_j by wgmma, then fp32 atomicAdd of each element into dQacc (FA2's way);
-//   2  the same product, its fp32 tile written to shared memory and added into dQacc by one bulk
-//      reduction of the copy engine per query block (cp.reduce.async.bulk .add.f32: FA3's way, one
-//      instruction instead of Br·d atomics; the last bits may change between runs, as with 1).
+//   2  the same product, its fp32 tile staged in shared memory and added into dQacc by the copy
+//      engine's bulk reductions (cp.reduce.async.bulk .add.f32, one a row: Br instructions from Br
+//      threads instead of Br·d atomics; FA3 reduces the tile with one TMA instruction; the last bits
+//      may change between runs, as with 1). Rows are padded by 32 bytes so that the staging stores
+//      from the accumulator layout (float2, a half-warp a wavefront) hit 32 distinct banks.
 //
 // Partitioning. Br = 64 query rows per inner step; Bc = 64·NWG key rows per block, NWG = 1 or 2
 // consumer warpgroups (128 threads each), no producer: every thread issues the cp.async copies.
@@ -40,8 +42,9 @@
 // Shared memory (1024-byte aligned tiles, 128-byte swizzle, d/64 column blocks of [rows][64], as
 // fv_wgmma.cuh's load_tile_sw128 writes them and wgmma reads them):
 //   K_j, V_j [Bc][d] | Q_i, dO_i [2 stages][Br][d] | dS_ijᵀ [Bc][Br] (DQ > 0) |
-//   dQ_i fp32 [KS][Br][d] (DQ = 2; KS = 2 for d = 64 with two warpgroups, else 1) | L_i, D_i [2][Br] fp32
-//   bytes = 1024 (alignment) + 2·(2·Bc·d + 4·Br·d) + (DQ > 0) 2·Bc·Br + (DQ = 2) 4·KS·Br·d + 16·Br
+//   dQ_i fp32 [KS][Br] rows of 4·d + 32 bytes (DQ = 2; KS = 2 for d = 64 with two warpgroups, else 1) |
+//   L_i, D_i [2][Br] fp32
+//   bytes = 1024 (alignment) + 2·(2·Bc·d + 4·Br·d) + (DQ > 0) 2·Bc·Br + (DQ = 2) KS·Br·(4·d + 32) + 16·Br
 // Two stages: query block i+1's Q, dO, L, D are copied while block i is computed.
 //
 // Masking: key c >= Nk, or (causal, bottom-right) c > r + Nk − Nq, gives P = 0. A query row past Nq
@@ -68,7 +71,8 @@ struct Shape {
     static constexpr int CB_PER = NCB >= NWG ? NCB / NWG : 1;   // dQ column blocks per warpgroup
     static constexpr u32 KV = Bc * D * 2, QT = Br * D * 2;     // bytes of a K_j / Q_i tile
     static constexpr u32 DS = DQ > 0 ? Bc * Br * 2 : 0;        // dS_ijᵀ
-    static constexpr u32 DQT = Br * D * 4;                     // one fp32 dQ_i tile
+    static constexpr u32 DQ_ROW = D * 4 + 32;                  // a staged fp32 dQ_i row, padded: no bank conflicts
+    static constexpr u32 DQT = Br * DQ_ROW;                    // one staged dQ_i tile
     static constexpr u32 DQS = DQ == 2 ? KS * DQT : 0;
     static constexpr u32 SMEM = 1024 + 2 * KV + 4 * QT + DS + DQS + 16 * Br;
 };
@@ -102,7 +106,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     const u32 sQ0 = sV + Sh::KV;                        // stage st: Q_i at sQ0 + st·QT
     const u32 sdO0 = sQ0 + 2 * Sh::QT;                  //           dO_i at sdO0 + st·QT
     const u32 sdS = sdO0 + 2 * Sh::QT;                  // dS_ijᵀ [Bc][Br]
-    const u32 sdQ = sdS + Sh::DS;                       // fp32 dQ_i [KS][Br][d]
+    const u32 sdQ = sdS + Sh::DS;                       // fp32 dQ_i [KS][Br] rows of DQ_ROW bytes
     unsigned char* const gen = fvbw_smem + (base - smem_addr(fvbw_smem));   // generic pointer to base
     float* const dQ_s = reinterpret_cast<float*>(gen + (sdQ - base));
     float* const L_s = reinterpret_cast<float*>(gen + (sdQ + Sh::DQS - base));   // L_i [2][Br]
@@ -144,7 +148,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         const u32 sQ = sQ0 + st * Sh::QT, sdO = sdO0 + st * Sh::QT;
         const float* L_i = L_s + st * Br;
         const float* D_i = D_s + st * Br;
-        if (DQ == 2 && tid % 128 == 0 && w < Sh::KS) bulk_wait_read<0>();   // dQ_s read by the copy engine
+        if (DQ == 2 && tid < Br * Sh::KS) bulk_wait_read<0>();   // its dQ_s row read by the copy engine
         __syncthreads();                                // step i−1 is done with the other stage, dS, dQ_s
 
         // [load_Qi] Alg. 2 line 9: query block i+1 into the other stage while block i is computed;
@@ -252,7 +256,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
                             atomicAdd(dst + 1, scale * dq[x + 1]);
                         }
                     } else {
-                        *reinterpret_cast<float2*>(dQ_s + kp * (Br * D) + ql * D + col) =
+                        *reinterpret_cast<float2*>(dQ_s + (kp * Sh::DQT + ql * Sh::DQ_ROW) / 4 + col) =
                             make_float2(scale * dq[x], scale * dq[x + 1]);
                     }
                 }
@@ -260,9 +264,9 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
             if constexpr (DQ == 2) {
                 fence_proxy_async();                    // dQ_s's stores, visible to the copy engine
                 __syncthreads();
-                if (tid % 128 == 0 && w < Sh::KS) {     // one thread a key part: its tile, the valid rows
-                    const int rows = min(Br, Nq - r0);
-                    bulk_reduce_add_f32(dQh + (size_t)r0 * D, sdQ + w * Sh::DQT, (u32)(rows * D * 4));
+                if (tid < Br * Sh::KS && r0 + tid % Br < Nq) {   // one thread a row of a key part's tile
+                    const int kt = tid / Br, ql = tid % Br;
+                    bulk_reduce_add_f32(dQh + (size_t)(r0 + ql) * D, sdQ + kt * Sh::DQT + ql * Sh::DQ_ROW, D * 4);
                     bulk_commit();
                 }
             }
@@ -276,7 +280,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     // [write_dKdV] Alg. 2 line 18: dK_j (times scale) and dV_j to HBM in the input dtype, once per key
     // block; zeros for a key block no query sees (whose K_j, V_j copies are awaited first).
     cp_async_wait<0>();
-    if (DQ == 2 && tid % 128 == 0 && w < Sh::KS) bulk_wait<0>();
+    if (DQ == 2 && tid < Br * Sh::KS) bulk_wait<0>();
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int c = c0 + kw + 8 * hf;

@@ -30,8 +30,8 @@ def test_wgmma_smem_bytes_counted_by_hand():
         assert bk.bwd_wgmma_smem_bytes(Bc, d, "separate") == base
         assert bk.bwd_wgmma_smem_bytes(Bc, d, "atomic") == base + 2 * Bc * 64          # dS_ijᵀ
         ks = 2 if (Bc, d) == (128, 64) else 1                                         # dQ tiles summed apart
-        assert bk.bwd_wgmma_smem_bytes(Bc, d, "bulk") == base + 2 * Bc * 64 + 4 * ks * 64 * d
-    assert bk.bwd_wgmma_smem_bytes(128, 128) == 182_272                               # the default dq: bulk
+        assert bk.bwd_wgmma_smem_bytes(Bc, d, "bulk") == base + 2 * Bc * 64 + ks * 64 * (4 * d + 32)   # padded rows
+    assert bk.bwd_wgmma_smem_bytes(128, 128) == 184_320                               # the default dq: bulk
     with pytest.raises(ValueError, match="Bc=32 is not supported by the wgmma backward"):
         bk.bwd_wgmma_smem_bytes(32, 64)
     with pytest.raises(ValueError, match="dq must be one of"):

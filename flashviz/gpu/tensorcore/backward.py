@@ -231,8 +231,9 @@ def bwd_wgmma_smem_bytes(Bc: int, d: int, dq: str = BWD_WGMMA_DQ_DEFAULT) -> int
     """Dynamic shared memory of one block of ``flash_bwd_wgmma<DT, Bc, d, causal, DQ>``, in bytes
     (kernels/flash_bwd_wgmma.cu, ``fvbw::Shape::SMEM``): 1024 (to align the tiles on 1024 bytes)
     + 2·(2·Bc·d + 4·64·d) (K_j, V_j; Q_i, dO_i in two stages, b16) + 2·Bc·64 for dS_ijᵀ (dq "atomic"
-    or "bulk") + 4·KS·64·d for the fp32 dQ_i tile(s) ("bulk"; KS = 2 for d = 64, Bc = 128, else 1)
-    + 16·64 (L_i, D_i, two stages, fp32). Bc = 128, d = 128, "bulk": 182,272. ValueError /
+    or "bulk") + KS·64·(4·d + 32) for the staged fp32 dQ_i tile(s), rows padded by 32 bytes ("bulk";
+    KS = 2 for d = 64, Bc = 128, else 1) + 16·64 (L_i, D_i, two stages, fp32). Bc = 128, d = 128,
+    "bulk": 184,320. ValueError /
     TypeError for an unsupported Bc, d or dq."""
     Bc = check_member(Bc, "Bc", BWD_WGMMA_BC, "wgmma backward")
     d = check_member(d, "d", BWD_MMA_D, "wgmma backward")
@@ -241,7 +242,7 @@ def bwd_wgmma_smem_bytes(Bc: int, d: int, dq: str = BWD_WGMMA_DQ_DEFAULT) -> int
     br, nwg, ncb = BWD_MMA_BR, Bc // 64, d // 64
     ks = 1 if ncb >= nwg else nwg // ncb
     ds = 2 * Bc * br if dq != "separate" else 0
-    dqs = 4 * ks * br * d if dq == "bulk" else 0
+    dqs = ks * br * (4 * d + 32) if dq == "bulk" else 0
     return 1024 + 2 * (2 * Bc * d + 4 * br * d) + ds + dqs + 16 * br
 
 
