@@ -2,7 +2,7 @@
 
 ``dense_gradients`` is what tests/gpu/test_backward_mma.py, tests/gpu/test_backward_wgmma.py and
 benchmarks/check_bwd_wgmma.py compare flashviz's backward kernels against: torch autograd of
-dense attention in float64 on the same rounded inputs, with the conventions of DESIGN.md
+dense attention in float64 on the same rounded inputs, with the conventions of the public API
 (bottom-right causal; a row that sees no key has O = 0, lse = −inf and zero gradients). Imports
 nothing at module level; the caller passes torch.
 """
