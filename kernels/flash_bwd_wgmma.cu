@@ -21,7 +21,8 @@
 //      from the accumulator layout (float2, a half-warp a wavefront) hit 32 distinct banks.
 //
 // Partitioning. Br = 64 query rows per inner step; Bc = 64·NWG key rows per block, NWG = 1 or 2
-// consumer warpgroups (128 threads each), no producer: every thread issues the cp.async copies.
+// consumer warpgroups (128 threads each), no producer: every thread issues the cp.async copies
+// (Q_i, dO_i 16 bytes a copy; the lse and D rows 4 bytes a copy, raw: L_i is formed where it is read).
 // Warpgroup w owns the 64 key rows c0 + 64w .. c0 + 64w + 63 of K_j, V_j, dK_j, dV_j for the whole
 // loop and computes the transposed tiles of those rows (64 x Br), each product one wgmma group:
 //   S_ijᵀ  = K_j Q_iᵀ     A = K_j rows (smem, K-major),  B = Q_i (smem, K-major)     issue_S
@@ -47,15 +48,17 @@
 //   bytes = 1024 (alignment) + 2·(2·Bc·d + 4·Br·d) + (DQ > 0) 2·Bc·Br + (DQ = 2) KS·Br·(4·d + 32) + 16·Br
 // Two stages: query block i+1's Q, dO, L, D are copied while block i is computed.
 //
-// Masking: key c >= Nk, or (causal, bottom-right) c > r + Nk − Nq, gives P = 0. A query row past Nq
-// or with lse = −inf (it sees no key) is given L_i = +inf, so exp2(s − L_i) = 0: its dQ and its share
-// of dK, dV are exactly 0, never NaN. Key blocks no query reaches write dK = dV = 0.
+// Masking: key c >= Nk, or (causal, bottom-right) c > r + Nk − Nq, gives P = 0. A query row with
+// lse = −inf (it sees no key) gets L_i = +inf (lse_base2), so exp2(s − L_i) = 0: its dQ and its
+// share of dK, dV are exactly 0, never NaN. A row past Nq arrives as zeros (Q_i, dO_i, lse, D): its
+// P is 1 where unmasked but dP = 0, D = 0, dO = 0 make its dS and its share of dV exactly 0, and its
+// dQ is not written. Key blocks no query reaches write dK = dV = 0.
 
 #include "fv_ptx.cuh"    // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
 #include "fv_wgmma.cuh"  // load_tile_sw128, desc128, fences, wgmma_ss_tt, wgmma fence/commit/wait
 #include "fv_attn.cuh"   // issue_S, issue_PV, convert_P (the forward's products, roles exchanged)
 #include "fv_tma.cuh"    // bulk_reduce_add_f32, bulk_commit, bulk_wait (DQ = 2)
-#include "fv_bwd.cuh"    // key_block, LOG2E, load_LD (L_i in base 2, +inf for keyless rows; D_i)
+#include "fv_bwd.cuh"    // key_block, LOG2E, lse_base2 (+inf for keyless rows), load_LD_async (L_i, D_i)
 
 namespace fvbw {
 
@@ -137,8 +140,8 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     if (i_first <= i_last) {
         load_tile_sw128<Br, D, NT>(sQ0, Qh, D, i_first * Br, Nq, tid);
         load_tile_sw128<Br, D, NT>(sdO0, dOh, D, i_first * Br, Nq, tid);
+        load_LD_async<Br, NT>(smem_addr(L_s), smem_addr(D_s), Lh, Dh, i_first * Br, Nq, tid);
         cp_async_commit();
-        load_LD<Br, NT>(L_s, D_s, Lh, Dh, i_first * Br, Nq, tid);
     }
 
 #pragma unroll 1
@@ -151,13 +154,14 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         if (DQ == 2 && tid < Br * Sh::KS) bulk_wait_read<0>();   // its dQ_s row read by the copy engine
         __syncthreads();                                // step i−1 is done with the other stage, dS, dQ_s
 
-        // [load_Qi] Alg. 2 line 9: query block i+1 into the other stage while block i is computed;
-        // then wait for block i's copies and make them visible to the tensor cores.
+        // [load_Qi] Alg. 2 line 9: query block i+1 (Q_i, dO_i, lse and D rows, one cp.async group) into
+        // the other stage while block i is computed; then wait for block i's copies and make them
+        // visible to the tensor cores.
         if (i < i_last) {
             load_tile_sw128<Br, D, NT>(sQ0 + (st ^ 1) * Sh::QT, Qh, D, r0 + Br, Nq, tid);
             load_tile_sw128<Br, D, NT>(sdO0 + (st ^ 1) * Sh::QT, dOh, D, r0 + Br, Nq, tid);
+            load_LD_async<Br, NT>(smem_addr(L_s + (st ^ 1) * Br), smem_addr(D_s + (st ^ 1) * Br), Lh, Dh, r0 + Br, Nq, tid);
             cp_async_commit();
-            load_LD<Br, NT>(L_s + (st ^ 1) * Br, D_s + (st ^ 1) * Br, Lh, Dh, r0 + Br, Nq, tid);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -183,7 +187,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
             const int c = c0 + kw + 8 * ((x >> 1) & 1);
             const int ql = 8 * (x >> 2) + 2 * t + (x & 1);
             const bool masked = edge && (c >= Nk || (CAUSAL && c > r0 + ql + offset));
-            s[x] = masked ? 0.f : ex2(fmaf(s[x], scale_log2, -L_i[ql]));
+            s[x] = masked ? 0.f : ex2(fmaf(s[x], scale_log2, -lse_base2(L_i[ql])));
         }
 
         // [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i on the tensor cores (P_ijᵀ rounded

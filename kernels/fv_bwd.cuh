@@ -1,7 +1,7 @@
 // fv_bwd.cuh: what the backward kernels share (FlashAttention-2, Algorithm 2): L_i as they keep
 // it and the load of a query block's row vectors L_i, D_i (kernels/flash_bwd_mma.cu, mma.sync, and
-// kernels/flash_bwd_wgmma.cu, Hopper wgmma); a thread block's key block and the query blocks that
-// see it (flash_bwd_wgmma.cu). Header-free, like fv_ptx.cuh.
+// kernels/flash_bwd_wgmma.cu, Hopper wgmma; the latter by cp.async), and a thread block's key block
+// with the query blocks that see it (flash_bwd_wgmma.cu). Header-free, like fv_ptx.cuh.
 #pragma once
 
 #include "fv_ptx.cuh"
@@ -28,6 +28,23 @@ __device__ __forceinline__ void load_LD(float* L_i, float* D_i, const float* __r
     for (int rr = tid; rr < ROWS; rr += NT) {
         L_i[rr] = lse_base2(r0 + rr < Nq ? Lh[r0 + rr] : neg_inf());
         D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
+    }
+}
+
+// The forward's lse (natural log) and D of the ROWS rows r0 .. r0 + ROWS − 1 of one head into shared
+// memory by 4-byte cp.async copies (NT threads, in the caller's open commit group), raw: the reader
+// applies lse_base2. Rows past Nq arrive as zeros (their Q_i, dO_i rows are zeros too, so they add
+// nothing to dK, dV and their dQ is not written).
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_LD_async(u32 sL, u32 sD, const float* __restrict__ Lh,
+                                              const float* __restrict__ Dh, int r0, int Nq, int tid)
+{
+    for (int e = tid; e < 2 * ROWS; e += NT) {
+        const int rr = e % ROWS;
+        const bool ok = r0 + rr < Nq;
+        const float* src = (e < ROWS ? Lh : Dh) + (ok ? r0 + rr : 0);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"((e < ROWS ? sL : sD) + 4 * rr), "l"(src),
+                     "r"(ok ? 4 : 0) : "memory");
     }
 }
 
