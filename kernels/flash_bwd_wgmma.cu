@@ -229,7 +229,8 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
 
             // [update_dQ] Alg. 2 line 15: dQ_i ← dQ_i + scale · dS_ij K_j on the tensor cores (both from
             // SRAM: dS_ij M-major, K_j N-major), 64 of d's columns a warpgroup at a time; then into the
-            // fp32 dQacc in HBM by atomicAdd (DQ = 1) or through SRAM and one bulk reduction (DQ = 2).
+            // fp32 dQacc in HBM by atomicAdd (DQ = 1) or staged in SRAM and added by the copy engine's
+            // bulk reductions, one a row (DQ = 2).
             constexpr int KSTEPS = Bc / 16 / Sh::KS;   // k16 slices of this warpgroup's key part
             const int kp = Sh::KS > 1 ? w : 0;          // key part (d = 64, two warpgroups: its own keys)
 #pragma unroll
