@@ -15,9 +15,10 @@
 //   0  none here: dK_j, dV_j only; dQ by the separate pass (the same bits on every run);
 //   1  dQ_i += dS_ij K_j by wgmma, then fp32 atomicAdd of each element into dQacc (FA2's way);
 //   2  the same product, its fp32 tile staged in shared memory and added into dQacc by the copy
-//      engine's bulk reductions (cp.reduce.async.bulk .add.f32, one a row: Br instructions from Br
-//      threads instead of Br·d atomics; FA3 reduces the tile with one TMA instruction; the last bits
-//      may change between runs, as with 1). Rows are padded by 32 bytes so that the staging stores
+//      engine's bulk reductions (cp.reduce.async.bulk .add.f32): each warp adds the 16 rows it staged
+//      (its warpgroup's columns) after a fence and a warp barrier, no block barrier; Br·NWG small
+//      instructions instead of Br·d atomics (FA3 reduces the tile with one TMA instruction); the last
+//      bits may change between runs, as with 1. Rows are padded by 32 bytes so that the staging stores
 //      from the accumulator layout (float2, a half-warp a wavefront) hit 32 distinct banks.
 //
 // Partitioning. Br = 64 query rows per inner step; Bc = 64·NWG key rows per block, NWG = 1 or 2
@@ -151,7 +152,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         const u32 sQ = sQ0 + st * Sh::QT, sdO = sdO0 + st * Sh::QT;
         const float* L_i = L_s + st * Br;
         const float* D_i = D_s + st * Br;
-        if (DQ == 2 && tid < Br * Sh::KS) bulk_wait_read<0>();   // its dQ_s row read by the copy engine
+        if (DQ == 2 && lane < 16) bulk_wait_read<0>();  // its dQ_s row read by the copy engine
         __syncthreads();                                // step i−1 is done with the other stage, dS, dQ_s
 
         // [load_Qi] Alg. 2 line 9: query block i+1 (Q_i, dO_i, lse and D rows, one cp.async group) into
@@ -267,11 +268,15 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
                 }
             }
             if constexpr (DQ == 2) {
+                // each warp adds the rows it staged (16, this warpgroup's columns) itself: no block barrier
                 fence_proxy_async();                    // dQ_s's stores, visible to the copy engine
-                __syncthreads();
-                if (tid < Br * Sh::KS && r0 + tid % Br < Nq) {   // one thread a row of a key part's tile
-                    const int kt = tid / Br, ql = tid % Br;
-                    bulk_reduce_add_f32(dQh + (size_t)(r0 + ql) * D, sdQ + kt * Sh::DQT + ql * Sh::DQ_ROW, D * 4);
+                __syncwarp();
+                constexpr int NC = 64 * Sh::CB_PER;     // this warpgroup's columns of a row
+                const int col0 = Sh::KS > 1 ? 0 : NC * w;
+                const int ql = 16 * w4 + lane;
+                if (lane < 16 && r0 + ql < Nq) {
+                    bulk_reduce_add_f32(dQh + (size_t)(r0 + ql) * D + col0, sdQ + kp * Sh::DQT + ql * Sh::DQ_ROW + 4 * col0,
+                                        NC * 4);
                     bulk_commit();
                 }
             }
@@ -285,7 +290,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     // [write_dKdV] Alg. 2 line 18: dK_j (times scale) and dV_j to HBM in the input dtype, once per key
     // block; zeros for a key block no query sees (whose K_j, V_j copies are awaited first).
     cp_async_wait<0>();
-    if (DQ == 2 && tid < Br * Sh::KS) bulk_wait<0>();
+    if (DQ == 2 && lane < 16) bulk_wait<0>();
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int c = c0 + kw + 8 * hf;
