@@ -50,18 +50,17 @@
 #include "fv_ptx.cuh"   // u16/u32, neg_inf, smem_addr, cp.async, ex2, pack2
 #include "fv_b16.cuh"   // to_f32: one fp16 / bf16 value to fp32
 #include "fv_mma_sync.cuh"  // ldsm_x4, ldsm_x4_trans, mma16816, swz
+#include "fv_bwd.cuh"   // LOG2E, pos_inf, lse_base2, load_LD (L_i, D_i)
 #include "fv_trace.cuh"  // the timeline switch of flash_bwd_mma: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvbm {
 
 using namespace fvptx;
 using namespace fvmma;
+using namespace fvbwd;
 using fvb16::to_f32;
 
 constexpr int Br = 64;                                // query rows per inner step
-constexpr float LOG2E = 1.4426950408889634f;
-
-__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 // cp.async the rows row0 .. row0+ROWS-1 of a contiguous [N][D] matrix into a swizzled tile; rows
 // past N are zero-filled.
@@ -80,10 +79,6 @@ __device__ __forceinline__ void load_tile(u32 s_tile, const u16* __restrict__ g,
     }
 }
 
-// L_i as the kernels keep it: the forward's natural-log lse in base 2, and +inf for a row that sees
-// no key (lse = −inf) or lies past Nq (given −inf), so that exp2(s − L_i) = 0 there.
-__device__ __forceinline__ float lse_base2(float lse) { return lse == neg_inf() ? pos_inf() : lse * LOG2E; }
-
 // [load_Qi] Alg. 2 line 9: query block i of one head into one stage of SRAM: Q_i, dO_i by cp.async
 // (committed as one group), L_i (lse_base2) and D_i by plain loads and stores (visible after the
 // caller's next __syncthreads).
@@ -95,10 +90,7 @@ __device__ __forceinline__ void load_query_block(u32 sQ, u32 sdO, float* L_i, fl
     load_tile<Br, D, NT>(sQ, Qh, r0, Nq, tid);
     load_tile<Br, D, NT>(sdO, dOh, r0, Nq, tid);
     cp_async_commit();
-    for (int rr = tid; rr < Br; rr += NT) {
-        L_i[rr] = lse_base2(r0 + rr < Nq ? Lh[r0 + rr] : neg_inf());
-        D_i[rr] = r0 + rr < Nq ? Dh[r0 + rr] : 0.f;
-    }
+    load_LD<Br, NT>(L_i, D_i, Lh, Dh, r0, Nq, tid);
 }
 
 // acc (16 x 8·NN, C layout) = A B^T over D, A = 16 rows of an SRAM tile (row a_row0), B^T = the

@@ -63,32 +63,6 @@
 #include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV
 #include "fv_trace.cuh" // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
-namespace fvmma {
-
-using namespace fvptx;
-
-// Copy rows [row0, row0 + ROWS) of a (rows, D) matrix (row stride ld elements) into the
-// swizzled tile at shared address dst; rows >= nrows are zero-filled. NT threads share it.
-template <int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, long long ld, int row0,
-                                          int nrows, int tid) {
-    constexpr int CPR = D / 8;  // 16-byte chunks per row
-    constexpr int TOTAL = ROWS * CPR;
-#pragma unroll
-    for (int c0 = 0; c0 < TOTAL; c0 += NT) {
-        const int c = c0 + tid;
-        if (TOTAL % NT == 0 || c < TOTAL) {
-            const int r = c / CPR, cc = c % CPR;
-            const int grow = row0 + r;
-            const bool ok = grow < nrows;
-            const u16* s = src + (long long)(ok ? grow : 0) * ld + cc * 8;
-            const u32 d = dst + (cc / 8) * (ROWS * 128) + r * 128 + (((cc & 7) ^ (r & 7)) << 4);
-            cp_async16(d, s, ok ? 16 : 0);
-        }
-    }
-}
-
-}  // namespace fvmma
 
 // Blocks per SM asked of the compiler: two for Br = 128, Bc = 64, d = 128 (it then caps the
 // registers at 128, spilling a few dozen bytes, and two blocks of 8 warps hide more latency
@@ -164,13 +138,13 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
 
     // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM, once (cp.async; rows past Nq are zero-filled).
-    load_tile<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
+    load_tile_sw128<Br, D, NT>(sQ, Qp, sQs, r0, Nq, tid);
     // [load_KV] Alg. 1 line 7: the first stage, K_0 and V_0, starts before the loop.
     FV_NOW32(t_k_issue);
-    if (Tc > 0) load_tile<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
+    if (Tc > 0) load_tile_sw128<Bc, D, NT>(sK, Kp, sKs, 0, Nk, tid);
     cp_async_commit();                                   // group: Q_i, K_0
     FV_NOW32(t_v_issue);
-    if (Tc > 0) load_tile<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
+    if (Tc > 0) load_tile_sw128<Bc, D, NT>(sV, Vp, sVs, 0, Nk, tid);
     cp_async_commit();                                   // group: V_0
 
     // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (on chip, in registers).
@@ -194,7 +168,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         FV_NOW32(t_kland);
         FV_SET(t_k_prev, t_k_issue);
         FV_NOW32(t_k_issue);
-        if (j + 1 < Tc) load_tile<Bc, D, NT>(sK + (st ^ 1) * TILE_KV, Kp, sKs, (j + 1) * Bc, Nk, tid);
+        if (j + 1 < Tc) load_tile_sw128<Bc, D, NT>(sK + (st ^ 1) * TILE_KV, Kp, sKs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
 
         // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16
@@ -236,7 +210,7 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         FV_NOW32(t_vland);
         FV_SET(t_v_prev, t_v_issue);
         FV_NOW32(t_v_issue);
-        if (j + 1 < Tc) load_tile<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
+        if (j + 1 < Tc) load_tile_sw128<Bc, D, NT>(sV + (st ^ 1) * TILE_KV, Vp, sVs, (j + 1) * Bc, Nk, tid);
         cp_async_commit();
 
         // [accumulate_O] Alg. 1 line 10 (second half): O_i += P_ij V_j on the tensor cores (issue_PV).

@@ -68,6 +68,27 @@ __device__ __forceinline__ void prefetch_tensormap(const TensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }
 
+// Bulk reduction shared -> global (cp.reduce.async.bulk, PTX ISA 8.0, sm_90): the copy engine
+// adds `bytes` (a multiple of 16; both addresses 16-byte aligned) of fp32 values at shared address
+// src into global memory at dst, element by element and atomically against other such adds
+// (the order of adds from different blocks is not fixed). Grouped per thread by bulk_commit; the
+// issuing thread waits with bulk_wait_read<N> (its shared source may be overwritten: at most N
+// newest groups still reading) or bulk_wait<N> (the adds themselves done).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, u32 src, u32 bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Named barriers 1..15 (0 is __syncthreads): bar_sync waits until `count` threads (a multiple of
 // 32) have reached barrier `id` by bar_sync or bar_arrive; bar_arrive counts itself and goes on.
 __device__ __forceinline__ void bar_sync(int id, int count) {

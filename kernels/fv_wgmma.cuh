@@ -26,6 +26,28 @@ __device__ __forceinline__ u64 desc128(u32 addr, u32 lbo, u32 sbo) {
            ((u64)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// Copy rows [row0, row0 + ROWS) of a (rows, D) matrix (row stride ld elements) by cp.async into the
+// tile at shared address dst in the layout above (D/64 column blocks of [ROWS][64], 128-byte swizzle;
+// the caller makes the copies visible to wgmma with fence_proxy_async once they land); rows >= nrows are zero-filled. NT threads share it.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* __restrict__ src, long long ld, int row0,
+                                          int nrows, int tid) {
+    constexpr int CPR = D / 8;  // 16-byte chunks per row
+    constexpr int TOTAL = ROWS * CPR;
+#pragma unroll
+    for (int c0 = 0; c0 < TOTAL; c0 += NT) {
+        const int c = c0 + tid;
+        if (TOTAL % NT == 0 || c < TOTAL) {
+            const int r = c / CPR, cc = c % CPR;
+            const int grow = row0 + r;
+            const bool ok = grow < nrows;
+            const u16* s = src + (long long)(ok ? grow : 0) * ld + cc * 8;
+            const u32 d = dst + (cc / 8) * (ROWS * 128) + r * 128 + (((cc & 7) ^ (r & 7)) << 4);
+            cp_async16(d, s, ok ? 16 : 0);
+        }
+    }
+}
+
 // Keep the compiler from moving accumulator reads/writes across the asynchronous MMA.
 template <int N>
 __device__ __forceinline__ void fence_regs(float* r) {
@@ -49,6 +71,16 @@ __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int acc);
 // d (m64 x 64 fp32) += A (64 x 16, four registers of fp16/bf16 pairs) · B (16 x 64, N-major descriptor).
 template <int DT, int N>
 __device__ __forceinline__ void wgmma_rs(float* d, const u32* a, u64 db);
+// m64nN with both operands from shared memory and their transpose bits as template arguments
+// (TA = 1: A is M-major; TB = 1: B is N-major, as wgmma_rs reads B); defined for N = 64.
+template <int DT, int N, int TA, int TB>
+struct WgmmaSS;
+// d (m64 x N fp32) (+)= A · B with A M-major and B N-major, both from shared memory (the
+// backward's dQ_i += dS_ij K_j, with dS_ijᵀ and K_j stored row-major): N = 64.
+template <int DT, int N>
+__device__ __forceinline__ void wgmma_ss_tt(float* d, u64 da, u64 db, int acc) {
+    WgmmaSS<DT, N, 1, 1>::run(d, da, db, acc);
+}
 
 
 template <> __device__ __forceinline__ void wgmma_ss<0, 32>(float* d, u64 da, u64 db, int acc) {
@@ -67,20 +99,34 @@ template <> __device__ __forceinline__ void wgmma_ss<1, 32>(float* d, u64 da, u6
       : "l"(da), "l"(db), "r"(acc));
 }
 
+template <int TA, int TB>
+struct WgmmaSS<0, 64, TA, TB> {
+  __device__ __forceinline__ static void run(float* d, u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
+  }
+};
+
 template <> __device__ __forceinline__ void wgmma_ss<0, 64>(float* d, u64 da, u64 db, int acc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(acc));
+  WgmmaSS<0, 64, 0, 0>::run(d, da, db, acc);
 }
 
+template <int TA, int TB>
+struct WgmmaSS<1, 64, TA, TB> {
+  __device__ __forceinline__ static void run(float* d, u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
+  }
+};
+
 template <> __device__ __forceinline__ void wgmma_ss<1, 64>(float* d, u64 da, u64 db, int acc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(acc));
+  WgmmaSS<1, 64, 0, 0>::run(d, da, db, acc);
 }
 
 template <> __device__ __forceinline__ void wgmma_ss<0, 128>(float* d, u64 da, u64 db, int acc) {

@@ -139,3 +139,24 @@ def test_the_tensor_core_backward_kernels_the_runner_builds_compile_to_cubins(nv
             for opts in ([base, base + ["-DFLASHVIZ_TRACE=1"]] if key == "main" else [base]):
                 ok, log, size = _instantiate(nvrtc, text, expr, opts)
                 assert ok and size > 0, f"NVRTC rejects {expr} {opts[3:]}:\n{log[:2000]}"
+
+
+@pytest.mark.parametrize("dq", ["bulk", "atomic", "separate"])
+def test_the_wgmma_backward_kernels_the_runner_builds_compile_to_cubins(nvrtc, dq):
+    """The Hopper backward's own name expressions (``wgmma_backward_expressions``): its main kernel
+    from kernels/flash_bwd_wgmma.cu for sm_90a (every Bc, d, dtype of one dQ algorithm, causal and
+    not), and the mma file's kernels it borrows (preprocess, convert or the dQ pass) for sm_90."""
+    from flashviz.gpu.tensorcore.backward import wgmma_backward_expressions
+    main_text, mma_text = compiled_source("flash_bwd_wgmma.cu"), compiled_source("flash_bwd_mma.cu")
+    base = ["-std=c++17", "--use_fast_math"]
+    for dtype in ("float16", "bfloat16"):
+        for Bc, d in ((64, 64), (128, 128), (128, 64), (64, 128)):
+            causal = (Bc + d + len(dtype)) % 2 == 0 or Bc == d   # both flags over the grid
+            names = wgmma_backward_expressions(dtype, Bc, d, causal, dq)
+            assert set(names) == {"preprocess", "main", "dq" if dq == "separate" else "convert"}
+            ok, log, size = _instantiate(nvrtc, main_text, names["main"], ["--gpu-architecture=sm_90a", *base])
+            assert ok and size > 0, f"NVRTC rejects {names['main']}:\n{log[:2000]}"
+    for key, expr in names.items():
+        if key != "main":
+            ok, log, size = _instantiate(nvrtc, mma_text, expr, ["--gpu-architecture=sm_90", *base])
+            assert ok and size > 0, f"NVRTC rejects {expr}:\n{log[:2000]}"

@@ -11,7 +11,6 @@ deterministic one (``deterministic=True``) and the default call, which runs the 
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from flashviz import gpu
+from flashviz.gpu.tensorcore.gradcheck import dense_gradients
 from flashviz.steps import STEPS, find_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,21 +193,7 @@ def torch():
 
 def _reference(torch, q, k, v, dO, *, causal, scale=None, dlse=None):
     """float64 O, lse, dQ, dK, dV by torch autograd of dense attention (bottom-right causal)."""
-    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
-    Nq, Nk, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    s = (1 / math.sqrt(d) if scale is None else scale) * q @ k.transpose(-1, -2)
-    if causal:
-        r = torch.arange(Nq, device=q.device)[:, None]
-        c = torch.arange(Nk, device=q.device)[None, :]
-        s = s.masked_fill(c > r + Nk - Nq, -math.inf)
-    keyless = torch.isneginf(s).all(-1)
-    lse0 = torch.logsumexp(s.masked_fill(keyless[..., None], 0.0), -1).masked_fill(keyless, 0.0)
-    O = torch.exp(s - lse0[..., None]) @ v
-    loss = (O * dO.double()).sum()
-    if dlse is not None:
-        loss = loss + (lse0 * dlse.double()).sum()
-    grads = torch.autograd.grad(loss, (q, k, v))
-    return O.detach(), lse0.detach().masked_fill(keyless, -math.inf).float(), grads
+    return dense_gradients(torch, q, k, v, dO, causal=causal, scale=scale, dlse=dlse)
 
 
 def _rel(a, b, floor):

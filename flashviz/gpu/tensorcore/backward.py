@@ -22,6 +22,13 @@ were the separate and the atomic path then), though it recomputes S_ij and dP_ij
 Both are checked against float64 gradients on the H200 (benchmarks/results/tests-h200-2026-12-05.json,
 at 4962ef2), the separate pass for the same bits on 20 runs; ``flashviz.gpu.flash_attention``
 uses either since 7d951c8 (its own gpu tests, tests/gpu/test_backward_autograd.py, check that route).
+
+A second main kernel for Hopper, ``kernels/flash_bwd_wgmma.cu`` (``flash_backward_mma(kernel="wgmma")``,
+sm_90 only, compiled for sm_90a): the same Algorithm 2 with the five products on wgmma (one consumer
+warpgroup per 64 keys, Q_i, dO_i double-buffered by cp.async) and dQ three ways: "bulk" (its
+default: dQ_i's fp32 tile added into HBM by one bulk reduction of the copy engine per query block),
+"atomic" (fp32 atomicAdd) or "separate" (dK, dV only; dQ by the mma pass above). Not the default
+kernel (``BWD_KERNEL_DEFAULT``) until it is measured on a GPU (benchmarks/check_bwd_wgmma.py).
 """
 
 from __future__ import annotations
@@ -57,20 +64,35 @@ BWD_DQ = ("atomic", "separate")
 #: kernel-only, at all 20 shapes of benchmarks/results/bwd-h200-2026-12-05.json (H200, fp16;
 #: there ``bwd_mma_det`` against ``bwd_mma``: e.g. d = 64, N = 16k, 27.3 against 36.3 ms)
 BWD_DQ_DEFAULT = "separate"
+#: the main kernels of ``flash_backward_mma(kernel=...)``: "mma" (kernels/flash_bwd_mma.cu, mma.sync,
+#: sm_80 and later) or "wgmma" (kernels/flash_bwd_wgmma.cu, Hopper's wgmma, sm_90 only)
+BWD_KERNELS = ("mma", "wgmma")
+#: the main kernel when none is named: "mma", until the wgmma kernel is measured on a GPU
+BWD_KERNEL_DEFAULT = "mma"
+_WGMMA_FILE = "flash_bwd_wgmma.cu"
+BWD_WGMMA_BC = (64, 128)               #: key rows per block: Bc/64 consumer warpgroups
+BWD_WGMMA_BC_DEFAULT = 128
+#: the wgmma kernel's dQ algorithms: template argument DQ 0 ("separate": dK, dV only, then the mma
+#: dQ pass), 1 ("atomic": fp32 atomicAdd), 2 ("bulk": one bulk reduction per query block)
+BWD_WGMMA_DQ = {"separate": 0, "atomic": 1, "bulk": 2}
+#: the wgmma kernel's dQ when none is named (and deterministic=False): "bulk", FlashAttention-3's way
+BWD_WGMMA_DQ_DEFAULT = "bulk"
 _CACHE: dict = {}
 
 
-def check_dq(dq, deterministic: bool = False) -> str:
-    """The dQ algorithm ``flash_backward_mma`` runs: ``dq`` ("atomic" or "separate"), or
-    ``BWD_DQ_DEFAULT`` for None. ``deterministic=True`` asks for the same bits on every run, which
-    only "separate" gives: None or "separate" then, and ValueError for "atomic". ValueError (one
-    line) for any other dq; TypeError for a non-bool deterministic."""
+def check_dq(dq, deterministic: bool = False, kernel: str = "mma") -> str:
+    """The dQ algorithm ``flash_backward_mma`` runs: ``dq`` ("atomic" or "separate"; with
+    kernel="wgmma" also "bulk"), or for None the kernel's default (``BWD_DQ_DEFAULT``;
+    ``BWD_WGMMA_DQ_DEFAULT``, "separate" when deterministic). ``deterministic=True`` asks for the
+    same bits on every run, which only "separate" gives: None or "separate" then, and ValueError for
+    "atomic" / "bulk". ValueError (one line) for any other dq; TypeError for a non-bool deterministic."""
     deterministic = check_flag(deterministic, "deterministic")
+    choices, default = (BWD_DQ, BWD_DQ_DEFAULT) if kernel == "mma" else (tuple(BWD_WGMMA_DQ), BWD_WGMMA_DQ_DEFAULT)
     if dq is None:
-        return BWD_DQ_DEFAULT
-    if not isinstance(dq, str) or dq not in BWD_DQ:
-        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in BWD_DQ)} or None "
-                         f"(the default, {BWD_DQ_DEFAULT!r}); got {dq!r}")
+        return "separate" if deterministic else default
+    if not isinstance(dq, str) or dq not in choices:
+        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in choices)} or None "
+                         f"(the default, {default!r}){'' if kernel == 'mma' else f' with kernel={kernel!r}'}; got {dq!r}")
     if deterministic and dq != "separate":
         raise ValueError(f"deterministic=True needs dq='separate' (or None); dq={dq!r} adds dQ with atomics, "
                          f"whose last bits may change between runs")
@@ -194,6 +216,103 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
     return mb
 
 
+def check_kernel(kernel) -> str:
+    """The main kernel ``flash_backward_mma`` runs: ``kernel`` ("mma" or "wgmma"), or
+    ``BWD_KERNEL_DEFAULT`` for None; ValueError (one line) for anything else."""
+    if kernel is None:
+        return BWD_KERNEL_DEFAULT
+    if not isinstance(kernel, str) or kernel not in BWD_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(repr(x) for x in BWD_KERNELS)} or None "
+                         f"(the default, {BWD_KERNEL_DEFAULT!r}); got {kernel!r}")
+    return kernel
+
+
+def bwd_wgmma_smem_bytes(Bc: int, d: int, dq: str = BWD_WGMMA_DQ_DEFAULT) -> int:
+    """Dynamic shared memory of one block of ``flash_bwd_wgmma<DT, Bc, d, causal, DQ>``, in bytes
+    (kernels/flash_bwd_wgmma.cu, ``fvbw::Shape::SMEM``): 1024 (to align the tiles on 1024 bytes)
+    + 2·(2·Bc·d + 4·64·d) (K_j, V_j; Q_i, dO_i in two stages, b16) + 2·Bc·64 for dS_ijᵀ (dq "atomic"
+    or "bulk") + KS·64·(4·d + 32) for the staged fp32 dQ_i tile(s), rows padded by 32 bytes ("bulk";
+    KS = 2 for d = 64, Bc = 128, else 1) + 16·64 (L_i, D_i, two stages, fp32). Bc = 128, d = 128,
+    "bulk": 184,320. ValueError /
+    TypeError for an unsupported Bc, d or dq."""
+    Bc = check_member(Bc, "Bc", BWD_WGMMA_BC, "wgmma backward")
+    d = check_member(d, "d", BWD_MMA_D, "wgmma backward")
+    if dq not in BWD_WGMMA_DQ:
+        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in BWD_WGMMA_DQ)}; got {dq!r}")
+    br, nwg, ncb = BWD_MMA_BR, Bc // 64, d // 64
+    ks = 1 if ncb >= nwg else nwg // ncb
+    ds = 2 * Bc * br if dq != "separate" else 0
+    dqs = ks * br * (4 * d + 32) if dq == "bulk" else 0
+    return 1024 + 2 * (2 * Bc * d + 4 * br * d) + ds + dqs + 16 * br
+
+
+def wgmma_backward_expressions(dtype: str, Bc: int, d: int, causal: bool, dq: str) -> dict[str, str]:
+    """The NVRTC name expressions of the kernels ``compile_backward_wgmma`` builds: "main" from
+    kernels/flash_bwd_wgmma.cu (template arguments DT, Bc, D, CAUSAL, DQ: 0 "separate", 1
+    "atomic", 2 "bulk"), "preprocess" and either "convert" or (dq "separate") "dq" from
+    kernels/flash_bwd_mma.cu (the dQ pass with two stages), e.g. "flash_bwd_wgmma<0,128,128,true,2>".
+    ValueError / TypeError for an unsupported dtype, Bc, d or dq."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
+    bwd_wgmma_smem_bytes(Bc, d, dq)                       # checks Bc, d, dq
+    dt = 0 if dtype == "float16" else 1
+    c = "true" if causal else "false"
+    out = {"preprocess": f"flash_bwd_mma_preprocess<{dt},{d}>",
+           "main": f"flash_bwd_wgmma<{dt},{Bc},{d},{c},{BWD_WGMMA_DQ[dq]}>"}
+    if dq == "separate":
+        out["dq"] = f"flash_bwd_mma_dq<{dt},{d},{c},2>"
+    else:
+        out["convert"] = f"flash_bwd_mma_convert<{dt}>"
+    return out
+
+
+def compile_backward_wgmma(dtype: str = "float16", Bc: int = BWD_WGMMA_BC_DEFAULT, d: int = 128,
+                           causal: bool = False, dq: str = BWD_WGMMA_DQ_DEFAULT) -> MMABackward:
+    """Compile (or fetch from the per-process cache; NVRTC's disk cache is keyed by the source text)
+    the Hopper backward for one shape class: the main kernel of kernels/flash_bwd_wgmma.cu for
+    sm_90a, and the preprocess and convert (or dQ pass) kernels of kernels/flash_bwd_mma.cu.
+
+    dtype "float16" | "bfloat16"; Bc in {64, 128} (Bc/64 consumer warpgroups); d in {64, 128};
+    dq "bulk" | "atomic" | "separate". Returns an ``MMABackward`` that ``launch_backward_mma``
+    launches like the mma one (``deterministic`` is dq == "separate"; ``stages`` 2: the kernel's
+    fixed double buffering). Raises ValueError / TypeError for unsupported values or a GPU that is
+    not sm_90 (wgmma exists on Hopper only), RuntimeError without CuPy or on an NVRTC error."""
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    key = ("wgmma", dtype, Bc, d, causal, dq, dev)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    causal = check_flag(causal, "causal")
+    names = wgmma_backward_expressions(dtype, Bc, d, causal, dq)
+    smem = bwd_wgmma_smem_bytes(Bc, d, dq)
+    facts = device_facts(dev)
+    if facts.cc != 90:
+        raise ValueError(f"kernel='wgmma' needs a Hopper GPU (sm_90: wgmma); this one is sm_{facts.cc}: "
+                         f"use kernel='mma'")
+    if smem > facts.smem_optin:
+        raise ValueError(f"the wgmma backward with Bc={Bc}, d={d}, dq={dq!r} needs {smem:,} bytes of shared "
+                         f"memory; the device limit is {facts.smem_optin:,} per block (opt-in)")
+    from ..nvrtc import compile_cubin
+    mma_src = source(_KERNEL_FILE)
+    t0 = time.perf_counter()
+    pre, _, _ = compile_cubin(mma_src, names["preprocess"], f"sm_{facts.cc}")
+    main, _, _ = compile_cubin(source(_WGMMA_FILE), names["main"], "sm_90a")
+    main.max_dynamic_shared_size_bytes = smem
+    conv = dqk = None
+    dq_smem = 0
+    if dq == "separate":
+        dq_smem = bwd_mma_dq_smem_bytes(d, 2)
+        dqk, _, _ = compile_cubin(mma_src, names["dq"], f"sm_{facts.cc}")
+        dqk.max_dynamic_shared_size_bytes = dq_smem
+    else:
+        conv, _, _ = compile_cubin(mma_src, names["convert"], f"sm_{facts.cc}")
+    mb = MMABackward(dtype, Bc, d, causal, pre, main, conv, smem, (time.perf_counter() - t0) * 1e3,
+                     int(main.num_regs), int(main.local_size_bytes), dq == "separate", dqk, dq_smem, 2)
+    _CACHE[key] = mb
+    return mb
+
+
 def _flat(t, name: str, dtype, dev: int):
     """t as a contiguous, 16-byte aligned tensor (t itself when it already is one)."""
     import torch
@@ -211,8 +330,10 @@ def _flat(t, name: str, dtype, dev: int):
 
 
 def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None, deterministic: bool = False,
-                       dlse=None, Bc: int | None = None, stages: int | None = None, dq: str | None = None):
-    """FlashAttention-2 backward on the tensor cores (kernels/flash_bwd_mma.cu, mma.sync).
+                       dlse=None, Bc: int | None = None, stages: int | None = None, dq: str | None = None,
+                       kernel: str | None = None):
+    """FlashAttention-2 backward on the tensor cores (kernels/flash_bwd_mma.cu, mma.sync; or
+    kernels/flash_bwd_wgmma.cu, Hopper's wgmma, with ``kernel="wgmma"``).
 
     Source: Dao 2023, FlashAttention-2, Algorithm 2; the same step tags as flash_bwd.cu and
     flashviz/backward.py.
@@ -243,6 +364,12 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         B·N = 16k tokens; ``bwd_mma_det`` against ``bwd_mma`` there), although it recomputes S_ij
         and dP_ij once more: the atomics (dS_ij through shared memory, one more barrier, Br·d
         scalar atomics a tile) cost more than those two products on tensor cores.
+        With kernel="wgmma" also "bulk" (its default when deterministic=False): dQ_i's fp32 tile
+        added into HBM by one bulk reduction of the copy engine per query block (FlashAttention-3's
+        way; the last bits may change between runs, as with "atomic").
+    kernel : the main kernel, "mma" (mma.sync, sm_80 and later) or "wgmma" (sm_90 only: the five
+        products on wgmma, one consumer warpgroup per 64 keys, Q_i and dO_i double-buffered; Bc 64
+        or 128, default 128; ``stages`` must be None); None: ``BWD_KERNEL_DEFAULT``, "mma".
 
     Returns
     -------
@@ -252,13 +379,16 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     Raises
     ------
     TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
-    (shapes, d, Bc, stages, scale, more than 65,535 batch·heads, an unknown dq, dq="atomic" with
-    deterministic=True), RuntimeError
-    (no CuPy, a GPU older than sm_80); one line each.
+    (shapes, d, Bc, stages, scale, more than 65,535 batch·heads, an unknown dq or kernel, dq="atomic"
+    or "bulk" with deterministic=True, kernel="wgmma" on a GPU that is not sm_90 or with stages),
+    RuntimeError (no CuPy, a GPU older than sm_80); one line each.
     """
     from ..teaching.backward import check_backward_shapes
     causal = check_flag(causal, "causal")
-    dq = check_dq(dq, deterministic)
+    kernel = check_kernel(kernel)
+    dq = check_dq(dq, deterministic, kernel)
+    if kernel == "wgmma" and stages is not None:
+        raise ValueError(f"stages={stages!r} is for kernel='mma'; the wgmma kernel always double-buffers Q_i, dO_i")
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(Q, torch.Tensor):
@@ -267,7 +397,10 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     if Q.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"Q must be a float16 or bfloat16 torch tensor, got {Q.dtype}")
     check_member(d, "d", BWD_MMA_D, "tensor-core backward")
-    Bc = BWD_MMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
+    if kernel == "wgmma":
+        Bc = BWD_WGMMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_WGMMA_BC, "wgmma backward")
+    else:
+        Bc = BWD_MMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
     if stages is not None:
         stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
     scale = check_scale(scale, d)
@@ -281,8 +414,11 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
     cp = cupy()
     with cp.cuda.Device(dev), torch_stream(dev):
-        mb = compile_backward_mma("float16" if dt == torch.float16 else "bfloat16", Bc, d, causal,
-                                  dq == "separate", stages=stages)
+        dtype = "float16" if dt == torch.float16 else "bfloat16"
+        if kernel == "wgmma":
+            mb = compile_backward_wgmma(dtype, Bc, d, causal, dq)
+        else:
+            mb = compile_backward_mma(dtype, Bc, d, causal, dq == "separate", stages=stages)
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
