@@ -11,6 +11,7 @@ deterministic one (``deterministic=True``) and the default call, which runs the 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def test_only_the_atomic_path_needs_the_fp32_dq_buffer():
     mb = types.SimpleNamespace(Bc=64, deterministic=False, smem_bytes=0, dq_smem_bytes=0,
                                **{n: kernel(n) for n in ("preprocess", "main", "convert", "dq")})
     args = (q, k, k, q, q, T((2, 100), 48), None, T((2, 100), 64))
-    with pytest.raises(ValueError, match=r"^launch_backward_mma: the atomic dQ path needs dQacc") as e:
+    with pytest.raises(ValueError, match=r"^launch_backward_mma: the atomic and bulk dQ paths need dQacc") as e:
         bk.launch_backward_mma(mb, *args, None, q, k, k, scale=0.125)
     assert "\n" not in str(e.value) and calls == []
     mb.deterministic = True

@@ -422,8 +422,9 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         lse32 = lse.detach().to(torch.float32).contiguous()
         dl = None if dlse is None else dlse.detach().to(torch.float32).contiguous()
         Dvec = torch.empty((BH, Nq), dtype=torch.float32, device=q.device)
-        # the atomic dQ's fp32 sum (BH·Nq·d·4 bytes: 128 MiB at 16k tokens, H·d = 2048); none for "separate"
-        dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device) if dq == "atomic" else None
+        # the fp32 sum that "atomic" and "bulk" add dQ into (BH·Nq·d·4 bytes: 128 MiB at 16k tokens, H·d = 2048);
+        # none for "separate", which writes dQ in the inputs' dtype
+        dQacc = torch.empty((BH, Nq, d), dtype=torch.float32, device=q.device) if dq != "separate" else None
         dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         launch_backward_mma(mb, q, k, v, o, do, lse32, dl, Dvec, dQacc, dQ, dK, dV, scale=scale)
     return dQ, dK, dV
@@ -441,7 +442,7 @@ def launch_backward_mma(mb: MMABackward, q, k, v, o, do, lse32, dl, Dvec, dQacc,
     Nk = k.shape[-2]
     BH = q.numel() // (Nq * d)
     if dQacc is None and not mb.deterministic:
-        raise ValueError("launch_backward_mma: the atomic dQ path needs dQacc, a float32 (BH, Nq, d) tensor")
+        raise ValueError("launch_backward_mma: the atomic and bulk dQ paths need dQacc, a float32 (BH, Nq, d) tensor")
     P = lambda t: np.uint64(0 if t is None else t.data_ptr())  # noqa: E731
     i32 = np.int32
     mb.preprocess((-(-Nq // 8), BH, 1), (256, 1, 1),
