@@ -29,6 +29,7 @@ from .records import fa3_records as fr
 from .records.files import package_dir
 from .records.results import (
     METHOD_NAMES,
+    SUMMARY_FROM_N,
     check_summary,
     cuda_version,
     latest_results,
@@ -46,8 +47,9 @@ README = Path("README.md")
 RECORDS = "benchmarks/results"          #: where the records are, relative to the repository root
 RESULTS_BEGIN = "<!-- results:begin: made by `make docs` from benchmarks/results/; do not edit by hand -->"
 RESULTS_END = "<!-- results:end -->"
-#: from which sequence length each kernel's summary counts (fa3 runs from 2048 keys at d = 64 causal)
-FROM_N = {"wgmma": 1024, "fa3": 2048}
+#: from which sequence length each kernel's summary counts (records.results.SUMMARY_FROM_N: the
+#: chapters and the app use the same)
+FROM_N = SUMMARY_FROM_N
 KERNEL_LABEL = {"wgmma": "FA2 `wgmma` kernel (chapter 7)", "fa3": "FA3 `fa3` kernel (chapter 8)"}
 IMPL_LABEL = {"wgmma": "wgmma", "fa3": "fa3", "sdpa_flash": "SDPA-flash", "sdpa_cudnn": "SDPA-cuDNN"}
 AGAINST = {"sdpa_flash": "FlashAttention-2 (SDPA-flash)", "sdpa_cudnn": "SDPA-cuDNN"}

@@ -65,7 +65,7 @@ def gpu_status() -> tuple[bool, str]:
     except Exception:  # ImportError, or a broken CUDA install raising at import
         hint = ("on a machine with an NVIDIA GPU, pip install 'flashviz[gpu]' (CUDA 12) or 'flashviz[gpu-cuda13]'"
                 if _nvidia_driver_present() else "this machine shows no NVIDIA driver")
-        return False, f"CuPy is not installed ({hint})"
+        return False, f"CuPy is not installed: {hint}"
     try:
         n = cp.cuda.runtime.getDeviceCount()
         if n < 1:

@@ -180,6 +180,10 @@ def compulsory_bytes(row: dict, itemsize: int = 2) -> int:
     return B * H * N * (4 * d * itemsize + 4)
 
 
+#: from which sequence length each kernel's benchmark summary counts (the README's table, chapter 7's
+#: spans, the app's chapter-7 caption): fa3 runs from 2048 keys at d = 64 causal
+SUMMARY_FROM_N = {"wgmma": 1024, "fa3": 2048}
+
 METHOD_NAMES = {"call": "public call (CUDA events, median)",
                 "kernel": "kernel-only (profiler kernel time, median)"}
 

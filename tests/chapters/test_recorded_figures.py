@@ -12,6 +12,7 @@ import pytest
 from test_no_overlap import PRESENTER_MIN_PT, text_problems, visible_texts
 from widget_contract import assert_close_frees_every_comm
 
+from flashviz import report
 from flashviz.records.files import package_dir
 from flashviz.widgets import figure_tabs
 from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE, _accepted
@@ -39,8 +40,10 @@ def test_recorded_data_figures_are_pngs_and_captions_carry_the_numbers_by_method
         pngs = [w.image(name).value for name in ("benchmark", "sweep", "dram")]
         assert [page.children[1].value for page in w.tabs.children] == pngs  # each shown in its tab
         assert len(pngs) == 3 and all(p[:8] == b"\x89PNG\r\n\x1a\n" and len(p) > 5_000 for p in pngs)
-        long = [r for r in mma["bench"] if r["N"] >= 2048]
+        from_n = report.FROM_N["wgmma"]   # the range of the README's table (and of chapter 7)
+        long = [r for r in mma["bench"] if r["N"] >= from_n]
         cap = w.captions["benchmark"]
+        assert cap.startswith(f"For N ≥ {from_n}, ")
         by_call = [r["sdpa_flash_call_ms"] / r["wgmma_call_ms"] for r in long]        # public call, the headline
         by_kernel = [r["sdpa_flash_kernel_ms"] / r["wgmma_kernel_ms"] for r in long]  # kernel-only
         cudnn = [r["sdpa_cudnn_call_ms"] / r["wgmma_call_ms"] for r in long]

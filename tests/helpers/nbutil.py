@@ -46,3 +46,10 @@ def widget_views(nb):
     """Outputs of the notebook that display a widget."""
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+
+
+def flat(text: str) -> str:
+    """``text`` with every run of whitespace (spaces, newlines) as one space: the chapters wrap
+    their long printed lines at 100 columns (``flashviz.printing.wrap``), so a sentence a test
+    looks for may continue on the next line."""
+    return " ".join(text.split())
