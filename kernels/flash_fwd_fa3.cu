@@ -236,8 +236,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 // timeline (traced build only): one record per tile L; the producer is group 0, its
                 // steps run from waiting for the slot to the copy issued (it never sees a copy land)
                 FV_TRACE_BEGIN_AT(L, NWG + 1, 0, true, false);
-                FV_DECL32(t_a);
-                FV_DECL32(t_b);
+                FV_MARKS(t_a, t_b);
                 FV_NOW32(t_a);
                 // [load_Q] Alg. 1 line 4: Q_i from HBM to SRAM once (rows past Nq arrive as zeros),
                 // when the consumers no longer read the previous tile's.
@@ -302,14 +301,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
             // load_K / load_V is its wait for the copy to land; compute_S and accumulate_O run from
             // the products' issue (after its turn) to their completion.
             FV_TRACE_BEGIN_AT(L, NWG + 1, wg, (tid & 127) == 0, tid == 128);
-            FV_DECL32(t_k0);
-            FV_DECL32(t_k1);
-            FV_DECL32(t_v1);
-            FV_DECL32(t_s0);
-            FV_DECL32(t_s1);
-            FV_DECL32(t_ml);
-            FV_DECL32(t_o1);
-            FV_DECL32(t_cv);
+            FV_MARKS(t_k0, t_k1, t_v1, t_s0, t_s1, t_ml, t_o1, t_cv, t_w0, t_w1);
 
             // [init] Alg. 1 line 5: O_i = 0, l_i = 0, m_i = -inf (registers).
             float o[NO];
@@ -331,19 +323,16 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 {
                     const int j = Tc - 1;
                     const auto Kj = Kr.use(it);
-                    FV_NOW32(t_k0);
-                    Kr.wait_full(Kj);
-                    FV_STEP32(t_k1, j, FV_STAGE_LOAD_K, t_k0);
+                    FV_SCOPE(j, FV_STAGE_LOAD_K, t_k0, t_k1) Kr.wait_full(Kj);
                     turn.wait();
-                    FV_NOW32(t_s0);
-                    FV_STAMP32(j, FV_STAGE_COMPUTE_S, t_s0);
-                    fence_regs<NS>(s);
-                    wgmma_fence();
-                    issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                    turn.pass();
-                    wgmma_wait<0>();
-                    fence_regs<NS>(s);
-                    FV_STEP32(t_s1, j, FV_STAGE_COMPUTE_S, t_s0);
+                    FV_SCOPE_STAMP(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
+                        fence_regs<NS>(s);
+                        wgmma_fence();
+                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                        turn.pass();
+                        wgmma_wait<0>();
+                        fence_regs<NS>(s);
+                    }
                     if (lane == 0) {
                         Kr.release(Kj);
                         if (Tc == 1) Qr.release(Qi);      // the last S_ij: Q_i's buffer is free
@@ -361,34 +350,30 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 for (int t = 1; t < Tc; ++t) {
                     const int j = Tc - 1 - t;
                     const auto Kj = Kr.use(it + t), Vj1 = Vr.use(it + t - 1);  // K_j, and V_{j+1} (the previous tile)
-                    FV_NOW32(t_k0);
-                    Kr.wait_full(Kj);                           // K_j landed
-                    FV_NOW32(t_k1);
-                    Vr.wait_full(Vj1);                          // V of the previous tile landed
-                    FV_NOW32(t_v1);
+                    FV_SPAN(t_k0, t_k1) Kr.wait_full(Kj);       // K_j landed
+                    FV_UNTIL(t_v1) Vr.wait_full(Vj1);           // V of the previous tile landed
                     if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
                     FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
                     turn.wait();
-                    FV_NOW32(t_s0);
-                    fence_regs<NS>(s);
-                    fence_regs<NO>(o);
-                    wgmma_fence();
-                    // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
-                    // previous tile: O_i += P V, both on the tensor cores at once.
-                    issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                    issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
-                    turn.pass();
-                    if (C::INTRA) {
-                        wgmma_wait<1>();                                // S_ij done; P V may still run
-                        fence_regs<NS>(s);
-                    } else {
-                        wgmma_wait<0>();
+                    FV_SCOPE(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
                         fence_regs<NS>(s);
                         fence_regs<NO>(o);
+                        wgmma_fence();
+                        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
+                        // previous tile: O_i += P V, both on the tensor cores at once.
+                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                        issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
+                        turn.pass();
+                        if (C::INTRA) {
+                            wgmma_wait<1>();                                // S_ij done; P V may still run
+                            fence_regs<NS>(s);
+                        } else {
+                            wgmma_wait<0>();
+                            fence_regs<NS>(s);
+                            fence_regs<NO>(o);
+                        }
                     }
-                    FV_NOW32(t_s1);
                     FV_SET(t_o1, t_s1);                                 // without the overlap P V is done too
-                    FV_EVENT32(j, FV_STAGE_COMPUTE_S, t_s0, t_s1);
                     if (lane == 0) {
                         Kr.release(Kj);                                 // K_j's slot is free
                         if (t == Tc - 1) Qr.release(Qi);                // the last S_ij: Q_i's buffer too
@@ -428,18 +413,16 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 // the last tile's O_i += P V
                 {
                     const auto V0 = Vr.use(it + Tc - 1);
-                    FV_NOW32(t_k0);
-                    Vr.wait_full(V0);
-                    FV_STEP32(t_v1, 0, FV_STAGE_LOAD_V, t_k0);
+                    FV_SCOPE(0, FV_STAGE_LOAD_V, t_k0, t_v1) Vr.wait_full(V0);
                     turn.wait();
-                    FV_NOW32(t_s0);
-                    fence_regs<NO>(o);
-                    wgmma_fence();
-                    issue_PV<DT, Bc, D>(o, p, Vr.tile(V0));
-                    turn.pass_last();
-                    wgmma_wait<0>();
-                    fence_regs<NO>(o);
-                    FV_STEP32(t_o1, 0, FV_STAGE_ACCUMULATE_O, t_s0);
+                    FV_SCOPE(0, FV_STAGE_ACCUMULATE_O, t_s0, t_o1) {
+                        fence_regs<NO>(o);
+                        wgmma_fence();
+                        issue_PV<DT, Bc, D>(o, p, Vr.tile(V0));
+                        turn.pass_last();
+                        wgmma_wait<0>();
+                        fence_regs<NO>(o);
+                    }
                     if (lane == 0) Vr.release(V0);
                 }
                 it += Tc;
@@ -453,11 +436,9 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 
             // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i, to HBM once
             // (while the producer already loads the next tile's Q_i and K_j).
-            FV_DECL32(t_w0);
-            FV_NOW32(t_w0);
-            stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t4, o, scale_log2);
-            FV_DECL32(t_w1);
-            FV_STEP32(t_w1, -1, FV_STAGE_WRITE_O, t_w0);
+            FV_SCOPE(-1, FV_STAGE_WRITE_O, t_w0, t_w1) {
+                stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t4, o, scale_log2);
+            }
             FV_TRACE_END(i_blk, h, b, Tc);
         }
     }

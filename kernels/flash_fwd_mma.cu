@@ -114,20 +114,9 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     // Times are kept in registers (32-bit cycle offsets) and a tile's steps are stored together
     // while the warp waits for its P_ij V_j product: storing each step where it ends cost up to 15 %.
     FV_TRACE_BEGIN(Br / 64, wg, (tid & 127) == 0, tid == 0);
-    FV_DECL32(t_q);
-    FV_DECL32(t_k_issue);       // K_{j+1} / V_{j+1} copies issued
-    FV_DECL32(t_v_issue);
-    FV_DECL32(t_k_prev);        // K_j / V_j copies issued (a step earlier)
-    FV_DECL32(t_v_prev);
-    FV_DECL32(t_kland);
-    FV_DECL32(t_s0);
-    FV_DECL32(t_s1);
-    FV_DECL32(t_ml);
-    FV_DECL32(t_cv);
-    FV_DECL32(t_vland);
-    FV_DECL32(t_o0);
-    FV_DECL32(t_o0p);
-    FV_DECL32(t_o1);
+    // t_k_issue / t_v_issue: K_{j+1} / V_{j+1} copies issued; t_k_prev / t_v_prev: K_j / V_j's (a step earlier)
+    FV_MARKS(t_q, t_k_issue, t_v_issue, t_k_prev, t_v_prev, t_kland, t_s0, t_s1);
+    FV_MARKS(t_ml, t_cv, t_vland, t_o0, t_o0p, t_o1, t_w0, t_w1);
     FV_NOW32(t_q);
 
     const u16* Qp = Q + b * sQb + h * sQh;
@@ -174,13 +163,13 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ on the tensor cores (fp32 accumulate), d/16
         // k-slices.
         float s[NS];
-        FV_NOW32(t_s0);
-        fence_regs<NS>(s);
-        wgmma_fence();
-        issue_S<DT, Br, Bc, D>(s, sQ + wg * (64 * 128), sKj);
-        wgmma_wait0();
-        fence_regs<NS>(s);
-        FV_NOW32(t_s1);
+        FV_SPAN(t_s0, t_s1) {
+            fence_regs<NS>(s);
+            wgmma_fence();
+            issue_S<DT, Br, Bc, D>(s, sQ + wg * (64 * 128), sKj);
+            wgmma_wait0();
+            fence_regs<NS>(s);
+        }
 
         // [mask_S] Alg. 1 line 8: key columns past Nk, and (causal) columns past the row's last
         // visible key, are -inf; only an edge tile pays for the comparisons.
@@ -235,15 +224,14 @@ flash_fwd_mma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     }
     if (Tc > 0) FV_EVENT32(Tc - 1, FV_STAGE_ACCUMULATE_O, t_o0, t_o1);
     cp_async_wait<0>();
-    FV_DECL32(t_w0);
     FV_NOW32(t_w0);
     FV_WRITER_BLOCK({ if (Tc == 0) FV_ROW(-1)[FV_STAGE_LOAD_Q] = FV_PACK(t_q, t_w0); })  // no key: Q_i landed here
 
     // [write_O] Alg. 1 lines 12-15: O = O_i / l_i; lse_i = scale·m_i + log l_i (natural log), written
     // to HBM once.
-    stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t, o, scale_log2);
-    FV_DECL32(t_w1);
-    FV_STEP32(t_w1, -1, FV_STAGE_WRITE_O, t_w0);
+    FV_SCOPE_FROM(-1, FV_STAGE_WRITE_O, t_w0, t_w1) {
+        stats.write_O<DT, D>(O, lse, b, h, H, sOb, sOh, sOs, Nq, row0, row1, t, o, scale_log2);
+    }
     FV_TRACE_END(i_blk, h, b, Tc);
 #else
     __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)

@@ -147,6 +147,49 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_WRITER_BLOCK(body) if (fv_rec.writer) body
 #define FV_ROW(j) fv_rec.row(j)
 #define FV_PACK(t0, t1) (((unsigned long long)(t1) << 32) | (t0))
+// The scoped step hook: one line holds a step's clock reads and its store, and the statement that
+// follows it (one statement or a { block }) is the step's code.
+//   FV_SCOPE(j, stage, t0, t1) stmt         t0 = now; stmt; t1 = now; step (j, stage) from t0 to t1
+//   FV_SCOPE_STAMP(j, stage, t0, t1) stmt   the same, and t0 stored at once (FV_STAMP32: pins the read
+//                                            before the tensor-core work that follows)
+//   FV_SCOPE_FROM(j, stage, t0, t1) stmt    a step that began at an earlier mark t0: stmt; t1 = now; step
+//   FV_SPAN(t0, t1) stmt                    t0 = now; stmt; t1 = now (the step is stored later, where
+//                                            the warp waits anyway: FV_EVENT32, FV_WRITER_BLOCK)
+//   FV_UNTIL(t1) stmt                       stmt; t1 = now
+// t0 and t1 are the kernel's marks (FV_MARKS: later hooks start or end other steps at the same reads).
+// Each is a loop of one pass: its init reads the start, its increment the end. An object whose
+// constructor and destructor read the clock (an if-statement with an initializer) does the same
+// work, but its extra object reorders the traced build's registers in ptxas's input; this form
+// compiles to the very PTX of the hand-placed FV_NOW32 / FV_STEP32 it replaces. So: no `break` or
+// `continue` inside the step's statement (they would leave the hook's loop, not the kernel's).
+// Without FLASHVIZ_TRACE each of them is nothing and the statement is all that is left.
+// FV_MARKS(a, b, ...): unsigned a = 0, b = 0, ... (up to 16 marks; spelled out by the preprocessor:
+// zeroing them through a variadic function moved one mov in the traced build's PTX)
+#define FV_MARKS(...) unsigned FV_MARKS_N_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)(__VA_ARGS__)
+#define FV_MARKS_N_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, n, ...) FV_MARKS_##n##_
+#define FV_MARKS_1_(a) a = 0
+#define FV_MARKS_2_(a, ...) a = 0, FV_MARKS_1_(__VA_ARGS__)
+#define FV_MARKS_3_(a, ...) a = 0, FV_MARKS_2_(__VA_ARGS__)
+#define FV_MARKS_4_(a, ...) a = 0, FV_MARKS_3_(__VA_ARGS__)
+#define FV_MARKS_5_(a, ...) a = 0, FV_MARKS_4_(__VA_ARGS__)
+#define FV_MARKS_6_(a, ...) a = 0, FV_MARKS_5_(__VA_ARGS__)
+#define FV_MARKS_7_(a, ...) a = 0, FV_MARKS_6_(__VA_ARGS__)
+#define FV_MARKS_8_(a, ...) a = 0, FV_MARKS_7_(__VA_ARGS__)
+#define FV_MARKS_9_(a, ...) a = 0, FV_MARKS_8_(__VA_ARGS__)
+#define FV_MARKS_10_(a, ...) a = 0, FV_MARKS_9_(__VA_ARGS__)
+#define FV_MARKS_11_(a, ...) a = 0, FV_MARKS_10_(__VA_ARGS__)
+#define FV_MARKS_12_(a, ...) a = 0, FV_MARKS_11_(__VA_ARGS__)
+#define FV_MARKS_13_(a, ...) a = 0, FV_MARKS_12_(__VA_ARGS__)
+#define FV_MARKS_14_(a, ...) a = 0, FV_MARKS_13_(__VA_ARGS__)
+#define FV_MARKS_15_(a, ...) a = 0, FV_MARKS_14_(__VA_ARGS__)
+#define FV_MARKS_16_(a, ...) a = 0, FV_MARKS_15_(__VA_ARGS__)
+#define FV_SCOPE_LOOP_(begin, end) for (bool fv_once = ((begin), true); fv_once; fv_once = false, (end))
+#define FV_SCOPE_END_(j, stage, t0, t1) (FV_NOW32(t1), FV_EVENT32(j, stage, t0, t1))
+#define FV_SCOPE(j, stage, t0, t1) FV_SCOPE_LOOP_(FV_NOW32(t0), FV_SCOPE_END_(j, stage, t0, t1))
+#define FV_SCOPE_STAMP(j, stage, t0, t1) FV_SCOPE_LOOP_((FV_NOW32(t0), FV_STAMP32(j, stage, t0)), FV_SCOPE_END_(j, stage, t0, t1))
+#define FV_SCOPE_FROM(j, stage, t0, t1) FV_SCOPE_LOOP_((void)0, FV_SCOPE_END_(j, stage, t0, t1))
+#define FV_SPAN(t0, t1) FV_SCOPE_LOOP_(FV_NOW32(t0), FV_NOW32(t1))
+#define FV_UNTIL(t1) FV_SCOPE_LOOP_((void)0, FV_NOW32(t1))
 
 #else
 
@@ -165,6 +208,12 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_STAMP32(j, stage, t0)
 #define FV_STEP32(t1, j, stage, t0)
 #define FV_WRITER_BLOCK(body) ((void)0);   // a whole statement: never guard what follows it
+#define FV_MARKS(...)
+#define FV_SCOPE(j, stage, t0, t1)         // the statement that follows stays, unguarded
+#define FV_SCOPE_STAMP(j, stage, t0, t1)
+#define FV_SCOPE_FROM(j, stage, t0, t1)
+#define FV_SPAN(t0, t1)
+#define FV_UNTIL(t1)
 
 #endif
 

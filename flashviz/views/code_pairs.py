@@ -115,13 +115,57 @@ def tag_blocks(text: str, name: str | None = None, source: str = "source") -> li
 
 
 _HOOK = re.compile(r"^\s*(if \(.*\)\s*)?FV_[A-Z0-9_]+\(.*\);")
+#: a scoped step hook, the prefix of the statement it times: ``FV_SCOPE(j, stage, t0, t1) stmt`` and
+#: its kin (kernels/fv_trace.cuh); group 1 the indent, group 2 the macro's name
+_SCOPE = re.compile(r"^(\s*)(FV_(?:SCOPE|SCOPE_STAMP|SCOPE_FROM|SPAN|UNTIL))\(")
+
+
+def _scope_end(line: str, start: int) -> int:
+    """The index just past the parenthesis that closes the one at ``line[start]``."""
+    depth = 0
+    for k in range(start, len(line)):
+        depth += {"(": 1, ")": -1}.get(line[k], 0)
+        if depth == 0:
+            return k + 1
+    raise ValueError(f"unbalanced parentheses in a timeline hook: {line.strip()!r}")
+
+
+def _without_scopes(lines: list[str]) -> list[str]:
+    """``lines`` with each scoped step hook taken off the statement it times: ``FV_SCOPE(...) stmt;``
+    becomes ``stmt;``; ``FV_SCOPE(...) {`` goes with its closing ``}`` (the first later line at the
+    hook's indent that starts with ``}``), and the block's lines come back to the hook's indent."""
+    out = list(lines)
+    k = 0
+    while k < len(out):
+        m = _SCOPE.match(out[k])
+        if not m:
+            k += 1
+            continue
+        indent = m.group(1)
+        rest = out[k][_scope_end(out[k], m.end() - 1):].strip()
+        if not rest.startswith("{"):                   # one statement: the hook's prefix goes, and
+            code, sep, note = rest.partition("//")     # a comment after it stays in its column
+            col = out[k].find("//", out[k].index(code.strip()))
+            out[k] = (indent + code.rstrip()).ljust(col - 1) + " " + sep + note if sep else indent + rest
+            k += 1
+            continue
+        close = next((c for c in range(k + 1, len(out))
+                      if _indent(out[c]) == _indent(out[k]) and out[c].strip().startswith("}")), len(out))
+        inner = [ln for ln in out[k + 1:close] if ln.strip() and not ln.lstrip().startswith("#")]
+        cut = min((_indent(ln) for ln in inner), default=len(indent)) - len(indent)
+        body = [ln[cut:] if ln[:cut].strip() == "" else ln for ln in out[k + 1:close]]
+        out[k:close + 1] = body                        # the hook's line, the block, its closing brace
+    return out
 
 
 def without_timeline_hooks(lines: list[str]) -> list[str]:
     """``lines`` without the GPU timeline's hooks (``FV_NOW32(t);``, ``if (j == 0) FV_EVENT32(...);``,
     ``FV_WRITER_BLOCK({ ... })``: kernels/fv_trace.cuh, compiled out of every normal build) and the
-    comment lines right above them, so a code pair shows the algorithm; the line numbers shown
-    stay the file's."""
+    comment lines right above them, so a code pair shows the algorithm; a scoped step hook
+    (``FV_SCOPE(j, stage, t0, t1) stmt;`` or ``FV_SCOPE(...) { ... }``, and FV_SPAN, FV_UNTIL, ...)
+    leaves the statement or the block's lines it times, at the hook's indent. The line numbers
+    shown stay the file's."""
+    lines = _without_scopes(lines)
     keep = [not _HOOK.match(ln) for ln in lines]
     depth = 0                                          # FV_WRITER_BLOCK({ ... }): the writer's stores,
     for k, ln in enumerate(lines):                     # one line or many, to its closing parenthesis

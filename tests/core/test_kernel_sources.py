@@ -108,14 +108,16 @@ INSTANCE = {  # one instantiation per kernel, appended to the text under test
 @pytest.mark.parametrize("name", sorted(INSTANCE))
 def test_timeline_hooks_compile_to_nothing(tmp_path, name):
     """Without -DFLASHVIZ_TRACE the kernel is the same machine code as the kernel with every timeline
-    hook (FV_NOW32, FV_EVENT, FV_WRITER_BLOCK({...}), ...) deleted from its text: a hook can never
+    hook (FV_NOW32, FV_EVENT, FV_WRITER_BLOCK({...}), ...) deleted from its text and each scoped step
+    hook (FV_SCOPE(...) stmt, FV_SPAN(...) { ... }) taken off the code it times: a hook can never
     change the normal build (an empty macro once swallowed the statement after an `if`)."""
     from flashviz.views.code_pairs import without_timeline_hooks
 
     common._SOURCES.clear()
     text = common.source(name)
     stripped = "\n".join(without_timeline_hooks(text.splitlines())) + "\n"
-    hook = r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|SET|EVENT|STEP|STAMP|TRACE_BEGIN|TRACE_END|WRITER_BLOCK)\w*\("
+    hook = (r"^\s*(if \(.*\)\s*)?FV_(NOW|DECL|MARKS|SET|EVENT|STEP|STAMP|TRACE_BEGIN|TRACE_END|WRITER_BLOCK"
+            r"|SCOPE|SPAN|UNTIL)\w*\(")
     assert re.search(hook, text, re.M) and not re.search(hook, stripped, re.M)
     arch = "sm_90a" if "mma" in name or "fa3" in name else "sm_90"     # wgmma, setmaxnreg: sm_90a only
     outs = []
@@ -127,6 +129,32 @@ def test_timeline_hooks_compile_to_nothing(tmp_path, name):
                        capture_output=True, timeout=600)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1], f"{name}: the timeline hooks change the normal build"
+
+
+def test_scoped_step_hooks_leave_the_code_they_time():
+    """A scoped step hook (kernels/fv_trace.cuh) is the prefix of a statement or a block: taken off,
+    the statement stays (its comment in its column) and the block's lines come back to the hook's
+    indent without their braces; every other hook line goes, as before."""
+    from flashviz.views.code_pairs import without_timeline_hooks
+
+    text = """\
+    FV_MARKS(t_a, t_b, t_c);
+    FV_SCOPE(j, FV_STAGE_LOAD_K, t_a, t_b) Kr.wait_full(Kj);   // landed
+    FV_SCOPE_STAMP(j, FV_STAGE_COMPUTE_S, t_b, f(t_c)) {
+        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+        FV_UNTIL(t_c) {
+            wgmma_wait<0>();
+#pragma unroll
+        }
+    }
+    FV_EVENT32(j, FV_STAGE_UPDATE_ML, t_b, t_c);
+    next();"""
+    assert without_timeline_hooks(text.splitlines()) == [
+        "    Kr.wait_full(Kj);".ljust(63) + "// landed",          # the comment keeps its column
+        "    issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));",
+        "    wgmma_wait<0>();",
+        "#pragma unroll",
+        "    next();"]
 
 
 ORDER_INSTANCES = {  # the block-order experiment's shapes (benchmarks/record_timelines.py), causal

@@ -498,7 +498,7 @@ def test_snippet_line_numbers_are_the_files_lines():
     # the snippet is the file's lines first..last, without the timeline's hooks (compiled out)
     shown = [ln.strip() for ln in without_timeline_hooks(lines[s.first - 1:s.last])]
     assert shown == [ln.strip() for ln in s.text.splitlines()]
-    assert any("FV_NOW32" in ln for ln in lines[s.first - 1:s.last]) and "FV_" not in s.text
+    assert any("FV_SPAN(t_s0, t_s1) {" in ln for ln in lines[s.first - 1:s.last]) and "FV_" not in s.text
     assert shown[-1] == "fence_regs<NS>(s);"
     assert lines[s.last].strip() == "" and "[mask_S]" in lines[s.last + 1]         # the next tag follows
 
