@@ -31,6 +31,17 @@ def nvrtc():
     return mod
 
 
+def _log(nvrtc, prog) -> str:
+    """NVRTC's log of ``prog``, read into a fresh writable buffer. Never into ``b" " * size``
+    (cuda-python's own examples): for an empty log (size 1) that is CPython's shared one-byte
+    object b" ", which NVRTC's NUL then turns into b"\\0" for the whole process — every later
+    one-byte read of a space (Pillow's GIF reader: sub-block lengths of 32) saw 0."""
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = bytearray(size)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    return bytes(log).rstrip(b"\0 ").decode(errors="replace")
+
+
 def _compile(nvrtc, text: str, options: list[str]) -> tuple[bool, str]:
     """(accepted, NVRTC's log) for ``text`` compiled with ``options``."""
     err, prog = nvrtc.nvrtcCreateProgram(text.encode(), b"flashviz_kernel.cu", 0, [], [])
@@ -38,10 +49,7 @@ def _compile(nvrtc, text: str, options: list[str]) -> tuple[bool, str]:
     try:
         opts = [o.encode() for o in options]
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.rstrip(b"\0 ").decode(errors="replace")
+        return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, _log(nvrtc, prog)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
@@ -64,6 +72,15 @@ def test_nvrtc_accepts_every_kernel_file(nvrtc, name, traced):
     assert ok, f"NVRTC rejects {name}{' (traced)' if traced else ''}:\n{log[:2000]}"
 
 
+def test_reading_an_empty_log_leaves_python_bytes_alone(nvrtc):
+    """A kernel NVRTC compiles without a word (a one-byte log: its NUL) must not change any
+    Python object: the one-byte bytes objects CPython shares stay what they are."""
+    ok, log = _compile(nvrtc, "__global__ void k() {}", ["--gpu-architecture=compute_90"])
+    assert ok and log == ""
+    assert [bytes([b])[0] for b in range(256)] == list(range(256))
+    assert b" "[0] == 32 and b"a b"[1:2] == b"\x20"
+
+
 def test_a_host_function_is_what_nvrtc_rejects(nvrtc):
     """The check can fail: the decode kernel's text with the unannotated constexpr helper it once had."""
     text = compiled_source("flash_decode.cu")
@@ -83,12 +100,9 @@ def _instantiate(nvrtc, text: str, expr: str, options: list[str]) -> tuple[bool,
         nvrtc.nvrtcAddNameExpression(prog, expr.encode())
         opts = [o.encode() for o in options]
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
         ok = res == nvrtc.nvrtcResult.NVRTC_SUCCESS
         cubin = nvrtc.nvrtcGetCUBINSize(prog)[1] if ok else 0
-        return ok, log.rstrip(b"\0 ").decode(errors="replace"), cubin
+        return ok, _log(nvrtc, prog), cubin
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
