@@ -4,10 +4,12 @@
 ``plot_recompute_vs_store(res, d=64, causal=False)`` — recompute versus store, measured. Top, from
 the record's peak-memory rows, against N on log–log axes, bytes per (batch, head) pair: what the
 forward keeps for the backward (left) and the backward's peak memory (right), for ours and the
-SDPA backends that recompute P (flash, cuDNN) against SDPA-math, which stores it. Bottom, from
-the bench rows at (d, causal): each implementation's backward time ÷ its forward time by public
-call (forward = fwdbwd_call_ms − call_ms, a difference of two medians) against the FLOP ratios
-2.5 (P recomputed) and 2.0 (P stored).
+SDPA backends that recompute P (flash, cuDNN) against SDPA-math, which stores it (an N it did
+not run at is said at the end of its line). Bottom, from the bench rows at (d, causal): each
+implementation's backward time ÷ its forward time by public call (forward = fwdbwd_call_ms −
+call_ms, a difference of two medians) against the FLOP ratios 2.5 (P recomputed) and 2.0 (P
+stored), horizontal lines whose legend stands under the panel, outside the axes (inside, the
+implementations' lines run through any place it could take).
 
 ``plot_bwd_speed(res)`` — the backward's TFLOP/s (FLOPs = 2.5 × the forward's matmul FLOPs,
 causal: the visible half) against N, one panel per (d, mask): those of SPEED_IMPLS that the
@@ -160,9 +162,12 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
         ax.set_ylim(lo, hi * 3)
     for r in peaks:
         for impl in PEAK_IMPLS:
-            if f"{impl}_note" in r:
-                ax_peak.text(r["N"] * 1.2, hi * 2.4, f"{short(res, impl).split(':')[0]}:\nnot run at {r['N'] // 1024}k",
-                             ha="right", va="top", fontsize=pt(8), color=LOOK[impl][0])
+            ran = [q for q in peaks if q["N"] < r["N"] and f"{impl}_peak_per_head" in q]
+            if f"{impl}_note" in r and ran:     # at the end of its line, right of its last point
+                last = ran[-1]
+                ax_peak.annotate(f"not run\nat {r['N'] // 1024}k", (last["N"], last[f"{impl}_peak_per_head"] / 2**20),
+                                 xytext=(6, 0), textcoords="offset points", ha="left", va="center",
+                                 fontsize=pt(8), color=LOOK[impl][0], linespacing=1.1)
 
     for impl in IMPLS:
         pts = [(r["N"], r[f"{impl}_bwd_over_fwd"]) for r in times if f"{impl}_bwd_over_fwd" in r]
@@ -177,8 +182,6 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
     flop_lines = [ax_time.axhline(ratio, color=colour, lw=1.2, ls=ls, zorder=1, label=f"{ratio:g} = {text}")
                   for ratio, ls, colour, text in ((flop_ratio(True), "--", "black", "FLOP ratio, P recomputed"),
                                                   (flop_ratio(False), ":", "0.35", "FLOP ratio if P were stored"))]
-    ax_time.legend(handles=flop_lines, loc="center left", bbox_to_anchor=(0.01, 0.56), fontsize=pt(8),
-                   frameon=False, borderaxespad=0)
     ax_time.set_title(f"backward time ÷ forward time by public call (forward = fwd+bwd − bwd), d = {d}, "
                       f"{'causal' if causal else 'no mask'}", fontsize=pt(9.5), loc="left")
     ax_time.set_ylabel("backward ÷ forward", fontsize=pt(9))
@@ -193,7 +196,17 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
                                         # sends it a broken frame (ipympl #472: a console error)
     order = [k for k in IMPLS if k in seen]
     bottom = _legend_under_title(fig, [seen[k] for k in order], [short(res, k) for k in order], pt(8), 3)
-    fig.tight_layout(rect=(0, 0, 1, bottom - 0.01), h_pad=1.4)
+    # the FLOP ratios' legend under the lower panel, outside every axes: inside, the lines of the
+    # slower backwards run through wherever it stands (at 1k they span 3 to 7)
+    H = fig.get_figheight() * 72
+    leg = fig.legend(handles=flop_lines, loc="lower center", ncol=2, fontsize=pt(8), frameon=False,
+                     bbox_to_anchor=(0.5, PAD / H), borderaxespad=0)
+    if leg.get_window_extent(fig.canvas.get_renderer()).width > SAFE * (fig.bbox.width - 2 * PAD * fig.dpi / 72):
+        leg.remove()                    # too wide for one row: one above the other
+        leg = fig.legend(handles=flop_lines, loc="lower center", ncol=1, fontsize=pt(8), frameon=False,
+                         bbox_to_anchor=(0.5, PAD / H), borderaxespad=0)
+    h = leg.get_window_extent(fig.canvas.get_renderer()).height * 72 / fig.dpi
+    fig.tight_layout(rect=(0, (h + PAD + 2) / H, 1, bottom - 0.01), h_pad=1.4)
     return fig
 
 

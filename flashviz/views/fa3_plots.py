@@ -4,8 +4,10 @@
 every (d, mask) it timed them at, the kernel-only TFLOP/s of each step from the FlashAttention-2
 kernel to FlashAttention-3 (``fa3_records.STEPS``), bars, each labelled with its TFLOP/s and
 its ratio to SDPA-cuDNN of the same row (cuDNN's time ÷ the step's); SDPA-cuDNN and SDPA-flash
-as horizontal lines. Kernel-only = CUDA-graph replay of 10 public calls, median of 7 replays;
-every bar of the figure comes from the one run named in the title.
+as horizontal lines. A label stands LABEL_GAP points over its bar, or over the line that would
+run through it (a bar just under cuDNN's speed), measured in points (``_stand_labels``).
+Kernel-only = CUDA-graph replay of 10 public calls, median of 7 replays; every bar of the figure
+comes from the one run named in the title.
 
 ``plot_fa3_benchmark(res)`` — from the full benchmark (an "mma" results dict,
 ``flashviz.gpu.latest_results("mma")``): against N, one panel per (d, mask), the ratio to
@@ -33,6 +35,7 @@ from .text import line_height, text_width, wrap_text
 #: a low dpi than ``text_width`` measures)
 SAFE = 0.96
 PAD = 4.0       #: points between the figure's edge and its legend
+LABEL_GAP = 3.0     #: points between a bar's top (or the reference line under its label) and the label
 
 STEP_TICKS = {"wgmma": "FA2\n(wgmma)", "producer": "+ TMA,\nproducer", "pingpong": "+ ping-pong\n(default)",
               "intra": "+ intra-\nWG overlap"}
@@ -74,21 +77,48 @@ def _fit_legend(fig, options, size: float):
         leg.remove()
 
 
-def _bar_room(fig, axes, peaks, top: float) -> float:
-    """The y limit at which every bar's label (two lines, above the bar) stays under its axes'
-    legend (upper left): the largest over ``axes`` of the limit its height in points asks for,
-    ``peaks`` the tallest bar of each axes; at least 1.32 × ``top``."""
+def _bar_room(fig, axes, anchors, top: float) -> float:
+    """The y limit at which every bar's label (two lines, LABEL_GAP points above its anchor) stays
+    under its axes' legend (upper left): the largest over ``axes`` of the limit its height in
+    points asks for, ``anchors`` the highest label anchor of each axes (TFLOP/s: a bar's top, or
+    the reference line it stands on, ``_stand_labels``); at least 1.32 × ``top``."""
     renderer = fig.canvas.get_renderer()
     pt = style.pt
     label = line_height(pt(8), 2, 1.1) + 2 * 0.6 + 2          # two lines, their white box's pad
     out = 1.32 * top
-    for ax, peak in zip(axes, peaks):
+    for ax, anchor in zip(axes, anchors):
         h_ax = _pt(fig, ax.get_window_extent(renderer))[1]
         leg = ax.get_legend()
         h_leg = _pt(fig, leg.get_window_extent(renderer))[1] + leg.borderaxespad * pt(7.5) + 3   # its size
-        room = h_ax - h_leg - label
+        room = h_ax - h_leg - LABEL_GAP - label
         if room > 0:
-            out = max(out, (peak + 0.015 * top) * h_ax / room)
+            out = max(out, anchor * h_ax / room)
+    return out
+
+
+def _stand_labels(fig, ax, labels, heights) -> list[float]:
+    """Stand each bar label of ``ax`` (an annotation LABEL_GAP points above its anchor) on its bar
+    (``heights``, TFLOP/s), or, where a reference line of ``ax`` (SDPA-cuDNN's, SDPA-flash's)
+    runs above the bar top and below the label's top, on that line: the anchor moves up to it,
+    and on to any line the label then meets. Measured in points at the current layout and y
+    limits (call again after either changes). Returns the anchors (TFLOP/s)."""
+    renderer = fig.canvas.get_renderer()
+    k = fig.dpi / 72                                           # pixels per point
+    refs = sorted(float(ln.get_ydata()[0]) for ln in ax.get_lines())
+    to_px = ax.transData.transform
+    out = []
+    for a, h in zip(labels, heights):
+        # the label's height with its white box and the line's half width, in pixels
+        tall = a.get_window_extent(renderer).height + (LABEL_GAP + 2 * 0.6 + 1) * k
+        y = h
+        while True:
+            y0 = to_px((0, y))[1]
+            hit = [c for c in refs if c > y and to_px((0, c))[1] <= y0 + tall]
+            if not hit:
+                break
+            y = max(hit)
+        a.xy = (a.xy[0], y)
+        out.append(y)
     return out
 
 
@@ -105,17 +135,21 @@ def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
     fig, axes = plt.subplots(-(-len(panels) // ncol), ncol, figsize=figsize, squeeze=False, dpi=style.fit_dpi(figsize[0]))
     top = max(max(r["kernel_tflops"], r["sdpa_cudnn_kernel_tflops"]) for r in rows)
     x = np.arange(len(STEPS))
+    labels = []             # per panel: [(the bar's label, the bar's height)]
     for ax, (d, causal) in zip(axes.flat, panels):
         sel = [r for r in rows if (r["d"], r["causal"]) == (d, causal)]
         by = {r["step"]: r for r in sel}
+        labels.append([])
         ys = [by[s.key]["kernel_tflops"] for s in STEPS]
         bars = ax.bar(x, ys, width=0.62, color=[STEP_COLOURS[s.key] for s in STEPS], edgecolor="white")
         for b, s in zip(bars, STEPS):
             r = by[s.key]
-            ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 0.015 * top,
-                    f"{r['kernel_tflops']:.0f}\n{r['kernel_vs_sdpa_cudnn']:.2f}x", ha="center", va="bottom",
-                    fontsize=pt(8), linespacing=1.1, zorder=5,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85})
+            # on the bar's top for now: _stand_labels lifts it over a reference line in its way
+            a = ax.annotate(f"{r['kernel_tflops']:.0f}\n{r['kernel_vs_sdpa_cudnn']:.2f}x",
+                            (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, LABEL_GAP),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=pt(8), linespacing=1.1,
+                            zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85})
+            labels[-1].append((a, b.get_height()))
         r0 = sel[0]
         ax.axhline(r0["sdpa_cudnn_kernel_tflops"], color="#9467bd", ls="--", lw=1.1,
                    label=f"SDPA-cuDNN {r0['sdpa_cudnn_kernel_tflops']:.0f}")
@@ -139,13 +173,20 @@ def plot_fa3_steps(rec: dict, *, figsize=(11, 6.4)):
                       "TFLOP/s (CUDA-graph replay of 10 calls, median of 7)\nabove each bar: TFLOP/s and cuDNN's time "
                       f"÷ the step's. Every bar from one run:\n{probe_label(rec)}", pt(9.5))
     shown = list(axes.flat)[:len(panels)]
-    peaks = [max(r["kernel_tflops"] for r in rows if (r["d"], r["causal"]) == k) for k in panels]
-    for _ in range(2):      # the limit follows the axes' height, which follows the tick labels
-        fig.tight_layout(rect=(0, 0, 1, 0.99))
-        ylim = _bar_room(fig, shown, peaks, top)
+    ylim, anchors = None, None
+    for _ in range(8):      # the limit follows the axes' height, which follows the tick labels, and the labels'
+        fig.tight_layout(rect=(0, 0, 1, 0.99))      # anchors follow the limit (a line is nearer in points)
+        now = [_stand_labels(fig, ax, *zip(*labs)) for ax, labs in zip(shown, labels)]
+        want = _bar_room(fig, shown, [max(a) for a in now], top)
+        if now == anchors and ylim is not None and abs(want - ylim) <= 1e-9 * want:
+            break
+        anchors, ylim = now, want
         for ax in shown:
             ax.set_ylim(0, ylim)
-    fig.tight_layout(rect=(0, 0, 1, 0.99))
+    else:                   # no fixed point in 8 rounds: lay out and stand the labels at the last limit
+        fig.tight_layout(rect=(0, 0, 1, 0.99))
+        for ax, labs in zip(shown, labels):
+            _stand_labels(fig, ax, *zip(*labs))
     return fig
 
 

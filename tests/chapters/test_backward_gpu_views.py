@@ -21,7 +21,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 from bwd_styles import new_style, raw_dq
-from test_no_overlap import raw_exponents, text_problems, visible_texts
+from test_no_overlap import covered_data, raw_exponents, text_problems, visible_texts
 
 matplotlib.use("Agg")
 
@@ -346,6 +346,32 @@ def test_recorded_data_the_figures_fit_a_notebook(plot, scale, layout, figures):
     assert min(sizes) * fig.dpi / 72 >= 8.0               # tests/browser/test_fit.py: 8 px at the least
     if scale == 1.0:
         assert fig.get_figwidth() == pytest.approx(9.4)
+
+
+@recorded_data
+@pytest.mark.parametrize("layout", ["record", "new layout"])
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+def test_recorded_data_recompute_vs_store_legends_and_notes_cover_no_data(scale, layout, figures):
+    """No legend or note of the recompute-versus-store figure sits on a line or a marker, at the
+    notebook's text size and the presenter's: the FLOP ratios' legend stands under the lower
+    panel, outside every axes (inside, at 1k the slower backwards' lines ran through it), and
+    SDPA-math's "not run" note at the end of its line."""
+    with style.scaled_text(scale):
+        fig = plot_recompute_vs_store(REC if layout == "record" else NEW)
+    figures.append(fig)
+    keep, peak, time = fig.axes
+    covers = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend()),
+              *(t for ax in fig.axes for t in ax.texts)]
+    problems = covered_data(fig, covers)
+    assert not problems, f"scale {scale}, {layout}:\n" + "\n".join(problems)
+    assert any("not run" in t.get_text() for t in peak.texts) == any("sdpa_math_bwd_peak_note" in r for r in PEAKS)
+    assert time.get_legend() is None
+    (flops,) = [leg for leg in fig.legends if "FLOP ratio" in leg.get_texts()[0].get_text()]
+    assert [t.get_text() for t in flops.get_texts()] == ["2.5 = FLOP ratio, P recomputed",
+                                                         "2 = FLOP ratio if P were stored"]
+    renderer = fig.canvas.get_renderer()
+    box = flops.get_window_extent(renderer)
+    assert all(box.y1 < ax.get_tightbbox(renderer).y0 for ax in fig.axes)     # under every panel, its labels too
 
 
 @pytest.mark.parametrize("plot", [plot_recompute_vs_store, plot_bwd_speed])

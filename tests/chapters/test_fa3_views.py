@@ -2,7 +2,8 @@
 fa3_plots), without a GPU: the schedule keeps the kernel's protocol (ring slots reused only when
 released, products only after their tiles landed, turns on the tensor cores with ping-pong,
 shared tensor cores in lock-step), the roles figure is labelled with the kernel's real parameters
-and without the exercises' totals, no text overlaps, bad input gets one-line errors."""
+and without the exercises' totals, no text overlaps, the steps figure's bar labels keep off the
+SDPA reference lines, bad input gets one-line errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import itertools
 
 import matplotlib
 import pytest
-from test_no_overlap import raw_exponents, text_problems
+from test_no_overlap import covered_data, raw_exponents, text_problems
 
 from flashviz.records.fa3_records import fa3_config
 from flashviz.replay.fa3_roles import EXP_TFLOPS, MATMUL_TFLOPS, roles_schedule, softmax_units
@@ -137,3 +138,62 @@ def test_bad_figure_input_is_refused_in_one_line():
         plot_fa3_steps({"times": [r for r in latest_probe("steps")["times"] if r["N"] != 8192]})
     with pytest.raises(ValueError, match="no benchmark row with fa3"):
         plot_fa3_benchmark({"bench": []})
+
+
+def _lines_moved(rec, *, cudnn=None, flash=None):
+    """``rec`` (a probe "steps" record) with SDPA-cuDNN's and SDPA-flash's kernel times of every
+    row set from the steps' own: ``cudnn``/``flash`` = (which step, "fastest" or "slowest", and a
+    factor on its time), so their lines stand where a bar's label is (a factor of 1: on the bar's
+    top; 0.98: 2 % above it)."""
+    from flashviz.records.fa3_records import STEPS
+
+    rows = []
+    for row in rec["times"]:
+        row = dict(row)
+        times = [row.get(f"{s.impl(row['d'])}_kernel_ms") for s in STEPS]
+        if all(t is not None for t in times):
+            for key, how in (("sdpa_cudnn", cudnn), ("sdpa_flash", flash)):
+                if how:
+                    which, factor = how
+                    row[f"{key}_kernel_ms"] = (min if which == "fastest" else max)(times) * factor
+        rows.append(row)
+    return {**rec, "times": rows}
+
+
+#: where the reference lines stand: as recorded (cuDNN's line crosses the labels of the bars a
+#: little under it), on the tallest bar's top, just above it, and SDPA-flash's just above the
+#: shortest bar with cuDNN's just above the tallest (a label meets two lines)
+LINE_CASES = {"record": {}, "cuDNN on the top": {"cudnn": ("fastest", 1.0)},
+              "cuDNN just above": {"cudnn": ("fastest", 0.98)},
+              "both just above": {"cudnn": ("fastest", 0.98), "flash": ("slowest", 0.99)}}
+
+
+@pytest.mark.recorded_data
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+@pytest.mark.parametrize("case", list(LINE_CASES))
+def test_recorded_data_step_labels_keep_off_the_reference_lines(case, scale):
+    """The steps figure at the notebook's text size and the presenter's (the app's tab, the same
+    inches): no bar label (TFLOP/s and cuDNN's ratio) is crossed by SDPA-cuDNN's or SDPA-flash's
+    line, covers a bar, or reaches the legend; each label stands on its bar, or on the line that
+    was in its way, centred over its bar."""
+    from flashviz.records.fa3_records import latest_probe
+    from flashviz.views import style
+    from flashviz.views.fa3_plots import plot_fa3_steps
+
+    rec = _lines_moved(latest_probe("steps"), **LINE_CASES[case])
+    with style.scaled_text(scale):
+        fig = plot_fa3_steps(rec)
+    try:
+        axes = [ax for ax in fig.axes if ax.get_visible()]
+        labels = [t for ax in axes for t in ax.texts]
+        problems = covered_data(fig, labels + [ax.get_legend() for ax in axes]) + text_problems(fig)
+        assert not problems, f"{case}, scale {scale}:\n" + "\n".join(problems)
+        for ax in axes:
+            lines = sorted(ln.get_ydata()[0] for ln in ax.get_lines())
+            for bar, label in zip(ax.patches, ax.texts):
+                x, y = label.xy
+                assert x == pytest.approx(bar.get_x() + bar.get_width() / 2)
+                assert y == bar.get_height() or (y in lines and y > bar.get_height()), (case, label.get_text())
+                assert label.xyann[0] == 0 and label.xyann[1] > 0         # above its anchor, in points
+    finally:
+        matplotlib.pyplot.close(fig)

@@ -21,8 +21,13 @@ import numpy as np
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
+from matplotlib.collections import Collection
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.path import Path as MplPath
 from matplotlib.spines import Spine
 from matplotlib.text import Text
+from matplotlib.transforms import Affine2D, Bbox
 
 from flashviz.widgets.app import APP_FIGURE, PRESENTER_FIGURE
 
@@ -168,8 +173,15 @@ def _laid_out(fig):
     return fig.canvas.get_renderer()
 
 
+def _slanted(t: Text) -> bool:
+    """A text turned by other than a multiple of 90° about its anchor (a label along a sloped
+    line): its window extent is the upright envelope, larger than the text."""
+    return type(t) is Text and t.get_rotation_mode() == "anchor" and t.get_rotation() % 90 != 0
+
+
 def text_problems(fig, tol=TOL) -> list[str]:
-    """One line per pair of overlapping texts and per text that leaves the figure."""
+    """One line per pair of overlapping texts and per text that leaves the figure (a slanted text
+    by its turned box, ``drawn_outline``, not its upright envelope)."""
     renderer = _laid_out(fig)
     texts = visible_texts(fig, renderer)
     W, H = fig.bbox.width, fig.bbox.height
@@ -180,7 +192,8 @@ def text_problems(fig, tol=TOL) -> list[str]:
                        f"x {bb.x0:.0f}…{bb.x1:.0f}, y {bb.y0:.0f}…{bb.y1:.0f}")
     for i, (a, ba) in enumerate(texts):
         for b, bb in texts[i + 1:]:
-            if _overlap(ba, bb, tol):
+            if _overlap(ba, bb, tol) and (not (_slanted(a) or _slanted(b)) or drawn_outline(a, renderer, tol / 2)
+                                          .intersects_path(drawn_outline(b, renderer, tol / 2), filled=True)):
                 w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
                 h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
                 out.append(f"{_name(a)} overlaps {_name(b)} by {w:.0f}×{h:.0f} px")
@@ -198,6 +211,89 @@ def raw_exponents(fig) -> list[str]:
         plain = re.sub(r"(?<!\\)\$.*?(?<!\\)\$", " ", t.get_text())
         for m in _RAW_EXP.finditer(plain):
             out.append(f"{plain[max(0, m.start() - 25):m.end() + 10]!r} in {_name(t)}")
+    return out
+
+
+def drawn_outline(artist, renderer, tol: float = 0.0) -> MplPath:
+    """The outline of a Text, Annotation or Legend as drawn, in display pixels (a closed Path),
+    shrunk by ``tol`` pixels each side: its window extent, except for a text rotated with
+    rotation_mode="anchor" (a label along a sloped line), whose upright box is turned about its
+    anchor (its window extent would be the upright envelope, covering what lies beside the text)."""
+    def box(bb):
+        bb = bb.padded(-tol)
+        return bb.corners()[[0, 1, 3, 2]]
+
+    if isinstance(artist, Text) and _slanted(artist):
+        angle = artist.get_rotation()
+        artist.set_rotation(0)
+        try:
+            upright = artist.get_window_extent(renderer)
+        finally:
+            artist.set_rotation(angle)
+        x, y = artist.get_transform().transform(artist.get_unitless_position())
+        return MplPath(Affine2D().rotate_deg_around(x, y, angle).transform(box(upright)), closed=True)
+    return MplPath(box(artist.get_window_extent(renderer)), closed=True)
+
+
+def _data_paths(artist):
+    """(kind, [(display Path, closed)]) of a data artist of an axes: a line's drawn path (open)
+    and each of its markers as a square (closed), a collection's paths (vlines' segments, open), a
+    patch's outline (a bar, closed)."""
+    if isinstance(artist, Line2D):
+        paths = []
+        if artist.get_linestyle() not in ("None", "", " ") and len(artist.get_xdata()) > 0:
+            paths.append((artist.get_transform().transform_path(artist.get_path()), False))
+        if artist.get_marker() not in (None, "None", "", " "):
+            r = artist.get_markersize() / 2 * artist.figure.dpi / 72
+            xy = artist.get_transform().transform(artist.get_xydata())
+            paths += [(MplPath(Bbox.from_extents(x - r, y - r, x + r, y + r).corners()[[0, 1, 3, 2]], closed=True),
+                       True) for x, y in xy if np.isfinite(x) and np.isfinite(y)]
+        return "line", paths
+    if isinstance(artist, Collection):
+        t = artist.get_transform()
+        return "collection", [(t.transform_path(p), False) for p in artist.get_paths()]
+    if isinstance(artist, Patch):
+        return "patch", [(artist.get_transform().transform_path(artist.get_path()), True)]
+    return "other", []
+
+
+def _data_name(artist) -> str:
+    label = artist.get_label()
+    if label and not label.startswith("_"):
+        return f"{type(artist).__name__} {label!r}"
+    if isinstance(artist, Line2D) and len(artist.get_xdata()):
+        for axis, values in (("y", artist.get_ydata()), ("x", artist.get_xdata())):
+            if len(set(np.ravel(values))) == 1:          # a horizontal or vertical line (axhline, axvline)
+                return f"{type(artist).__name__} at {axis} = {np.ravel(values)[0]:g}"
+    return f"{type(artist).__name__} {artist.get_gid() or ''}".strip()
+
+
+def covered_data(fig, covers, tol=TOL) -> list[str]:
+    """One line per (cover, data artist) pair where a data artist of one of ``fig``'s axes — a
+    line's path or one of its markers, a collection's segment, a patch (a bar) — enters the
+    cover's drawn outline (``drawn_outline``, shrunk by ``tol`` px): texts or legends sitting on
+    top of data. An artist clipped to its axes counts only inside the axes. Window extents of a
+    real layout (Agg), not pixels."""
+    renderer = _laid_out(fig)
+    out = []
+    for cover in covers:
+        outline = drawn_outline(cover, renderer, tol)
+        name = _name(cover) if isinstance(cover, Text) else f"{type(cover).__name__} " + ", ".join(
+            _name(t) for t in cover.get_texts())
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            for artist in [*ax.lines, *ax.collections, *ax.patches]:
+                if not artist.get_visible():
+                    continue
+                clipped = outline.clip_to_bbox(ax.bbox) if artist.get_clip_on() else outline
+                if len(clipped.vertices) < 3:
+                    continue
+                kind, paths = _data_paths(artist)
+                # edges that cross, a vertex of the data inside the cover, the cover inside a closed shape
+                if any(p.intersects_path(clipped, filled=False) or clipped.contains_points(p.vertices).any()
+                       or closed and p.contains_points(clipped.vertices).any() for p, closed in paths):
+                    out.append(f"{name} covers the {kind} {_data_name(artist)}")
     return out
 
 
@@ -268,6 +364,41 @@ def test_the_checks_catch_what_they_should():
         invisible = ax.text(0.5, 1.02, "hidden", transform=ax.transAxes)
         invisible.set_visible(False)
         assert not any("hidden" in p for p in text_problems(fig))
+    finally:
+        plt.close(fig)
+
+
+def test_covered_data_sees_texts_and_legends_on_data():
+    """The data check itself: a line through a label, a label on a bar and a legend over a line
+    are found; a label clear of the data, one along a sloped line (by its turned box: its upright
+    envelope would cover the line) and a legend outside the axes are not."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(6, 4), dpi=90)
+    try:
+        ax = fig.add_subplot()
+        fig.subplots_adjust(bottom=0.25)
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 10)
+        ax.plot([0, 10], [0, 10], label="diagonal")
+        ridge = ax.axvline(5, ls=":")
+        ax.bar([8], [2], width=1)
+        crossed = ax.text(3.5, 0.5, "the ridge runs through", fontsize=8)
+        clear = ax.text(0.3, 8.5, "clear of the data", fontsize=8)
+        on_bar = ax.annotate("on its bar", (8, 2), xytext=(0, -14), textcoords="offset points", ha="center",
+                             fontsize=8)
+        (dx, dy) = ax.transData.transform((10, 10)) - ax.transData.transform((0, 0))
+        along = ax.text(1, 1.6, "along the diagonal", rotation=np.degrees(np.arctan2(dy, dx)), rotation_mode="anchor",
+                        va="bottom", fontsize=8)
+        over = ax.legend(loc="upper left", bbox_to_anchor=(0.55, 0.72))
+        outside = fig.legend(handles=[ridge], labels=["ridge"], loc="lower left")
+        found = covered_data(fig, [crossed, clear, on_bar, along, over, outside])
+        assert sorted(found) == sorted(["'the ridge runs through' covers the line Line2D at x = 5",
+                                        "'on its bar' covers the patch Rectangle",
+                                        "Legend 'diagonal' covers the line Line2D 'diagonal'"]), found
+        upright = along.get_window_extent(fig.canvas.get_renderer())
+        assert MplPath(upright.corners()[[0, 1, 3, 2]], closed=True).intersects_path(
+            ax.lines[0].get_transform().transform_path(ax.lines[0].get_path()), filled=False)
     finally:
         plt.close(fig)
 

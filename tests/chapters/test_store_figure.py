@@ -1,5 +1,6 @@
 """Chapter 6's recompute-versus-store figure (views.store_figure) on a record written by hand with the
-benchmark's row keys: every timed point drawn where the record puts it, the crossover marked."""
+benchmark's row keys: every timed point drawn where the record puts it, the crossover marked, one
+legend under the panels that covers no data at the notebook's text size and the presenter's."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from test_no_overlap import covered_data, text_problems  # noqa: E402
 
 from flashviz.gpu.teaching import store_bench as sb  # noqa: E402
+from flashviz.records.store_records import NAMES  # noqa: E402
+from flashviz.views import style  # noqa: E402
 from flashviz.views.store_figure import plot_store_measured  # noqa: E402
 
 
@@ -51,3 +55,25 @@ def test_a_record_without_times_is_a_one_line_error():
         plot_store_measured({"bench": [{"N": 512}]})
     with pytest.raises(TypeError, match="recompute-versus-store record"):
         plot_store_measured([])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.4])
+def test_the_legend_stands_under_the_panels_on_no_data(scale):
+    """At the notebook's text size and the presenter's, no text or legend covers a line or a
+    marker (inside a panel, a legend had no free corner at 1.4: the lines rise across both) and no
+    two texts overlap: one legend under both panels names the backwards and the line styles."""
+    with style.scaled_text(scale):
+        fig = plot_store_measured(record())
+    try:
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        problems = covered_data(fig, [*legends, *(t for ax in fig.axes for t in ax.texts)]) + text_problems(fig)
+        assert not problems, "\n".join(problems)
+        assert [ax.get_legend() for ax in fig.axes] == [None, None]
+        (leg,) = fig.legends
+        assert [t.get_text() for t in leg.get_texts()] == [
+            *NAMES.values(), "making the stored P (the forward's extra)",
+            "memory: kept by the forward (counted)", "memory: the call's peak (measured)"]
+        renderer = fig.canvas.get_renderer()
+        assert all(leg.get_window_extent(renderer).y1 < ax.get_tightbbox(renderer).y0 for ax in fig.axes)
+    finally:
+        plt.close(fig)
