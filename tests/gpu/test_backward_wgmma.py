@@ -18,7 +18,7 @@ import pytest
 
 from flashviz import gpu
 from flashviz.gpu.tensorcore import backward as bk
-from flashviz.gpu.tensorcore.gradcheck import dense_gradients, relative_errors
+from flashviz.gpu.tensorcore.gradcheck import dense_gradients, relative_errors, strided_views
 from flashviz.steps import STEPS, find_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,12 +131,8 @@ def test_gradients_match_float64(torch, dq, dtype, d, causal, k, Nq_Nk):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_strided_views_scale_and_lse_gradient(torch, dtype):
-    dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(8)
-    x = torch.randn(2, 300, 4, 3, 128, device="cuda", dtype=dt, generator=g)     # B, N, H, (q,k,v), d
-    q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                  # BHSD views, strided
+    q, k, v, dlse = strided_views(torch, getattr(torch, dtype), 8)
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dq=None, scale=0.05)
-    dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
     for dq in ("bulk", "atomic", "separate"):
         _check(torch, q, k, v, causal=True, tol=TOL[dtype], dq=dq, dlse=dlse, Bc=64)
 
