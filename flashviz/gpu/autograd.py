@@ -3,11 +3,14 @@
 Two operators are registered with ``torch.library.custom_op`` the first time they are needed
 (importing this module imports neither torch nor CuPy):
 
-* ``flashviz::attention_fwd(q, k, v, causal, scale, Br, Bc, variant, deterministic) -> (O, lse)``:
+* ``flashviz::attention_fwd(q, k, v, causal, scale, Br, Bc, variant, deterministic, bwd_kernel) -> (O, lse)``:
   fp16 / bf16 inputs run the tensor-core forward (``flash_forward_mma``: FlashAttention-3 on
   Hopper, FlashAttention-2 elsewhere); float32 / float64 inputs run the fp32 teaching forward
   (kernels/flash_fwd.cu; float64 is computed in float32 and O cast back);
-* ``flashviz::attention_bwd(dO, dlse, q, k, v, O, lse, causal, scale, deterministic) -> (dq, dk, dv)``:
+* ``flashviz::attention_bwd(dO, dlse, q, k, v, O, lse, causal, scale, deterministic, bwd_kernel)
+  -> (dq, dk, dv)``: ``bwd_kernel`` (a string or None, the forward's, kept for the backward) names
+  the tensor-core backward's main kernel, ``flash_backward_mma(kernel=...)``: "mma" or "wgmma"
+  (Hopper, opt-in) always run it; None picks as follows.
   fp16 / bf16 with d in {64, 128}: the tensor-core backward (kernels/flash_bwd_mma.cu, mma.sync;
   ``flash_backward_mma`` with its default dQ, ``BWD_DQ_DEFAULT``: a separate pass in a fixed
   order, measured faster than fp32 atomics and the same bits on every run, whichever
@@ -17,7 +20,7 @@ Two operators are registered with ``torch.library.custom_op`` the first time the
   converted to float32, the gradients computed in float32 and cast back to the input dtype
   (correct, and slow: CUDA cores, no tensor cores), dQ by fp32 atomics unless ``deterministic``
   (there the atomics measured faster than its separate pass). ``MMA_BACKWARD = False`` sends every
-  case to the teaching kernel.
+  case with ``bwd_kernel`` None to the teaching kernel.
 
 ``attention_fwd`` has ``register_autograd`` (its backward calls ``attention_bwd``) and both have
 ``register_fake`` (shapes and dtypes without running), so gradients flow and the operator
@@ -30,15 +33,16 @@ import math
 
 from ..checks import check_flag
 from .common import check_scale, cupy, torch_stream
+from .tensorcore.backward import BWD_MMA_D, check_kernel
 
 _OPS: dict = {}
 #: the blocks of the backward teaching kernel: the largest tile that fits, 64 x 64 on an H100/H200
 BWD_BLOCKS = ((64, 64), (64, 32), (32, 64), (32, 32), (16, 32), (16, 16))
 
 _FWD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, bool causal, float scale, int? Br, int? Bc, str? variant, "
-               "bool deterministic) -> (Tensor, Tensor)")
+               "bool deterministic, str? bwd_kernel) -> (Tensor, Tensor)")
 _BWD_SCHEMA = ("(Tensor dO, Tensor? dlse, Tensor q, Tensor k, Tensor v, Tensor O, Tensor lse, bool causal, "
-               "float scale, bool deterministic) -> (Tensor, Tensor, Tensor)")
+               "float scale, bool deterministic, str? bwd_kernel) -> (Tensor, Tensor, Tensor)")
 
 
 def _dtype_kind(t) -> str:
@@ -121,19 +125,21 @@ def uses_tensor_core_backward(q) -> bool:
     return device_facts(q.get_device()).cc >= 80
 
 
-def _backward(dO, dlse, q, k, v, O, lse, causal: bool, scale: float, deterministic: bool):
-    """The backward behind ``attention_bwd``: gradients in q's dtype (see the module text)."""
+def _backward(dO, dlse, q, k, v, O, lse, causal: bool, scale: float, deterministic: bool, bwd_kernel=None):
+    """The backward behind ``attention_bwd``: gradients in q's dtype (see the module text); a
+    ``bwd_kernel`` other than None always runs ``flash_backward_mma(kernel=bwd_kernel)``."""
     from .teaching.backward import flash_backward_gpu
     d = q.shape[-1]
     dev = q.get_device() if q.is_cuda else None
     if dev is None:
         raise TypeError("q is a CPU torch tensor; move it to the GPU (.cuda()) first")
-    if uses_tensor_core_backward(q):
+    if bwd_kernel is not None or uses_tensor_core_backward(q):
         from .tensorcore.backward import flash_backward_mma
-        # no dq: flash_backward_mma's default (BWD_DQ_DEFAULT, the separate pass), which both values
-        # of deterministic accept; the operators' schemas and fake kernels do not depend on it
+        # no dq: the kernel's default (check_dq: "separate" for "mma"; for "wgmma" "bulk", or
+        # "separate" when deterministic), which both values of deterministic accept; the operators'
+        # schemas and fake kernels do not depend on it
         return flash_backward_mma(q, k, v, O, dO.to(q.dtype), lse, causal=causal, scale=scale,
-                                  deterministic=deterministic, dlse=dlse)
+                                  deterministic=deterministic, dlse=dlse, kernel=bwd_kernel)
     with cupy().cuda.Device(dev):
         Br, Bc = backward_blocks(d)
     dq, dk, dv = flash_backward_gpu(q, k, v, O, dO, lse, Br=Br, Bc=Bc, causal=causal, scale=scale,
@@ -148,32 +154,33 @@ def _ops() -> dict:
     import torch
 
     fwd = torch.library.custom_op("flashviz::attention_fwd", mutates_args=(), schema=_FWD_SCHEMA)(
-        lambda q, k, v, causal, scale, Br, Bc, variant, deterministic:
+        lambda q, k, v, causal, scale, Br, Bc, variant, deterministic, bwd_kernel:
         tuple(_forward(q, k, v, causal, scale, Br, Bc, variant)))
     bwd = torch.library.custom_op("flashviz::attention_bwd", mutates_args=(), schema=_BWD_SCHEMA)(
-        lambda dO, dlse, q, k, v, O, lse, causal, scale, deterministic:
-        tuple(_backward(dO, dlse, q, k, v, O, lse, causal, scale, deterministic)))
+        lambda dO, dlse, q, k, v, O, lse, causal, scale, deterministic, bwd_kernel:
+        tuple(_backward(dO, dlse, q, k, v, O, lse, causal, scale, deterministic, bwd_kernel)))
 
     @fwd.register_fake
-    def _(q, k, v, causal, scale, Br, Bc, variant, deterministic):
+    def _(q, k, v, causal, scale, Br, Bc, variant, deterministic, bwd_kernel):
         return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
                 torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
 
     @bwd.register_fake
-    def _(dO, dlse, q, k, v, O, lse, causal, scale, deterministic):
+    def _(dO, dlse, q, k, v, O, lse, causal, scale, deterministic, bwd_kernel):
         return tuple(torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
 
     def setup_context(ctx, inputs, output):
-        q, k, v, causal, scale, _Br, _Bc, _variant, deterministic = inputs
+        q, k, v, causal, scale, _Br, _Bc, _variant, deterministic, bwd_kernel = inputs
         ctx.save_for_backward(q, k, v, *output)
-        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        ctx.causal, ctx.scale, ctx.deterministic, ctx.bwd_kernel = causal, scale, deterministic, bwd_kernel
 
     def backward(ctx, dO, dlse):
         q, k, v, O, lse = ctx.saved_tensors
         if dO is None:
             dO = torch.zeros_like(O)
-        dq, dk, dv = bwd(dO.contiguous(), dlse, q, k, v, O, lse, ctx.causal, ctx.scale, ctx.deterministic)
-        return dq, dk, dv, None, None, None, None, None, None
+        dq, dk, dv = bwd(dO.contiguous(), dlse, q, k, v, O, lse, ctx.causal, ctx.scale, ctx.deterministic,
+                         ctx.bwd_kernel)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
     fwd.register_autograd(backward, setup_context=setup_context)
     _OPS.update(fwd=fwd, bwd=bwd)
@@ -193,20 +200,34 @@ def _check_qkv(q, k, v):
         raise TypeError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def _check_bwd_kernel(q, bwd_kernel) -> None:
+    """ValueError (one line) unless q suits the tensor-core backward that ``bwd_kernel`` (not None)
+    names: float16 / bfloat16 with d in ``BWD_MMA_D``. Reads only q's dtype and shape."""
+    if _dtype_kind(q) != "mma" or q.shape[-1] not in BWD_MMA_D:
+        raise ValueError(f"bwd_kernel={bwd_kernel!r} runs the tensor-core backward: float16 / bfloat16 with d in "
+                         f"{{{', '.join(map(str, BWD_MMA_D))}}}; got {q.dtype}, d={q.shape[-1]} "
+                         f"(bwd_kernel=None takes the fp32 teaching kernel there)")
+
+
 def attention_with_lse(q, k, v, *, causal: bool = False, scale=None, deterministic: bool = False,
-                       Br=None, Bc=None, variant=None):
+                       Br=None, Bc=None, variant=None, bwd_kernel=None):
     """``flash_attention`` returning (O, lse), both differentiable (the gradient of lse folds into
     the backward as D_i − dlse_i). Br, Bc, variant: the forward's (``flash_forward_mma``'s for
-    fp16 / bf16; the teaching forward's, default 64 x 64, for float32 / float64). Raises like
-    ``flash_attention``."""
+    fp16 / bf16; the teaching forward's, default 64 x 64, for float32 / float64); bwd_kernel: the
+    backward's, as in ``flash_attention``. Raises like ``flash_attention``."""
+    if bwd_kernel is not None:          # first: a bad name is a one-line error before torch is imported
+        check_kernel(bwd_kernel, "bwd_kernel")
     _check_qkv(q, k, v)
+    if bwd_kernel is not None:
+        _check_bwd_kernel(q, bwd_kernel)
     causal = check_flag(causal, "causal")
     deterministic = check_flag(deterministic, "deterministic")
     scale = check_scale(scale, q.shape[-1])
-    return _ops()["fwd"](q, k, v, causal, scale, Br, Bc, variant, deterministic)
+    return _ops()["fwd"](q, k, v, causal, scale, Br, Bc, variant, deterministic, bwd_kernel)
 
 
-def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic: bool = False):
+def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic: bool = False,
+                    bwd_kernel: str | None = None):
     """O = softmax(scale·q kᵀ) v with FlashAttention's forward and backward, as a torch operator.
 
     Source: the forward is FlashAttention-2/3 on the tensor cores (``flash_forward_mma``) for
@@ -214,8 +235,12 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     Algorithm 2: on the tensor cores (kernels/flash_bwd_mma.cu, ``flash_backward_mma``) for
     fp16 / bf16 with d in {64, 128}; otherwise **the fp32 teaching
     kernel** (kernels/flash_bwd.cu), with half-precision inputs converted to float32 and the
-    gradients cast back (correct; slow: no tensor cores). The tensor-core backward is a first
-    version, several times slower than FlashAttention-2's (benchmarks/results/probe-bwd-*.json).
+    gradients cast back (correct; slow: no tensor cores). The tensor-core backward (its default
+    call: mma.sync, the separate dQ pass) ran at 0.68–0.95x the speed of SDPA's FlashAttention-2
+    backward by public call on an H100 (fp16, B·N = 16k tokens, d 64 / 128, causal and not,
+    N 1k–16k; ``sdpa_flash_bwd_call_ms / bwd_mma_call_ms`` in
+    benchmarks/results/bwd-h100-80gb-hbm3-2026-12-05.json, at 4ebb0c3), 0.53–0.74x on an H200
+    (benchmarks/results/bwd-h200-2026-12-05.json).
 
     Parameters
     ----------
@@ -232,6 +257,12 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
         atomics on an H200: benchmarks/results/bwd-h200-2026-12-05.json), which repeats bit for
         bit anyway; float32 / float64 take the teaching kernel's float32 atomicAdd, whose last bits
         may differ between runs.
+    bwd_kernel : None (the default: the route above) or the tensor-core backward's main kernel,
+        ``flash_backward_mma``'s ``kernel``: "mma" (mma.sync, sm_80 and later) or "wgmma" (Hopper's
+        wgmma, sm_90 only; opt-in, its speed not yet measured: benchmarks/check_bwd_wgmma.py; with
+        deterministic=False its dQ is "bulk", whose last bits may differ between runs, with True the
+        separate pass). A name needs float16 / bfloat16 with d in {64, 128} and always runs that
+        kernel, even with ``MMA_BACKWARD = False``.
 
     Returns
     -------
@@ -242,8 +273,11 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     Raises
     ------
     TypeError (non-tensors, an unsupported or mixed dtype, CPU tensors, non-bool flags, a non-real
-    scale) or ValueError (shapes, unsupported d, a scale that is not a positive normal float32),
-    one line each; RuntimeError without CuPy / a GPU.
+    scale) or ValueError (shapes, unsupported d, a scale that is not a positive normal float32, a
+    bwd_kernel other than None, "mma", "wgmma" — checked first, before torch is imported — or
+    named for float32 / float64 or d not in {64, 128}), one line each; RuntimeError without CuPy /
+    a GPU. From the backward: ``flash_backward_mma``'s errors, e.g. ValueError for
+    bwd_kernel="wgmma" on a GPU that is not sm_90.
 
     Example
     -------
@@ -251,4 +285,5 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     ...                        requires_grad=True) for _ in range(3))
     >>> flashviz.gpu.flash_attention(q, k, v, causal=True).sum().backward()           # q.grad, k.grad, v.grad
     """
-    return attention_with_lse(q, k, v, causal=causal, scale=scale, deterministic=deterministic)[0]
+    return attention_with_lse(q, k, v, causal=causal, scale=scale, deterministic=deterministic,
+                              bwd_kernel=bwd_kernel)[0]

@@ -44,8 +44,8 @@ def _fake_forward(q, k, v, causal, scale, Br, Bc, variant):
     return O.to(q.dtype), lse.float()
 
 
-def _fake_backward(dO, dlse, q, k, v, O, lse, causal, scale, deterministic):
-    """The closed form (Dao et al. 2022, B.2) with D − dlse, in float64."""
+def _fake_backward(dO, dlse, q, k, v, O, lse, causal, scale, deterministic, bwd_kernel=None):
+    """The closed form (Dao et al. 2022, B.2) with D − dlse, in float64 (whichever bwd_kernel)."""
     q64, k64, v64, dO64 = q.double(), k.double(), v.double(), dO.double()
     Nq, Nk = q.shape[-2], k.shape[-2]
     s = scale * q64 @ k64.transpose(-1, -2)
@@ -152,12 +152,13 @@ def test_opcheck_the_registrations(fake_kernels):
     and AOT dispatch, for both operators (with the dense stand-in kernels)."""
     ops = fa._ops()
     q, k, v = _leaves((2, 5, 8), (2, 7, 8), (2, 7, 8), seed=3)
-    torch.library.opcheck(ops["fwd"], (q, k, v, True, 0.3, None, None, None, False))
+    torch.library.opcheck(ops["fwd"], (q, k, v, True, 0.3, None, None, None, False, None))
+    torch.library.opcheck(ops["fwd"], (q, k, v, True, 0.3, None, None, None, False, "wgmma"))
     O, lse = _fake_forward(q, k, v, True, 0.3, None, None, None)
     dO = torch.randn(O.shape, dtype=O.dtype)
-    torch.library.opcheck(ops["bwd"], (dO, None, q.detach(), k.detach(), v.detach(), O, lse, True, 0.3, False))
+    torch.library.opcheck(ops["bwd"], (dO, None, q.detach(), k.detach(), v.detach(), O, lse, True, 0.3, False, None))
     torch.library.opcheck(ops["bwd"], (dO, torch.randn(lse.shape), q.detach(), k.detach(), v.detach(), O, lse,
-                                       True, 0.3, True))
+                                       True, 0.3, True, "mma"))
 
 
 def test_torch_compile_fullgraph_matches_eager(fake_kernels):
@@ -171,6 +172,35 @@ def test_torch_compile_fullgraph_matches_eager(fake_kernels):
     ref = torch.autograd.grad(f(q, k, v), (q, k, v))
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("bwd_kernel", [None, "mma", "wgmma"])
+def test_bwd_kernel_reaches_the_backward_eager_and_compiled(fake_kernels, monkeypatch, bwd_kernel):
+    """flash_attention(bwd_kernel=...) hands the name, unchanged (None stays None: the default
+    route), through the operator to the backward, in eager mode and under torch.compile."""
+    seen = []
+    monkeypatch.setattr(fa, "_backward", lambda *a: seen.append(a[-1]) or _fake_backward(*a))
+    q, k, v = _leaves((1, 2, 9, 64), (1, 2, 6, 64), (1, 2, 6, 64), dtype=torch.float16, seed=14)
+
+    def f(q, k, v):
+        return gpu.flash_attention(q, k, v, causal=True, bwd_kernel=bwd_kernel).float().sum()
+
+    got = torch.autograd.grad(f(q, k, v), (q, k, v))
+    again = torch.autograd.grad(torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
+    assert seen == [bwd_kernel, bwd_kernel]
+    for a, b in zip(got, again):
+        assert a.dtype == torch.float16 and torch.equal(a, b)
+
+
+def test_bwd_kernel_needs_half_precision_and_d_64_or_128():
+    """A named backward kernel is a tensor-core one: float32 / float64 or d = 32 is a one-line
+    ValueError at the call, before any GPU work (the tensors here are on the CPU)."""
+    for dtype, d, name in ((torch.float64, 64, "mma"), (torch.float32, 128, "wgmma"), (torch.float16, 32, "wgmma")):
+        q, k, v = _leaves((1, 8, d), (1, 8, d), (1, 8, d), dtype=dtype)
+        with pytest.raises(ValueError, match=rf"^bwd_kernel='{name}' runs the tensor-core backward: float16 / "
+                                             rf"bfloat16 with d in \{{64, 128\}}; got {dtype}, d={d} ") as e:
+            gpu.flash_attention(q, k, v, bwd_kernel=name)
+        assert "\n" not in str(e.value)
 
 
 def test_backward_blocks_fit_the_device_limit():

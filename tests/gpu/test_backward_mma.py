@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from flashviz import gpu
-from flashviz.gpu.tensorcore.gradcheck import dense_gradients
+from flashviz.gpu.tensorcore.gradcheck import dense_gradients, strided_views
 from flashviz.steps import STEPS, find_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,11 +327,8 @@ def test_two_pipeline_stages_give_one_stages_bits(torch, dtype, d, causal):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_strided_views_large_logits_scale_and_lse_gradient(torch, dtype):
     dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(7)
-    x = torch.randn(2, 300, 4, 3, 128, device="cuda", dtype=dt, generator=g)     # B, N, H, (q,k,v), d
-    q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                  # BHSD views, strided
+    q, k, v, dlse = strided_views(torch, dt, 7)
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], scale=0.05)
-    dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, Bc=128, dq="atomic")
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dlse=dlse, deterministic=True)
     big = (q.float() * 6).to(dt)                                                  # scores up to about ±60

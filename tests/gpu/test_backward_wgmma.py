@@ -1,11 +1,13 @@
 """The Hopper backward (kernels/flash_bwd_wgmma.cu, ``flash_backward_mma(kernel="wgmma")``).
 
 CPU tests: shared memory by hand, the kernel names the runner builds, the step tags (Algorithm 2),
-one-line errors for the kernel and dQ choices. GPU tests (marked ``gpu``, on an sm_90 device only:
-skipped elsewhere): dQ, dK, dV against float64 dense gradients (torch autograd of dense attention
-on the same rounded inputs, bottom-right causal) over fp16 / bf16, d = 64 / 128, Bc = 64 / 128,
-causal and not, N = 1, 63, 128, 1000, Nq ≠ Nk both ways, keyless rows (dQ exactly 0), strided
-views and the gradient of lse — for each dQ path ("bulk", "atomic", "separate").
+one-line errors for the kernel and dQ choices, and for ``flash_attention(bwd_kernel=...)`` before
+torch is imported. GPU tests (marked ``gpu``, on an sm_90 device only: skipped elsewhere): dQ, dK,
+dV against float64 dense gradients (torch autograd of dense attention on the same rounded inputs,
+bottom-right causal) over fp16 / bf16, d = 64 / 128, Bc = 64 / 128, causal and not, N = 1, 63,
+128, 1000, Nq ≠ Nk both ways, keyless rows (dQ exactly 0), strided views and the gradient of lse —
+for each dQ path ("bulk", "atomic", "separate"); and the same kernel reached through
+``flash_attention(bwd_kernel="wgmma")``'s autograd.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from flashviz import gpu
 from flashviz.gpu.tensorcore import backward as bk
-from flashviz.gpu.tensorcore.gradcheck import dense_gradients, relative_errors
+from flashviz.gpu.tensorcore.gradcheck import dense_gradients, relative_errors, strided_views
 from flashviz.steps import STEPS, find_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +85,22 @@ def test_kernel_and_dq_choices_are_one_line_errors_without_a_gpu(monkeypatch):
             gpu.flash_backward_mma(*z, kernel="wgmma", dq=dq)
 
 
+def test_flash_attention_bwd_kernel_is_checked_before_torch_is_imported(monkeypatch):
+    """flash_attention / attention_with_lse check bwd_kernel with flash_backward_mma's own rule
+    (check_kernel) first: a bad name is a one-line ValueError even where torch cannot be imported;
+    a good one passes on to the tensor checks (which need torch: ImportError here)."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for call in (gpu.flash_attention, gpu.attention_with_lse):
+        for bad in ("WGMMA", "fa3", "", 1, True):
+            with pytest.raises(ValueError, match=r"^bwd_kernel must be one of 'mma', 'wgmma' or None "
+                                                 r"\(the default, 'mma'\); got ") as e:
+                call(None, None, None, bwd_kernel=bad)
+            assert "\n" not in str(e.value)
+        for good in ("mma", "wgmma", None):
+            with pytest.raises(ImportError):
+                call(None, None, None, bwd_kernel=good)
+
+
 # ---------------------------------------------------------------- GPU
 
 @pytest.fixture
@@ -131,14 +149,35 @@ def test_gradients_match_float64(torch, dq, dtype, d, causal, k, Nq_Nk):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_strided_views_scale_and_lse_gradient(torch, dtype):
-    dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(8)
-    x = torch.randn(2, 300, 4, 3, 128, device="cuda", dtype=dt, generator=g)     # B, N, H, (q,k,v), d
-    q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                  # BHSD views, strided
+    q, k, v, dlse = strided_views(torch, getattr(torch, dtype), 8)
     _check(torch, q, k, v, causal=True, tol=TOL[dtype], dq=None, scale=0.05)
-    dlse = torch.randn(2, 4, 300, device="cuda", generator=g)
     for dq in ("bulk", "atomic", "separate"):
         _check(torch, q, k, v, causal=True, tol=TOL[dtype], dq=dq, dlse=dlse, Bc=64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal, Nq, Nk", [(False, 200, 200), (True, 100, 333), (True, 333, 100)])
+def test_flash_attention_gradients_through_wgmma_match_float64(torch, dtype, d, causal, Nq, Nk):
+    """flash_attention(bwd_kernel="wgmma"): autograd's dQ, dK, dV against float64 dense gradients,
+    with deterministic False ("bulk" dQ) and True ("separate"), keyless rows (Nq > Nk) giving dQ = 0;
+    with deterministic=True the same bits as flash_backward_mma(kernel="wgmma") called directly."""
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(500 + d + Nq + causal)
+    q, k, v = (torch.randn(2, 3, N, d, device="cuda", dtype=dt, generator=g).requires_grad_() for N in (Nq, Nk, Nk))
+    dO = torch.randn(2, 3, Nq, d, device="cuda", dtype=dt, generator=g)
+    ref = dense_gradients(torch, q, k, v, dO, causal=causal)[2]
+    for det in (False, True):
+        O, lse = gpu.attention_with_lse(q, k, v, causal=causal, deterministic=det, bwd_kernel="wgmma")
+        got = torch.autograd.grad(O, (q, k, v), dO)
+        assert all(a.dtype == dt and torch.isfinite(a).all() for a in got)
+        errs = relative_errors(got, ref)
+        assert max(errs) <= TOL[dtype], (det, errs)
+        assert (got[0][torch.isneginf(lse)] == 0).all()
+    direct = gpu.flash_backward_mma(q.detach(), k.detach(), v.detach(), O.detach(), dO, lse.detach(), causal=causal,
+                                    deterministic=True, kernel="wgmma")
+    assert all(torch.equal(a, b) for a, b in zip(got, direct))
 
 
 @pytest.mark.gpu
@@ -150,3 +189,7 @@ def test_a_gpu_that_is_not_hopper_is_a_one_line_error(monkeypatch):
     q = t.zeros(1, 64, 64, device="cuda", dtype=t.float16)
     with pytest.raises(ValueError, match="kernel='wgmma' needs a Hopper GPU"):
         gpu.flash_backward_mma(q, q, q, q, q, t.zeros(1, 64, device="cuda"), kernel="wgmma")
+    if t.cuda.get_device_capability() >= (8, 0):                                # the forward's tensor cores
+        O = gpu.flash_attention(q.requires_grad_(), q, q, bwd_kernel="wgmma")
+        with pytest.raises(ValueError, match="kernel='wgmma' needs a Hopper GPU"):
+            O.float().sum().backward()

@@ -216,13 +216,14 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
     return mb
 
 
-def check_kernel(kernel) -> str:
+def check_kernel(kernel, name: str = "kernel") -> str:
     """The main kernel ``flash_backward_mma`` runs: ``kernel`` ("mma" or "wgmma"), or
-    ``BWD_KERNEL_DEFAULT`` for None; ValueError (one line) for anything else."""
+    ``BWD_KERNEL_DEFAULT`` for None; ValueError (one line, calling the argument ``name``: "kernel",
+    or "bwd_kernel" for ``flash_attention``) for anything else. Pure Python: no torch, no GPU."""
     if kernel is None:
         return BWD_KERNEL_DEFAULT
     if not isinstance(kernel, str) or kernel not in BWD_KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(repr(x) for x in BWD_KERNELS)} or None "
+        raise ValueError(f"{name} must be one of {', '.join(repr(x) for x in BWD_KERNELS)} or None "
                          f"(the default, {BWD_KERNEL_DEFAULT!r}); got {kernel!r}")
     return kernel
 

@@ -3,7 +3,8 @@
 ``dense_gradients`` is what tests/gpu/test_backward_mma.py, tests/gpu/test_backward_wgmma.py and
 benchmarks/check_bwd_wgmma.py compare flashviz's backward kernels against: torch autograd of
 dense attention in float64 on the same rounded inputs, with the conventions of the public API
-(bottom-right causal; a row that sees no key has O = 0, lse = −inf and zero gradients). Imports
+(bottom-right causal; a row that sees no key has O = 0, lse = −inf and zero gradients);
+``strided_views`` makes the strided q, k, v (and dlse) that both test files check them on. Imports
 nothing at module level; the caller passes torch.
 """
 
@@ -42,3 +43,14 @@ def relative_errors(got, ref) -> list[float]:
     floor = 0.1 * ref[2].abs().max().item()
     return [((a.double() - b.double()).abs().max() / max(b.abs().max().item(), floor)).item()
             for a, b in zip(got, ref)]
+
+
+def strided_views(torch, dtype, seed: int):
+    """(q, k, v, dlse) on the current CUDA device from one ``torch.Generator`` seeded with ``seed``:
+    q, k, v (2, 4, 300, 128) in ``dtype`` (a torch dtype), strided views (B, H, N, d) of one
+    (B, N, H, 3, d) tensor, as a fused qkv projection leaves them (unit stride along d, rows
+    H·3·d elements apart); then dlse (2, 4, 300) float32, the gradient of lse, drawn after them."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(2, 300, 4, 3, 128, device="cuda", dtype=dtype, generator=g)     # B, N, H, (q,k,v), d
+    q, k, v = (x[:, :, :, n].transpose(1, 2) for n in range(3))                     # BHSD views, strided
+    return q, k, v, torch.randn(2, 4, 300, device="cuda", generator=g)
