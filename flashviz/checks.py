@@ -123,21 +123,78 @@ def check_scale(scale, d: int) -> float:
     return value
 
 
+def safe_limit(acc_dtype) -> float:
+    """The largest magnitude an accumulator of ``acc_dtype`` may be asked to hold: 1/4 of the type's
+    largest finite value (3.4e38 for float32, 1.8e308 for float64), a margin for the sums and
+    differences built on it. Used by ``check_score_range``, ``check_value_range`` and
+    ``check_grad_range``."""
+    return float(np.finfo(acc_dtype).max) / 4
+
+
+def max_abs(x: np.ndarray) -> float:
+    """max |x| over a non-empty finite array, as a Python float (never overflows)."""
+    return float(np.max(np.abs(x)))
+
+
+def max_row_norm(x: np.ndarray) -> float:
+    """The largest Euclidean norm of a row (last axis) of a non-empty finite array, as a Python float.
+
+    Computed scaled, s·max‖x/s‖ with s = max |x|, so that squaring neither overflows (1e160² in
+    float64) nor underflows (1e-160²); 0.0 for an all-zero array."""
+    s = max_abs(x)
+    if s == 0:
+        return 0.0
+    y = np.asarray(x, dtype=np.float64) / s
+    return s * float(np.sqrt(np.max(np.sum(np.square(y), axis=-1))))
+
+
 def check_score_range(Q: np.ndarray, K: np.ndarray, scale: float, acc_dtype) -> None:
     """Refuse inputs whose scores scale·QKᵀ could overflow the accumulator type.
 
-    Bound (Cauchy–Schwarz): |scale·q·k| <= |scale|·max‖q‖·max‖k‖. Over 1/4 of the type's
-    largest finite value, scores (or their differences m_old − m_new) could become ±inf and
-    the softmax NaN or silently wrong, so this raises a one-line ValueError instead.
+    Bound (Cauchy–Schwarz): |scale·q·k| <= |scale|·max‖q‖·max‖k‖ (norms computed scaled, so the
+    bound itself does not overflow: ``max_row_norm``). Over ``safe_limit(acc_dtype)`` (1/4 of the
+    type's largest finite value), scores (or their differences m_old − m_new) could become ±inf
+    and the softmax NaN or silently wrong, so this raises a one-line ValueError instead.
     """
-    with np.errstate(over="ignore", invalid="ignore"):
-        q = float(np.sqrt(np.max(np.sum(np.square(Q, dtype=np.float64), axis=-1))))
-        k = float(np.sqrt(np.max(np.sum(np.square(K, dtype=np.float64), axis=-1))))
-        bound = abs(scale) * q * k
-    limit = float(np.finfo(acc_dtype).max) / 4
+    q, k = max_row_norm(Q), max_row_norm(K)
+    bound = 0.0 if scale == 0 or q == 0 or k == 0 else abs(scale) * q * k
+    limit = safe_limit(acc_dtype)
     if not np.isfinite(bound) or bound > limit:
         raise ValueError(f"scores scale·QKᵀ can reach about {bound:.3g}, beyond what {np.dtype(acc_dtype).name} "
                          f"holds safely ({limit:.3g}): scale Q, K or scale down")
+
+
+def check_value_range(V: np.ndarray, Nk: int, acc_dtype) -> None:
+    """Refuse values V that could overflow the unnormalised output accumulator of the tiled forward.
+
+    The online softmax keeps O_i = Σ_j exp(S_ij − m_i)·V_j unnormalised until the end; every weight
+    is <= 1, so |O_i| <= Nk·max|V| (Nk: keys per row; the split-KV merge obeys the same bound).
+    Over ``safe_limit(acc_dtype)`` (1/4 of the type's largest finite value) O_i could become inf and
+    the output inf or NaN although the exact answer is finite, so this raises a one-line
+    ValueError instead. Used by ``flash_forward`` and ``decode_attention``.
+    """
+    bound = Nk * max_abs(V)
+    limit = safe_limit(acc_dtype)
+    if not np.isfinite(bound) or bound > limit:
+        raise ValueError(f"the output accumulator can reach Nk·max|V| = {bound:.3g} (Nk = {Nk:,} keys), beyond what "
+                         f"{np.dtype(acc_dtype).name} holds safely ({limit:.3g}): scale V down")
+
+
+def check_grad_range(dO: np.ndarray, V: np.ndarray, acc_dtype, O: np.ndarray | None = None) -> None:
+    """Refuse an upstream gradient dO whose products with V (and O) could overflow the backward.
+
+    dP = dO Vᵀ and D = rowsum(dO ∘ O) are sums of dv products, so |dP|, |D| <= dv·max|dO|·max|V|
+    (|O| <= max|V| for the exact O; with ``O`` given, its own max counts too). Over
+    ``safe_limit(acc_dtype)`` (1/4 of the type's largest finite value) dP − D could become inf and
+    the gradients NaN, so this raises a one-line ValueError instead. Used by
+    ``attention_backward`` and ``flash_backward``.
+    """
+    vmax = max_abs(V) if O is None else max(max_abs(V), max_abs(O))
+    bound = V.shape[-1] * max_abs(dO) * vmax
+    limit = safe_limit(acc_dtype)
+    if not np.isfinite(bound) or bound > limit:
+        raise ValueError(f"dP = dO·Vᵀ and D = rowsum(dO∘O) can reach dv·max|dO|·max|V| = {bound:.3g}, beyond what "
+                         f"{np.dtype(acc_dtype).name} holds safely ({limit:.3g}): scale dO or V down")
 
 
 def check_flag(value, name: str) -> bool:

@@ -46,7 +46,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import as_matrix_stack, check_block, check_flag, check_scale, check_score_range, result_dtype, shown
+from .checks import (
+    as_matrix_stack,
+    check_block,
+    check_flag,
+    check_scale,
+    check_score_range,
+    check_value_range,
+    result_dtype,
+    shown,
+)
 from .iomodel import BLOCK_TABLE_ITEMSIZE, IOCount, sram_working_set
 from .masking import n_key_blocks_visible, split_ranges, tile_kind
 from .online import safe_exp_diff
@@ -500,7 +509,9 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
     TypeError / ValueError, one line each: non-arrays, non-float dtypes, NaN/inf, wrong ndim,
     H % H_kv != 0, mismatched d, Nk or batch, a block_table that is not an integer array of the
     right shape or names pages outside the pool, page_size not matching the pool, Nk without a
-    block table or beyond it, num_splits or Bc not integers >= 1, scores that could overflow.
+    block table or beyond it, num_splits or Bc not integers >= 1, scores that could overflow
+    (``checks.check_score_range``), values whose accumulator Nk·max|V| could overflow the
+    accumulator dtype (``checks.check_value_range``).
     """
     Q, K, V = as_matrix_stack(Q, "Q"), as_matrix_stack(K, "K"), as_matrix_stack(V, "V")
     if Q.ndim not in (3, 4):
@@ -532,6 +543,8 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
     b = np.dtype(out_dtype).itemsize
     pb = np.dtype(acc).itemsize
     dv = V.shape[-1]
+    if block_table is None:
+        check_value_range(V, Nk, acc)
     if block_table is None and page_size is None:
         cache = _KVCache(K.reshape(Bn, H_kv, Nk, d).astype(acc, copy=False),
                          V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False))
@@ -543,6 +556,7 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
     else:
         page_size = K.shape[1]
         bt, Nk = _check_block_table(block_table, Q, K.shape[0], page_size, Nk)
+        check_value_range(V, Nk, acc)
         cache = _KVCache(K.astype(acc, copy=False), V.astype(acc, copy=False), bt, page_size)
     Tc = -(-Nk // Bc)
     if num_splits is None:

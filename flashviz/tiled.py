@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_block, check_flag, check_order, check_qkv, check_scale, check_score_range, result_dtype
+from .checks import (
+    check_block,
+    check_flag,
+    check_order,
+    check_qkv,
+    check_scale,
+    check_score_range,
+    check_value_range,
+    result_dtype,
+)
 from .iomodel import IOCount, sram_working_set
 from .masking import n_key_blocks_visible, tile_kind, visible
 from .online import safe_exp_diff
@@ -227,8 +236,9 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
     Raises
     ------
     TypeError / ValueError for non-arrays, non-float dtypes, wrong ndim, mismatched shapes,
-    NaN/inf inputs, scores that could overflow the accumulator type, block sizes that are
-    not integers >= 1, a bad order, or record=True with batched inputs.
+    NaN/inf inputs, scores that could overflow the accumulator type (``checks.check_score_range``),
+    values whose unnormalised accumulator Nk·max|V| could overflow it (``checks.check_value_range``),
+    block sizes that are not integers >= 1, a bad order, or record=True with batched inputs.
     """
     Q, K, V = check_qkv(Q, K, V)
     Br, Bc = check_block(Br, "Br"), check_block(Bc, "Bc")
@@ -243,6 +253,7 @@ def flash_forward(Q, K, V, *, Br: int = 64, Bc: int = 64, causal: bool = False, 
     out_dtype = result_dtype(Q, K, V)
     acc = np.float64 if out_dtype == np.float64 else np.float32
     check_score_range(Q, K, scale, acc)
+    check_value_range(V, Nk, acc)
     b = np.dtype(out_dtype).itemsize
     lead = Q.shape[:-2]
     Qf = Q.reshape(-1, Nq, d).astype(acc, copy=False)

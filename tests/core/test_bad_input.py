@@ -135,3 +135,53 @@ def test_sweep_cap_names_the_largest_n_that_fits():
     assert "\n" not in msg and "pick --N <= 825,792" in msg and "drop" not in msg
     n = int(msg.split("<= ")[1].replace(",", ""))
     assert C.sweep_steps(n, (16, 32, 64, 128, 256)) <= C.MAX_SWEEP_STEPS < C.sweep_steps(n + 1, (16, 32, 64, 128, 256))
+
+
+# -------------------------- values and gradients that would overflow the accumulators (checks.check_value_range,
+# checks.check_grad_range); finite inputs never give NaN/inf
+
+_Q1, _K3, _V3 = np.array([[1.0]]), np.array([[0.0], [0.0], [1000.0]]), np.array([[1e308], [1e308], [1.0]])
+_Z = np.zeros((1, 1))
+_Vb = np.array([[1e200], [0.0]])
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda: fv.flash_forward(_Q1, _K3, _V3, Bc=2, scale=1.0), "Nk·max|V| = inf (Nk = 3 keys)"),
+    (lambda: fv.decode_attention(_Q1[None], _K3[None], _V3[None], Bc=2, scale=1.0), "Nk·max|V| = inf (Nk = 3 keys)"),
+    (lambda: fv.decode_attention(_Q1[None], _K3[None], _V3[None], Bc=1, scale=1.0, page_size=2),
+     "Nk·max|V| = inf (Nk = 3 keys)"),
+    (lambda: fv.decode_attention(_Q1[None], np.zeros((2, 2, 1, 1)), np.full((2, 2, 1, 1), 1e308),
+                                 block_table=np.array([0, 1])), "Nk·max|V| = inf (Nk = 4 keys)"),
+    (lambda: fv.flash_forward(np.zeros((1, 2), np.float32), np.zeros((8, 2), np.float32),
+                              np.full((8, 1), 3e38, np.float32)), "Nk·max|V| = 2.4e+39 (Nk = 8 keys), beyond what float32"),
+    (lambda: fv.attention_backward(np.array([[1e160]]), np.array([[1e160], [0.0]]), np.array([[1.0], [2.0]]),
+                                   np.ones((1, 1))), "scores scale·QKᵀ can reach about inf"),
+    (lambda: fv.attention_backward(_Z, np.zeros((2, 1)), _Vb, np.array([[1e200]])), "dv·max|dO|·max|V| = inf"),
+    (lambda: fv.flash_backward(_Z, np.zeros((2, 1)), _Vb, np.array([[5e199]]), np.array([[1e200]]),
+                               np.array([np.log(2.0)])), "dv·max|dO|·max|V| = inf"),
+    (lambda: fv.flash_backward(_Z, np.zeros((2, 1)), np.ones((2, 1)), np.array([[1e200]]), np.array([[1e200]]),
+                               np.array([np.log(2.0)])), "dv·max|dO|·max|V| = inf"),
+], ids=["flash_forward", "decode", "decode_page_size", "decode_block_table", "flash_forward_f32",
+        "attention_backward_scores", "attention_backward_dP", "flash_backward_dP", "flash_backward_D"])
+def test_accumulators_that_would_overflow_are_refused_not_nan(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert words in one_line(info)
+
+
+def test_large_but_safe_inputs_give_the_exact_answer():
+    # scores are 1 and 2; squaring 1e160 overflowed the bound to inf before
+    Qh, Kt, V = np.array([[1e160]]), np.array([[1e-160], [2e-160]]), np.array([[1.0], [3.0]])
+    want = (np.e * 1 + np.e ** 2 * 3) / (np.e + np.e ** 2)
+    assert fv.attention(Qh, Kt, V, scale=1.0)[0, 0] == pytest.approx(want)
+    assert fv.flash_forward(Qh, Kt, V, scale=1.0).O[0, 0] == pytest.approx(want)
+    assert C.max_row_norm(np.array([[3e200, 4e200]])) == pytest.approx(5e200)
+    assert C.max_row_norm(np.array([[3e-200, 4e-200]])) == pytest.approx(5e-200)
+    assert C.max_row_norm(np.zeros((2, 3))) == 0.0
+    # V near the limit: Nk·max|V| = 3e307 <= 1.8e308 / 4, so the run goes ahead and is exact
+    V = np.array([[1e307], [1e307], [1e307]])
+    assert fv.flash_forward(_Q1, _K3, V, Bc=2, scale=1.0).O[0, 0] == pytest.approx(1e307)
+    assert fv.decode_attention(_Q1[None], _K3[None], V[None], Bc=1, num_splits=3).O[0, 0, 0] == pytest.approx(1e307)
+    dQ, dK, dV = fv.attention_backward(_Z, np.zeros((2, 1)), np.array([[1e100], [0.0]]), np.array([[1e100]]))
+    np.testing.assert_allclose(dV, [[5e99], [5e99]])
+    np.testing.assert_allclose(dK, 0.0)
