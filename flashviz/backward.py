@@ -29,10 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checks import (
+    as_float_array,
     as_matrix_stack,
     check_block,
     check_flag,
     check_grad_range,
+    check_lse_values,
     check_qkv,
     check_scale,
     check_score_range,
@@ -109,20 +111,9 @@ def _check_O(O, Q, V):
 
 def _check_lse(lse, Q):
     """lse: float array (..., Nq); -inf marks a row that saw no key; NaN and +inf are refused."""
-    if isinstance(lse, (str, bytes)) or lse is None:
-        raise TypeError(f"lse must be a float array of shape (..., Nq), got {type(lse).__name__}")
-    try:
-        lse = np.asarray(lse)
-    except Exception as exc:
-        raise TypeError(f"lse must be a float array of shape (..., Nq): {exc}") from None
-    if lse.dtype.kind in "iub":
-        lse = lse.astype(np.float64)
-    if lse.dtype.type not in (np.float16, np.float32, np.float64):
-        raise TypeError(f"lse must have dtype float16, float32 or float64, got {lse.dtype}")
+    lse = check_lse_values(as_float_array(lse, "lse", "of shape (..., Nq)"), "lse")
     if lse.shape != Q.shape[:-1]:
         raise ValueError(f"lse must have shape (..., Nq) = {Q.shape[:-1]}, got {lse.shape}")
-    if np.isnan(lse).any() or np.isposinf(lse).any():
-        raise ValueError("lse contains NaN or +inf; it must be finite (-inf marks a row that sees no key)")
     return lse
 
 

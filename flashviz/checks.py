@@ -25,28 +25,48 @@ import numpy as np
 FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
 
-def as_matrix_stack(x, name: str) -> np.ndarray:
-    """Return ``x`` as a float ndarray of shape (..., N, d).
+def as_float_array(x, name: str, want: str) -> np.ndarray:
+    """Return ``x`` as a float16/32/64 ndarray; integer arrays are promoted to float64.
 
-    Accepts float16/32/64 arrays (any strides; views are fine) and array-likes of
-    numbers. Raises TypeError for non-numeric input and ValueError for wrong ndim,
-    empty axes or non-finite values.
+    ``want`` describes the expected array for the message, e.g. "of shape (..., Nq)". Accepts
+    arrays (any strides; views are fine) and array-likes of numbers. Raises a one-line TypeError
+    for None, strings, GPU arrays, ragged or non-numeric array-likes (object arrays included),
+    booleans and complex numbers. Checks neither shape nor values.
     """
     if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be a float array of shape (..., N, d), got {type(x).__name__}")
+        raise TypeError(f"{name} must be a float array {want}, got {type(x).__name__}")
     if not isinstance(x, np.ndarray):
         if hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith(("cupy", "torch")):
             raise TypeError(f"{name} must be a NumPy array (CPU); convert it with .get() / .cpu().numpy() first")
         try:
             x = np.asarray(x)
         except Exception as exc:  # ragged lists and the like
-            raise TypeError(f"{name} must be a float array of shape (..., N, d): {exc}") from None
+            raise TypeError(f"{name} must be a float array {want}: {shown(str(exc))}") from None
     if x.dtype.kind == "b":
         raise TypeError(f"{name} must hold numbers, got a boolean array")
     if x.dtype.kind in "iu":
         x = x.astype(np.float64)
     if x.dtype.type not in FLOAT_DTYPES:
         raise TypeError(f"{name} must have dtype float16, float32 or float64, got {x.dtype}")
+    return x
+
+
+def check_lse_values(lse: np.ndarray, name: str, empty: str = "a row that sees no key") -> np.ndarray:
+    """Refuse NaN and +inf in a row log-sum-exp array (float); −inf is legal: it marks ``empty``
+    (a row that saw no key, or a split that saw none of a row's keys). One-line ValueError."""
+    if np.isnan(lse).any() or np.isposinf(lse).any():
+        raise ValueError(f"{name} contains NaN or +inf; it must be finite (-inf marks {empty})")
+    return lse
+
+
+def as_matrix_stack(x, name: str) -> np.ndarray:
+    """Return ``x`` as a float ndarray of shape (..., N, d).
+
+    Accepts float16/32/64 arrays (any strides; views are fine) and array-likes of
+    numbers (``as_float_array``; integers become float64). Raises TypeError for non-numeric
+    input and ValueError for wrong ndim, empty axes or non-finite values.
+    """
+    x = as_float_array(x, name, "of shape (..., N, d)")
     if x.ndim < 2:
         raise ValueError(f"{name} must have shape (..., N, d) with ndim >= 2, got shape {x.shape}")
     if x.shape[-1] < 1 or x.shape[-2] < 1:

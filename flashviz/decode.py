@@ -47,9 +47,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checks import (
+    as_float_array,
     as_matrix_stack,
     check_block,
     check_flag,
+    check_lse_values,
     check_scale,
     check_score_range,
     check_value_range,
@@ -156,8 +158,8 @@ def merge_partials(lse_parts, O_parts, *, rescale: bool = True):
     """Merge the partials of S splits: O = Σ_s exp(lse_s − lse)·O_s and lse = log Σ_s exp(lse_s).
 
     lse_parts: (S, ...) the splits' row log-sum-exp (−inf where a split saw no key of that row);
-    O_parts: (S, ..., dv) their normalised outputs (0 there); float32 or float64. Returns O (..., dv)
-    and lse (...,) in that dtype; rows no split saw get O = 0 and lse = −inf, never NaN. The merge
+    O_parts: (S, ..., dv) their normalised outputs (0 there). Returns O (..., dv) and lse (...,)
+    (dtype: see Inputs below); rows no split saw get O = 0 and lse = −inf, never NaN. The merge
     runs split by split (``merge_step``), as ``decode_attention`` does and traces. With
     ``r = decode_attention(...)``: ``merge_partials(np.stack([p.lse for p in r.partials]),
     np.stack([p.O for p in r.partials]))`` gives r.O and r.lse.
@@ -165,14 +167,24 @@ def merge_partials(lse_parts, O_parts, *, rescale: bool = True):
         are never rescaled when a later split raises the max, so with M_s = max(lse_0..lse_s) the
         result is Σ_s exp(lse_s − M_s)·O_s / Σ_s exp(lse_s − M_s) — the exact O only when every
         row's max lse_s comes first. The returned lse is then m + log l of those wrong sums.
-    Raises ValueError for mismatched shapes, TypeError for a rescale that is not True or False.
+    Inputs: arrays or array-likes of float16/32/64 (integers are promoted to float64); the merge
+    runs, and the result is returned, in the wider of their two dtypes, at least float32.
+    Raises a one-line TypeError for a non-numeric, boolean or complex input (``checks.as_float_array``)
+    or a rescale that is not True or False; ValueError for mismatched shapes, NaN or +inf in
+    lse_parts (−inf is legal: a split that saw no key of that row) or NaN/inf in O_parts.
     Source: Flash-Decoding (Dao, Haziza, Massa, Sizov 2023), step 3.
     """
     rescale = check_flag(rescale, "rescale")
-    lse_parts, O_parts = np.asarray(lse_parts), np.asarray(O_parts)
+    lse_parts = as_float_array(lse_parts, "lse_parts", "of shape (S, ...)")
+    O_parts = as_float_array(O_parts, "O_parts", "of shape (S, ..., dv)")
     if lse_parts.ndim < 1 or O_parts.shape[:-1] != lse_parts.shape or lse_parts.shape[0] < 1:
         raise ValueError(f"merge_partials needs lse_parts (S, ...) and O_parts (S, ..., dv) with S >= 1, "
                          f"got {lse_parts.shape} and {O_parts.shape}")
+    check_lse_values(lse_parts, "lse_parts", "a split that saw no key of that row")
+    if not np.isfinite(O_parts).all():
+        raise ValueError("O_parts contains NaN or inf; the splits' normalised outputs must be finite")
+    dt = np.result_type(lse_parts.dtype, O_parts.dtype, np.float32)
+    lse_parts, O_parts = lse_parts.astype(dt, copy=False), O_parts.astype(dt, copy=False)
     m, l, O = _merge(lse_parts, O_parts, rescale=rescale)
     return normalise_rows(O, l), finish_row_stats(m, l)
 

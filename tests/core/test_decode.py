@@ -544,3 +544,27 @@ def test_paginate_puts_each_page_where_its_table_says():
             assert not pool[table[b, p], len(rows):].any()          # padding of the last page is zero
     with pytest.raises(ValueError, match="permutation of range"):
         paginate(X, 4, [0, 0, 1, 2, 3, 4])
+
+
+def test_merge_partials_promotes_integers_to_float64():
+    # two splits with lse 0 each: the merged lse is log 2 (integer inputs gave 0 before)
+    O, lse = merge_partials(np.zeros((2, 1), int), np.ones((2, 1, 1), int))
+    assert lse.dtype == np.float64 and lse[0] == pytest.approx(np.log(2.0), abs=1e-15)
+    np.testing.assert_array_equal(O, [[1.0]])
+    O, lse = merge_partials([[0.0], [-np.inf]], [[[3.0]], [[0.0]]])     # -inf: an empty split, legal
+    assert lse[0] == 0.0 and O[0, 0] == 3.0
+
+
+@pytest.mark.parametrize("lse,O,exc,words", [
+    ([[np.nan], [0.0]], np.ones((2, 1, 1)), ValueError, r"lse_parts contains NaN or \+inf"),
+    ([[np.inf], [0.0]], np.ones((2, 1, 1)), ValueError, r"lse_parts contains NaN or \+inf"),
+    (np.zeros((2, 1)), [[[np.nan]], [[1.0]]], ValueError, "O_parts contains NaN or inf"),
+    ([[None]], [[[1.0]]], TypeError, "lse_parts must have dtype float16, float32 or float64, got object"),
+    (np.zeros((1, 1)), [[["x"]]], TypeError, "O_parts must have dtype float16, float32 or float64"),
+    (np.zeros((2, 1), bool), np.ones((2, 1, 1)), TypeError, "lse_parts must hold numbers, got a boolean array"),
+    (np.zeros((1, 1), complex), np.ones((1, 1, 1)), TypeError, "lse_parts must have dtype"),
+], ids=["nan_lse", "posinf_lse", "nan_O", "object", "strings", "bool", "complex"])
+def test_merge_partials_refuses_bad_values_in_one_line(lse, O, exc, words):
+    with pytest.raises(exc) as info:
+        merge_partials(lse, O)
+    assert re.search(words, one_line(info))
