@@ -64,13 +64,16 @@ def as_matrix_stack(x, name: str) -> np.ndarray:
 
     Accepts float16/32/64 arrays (any strides; views are fine) and array-likes of
     numbers (``as_float_array``; integers become float64). Raises TypeError for non-numeric
-    input and ValueError for wrong ndim, empty axes or non-finite values.
+    input and ValueError for wrong ndim, an axis of length 0 (N, d, or a batch, head or page
+    axis: the message names it) or non-finite values.
     """
     x = as_float_array(x, name, "of shape (..., N, d)")
     if x.ndim < 2:
         raise ValueError(f"{name} must have shape (..., N, d) with ndim >= 2, got shape {x.shape}")
-    if x.shape[-1] < 1 or x.shape[-2] < 1:
-        raise ValueError(f"{name} must have N >= 1 and d >= 1, got shape {x.shape}")
+    if 0 in x.shape:                             # N = 0, d = 0, or an empty batch / head / page axis
+        axis = x.shape.index(0)
+        raise ValueError(f"{name} must have N >= 1, d >= 1 and no empty axis, got shape {x.shape} "
+                         f"(axis {axis} has length 0)")
     if not np.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or inf; attention inputs must be finite")
     return x

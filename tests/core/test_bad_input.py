@@ -185,3 +185,26 @@ def test_large_but_safe_inputs_give_the_exact_answer():
     dQ, dK, dV = fv.attention_backward(_Z, np.zeros((2, 1)), np.array([[1e100], [0.0]]), np.array([[1e100]]))
     np.testing.assert_allclose(dV, [[5e99], [5e99]])
     np.testing.assert_allclose(dK, 0.0)
+
+
+_E = np.zeros((0, 2, 4))
+_E3 = np.zeros((0, 3, 4))
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda: fv.flash_forward(_E, _E3, _E3), "Q must have N >= 1, d >= 1 and no empty axis, got shape (0, 2, 4) (axis 0"),
+    (lambda: fv.attention(np.zeros((2, 0, 2, 4)), np.zeros((2, 0, 3, 4)), np.zeros((2, 0, 3, 4))),
+     "got shape (2, 0, 2, 4) (axis 1 has length 0)"),
+    (lambda: fv.attention_backward(_E, _E3, _E3, _E), "Q must have N >= 1, d >= 1 and no empty axis"),
+    (lambda: fv.flash_backward(_E, _E3, _E3, _E, _E, np.zeros((0, 2))), "Q must have N >= 1, d >= 1 and no empty"),
+    (lambda: fv.decode_attention(np.zeros((0, 1, 1, 4)), np.zeros((0, 1, 3, 4)), np.zeros((0, 1, 3, 4))),
+     "Q must have N >= 1, d >= 1 and no empty axis, got shape (0, 1, 1, 4) (axis 0"),
+    (lambda: fv.decode_attention(np.zeros((1, 1, 4)), _E3, _E3), "K must have N >= 1, d >= 1 and no empty axis"),
+    (lambda: fv.decode_attention(np.zeros((1, 1, 4)), np.zeros((0, 2, 1, 4)), np.zeros((0, 2, 1, 4)),
+                                 block_table=np.array([0])), "got shape (0, 2, 1, 4) (axis 0 has length 0)"),
+], ids=["flash_forward_B0", "attention_H0", "attention_backward", "flash_backward", "decode_B0", "decode_Hkv0",
+        "decode_empty_pool"])
+def test_empty_axes_are_refused_in_one_line(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert words in one_line(info)
