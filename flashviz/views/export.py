@@ -48,6 +48,10 @@ __all__ = ["save_frame_png", "save_animation", "AnimationExport", "ExportCancell
 #: Highest frame rate of an exported animation: a GIF stores frame delays in hundredths of a
 #: second, so more than 100 frames per second cannot be written.
 MAX_FPS = 100.0
+#: Lowest frame rate of an exported animation: a GIF's frame delay is a 16-bit count of hundredths
+#: of a second, at most 655.35 s, so fewer than 1/655.35 frames per second (about 0.00153) cannot
+#: be written (the delay would be cut to 655.35 s, or overflow an int before that).
+MIN_FPS = 100 / 0xFFFF
 #: Most frames one animation export may hold: at about 50 ms a frame (two cores) 1,000 frames take
 #: about a minute and tens of MB; a 16,512-step run would take a quarter of an hour. Keep every
 #: n-th frame instead (``frames=range(0, n, step)``; ``flashviz render --every``).
@@ -58,8 +62,15 @@ class ExportCancelled(Exception):
 
 
 def check_fps(fps) -> float:
-    """Frames per second of an exported animation: above 0, at most MAX_FPS."""
-    return check_real(fps, "fps", 0, MAX_FPS, unit="(a GIF stores delays in 1/100 s)")
+    """Frames per second of an exported animation (1/s): from MIN_FPS (1/655.35, the GIF's longest
+    frame delay) to MAX_FPS (100); returned as a float. One-line TypeError for a non-number,
+    ValueError for NaN, inf, 0 or below, above MAX_FPS or below MIN_FPS. Called before any frame
+    is drawn (``AnimationExport``, ``save_gif``, ``flashviz render``)."""
+    x = check_real(fps, "fps", 0, MAX_FPS, unit="(a GIF stores delays in 1/100 s)")
+    if x < MIN_FPS:
+        raise ValueError(f"fps must be at least 1/655.35 = {MIN_FPS:.5f} frames per second (a GIF shows a frame "
+                         f"for at most 655.35 s), got {shown(fps)}")
+    return x
 
 
 def check_export_frames(frames, n_frames: int) -> list[int]:
@@ -358,7 +369,7 @@ def save_animation(view: FrameView, path, *, frames=None, fps: float = 8, dpi=No
     """Render ``frames`` (default: all) of ``view`` to ``path``: .gif (Pillow) or .mp4 (ffmpeg).
 
     Every frame is what the widget shows for that step (its blitted layers). fps: frames per
-    second. progress: optional callable(i, n) called after each frame is written (e.g. a tqdm
+    second, 1/655.35 to 100 (``check_fps``). progress: optional callable(i, n) called after each frame is written (e.g. a tqdm
     update). parallel: see AnimationExport. Returns the Path written. Raises, before rendering
     anything: the one-line errors of ``output_path`` for a path that is not a writable .gif/.mp4
     file, ValueError for bad frames, fps or dpi, or .mp4 when ffmpeg is not installed.

@@ -307,8 +307,8 @@ class FrameWidget:
 
         Raises one-line errors before rendering anything: TypeError/ValueError for a path not
         ending in .gif/.mp4, bad frame indices, more than ``MAX_EXPORT_FRAMES`` frames (keep one
-        in n), fps outside (0, 100] or a progress that is not callable; OSError subclasses for a
-        path that cannot be written."""
+        in n), fps outside [1/655.35, 100] frames per second (``export.check_fps``) or a progress
+        that is not callable; OSError subclasses for a path that cannot be written."""
         check_open(self)
         path = checks.check_output_path(path, (".gif", ".mp4"))
         frames = export.check_export_frames(frames, self.n_frames)

@@ -208,3 +208,19 @@ def test_empty_axes_are_refused_in_one_line(call, words):
     with pytest.raises(ValueError) as info:
         call()
     assert words in one_line(info)
+
+
+@pytest.mark.parametrize("fps", [1e-306, 0.0015, np.float32(1e-4)])
+def test_fps_below_the_longest_gif_delay_is_refused_before_drawing(tmp_path, fps):
+    # object() has no frames: the export must refuse fps before it touches the view
+    with pytest.raises(ValueError) as info:
+        export.AnimationExport(object(), tmp_path / "slow.gif", fps=fps)
+    assert "fps must be at least 1/655.35 = 0.00153 frames per second" in one_line(info)
+    assert not (tmp_path / "slow.gif").exists()
+
+
+def test_fps_at_the_longest_gif_delay_is_fine():
+    assert export.check_fps(export.MIN_FPS) == pytest.approx(1 / 655.35)
+    assert export.check_fps(np.int64(100)) == 100.0
+    with pytest.raises(ValueError, match="at least 1/655.35"):
+        export.check_fps(np.nextafter(export.MIN_FPS, 0))

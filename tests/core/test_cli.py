@@ -200,6 +200,8 @@ BAD_ARGV = [  # (argv with {t} for a scratch folder, words the one stderr line m
     (["render", "tiles", "--out", "{t}/x.gif", "--fps", "inf"], "fps must be a number above 0"),
     (["render", "tiles", "--out", "{t}/x.gif", "--fps", "nan"], "fps must be"),
     (["render", "tiles", "--out", "{t}/x.gif", "--fps", "500"], "at most 100"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "1e-306"], "fps must be at least 1/655.35 = 0.00153"),
+    (["render", "tiles", "--out", "{t}/x.gif", "--fps", "0.0015"], "a GIF shows a frame for at most 655.35 s"),
     (["render", "tiles", "--out", "{t}/x.png", "--frame", "-1"], "--frame must be a frame index >= 0"),
     (["render", "tiles", "--out", "{t}/x.png", "--set", "N=16", "--frame", "999999"], "--frame must be from 0 to"),
     (["render", "tiles", "--out", "{t}/x.gif", "--set", "bad"], "--set takes NAME=VALUE"),
