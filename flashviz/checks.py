@@ -103,7 +103,7 @@ def result_dtype(*arrays) -> np.dtype:
 def check_block(value, name: str) -> int:
     """A block size: a Python/NumPy integer >= 1 (bool is refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+        raise TypeError(f"{name} must be an integer >= 1, got {shown(value)}")
     if value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value}")
     return int(value)
@@ -117,7 +117,7 @@ def check_blocks(blocks) -> tuple[int, ...]:
     try:
         out = tuple(blocks)
     except TypeError:
-        raise TypeError(f"blocks must be a sequence of integers >= 1, got {blocks!r}") from None
+        raise TypeError(f"blocks must be a sequence of integers >= 1, got {shown(blocks)}") from None
     if not out:
         raise ValueError("blocks is empty: give at least one block size, e.g. (16, 32, 64, 128, 256)")
     out = tuple(check_block(v, "each block size") for v in out)
@@ -136,7 +136,7 @@ def check_scale(scale, d: int) -> float:
     if scale is None:
         return 1.0 / float(np.sqrt(d))
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {scale!r}")
+        raise TypeError(f"scale must be a real number or None, got {shown(scale)}")
     try:
         value = float(scale)
     except OverflowError:
@@ -223,21 +223,25 @@ def check_grad_range(dO: np.ndarray, V: np.ndarray, acc_dtype, O: np.ndarray | N
 def check_flag(value, name: str) -> bool:
     """True/False (NumPy bools too); one-line TypeError otherwise."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {shown(value)}")
     return bool(value)
 
 
 def check_itemsize(itemsize) -> int:
     """Bytes per element: 1, 2, 4 or 8; one-line ValueError otherwise."""
     if isinstance(itemsize, bool) or not isinstance(itemsize, numbers.Integral) or itemsize not in (1, 2, 4, 8):
-        raise ValueError(f"itemsize must be 1, 2, 4 or 8 bytes, got {itemsize!r}")
+        raise ValueError(f"itemsize must be 1, 2, 4 or 8 bytes, got {shown(itemsize)}")
     return int(itemsize)
 
 
 def check_order(order) -> str:
-    """'fa2' or 'fa1'; one-line ValueError otherwise."""
+    """'fa2' or 'fa1'; one-line TypeError for a non-string (an array, a list), ValueError for
+    another string."""
+    want = "order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer)"
+    if not isinstance(order, str):
+        raise TypeError(f"{want}, a string, got {shown(order)}")
     if order not in ("fa1", "fa2"):
-        raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
+        raise ValueError(f"{want}, got {shown(order)}")
     return order
 
 
@@ -245,9 +249,11 @@ def check_order(order) -> str:
 # the widgets, the command line) -------------------------------------------------------------------
 
 def shown(value) -> str:
-    """``repr(value)`` for an error message, cut to 60 characters ("..." at the end when cut), so
-    that a huge argument still makes a one-line error."""
-    text = repr(value)
+    """``repr(value)`` for an error message: on one line (every run of whitespace, newlines
+    included, becomes one space: a NumPy array's repr spans lines) and cut to 60 characters
+    ("..." at the end when cut), so that a huge or multi-line argument still makes a one-line
+    error. Every message of this module that quotes a value given uses it."""
+    text = " ".join(repr(value).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -289,7 +295,7 @@ def check_member(value, name: str, allowed, kernel: str = "GPU kernel") -> int:
     """``value`` as an int from ``allowed`` (a kernel's supported sizes); TypeError for a
     non-integer, ValueError naming ``kernel`` and listing the supported values otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {value!r}")
+        raise TypeError(f"{name} must be an integer, one of {', '.join(map(str, allowed))}; got {shown(value)}")
     if int(value) not in allowed:
         raise ValueError(f"{name}={value} is not supported by the {kernel}; "
                          f"supported: {', '.join(map(str, allowed))}")
@@ -322,8 +328,10 @@ def check_output_path(path, suffixes, name: str = "path"):
     """A file we can write: str or os.PathLike (``~`` expanded) ending in one of ``suffixes``, in an
     existing, writable folder, and not itself a folder. Returns it as a pathlib.Path.
 
-    TypeError for a non-path, ValueError for a wrong suffix, FileNotFoundError / NotADirectoryError /
-    IsADirectoryError / PermissionError (OSError, one line each) when it cannot be written."""
+    TypeError for a non-path, ValueError for a wrong suffix or a NUL character, FileNotFoundError /
+    NotADirectoryError / IsADirectoryError / PermissionError (OSError, one line each) when it cannot
+    be written, and the file system's own OSError (a name too long, ...) as one line
+    "path '…' cannot be written: <reason>" (``os_error_line``). All before anything is drawn."""
     import os
     from pathlib import Path
 
@@ -333,9 +341,25 @@ def check_output_path(path, suffixes, name: str = "path"):
     text = os.fspath(path)
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{name} must be a file name ending in {ends}, got {shown(path)}")
+    if "\0" in text:
+        raise ValueError(f"{name} must be a file name without NUL characters ('\\x00'), got {shown(text)}")
     p = Path(text).expanduser()
     if p.suffix.lower() not in suffixes:
         raise ValueError(f"{name} must end in {ends}, got {str(p)!r}")
+    try:
+        _check_writable_file(p, ends, name)
+    except OSError as exc:
+        if exc.errno is None:                    # ours, already one line
+            raise
+        raise os_error_line(exc, p, name) from None   # the file system's own: a name too long, a loop
+    return p
+
+
+def _check_writable_file(p, ends: str, name: str) -> None:
+    """The file-system half of ``check_output_path``: raises its one-line OSErrors (errno None);
+    an OSError of the file system itself (ENAMETOOLONG from is_dir, ...) propagates."""
+    import os
+
     parent = p.parent
     if not parent.exists():
         raise FileNotFoundError(f"{name} {str(p)!r} cannot be written: its folder {str(parent)!r} does not exist "
@@ -347,18 +371,36 @@ def check_output_path(path, suffixes, name: str = "path"):
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise PermissionError(f"{name} {str(p)!r} cannot be written: no permission to write "
                               f"{'it' if p.exists() else f'in {str(parent)!r}'}")
-    return p
 
 
 def check_output_dir(path, name: str = "out"):
     """A folder we can write into or create: str or os.PathLike (``~`` expanded) that is a
-    folder, or does not exist yet below a writable folder. Returns it as a pathlib.Path."""
+    folder, or does not exist yet below a writable folder. Returns it as a pathlib.Path.
+    TypeError for a non-path, ValueError for a NUL character, NotADirectoryError / PermissionError
+    (one line each) when it cannot be written, the file system's own OSError (a name too long, ...)
+    as one line "out '…' cannot be written: <reason>" (``os_error_line``)."""
     import os
     from pathlib import Path
 
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
         raise TypeError(f"{name} must be a folder name (str or pathlib.Path), got {shown(path)}")
+    if "\0" in os.fspath(path):
+        raise ValueError(f"{name} must be a folder name without NUL characters ('\\x00'), got {shown(path)}")
     p = Path(os.fspath(path)).expanduser()
+    try:
+        _check_writable_dir(p, name)
+    except OSError as exc:
+        if exc.errno is None:                    # ours, already one line
+            raise
+        raise os_error_line(exc, p, name) from None   # the file system's own: a name too long, a loop
+    return p
+
+
+def _check_writable_dir(p, name: str) -> None:
+    """The file-system half of ``check_output_dir``, as ``_check_writable_file`` is of
+    ``check_output_path``."""
+    import os
+
     if p.exists() and not p.is_dir():
         raise NotADirectoryError(f"{name} {str(p)!r} is a file; give a folder (it is created if missing)")
     top = p
@@ -368,7 +410,6 @@ def check_output_dir(path, name: str = "out"):
         raise NotADirectoryError(f"{name} {str(p)!r} cannot be created: {str(top)!r} is a file, not a folder")
     if not os.access(top, os.W_OK | os.X_OK):
         raise PermissionError(f"{name} {str(p)!r} cannot be written: no permission to write in {str(top)!r}")
-    return p
 
 
 def os_error_line(exc: OSError, path, name: str = "path") -> OSError:

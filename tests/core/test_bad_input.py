@@ -224,3 +224,46 @@ def test_fps_at_the_longest_gif_delay_is_fine():
     assert export.check_fps(np.int64(100)) == 100.0
     with pytest.raises(ValueError, match="at least 1/655.35"):
         export.check_fps(np.nextafter(export.MIN_FPS, 0))
+
+
+_Q4 = np.ones((4, 2))
+
+
+@pytest.mark.parametrize("call,exc,words", [
+    (lambda: fv.decode_attention(_Q4[None], _Q4[None], _Q4[None], num_splits=np.ones((2, 2))), TypeError,
+     "num_splits must be an integer >= 1, got array([[1., 1.], [1., 1.]])"),
+    (lambda: fv.flash_forward(_Q4, _Q4, _Q4, Bc=list(range(100000))), TypeError,
+     "Bc must be an integer >= 1, got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16..."),
+    (lambda: fv.flash_forward(_Q4, _Q4, _Q4, scale=np.ones((2, 2))), TypeError,
+     "scale must be a real number or None, got array([[1., 1.], [1., 1.]])"),
+    (lambda: fv.flash_forward(_Q4, _Q4, _Q4, causal=np.ones((2, 2))), TypeError,
+     "causal must be True or False, got array([[1., 1.], [1., 1.]])"),
+    (lambda: fv.flash_forward(_Q4, _Q4, _Q4, order=np.array(["fa2", "fa1"])), TypeError,
+     "order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), a string, got array(['fa2', 'fa1'],"),
+    (lambda: fv.iomodel.flash_forward_io(64, 64, 16, Br=16, Bc=16, itemsize=np.ones((3, 3))), ValueError,
+     "itemsize must be 1, 2, 4 or 8 bytes, got array([[1., 1., 1.], [1., 1., 1.], [1., 1., 1.]])"),
+    (lambda: C.check_output_path("/tmp/x\x00.png", (".png",)), ValueError,
+     "path must be a file name without NUL characters ('\\x00'), got '/tmp/x\\x00.png'"),
+], ids=["num_splits_array", "Bc_huge_list", "scale_array", "causal_array", "order_array", "itemsize_array",
+        "path_nul"])
+def test_messages_quote_values_on_one_short_line(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    msg = one_line(info)
+    assert words in msg and len(msg) < 200
+
+
+def test_shown_is_one_line_and_cut():
+    assert C.shown(np.ones((2, 2))) == "array([[1., 1.], [1., 1.]])"
+    assert C.shown("a\nb") == "'a\\nb'" and C.shown(list(range(100))) == repr(list(range(100)))[:57] + "..."
+
+
+def test_a_file_name_too_long_is_the_usual_one_line_oserror(tmp_path):
+    p = tmp_path / ("a" * 300 + ".png")
+    with pytest.raises(OSError) as info:
+        C.check_output_path(p, (".png",))
+    assert one_line(info) == f"path {str(p)!r} cannot be written: File name too long"
+    q = tmp_path / ("b" * 300)
+    with pytest.raises(OSError) as info:
+        C.check_output_dir(q / "sub")
+    assert one_line(info) == f"out {str(q / 'sub')!r} cannot be written: File name too long"
