@@ -131,6 +131,38 @@ def check_size(value, name: str) -> int:
     return check_block(value, name)
 
 
+#: Most splits a split-KV decode may be asked for (``decode_attention``, ``iomodel.decode_io``):
+#: 4,096, 32 times FlashAttention's automatic cap of 128 (``decode.MAX_SPLITS``, the decode
+#: widget's). Splits beyond the key blocks are empty but still written and merged, so the run is
+#: linear in num_splits: 10**6 splits of 10 keys took 43 s.
+MAX_NUM_SPLITS = 4096
+#: Largest page of a paged KV cache, in tokens (``decode_attention``'s page_size, ``iomodel.decode_io``):
+#: 65,536. Real caches use pages of 16 to 256 tokens (vLLM, FlashAttention's page_block_size);
+#: without a block_table the cache is cut into such pages and the last one zero-padded, so a
+#: page of 10**12 tokens ran out of memory.
+MAX_PAGE_SIZE = 65536
+
+
+def check_num_splits(value) -> int:
+    """A split count: an integer from 1 to MAX_NUM_SPLITS (4,096). One-line TypeError for a
+    non-integer (bool refused), ValueError below 1 or above the cap."""
+    n = check_block(value, "num_splits")
+    if n > MAX_NUM_SPLITS:
+        raise ValueError(f"num_splits must be at most {MAX_NUM_SPLITS:,} (each split is written and merged, "
+                         f"even an empty one), got {_count(n)}")
+    return n
+
+
+def check_page_size(value) -> int:
+    """A KV-cache page size in tokens: an integer from 1 to MAX_PAGE_SIZE (65,536). One-line
+    TypeError for a non-integer (bool refused), ValueError below 1 or above the cap."""
+    n = check_block(value, "page_size")
+    if n > MAX_PAGE_SIZE:
+        raise ValueError(f"page_size must be at most {MAX_PAGE_SIZE:,} tokens (real caches use pages of 16 to "
+                         f"256), got {_count(n)}")
+    return n
+
+
 def check_scale(scale, d: int) -> float:
     """``scale=None`` means 1/sqrt(d); otherwise a finite real number."""
     if scale is None:

@@ -52,6 +52,8 @@ from .checks import (
     check_block,
     check_flag,
     check_lse_values,
+    check_num_splits,
+    check_page_size,
     check_scale,
     check_score_range,
     check_value_range,
@@ -487,8 +489,8 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
         one. H % H_kv == 0; query head h reads KV head h // (H // H_kv).
         Paged cache (``block_table`` given): page pools (num_pages, page_size, H_kv, d) and
         (num_pages, page_size, H_kv, dv), FlashAttention's k_cache layout.
-    num_splits : int >= 1 or None. Split the ⌈Nk/Bc⌉ key blocks into this many contiguous ranges
-        (``masking.split_ranges``: even, sizes differ by at most one block). None: the heuristic
+    num_splits : int from 1 to ``checks.MAX_NUM_SPLITS`` (4,096), or None. Split the ⌈Nk/Bc⌉ key
+        blocks into this many contiguous ranges (``masking.split_ranges``: even, sizes differ by at most one block). None: the heuristic
         ``num_splits_heuristic(B·H_kv, ⌈Nk/Bc⌉)`` for a 132-SM GPU. More splits than key blocks
         is allowed: the extra splits are empty — they read no K or V and compute nothing, but write
         a partial O_s = 0, lse_s = −inf (as FlashAttention's split kernel does), which the merge
@@ -498,10 +500,11 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
         the newest token and sees the whole cache). Rows that see no key (Nk < Nq) get O = 0 and
         lse = −inf; masked scores are a true −inf.
     scale : float or None (1/sqrt(d)).
-    page_size : int >= 1 or None. With ``block_table``: the pools' page size (must match K.shape[1];
-        None reads it from K). Without ``block_table``: K, V are contiguous and are cut into pages
-        of ``page_size`` tokens laid out in order (the block table of sequence b lists pages
-        b·P .. b·P + P − 1, P = ⌈Nk/page_size⌉) — the same run, with the page look-ups counted.
+    page_size : int from 1 to ``checks.MAX_PAGE_SIZE`` (65,536 tokens), or None. With
+        ``block_table``: the pools' page size (must match K.shape[1]; None reads it from K).
+        Without ``block_table``: K, V are contiguous and are cut into pages of ``page_size`` tokens
+        laid out in order (the block table of sequence b lists pages b·P .. b·P + P − 1,
+        P = ⌈Nk/page_size⌉) — the same run, with the page look-ups counted.
     block_table : int array (max_pages,), or (B, max_pages) when Q has a batch axis: page p of
         sequence b (keys p·page_size .. (p+1)·page_size − 1) is pool page block_table[b, p]. Entries
         must be pages of the pool; entries past the sequence's last page are not read.
@@ -521,7 +524,8 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
     TypeError / ValueError, one line each: non-arrays, non-float dtypes, NaN/inf, wrong ndim,
     H % H_kv != 0, mismatched d, Nk or batch, a block_table that is not an integer array of the
     right shape or names pages outside the pool, page_size not matching the pool, Nk without a
-    block table or beyond it, num_splits or Bc not integers >= 1, scores that could overflow
+    block table or beyond it, num_splits or Bc not integers >= 1, num_splits above 4,096 or page_size
+    above 65,536 (the caps: ``checks.MAX_NUM_SPLITS``, ``checks.MAX_PAGE_SIZE``), scores that could overflow
     (``checks.check_score_range``), values whose accumulator Nk·max|V| could overflow the
     accumulator dtype (``checks.check_value_range``).
     """
@@ -530,9 +534,9 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
         raise ValueError(f"Q must have shape (H, Nq, d) or (B, H, Nq, d), got shape {Q.shape}")
     Bc = check_block(Bc, "Bc")
     if num_splits is not None:
-        num_splits = check_block(num_splits, "num_splits")
+        num_splits = check_num_splits(num_splits)
     if page_size is not None:
-        page_size = check_block(page_size, "page_size")
+        page_size = check_page_size(page_size)
     causal, record = check_flag(causal, "causal"), check_flag(record, "record")
     Bn = Q.shape[0] if Q.ndim == 4 else 1
     H, Nq, d = Q.shape[-3:]

@@ -28,7 +28,16 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field
 
-from .checks import check_block, check_blocks, check_flag, check_itemsize, check_order, check_size
+from .checks import (
+    check_block,
+    check_blocks,
+    check_flag,
+    check_itemsize,
+    check_num_splits,
+    check_order,
+    check_page_size,
+    check_size,
+)
 from .masking import n_key_blocks_visible, split_ranges
 
 MiB = 1024 * 1024
@@ -355,8 +364,9 @@ def decode_io(Nq: int, Nk: int, d: int, *, H: int, H_kv: int, num_splits: int, B
 
     Parameters: Nq (query rows per head, e.g. 1..8), Nk (keys per sequence), d (head dim of Q, K),
     dv (of V, default d), H (query heads), H_kv (KV heads, H % H_kv == 0), B (sequences), Bc (key
-    block), num_splits (>= 1), itemsize (bytes per element: 1, 2, 4, 8), page_size (tokens per
-    page; None for a contiguous cache), causal (bottom-right aligned), partial_itemsize.
+    block), num_splits (1 to ``checks.MAX_NUM_SPLITS``, 4,096), itemsize (bytes per element: 1, 2,
+    4, 8), page_size (tokens per page, 1 to ``checks.MAX_PAGE_SIZE``, 65,536; None for a contiguous
+    cache), causal (bottom-right aligned), partial_itemsize.
     Returns an IOCount keyed "Q", "K", "V", "block_table" (paged only), "O_partial", "lse_partial"
     (num_splits > 1 only) in reads and "O_partial", "lse_partial", "O", "lse" in writes.
     Source: Dao, Haziza, Massa, Sizov 2023, "Flash-Decoding for long-context inference";
@@ -369,8 +379,8 @@ def decode_io(Nq: int, Nk: int, d: int, *, H: int, H_kv: int, num_splits: int, B
     if H % H_kv:
         raise ValueError(f"H must be a multiple of H_kv (each KV head serves H // H_kv query heads), "
                          f"got H={H}, H_kv={H_kv}")
-    num_splits, Bc = check_block(num_splits, "num_splits"), check_block(Bc, "Bc")
-    page_size = None if page_size is None else check_block(page_size, "page_size")
+    num_splits, Bc = check_num_splits(num_splits), check_block(Bc, "Bc")
+    page_size = None if page_size is None else check_page_size(page_size)
     causal = check_flag(causal, "causal")
     p = max(b, 4) if partial_itemsize is None else check_itemsize(partial_itemsize)
     R = (H // H_kv) * Nq                                  # query rows of one (b, g) block

@@ -568,3 +568,33 @@ def test_merge_partials_refuses_bad_values_in_one_line(lse, O, exc, words):
     with pytest.raises(exc) as info:
         merge_partials(lse, O)
     assert re.search(words, one_line(info))
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda q, k: fv.decode_attention(q, k, k, num_splits=10**6),
+     "num_splits must be at most 4,096 (each split is written and merged, even an empty one), got 1,000,000"),
+    (lambda q, k: fv.decode_attention(q, k, k, num_splits=10**40), "num_splits must be at most 4,096"),
+    (lambda q, k: fv.decode_attention(q, k, k, page_size=10**12),
+     "page_size must be at most 65,536 tokens (real caches use pages of 16 to 256), got 1,000,000,000,000"),
+    (lambda q, k: fv.iomodel.decode_io(1, 10, 4, H=1, H_kv=1, Bc=4, itemsize=4, num_splits=4097),
+     "num_splits must be at most 4,096"),
+    (lambda q, k: fv.iomodel.decode_io(1, 10, 4, H=1, H_kv=1, Bc=4, itemsize=4, num_splits=1,
+                                              page_size=65537),
+     "page_size must be at most 65,536 tokens"),
+], ids=["splits_1e6", "splits_1e40", "page_1e12", "decode_io_splits", "decode_io_page"])
+def test_num_splits_and_page_size_above_their_caps_are_refused_at_once(call, words):
+    q, k = np.ones((1, 1, 4)), np.ones((1, 10, 4))
+    with pytest.raises(ValueError) as info:
+        call(q, k)
+    assert words in one_line(info)
+
+
+def test_num_splits_and_page_size_at_their_caps_run():
+    from flashviz import checks as C
+
+    q, k = np.ones((1, 1, 4)), np.arange(40.0).reshape(1, 10, 4) / 40
+    want = fv.attention(q, k, k)
+    r = fv.decode_attention(q, k, k, num_splits=C.MAX_NUM_SPLITS, Bc=1)
+    assert r.num_splits == 4096 and len(r.partials) == 4096
+    np.testing.assert_allclose(r.O, want, rtol=1e-12)
+    np.testing.assert_allclose(fv.decode_attention(q, k, k, page_size=C.MAX_PAGE_SIZE).O, want, rtol=1e-12)
