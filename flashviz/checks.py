@@ -219,20 +219,24 @@ def check_score_range(Q: np.ndarray, K: np.ndarray, scale: float, acc_dtype) -> 
                          f"holds safely ({limit:.3g}): scale Q, K or scale down")
 
 
-def check_value_range(V: np.ndarray, Nk: int, acc_dtype) -> None:
+def check_value_range(V: np.ndarray, Nk: int, acc_dtype, *, name: str = "V", count: str = "Nk",
+                      unit: str = "keys") -> None:
     """Refuse values V that could overflow the unnormalised output accumulator of the tiled forward.
 
     The online softmax keeps O_i = Σ_j exp(S_ij − m_i)·V_j unnormalised until the end; every weight
     is <= 1, so |O_i| <= Nk·max|V| (Nk: keys per row; the split-KV merge obeys the same bound).
     Over ``safe_limit(acc_dtype)`` (1/4 of the type's largest finite value) O_i could become inf and
     the output inf or NaN although the exact answer is finite, so this raises a one-line
-    ValueError instead. Used by ``flash_forward`` and ``decode_attention``.
+    ValueError instead. Used by ``flash_forward`` and ``decode_attention``, and by
+    ``decode.merge_partials`` with name="O_parts", count="S", unit="splits" (the merge is the same
+    weighted sum, over S splits of weight <= 1): those three words only change the message.
     """
     bound = Nk * max_abs(V)
     limit = safe_limit(acc_dtype)
     if not np.isfinite(bound) or bound > limit:
-        raise ValueError(f"the output accumulator can reach Nk·max|V| = {bound:.3g} (Nk = {Nk:,} keys), beyond what "
-                         f"{np.dtype(acc_dtype).name} holds safely ({limit:.3g}): scale V down")
+        raise ValueError(f"the output accumulator can reach {count}·max|{name}| = {bound:.3g} ({count} = {Nk:,} "
+                         f"{unit}), beyond what {np.dtype(acc_dtype).name} holds safely ({limit:.3g}): "
+                         f"scale {name} down")
 
 
 def check_grad_range(dO: np.ndarray, V: np.ndarray, acc_dtype, O: np.ndarray | None = None) -> None:

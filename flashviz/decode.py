@@ -173,7 +173,9 @@ def merge_partials(lse_parts, O_parts, *, rescale: bool = True):
     runs, and the result is returned, in the wider of their two dtypes, at least float32.
     Raises a one-line TypeError for a non-numeric, boolean or complex input (``checks.as_float_array``)
     or a rescale that is not True or False; ValueError for mismatched shapes, NaN or +inf in
-    lse_parts (−inf is legal: a split that saw no key of that row) or NaN/inf in O_parts.
+    lse_parts (−inf is legal: a split that saw no key of that row), NaN/inf in O_parts, or
+    O_parts so large that the running sum S·max|O_parts| could overflow the dtype
+    (``checks.check_value_range``).
     Source: Flash-Decoding (Dao, Haziza, Massa, Sizov 2023), step 3.
     """
     rescale = check_flag(rescale, "rescale")
@@ -186,6 +188,7 @@ def merge_partials(lse_parts, O_parts, *, rescale: bool = True):
     if not np.isfinite(O_parts).all():
         raise ValueError("O_parts contains NaN or inf; the splits' normalised outputs must be finite")
     dt = np.result_type(lse_parts.dtype, O_parts.dtype, np.float32)
+    check_value_range(O_parts, O_parts.shape[0], dt, name="O_parts", count="S", unit="splits")
     lse_parts, O_parts = lse_parts.astype(dt, copy=False), O_parts.astype(dt, copy=False)
     m, l, O = _merge(lse_parts, O_parts, rescale=rescale)
     return normalise_rows(O, l), finish_row_stats(m, l)

@@ -563,7 +563,11 @@ def test_merge_partials_promotes_integers_to_float64():
     (np.zeros((1, 1)), [[["x"]]], TypeError, "O_parts must have dtype float16, float32 or float64"),
     (np.zeros((2, 1), bool), np.ones((2, 1, 1)), TypeError, "lse_parts must hold numbers, got a boolean array"),
     (np.zeros((1, 1), complex), np.ones((1, 1, 1)), TypeError, "lse_parts must have dtype"),
-], ids=["nan_lse", "posinf_lse", "nan_O", "object", "strings", "bool", "complex"])
+    (np.zeros((2, 1)), np.full((2, 1, 1), 1e308), ValueError,
+     r"S·max\|O_parts\| = inf \(S = 2 splits\), beyond what float64"),
+    (np.zeros((2, 1), np.float32), np.full((2, 1, 1), 3e38, np.float32), ValueError,
+     r"S·max\|O_parts\| = 6e\+38 \(S = 2 splits\), beyond what float32"),
+], ids=["nan_lse", "posinf_lse", "nan_O", "object", "strings", "bool", "complex", "overflow64", "overflow32"])
 def test_merge_partials_refuses_bad_values_in_one_line(lse, O, exc, words):
     with pytest.raises(exc) as info:
         merge_partials(lse, O)
