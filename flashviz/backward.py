@@ -154,14 +154,14 @@ def attention_backward(Q, K, V, dO, *, causal: bool = False, scale=None):
     ------
     TypeError / ValueError (one line) for non-arrays, non-float dtypes, wrong ndim, mismatched
     shapes, NaN/inf entries, scores that could overflow float64 (``checks.check_score_range``) or
-    dP = dO Vᵀ, D = rowsum(dO ∘ O) that could (``checks.check_grad_range``).
+    dP = dO Vᵀ, D = rowsum(dO ∘ O), dQ, dK, dV that could (``checks.check_grad_range``).
     """
     Q, K, V = check_qkv(Q, K, V)
     dO = _check_dO(dO, Q, V)
     causal = check_flag(causal, "causal")
     scale = check_scale(scale, Q.shape[-1])
     check_score_range(Q, K, scale, np.float64)
-    check_grad_range(dO, V, np.float64)
+    check_grad_range(Q, K, V, dO, scale, np.float64)
     Q, K, V, dO = (np.asarray(x, dtype=np.float64) for x in (Q, K, V, dO))
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     P = _dense_P(Q, K, causal, scale)
@@ -279,9 +279,9 @@ def flash_backward(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causal: b
     ------
     TypeError / ValueError (one line) for non-arrays, non-float dtypes, wrong ndim, mismatched
     shapes (O and dO must be (..., Nq, dv), lse (..., Nq)), NaN/inf inputs (lse: NaN/+inf),
-    scores that could overflow the accumulator type (``checks.check_score_range``), dP = dO Vᵀ or
-    D = rowsum(dO ∘ O) that could (``checks.check_grad_range``), block sizes that are not
-    integers >= 1, or record=True with batched inputs.
+    scores that could overflow the accumulator type (``checks.check_score_range``), dP = dO Vᵀ,
+    D = rowsum(dO ∘ O), dQ, dK or dV that could (``checks.check_grad_range``), block sizes that
+    are not integers >= 1, or record=True with batched inputs.
     """
     Q, K, V = check_qkv(Q, K, V)
     O, dO, lse = _check_O(O, Q, V), _check_dO(dO, Q, V), _check_lse(lse, Q)
@@ -295,7 +295,7 @@ def flash_backward(Q, K, V, O, dO, lse, *, Br: int = 64, Bc: int = 64, causal: b
     out_dtype = result_dtype(Q, K, V, O, dO)
     acc = np.float64 if out_dtype == np.float64 else np.float32
     check_score_range(Q, K, scale, acc)
-    check_grad_range(dO, V, acc, O)
+    check_grad_range(Q, K, V, dO, scale, acc, O)
     b = np.dtype(out_dtype).itemsize
     lead = Q.shape[:-2]
     flat = lambda x, n, k: x.reshape(-1, n, k).astype(acc, copy=False)  # noqa: E731

@@ -239,21 +239,34 @@ def check_value_range(V: np.ndarray, Nk: int, acc_dtype, *, name: str = "V", cou
                          f"scale {name} down")
 
 
-def check_grad_range(dO: np.ndarray, V: np.ndarray, acc_dtype, O: np.ndarray | None = None) -> None:
-    """Refuse an upstream gradient dO whose products with V (and O) could overflow the backward.
+def check_grad_range(Q: np.ndarray, K: np.ndarray, V: np.ndarray, dO: np.ndarray, scale: float, acc_dtype,
+                     O: np.ndarray | None = None) -> None:
+    """Refuse inputs whose backward pass could overflow the accumulator type.
 
-    dP = dO Vᵀ and D = rowsum(dO ∘ O) are sums of dv products, so |dP|, |D| <= dv·max|dO|·max|V|
-    (|O| <= max|V| for the exact O; with ``O`` given, its own max counts too). Over
-    ``safe_limit(acc_dtype)`` (1/4 of the type's largest finite value) dP − D could become inf and
-    the gradients NaN, so this raises a one-line ValueError instead. Used by
-    ``attention_backward`` and ``flash_backward``.
+    With P = softmax(scale·QKᵀ) (entries <= 1, rows summing to 1) and B = dv·max|dO|·max|V|
+    (max|O| too when ``O`` is given; |O| <= max|V| for the exact O), every quantity of the
+    backward is bounded: |dP|, |D| <= B for dP = dO Vᵀ and D = rowsum(dO ∘ O); |dS| <= 2B for
+    dS = P ∘ (dP − D); |dQ| <= |scale|·2B·max|K|; |dK| <= |scale|·Nq·2B·max|Q|; |dV| <= Nq·max|dO|.
+    When one of them exceeds ``safe_limit(acc_dtype)`` (1/4 of the type's largest finite value)
+    the gradients could become inf or NaN, so this raises a one-line ValueError naming it. Used by
+    ``attention_backward`` and ``flash_backward`` (whose lse must be the forward's, so that P is
+    the softmax).
     """
     vmax = max_abs(V) if O is None else max(max_abs(V), max_abs(O))
-    bound = V.shape[-1] * max_abs(dO) * vmax
+    g = max_abs(dO)
+    Nq = Q.shape[-2]
+    B = 0.0 if g == 0 or vmax == 0 else V.shape[-1] * g * vmax
+    s = abs(scale)
+    bounds = [("dP = dO·Vᵀ and D = rowsum(dO∘O)", "dv·max|dO|·max|V|", B),
+              ("dQ = scale·dS·K", "|scale|·2·dv·max|dO|·max|V|·max|K|", 0.0 if B == 0 else s * 2 * B * max_abs(K)),
+              ("dK = scale·dSᵀ·Q", "|scale|·Nq·2·dv·max|dO|·max|V|·max|Q|",
+               0.0 if B == 0 else s * Nq * 2 * B * max_abs(Q)),
+              ("dV = Pᵀ·dO", "Nq·max|dO|", Nq * g)]
     limit = safe_limit(acc_dtype)
-    if not np.isfinite(bound) or bound > limit:
-        raise ValueError(f"dP = dO·Vᵀ and D = rowsum(dO∘O) can reach dv·max|dO|·max|V| = {bound:.3g}, beyond what "
-                         f"{np.dtype(acc_dtype).name} holds safely ({limit:.3g}): scale dO or V down")
+    for what, formula, bound in bounds:
+        if not np.isfinite(bound) or bound > limit:
+            raise ValueError(f"{what} can reach {formula} = {bound:.3g}, beyond what {np.dtype(acc_dtype).name} "
+                             f"holds safely ({limit:.3g}): scale dO, V, Q or K down")
 
 
 def check_flag(value, name: str) -> bool:

@@ -161,8 +161,17 @@ _Vb = np.array([[1e200], [0.0]])
                                np.array([np.log(2.0)])), "dv·max|dO|·max|V| = inf"),
     (lambda: fv.flash_backward(_Z, np.zeros((2, 1)), np.ones((2, 1)), np.array([[1e200]]), np.array([[1e200]]),
                                np.array([np.log(2.0)])), "dv·max|dO|·max|V| = inf"),
+    (lambda: fv.attention_backward(_Z, np.array([[1e250], [-1e250]]), np.array([[1.0], [0.0]]), np.array([[1e100]])),
+     "dQ = scale·dS·K can reach |scale|·2·dv·max|dO|·max|V|·max|K| = inf"),
+    (lambda: fv.flash_backward(_Z, np.array([[1e250], [-1e250]]), np.array([[1.0], [0.0]]), np.array([[0.5]]),
+                               np.array([[1e100]]), np.array([np.log(2.0)])), "dQ = scale·dS·K can reach"),
+    (lambda: fv.attention_backward(np.full((2, 1), 1e250), np.zeros((2, 1)), np.array([[1.0], [0.0]]),
+                                   np.full((2, 1), 1e100)), "dK = scale·dSᵀ·Q can reach"),
+    (lambda: fv.attention_backward(np.zeros((10, 1)), np.zeros((2, 1)), np.zeros((2, 1)), np.full((10, 1), 1e308)),
+     "dV = Pᵀ·dO can reach Nq·max|dO| = inf"),
 ], ids=["flash_forward", "decode", "decode_page_size", "decode_block_table", "flash_forward_f32",
-        "attention_backward_scores", "attention_backward_dP", "flash_backward_dP", "flash_backward_D"])
+        "attention_backward_scores", "attention_backward_dP", "flash_backward_dP", "flash_backward_D",
+        "attention_backward_dQ", "flash_backward_dQ", "attention_backward_dK", "attention_backward_dV"])
 def test_accumulators_that_would_overflow_are_refused_not_nan(call, words):
     with pytest.raises(ValueError) as info:
         call()
