@@ -28,6 +28,7 @@ import inspect
 
 import ipywidgets as W
 
+from ..checks import shown
 from ..views.drawlock import serialised
 from . import checks as widget_checks
 from . import registry
@@ -226,10 +227,10 @@ class ChapterApp:
                  key=None, loop=None):
         labels = available_chapters()
         if chapter is not None and chapter not in labels:
-            raise ValueError(f"chapter must be one of {labels}, got {chapter!r}")
+            raise ValueError(f"chapter must be one of {labels}, got {shown(chapter)}")
         for name, flag in (("presenter", presenter), ("prefetch", prefetch)):
             if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be True or False, got {flag!r}")
+                raise TypeError(f"{name} must be True or False, got {shown(flag)}")
         self.presenter = presenter
         widget_checks.check_key(key)
         self._key = registry.caller_key() if key is None else key

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import data as fvdata
 from ..backward import attention_backward, flash_backward
+from ..checks import shown
 from ..tiled import flash_forward
 from ..views.backward_view import BackwardFigure
 from ..views.style import sci_html
@@ -71,7 +72,7 @@ class BackwardExplorer(FrameWidget):
         causal = check_bool(causal, "causal")
         dtype = match_option(dtype, DTYPES, "dtype")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+            raise ValueError(f"seed must be an integer >= 0, got {shown(seed)}")
         seed = int(seed)
         super().__init__(canvas=canvas, figsize=figsize, dpi=dpi, key=key, text_scale=text_scale)
         try:

@@ -167,10 +167,10 @@ class FrameWidget:
 
     def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, interval: int = 150,
                  text_scale: float = 1.0):
-        if canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
+        if isinstance(canvas, str) and canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
         if not isinstance(canvas, str) or canvas not in ("auto", "ipympl", "png"):
-            raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {canvas!r}")
+            raise ValueError(f"canvas must be 'auto', 'ipympl' or 'png', got {checks.shown(canvas)}")
         figsize, dpi = widget_checks.check_figure(figsize, dpi)
         self._text_scale = widget_checks.check_text_scale(text_scale)
         widget_checks.check_key(key)
@@ -271,7 +271,7 @@ class FrameWidget:
         Raises TypeError for a non-integer k and IndexError out of range."""
         check_open(self)
         if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-            raise TypeError(f"k must be an integer frame index from 0 to {self.n_frames - 1}, got {k!r}")
+            raise TypeError(f"k must be an integer frame index from 0 to {self.n_frames - 1}, got {checks.shown(k)}")
         if not 0 <= k < self.n_frames:
             raise IndexError(f"frame {k} is out of range 0..{self.n_frames - 1}")
         if self.frame.value != k:
@@ -292,7 +292,7 @@ class FrameWidget:
         k = self.frame.value if k is None else k
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k < self.n_frames:
             raise (ValueError if isinstance(k, numbers.Integral) and not isinstance(k, bool) else TypeError)(
-                f"k must be a frame index from 0 to {self.n_frames - 1} (or None: the current frame), got {k!r}")
+                f"k must be a frame index from 0 to {self.n_frames - 1} (or None: the current frame), got {checks.shown(k)}")
         try:
             return export.save_frame_png(self._view, int(k), path)
         except OSError as exc:

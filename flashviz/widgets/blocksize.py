@@ -15,7 +15,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
-from ..checks import MAX_SRAM_BYTES, check_blocks, check_choice, sweep_problem
+from ..checks import MAX_SRAM_BYTES, check_blocks, check_choice, check_order, shown, sweep_problem
 from ..replay.blocksize import CURVE_N, recorded_sweep, sram_budget_bytes
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import BlockSizeFigure
@@ -94,14 +94,13 @@ class BlockSizeExplorer(FrameWidget):
         self._budgets = dict(SRAM_BUDGETS)
         sram_budget = _budget_option(sram_budget, self._budgets)
         causal = check_bool(causal, "causal")
-        if not isinstance(order, str) or order not in ORDERS.values():
-            raise ValueError(f"order must be 'fa2' (query blocks outer) or 'fa1' (key blocks outer), got {order!r}")
+        check_order(order)
         blocks = check_blocks(blocks)
         if len(blocks) > MAX_BLOCKS:
             raise ValueError(f"blocks has {len(blocks)} sizes; at most {MAX_BLOCKS} fit on the grid")
         if not (recorded is None or isinstance(recorded, dict) or
                 (isinstance(recorded, str) and recorded == "latest")):
-            raise ValueError(f"recorded must be 'latest', a results dict or None, got {recorded!r}")
+            raise ValueError(f"recorded must be 'latest', a results dict or None, got {shown(recorded)}")
         problem = sweep_problem(N, blocks, curve_N=CURVE_N)
         if problem:
             raise ValueError(problem)

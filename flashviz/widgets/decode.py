@@ -28,7 +28,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import iomodel
-from ..checks import check_choice
+from ..checks import check_choice, shown
 from ..decode import MAX_SPLITS, decode_attention, paginate
 from ..reference import attention
 from ..replay.decode import DecodeReplay
@@ -163,7 +163,7 @@ class DecodeExplorer(FrameWidget):
         if not (isinstance(num_splits, str) and num_splits == "auto"):
             if isinstance(num_splits, str):
                 raise ValueError(f"num_splits must be 'auto' or an integer between 1 and {MAX_SPLITS}, "
-                                 f"got {num_splits!r}")
+                                 f"got {shown(num_splits)}")
             num_splits = check_int(num_splits, "num_splits", 1, MAX_SPLITS)
         page_size = check_int(page_size, "page_size", 1, MAX_PAGE)
         Nq, H_kv = check_int(Nq, "Nq", 1, MAX_NQ), check_int(H_kv, "H_kv", 1, MAX_H_KV)

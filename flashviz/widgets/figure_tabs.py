@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
+from ..checks import shown
 from ..views.drawlock import serialised
 from ..views.style import fit_dpi, scaled_text
 from . import checks as widget_checks
@@ -125,7 +126,7 @@ class FigureTabs:
 
     def _check_name(self, name) -> int:
         if name not in self.NAMES:
-            raise ValueError(f"name must be one of {self.NAMES}, got {name!r}")
+            raise ValueError(f"name must be one of {self.NAMES}, got {shown(name)}")
         return self.NAMES.index(name)
 
     def figure(self, name: str):

@@ -22,6 +22,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import gpu
+from ..checks import shown
 from ..iomodel import flash_forward_io
 from ..mma_limits import (
     BENCH_N,
@@ -60,9 +61,9 @@ def _member(value, name: str, allowed):
     """value if it is one of ``allowed`` (ints, or strings); one-line TypeError/ValueError otherwise."""
     kind = str if isinstance(allowed[0], str) else numbers.Integral
     if isinstance(value, bool) or not isinstance(value, kind):
-        raise TypeError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+        raise TypeError(f"{name} must be one of {', '.join(map(str, allowed))}; got {shown(value)}")
     if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {shown(value)}")
     return value if kind is str else int(value)
 
 

@@ -12,7 +12,7 @@ import math
 import ipywidgets as W
 import numpy as np
 
-from ..checks import check_choice
+from ..checks import check_choice, shown
 from ..data import load_real_qkv
 from ..replay.online import BREAK_MODES
 from ..views.drawlock import serialised
@@ -56,7 +56,7 @@ def make_row(source: str, N: int, block: int, *, row: int = 0, seed: int = 0):
         return _rising(N, block, rng, -2.0, 6.0), "rising: the max grows in every block"
     if source == "scores near 800":
         return _rising(N, block, rng, 794.0, 800.0), "scores near 800 (794…800; the max grows in every block)"
-    raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    raise ValueError(f"source must be one of {SOURCES}, got {shown(source)}")
 
 
 def _dtype_name(dtype) -> str:
@@ -65,7 +65,7 @@ def _dtype_name(dtype) -> str:
     except (TypeError, ValueError, AttributeError):
         name = None
     if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        raise ValueError(f"dtype must be one of {DTYPES}, got {shown(dtype)}")
     return name
 
 

@@ -6,7 +6,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import data as fvdata
-from ..checks import check_choice
+from ..checks import check_choice, shown
 from .base import REAL_D, REAL_MAX_N, check_int
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -22,7 +22,7 @@ MAX_TILES = 4096
 def match_option(value, options: dict, name: str) -> str:
     """A dropdown label from its full text, its first word ('float16', 'A100') or a NumPy dtype."""
     if value is None or isinstance(value, bool):         # np.dtype(None) would quietly be float64
-        raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
+        raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {shown(value)}")
     if isinstance(value, str) and value in options:
         return value
     try:
@@ -34,7 +34,7 @@ def match_option(value, options: dict, name: str) -> str:
         head = label.split()[0].rstrip(":")
         if isinstance(value, str) and value.lower() in (head.lower(), *head.lower().split("/")):
             return label
-    raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {value!r}")
+    raise ValueError(f"{name} must be one of {tuple(options)} (or their first word), got {shown(value)}")
 
 
 def tile_problem(Nq: int, Nk: int, Br: int, Bc: int) -> str | None:

@@ -128,7 +128,7 @@ def test_integer_arguments(cls, arg, words, value, exc):
     ("BlockSizeExplorer", dict(sram_budget=2.5), TypeError, "preset name or a number of bytes"),
     ("BlockSizeExplorer", dict(sram_budget=10**400), ValueError, "sram_budget (bytes) must be an integer between 1 and 1,099,"),
     ("BlockSizeExplorer", dict(order="fa3"), ValueError, "order must be 'fa2'"),
-    ("BlockSizeExplorer", dict(order=["fa2"]), ValueError, "order must be 'fa2'"),
+    ("BlockSizeExplorer", dict(order=["fa2"]), TypeError, "order must be 'fa2'"),
     ("BlockSizeExplorer", dict(causal=None), TypeError, "causal must be True or False"),
     ("BlockSizeExplorer", dict(recorded="yesterday"), ValueError, "recorded must be 'latest', a results dict or None"),
     ("BlockSizeExplorer", dict(blocks=16), TypeError, "blocks must be a sequence of integers >= 1"),
@@ -553,3 +553,17 @@ def test_tensor_core_panel_names_the_recorded_blocks_when_these_are_not(no_gpu, 
         assert "no recording at the selected 128×128 (recorded: 64×32, 64×64" in v
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("name, arg", [("OnlineSoftmaxExplorer", "source"), ("OnlineSoftmaxExplorer", "dtype"),
+                                       ("BackwardExplorer", "seed"), ("BlockSizeExplorer", "order"),
+                                       ("BlockSizeExplorer", "recorded"), ("TileExplorer", "canvas"),
+                                       ("DecodeExplorer", "num_splits")])
+def test_an_array_where_a_word_or_number_belongs_is_one_line(name, arg):
+    """A 2-D array given for a string or integer argument: the message names the argument and
+    quotes the array on one line (flashviz's message, not NumPy's "truth value is ambiguous")."""
+    kw = {"canvas": "png", arg: np.ones((3, 3))}
+    with pytest.raises((TypeError, ValueError)) as err:
+        getattr(fv, name)(**kw).close()
+    msg = str(err.value)
+    assert msg.startswith(arg + " must be") and "\n" not in msg and "array([[1., 1., 1.], [1., 1., 1.]" in msg
