@@ -58,7 +58,9 @@ class TileExplorer(FrameWidget):
         notebook cell and line that created it.
 
     Public: ``n_frames``, ``show_frame(k)``, ``close()``, ``widget`` (the ipywidgets box),
-    ``result`` (the FlashResult drawn), ``state`` (the FrameState of the current frame).
+    ``result`` (the FlashResult drawn), ``inputs`` (its Q, K, V: (N, d) arrays of the chosen
+    element type, and a one-line description of where they came from), ``state`` (the FrameState
+    of the current frame).
 
     Raises TypeError/ValueError (one line) for arguments outside those ranges, including a
     configuration of more than 4096 tiles; sliders moved to such a configuration keep the
@@ -88,6 +90,7 @@ class TileExplorer(FrameWidget):
     def _build(self, N, d, Br, Bc, causal, source, rescale, dtype, sram_budget, seed):
         self.seed = seed
         self.result = None
+        self.inputs = None
         self.replay = None
 
         self.source = W.Dropdown(options=list(fvdata.SOURCES), value=source, description="inputs",
@@ -125,6 +128,7 @@ class TileExplorer(FrameWidget):
         err = float(np.max(np.abs(r.O.astype(np.float64) - O_ref)))
         rel = err / max(float(np.max(np.abs(O_ref))), 1e-300)
         self.result, self.replay = r, Replay(r.trace)
+        self.inputs = (Q, K, V, desc)
         if self.rescale.value:
             check = f"final O: max |O − O_ref| = {err:.1e} (vs float64 dense attention: exact up to rounding)"
             self.status.value = f"<span style='color:#2ca02c'>✓ {sci_html(check)}</span>"

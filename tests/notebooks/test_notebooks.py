@@ -21,6 +21,10 @@ for k in range(w.n_frames):                    # step every frame
     w.show_frame(k)
 w.Br.value = 16                                # a slider rebuilds the run and the grid
 assert w.result.trace.Br == 16 and w.frame.value == 0
+w.source.value = "adversarial"                 # the check cell reads the widget's own inputs
+Q, K, V, desc = w.inputs
+assert "adversarial" in desc.lower() and Q.shape[0] == w.result.trace.Nq
+assert np.abs(w.result.O - fv.attention(Q, K, V, causal=w.result.trace.causal)).max() < 1e-4
 w.rescale.value = False
 assert "rescale OFF" in w.status.value
 assert panel.params["Br"] == 16 and "Br = 16" in panel.config.value   # the GPU panel follows the sliders
