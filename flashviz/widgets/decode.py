@@ -45,7 +45,7 @@ HEAD_DIMS = (16, 32, 64, 128)
 KEY_BLOCKS = (16, 32, 64, 128)
 SOURCES = ("rising", "random")
 #: Largest N_k, batch, group size, KV heads and query rows a run may have.
-MAX_NK, MAX_B, MAX_GROUP, MAX_H_KV, MAX_NQ, MAX_PAGE = 16384, 8, 16, 16, 8, 256
+MAX_NK, MAX_B, MAX_GROUP, MAX_H_KV, MAX_NQ, MAX_PAGE = 16384, 16, 16, 16, 8, 256
 #: Most cached (token, KV head) rows, B·H_kv·N_k: the NumPy run records every key block of every
 #: (sequence, KV head) and keeps float32 copies of the cache, so time and memory grow with it;
 #: 131,072 rows (B = 1, H_kv = 8, N_k = 16k; or B = 8, N_k = 2k) run in about a second and
@@ -105,6 +105,13 @@ def cache_problem(B: int, H_kv: int, Nk: int) -> str | None:
         return None
     return (f"B·H_kv·Nk = {B}·{H_kv}·{Nk:,} = {rows:,} cached rows — too many to record "
             f"(limit {MAX_CACHE_ROWS:,}). Pick a smaller Nk or B.")
+
+
+def max_batch(H_kv: int, Nk: int) -> int:
+    """The largest B (sequences) a run with H_kv KV heads and Nk cached keys may record: at most
+    MAX_B, and B·H_kv·Nk <= MAX_CACHE_ROWS; at least 1 (``cache_problem`` then says why a
+    cache too long even for one sequence is refused)."""
+    return max(1, min(MAX_B, MAX_CACHE_ROWS // (H_kv * Nk)))
 
 
 def _err(e: float) -> str:
@@ -194,7 +201,7 @@ class DecodeExplorer(FrameWidget):
         lay, wide = W.Layout, {"description_width": "initial"}
         self.Nk = W.SelectionSlider(options=list(_with(NK_OPTIONS, Nk)), value=Nk, description="Nk (keys)",
                                     continuous_update=False, style=wide, layout=lay(width="300px"))
-        self.B = W.IntSlider(value=B, min=1, max=MAX_B, description="B (sequences)", continuous_update=False,
+        self.B = W.IntSlider(value=B, min=1, max=max_batch(H_kv, Nk), description="B (sequences)", continuous_update=False,
                              style=wide, layout=lay(width="250px"))
         self.group = W.SelectionSlider(options=list(_with(GROUPS, group)), value=group, description="H/H_kv",
                                        continuous_update=False, style=wide, layout=lay(width="220px"))
@@ -213,6 +220,7 @@ class DecodeExplorer(FrameWidget):
                                      indent=False, layout=lay(width="260px"))
         self.tiny_pages = W.Checkbox(value=toggles["tiny_pages"], description=f"break it: tiny pages ({TINY_PAGE})",
                                      indent=False, layout=lay(width="200px"))
+        self.Nk.observe(self._cap_batch, names="value")       # before _watch: B's cap moves first
         self._watch(self.Nk, self.B, self.group, self.Nq, self.num_splits, self.page_size, self.auto, self.no_splits,
                     self.no_rescale, self.tiny_pages)
         self._layout(W.HBox([self.Nk, self.B, self.group, self.Nq]),
@@ -229,6 +237,18 @@ class DecodeExplorer(FrameWidget):
 
     def _config_problem(self):
         return cache_problem(self.B.value, self.H_kv, self.Nk.value)
+
+    @serialised
+    def _cap_batch(self, change):
+        """A new Nk moves the B slider's end to ``max_batch`` (a B past it would be refused as too
+        many cached rows to record): a lower end clamps B, in the same rebuild as the new Nk."""
+        top = max_batch(self.H_kv, change["new"])
+        if top != self.B.max:
+            self._suspended = True         # the clamp of B is part of this change: one rebuild (Nk's)
+            try:
+                self.B.max = top
+            finally:
+                self._suspended = False
 
     def _inputs(self, Nk, B, H, Nq):
         """(Q, K, V, desc, reference) for this shape: made once, kept while the shape stays (a new

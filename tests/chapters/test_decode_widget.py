@@ -419,21 +419,26 @@ def test_break_it_toggles_rerun_only_what_they_change_and_draw_what_the_state_sa
         w.close()
 
 
-def test_too_big_a_cache_is_refused_and_a_slider_keeps_the_previous_run(w):
+def test_too_big_a_cache_is_refused_and_a_slider_keeps_the_previous_run():
     with pytest.raises(ValueError) as info:
         DecodeExplorer(Nk=16384, B=8, key="decode-big")
     assert "\n" not in str(info.value) and f"limit {MAX_CACHE_ROWS:,}" in str(info.value)
-    w.B.value = 8                                                     # 8·8·1,024 rows: allowed
-    before = w.result
-    w.Nk.value = 16384
-    assert w.result is before and w.result.trace.Nk == 1024
-    assert "too many to record" in w.status.value and "Showing the previous run" in w.status.value
+    # B's slider ends where the cache fits; only a cache too long for one sequence (16 KV heads ×
+    # 16,384 keys) is still reachable by a slider, and then the previous run stays, said so
+    w = DecodeExplorer(Nk=8192, B=1, H_kv=16, d=16, canvas="png", key="decode-big-heads")
+    try:
+        before = w.result
+        w.Nk.value = 16384
+        assert w.result is before and w.result.trace.Nk == 8192
+        assert "too many to record" in w.status.value and "Showing the previous run" in w.status.value
+    finally:
+        w.close()
 
 
 @pytest.mark.parametrize("kw,exc,words", [
     (dict(Nk=0), ValueError, "Nk must be an integer between 1 and 16,384"),
     (dict(Nk=2.0), TypeError, "Nk must be an integer"),
-    (dict(B=9), ValueError, "B must be an integer between 1 and 8"),
+    (dict(B=17), ValueError, "B must be an integer between 1 and 16"),
     (dict(group=0), ValueError, "group must be an integer between 1 and 16"),
     (dict(num_splits="many"), ValueError, "num_splits must be 'auto' or an integer between 1 and 128"),
     (dict(num_splits=0), ValueError, "num_splits must be an integer between 1 and 128"),
@@ -494,3 +499,27 @@ def test_the_replay_layer_loads_no_plotting_or_widgets():
             "print([m for m in ('matplotlib', 'ipywidgets', 'cupy') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_b_slider_ends_where_the_cache_would_be_too_long_to_record(monkeypatch):
+    """B's slider ends at max_batch(H_kv, Nk) (B·H_kv·Nk <= MAX_CACHE_ROWS): a longer cache clamps B
+    in the same rebuild, so the picture always shows the controls' values, never a stale run."""
+    from flashviz.widgets import decode as dw
+
+    w = fv.DecodeExplorer(canvas="png", Nk=1024, B=12)
+    try:
+        assert w.B.max == 16 == dw.MAX_CACHE_ROWS // (w.H_kv * 1024)
+        built = []
+        real = type(w)._make_view
+        monkeypatch.setattr(type(w), "_make_view", lambda self: built.append(1) or real(self))
+        w.Nk.value = 4096
+        assert (w.B.max, w.B.value, len(built)) == (4, 4, 1)
+        assert w.inputs[1].shape[:3] == (4, w.H_kv, 4096) and "⚠" not in w.status.value
+        w.Nk.value = 16384
+        assert (w.B.max, w.B.value) == (1, 1) and w.inputs[1].shape[0] == 1 and "⚠" not in w.status.value
+        w.Nk.value = 1024
+        assert (w.B.max, w.B.value) == (16, 1)          # a higher end keeps B
+        w.B.value = 16
+        assert w.inputs[1].shape[0] == 16 and "⚠" not in w.status.value
+    finally:
+        w.close()
