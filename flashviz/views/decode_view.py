@@ -203,10 +203,10 @@ class DecodeFigure(BlittedView):
     def _where_text(self, k: int) -> str:
         rp = self.replay
         if k < rp.run_frames:
-            return f"frame {k + 1}/{rp.n_frames} · step {k + 1}/{rp.run_frames}"
+            return f"step {k + 1}/{rp.n_frames} · key block {k + 1}/{rp.run_frames}"
         if k < rp.run_frames + rp.S:
-            return f"frame {k + 1}/{rp.n_frames} · merge {k - rp.run_frames + 1}/{rp.S}"
-        return f"frame {k + 1}/{rp.n_frames} · write"
+            return f"step {k + 1}/{rp.n_frames} · merge {k - rp.run_frames + 1}/{rp.S}"
+        return f"step {k + 1}/{rp.n_frames} · write O"
 
     def animated_artists(self):
         """(slow, fast): the images (pages, partial outputs, the merged row) with what a full draw
