@@ -25,6 +25,7 @@ or without) neither opens a lesson twice nor writes a ``.md`` beside a notebook 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import re
 import shutil
@@ -70,7 +71,8 @@ def prepare(dest, source, *, reset: bool = False) -> list[Path]:
     ``dest``, each with this kernel's metadata and signed as trusted; returns the notebooks copied.
 
     A chapter already in ``dest`` is kept as it is, unless ``reset``: then it is moved to
-    ``dest/.previous/<timestamp>/`` first. Raises FileNotFoundError when ``source`` holds
+    ``dest/.previous/<timestamp>/`` first, unless it is byte for byte the fresh copy (nothing of
+    the student's to keep: it stays, and no backup is made). Raises FileNotFoundError when ``source`` holds
     no chapter, OSError when ``dest`` cannot be written (a file in the way, no permission),
     ValueError when a chapter is not a notebook nbformat can read."""
     source, dest = Path(source), Path(dest)
@@ -86,16 +88,22 @@ def prepare(dest, source, *, reset: bool = False) -> list[Path]:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for nb in chapters:
         target = dest / nb.name
+        if target.exists() and not reset:
+            continue
+        fresh = target.with_name(f".{nb.name}.new")
+        try:
+            _copy_lesson(nb, fresh, metadata)
+        except (ValueError, json.JSONDecodeError) as exc:     # nbformat's read errors are ValueErrors
+            fresh.unlink(missing_ok=True)
+            raise ValueError(f"{nb} is not a notebook nbformat can read: {exc}") from None
         if target.exists():
-            if not reset:
+            if filecmp.cmp(fresh, target, shallow=False):     # unchanged: nothing of the student's to keep
+                fresh.unlink()
                 continue
             keep = dest / ".previous" / stamp
             keep.mkdir(parents=True, exist_ok=True)
             shutil.move(str(target), keep / nb.name)
-        try:
-            _copy_lesson(nb, target, metadata)
-        except (ValueError, json.JSONDecodeError) as exc:     # nbformat's read errors are ValueErrors
-            raise ValueError(f"{nb} is not a notebook nbformat can read: {exc}") from None
+        fresh.replace(target)
         copied.append(target)
     return copied
 
@@ -114,6 +122,8 @@ def main(argv=None) -> int:
         return 2
     if copied:
         print(f"flashviz lessons: {len(copied)} chapter(s) copied into {args.to}/ (your working copy)")
+    elif args.reset:
+        print(f"flashviz lessons: every chapter in {args.to}/ is already the current one (nothing to keep)")
     return 0
 
 

@@ -49,6 +49,23 @@ def test_prepare_copies_new_chapters_and_keeps_the_students(tmp_path):
     assert len(kept) == 1 and _text(kept[0]) == "my answers"
 
 
+def test_a_reset_keeps_no_backup_of_an_unchanged_copy(tmp_path):
+    """`make lessons-reset` twice in a row: the second finds every copy as fresh as the chapters,
+    so it copies nothing and makes no new folder in .previous/."""
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    _write(src / "01_a.ipynb", "A1")
+    _write(src / "02_b.ipynb", "B1")
+    dest = tmp_path / "lessons"
+    prepare(dest, src)
+    assert prepare(dest, src, reset=True) == [] and not (dest / ".previous").exists()
+    _write(dest / "02_b.ipynb", "my answers")
+    assert [p.name for p in prepare(dest, src, reset=True)] == ["02_b.ipynb"]
+    kept = list((dest / ".previous").glob("*/*.ipynb"))
+    assert [p.name for p in kept] == ["02_b.ipynb"] and _text(kept[0]) == "my answers"
+    assert _text(dest / "02_b.ipynb") == "B1" and not list(dest.glob(".*.new"))
+
+
 def test_only_chapters_are_copied_and_each_opens_clean_and_trusted(tmp_path, capsys):
     """app.ipynb (the notebook `flashviz present` serves) is no lesson; every copy carries the
     kernelspec and language_info this Python's kernel reports (JupyterLab rewrites them when the
