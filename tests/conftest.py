@@ -34,6 +34,16 @@ def widget_backend():
 
 
 @pytest.fixture
+def figures():
+    """A list to append the matplotlib figures a test makes; each is closed after the test."""
+    import matplotlib.pyplot as plt
+    made = []
+    yield made
+    for f in made:
+        plt.close(f)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 

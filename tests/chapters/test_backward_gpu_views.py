@@ -25,7 +25,6 @@ from test_no_overlap import covered_data, raw_exponents, text_problems, visible_
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 
 from flashviz.records import bwd_records as br  # noqa: E402
 from flashviz.views import style  # noqa: E402
@@ -60,14 +59,6 @@ def _mma_twins(rec):
 
 def bwd_over_fwd(r, impl):
     return r[f"{impl}_call_ms"] / (r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"])
-
-
-@pytest.fixture
-def figures():
-    made = []
-    yield made
-    for f in made:
-        plt.close(f)
 
 
 # --- the reader ---------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from test_no_overlap import TOL, _name, covered_data, raw_exponents, text_proble
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 
 from flashviz import iomodel  # noqa: E402
 from flashviz.records.results import latest_results  # noqa: E402
@@ -54,14 +53,6 @@ CEILINGS = {
     "ridge just right of the forward": lambda: dict(copy_Bps=3.0e12, matmul_flops=3.0e12 * 130, source="made up"),
     "H100 datasheet": lambda: dict(copy_Bps=3.35e12, matmul_flops=989e12, source="H100 SXM datasheet"),
 }
-
-
-@pytest.fixture
-def figures():
-    made = []
-    yield made
-    for f in made:
-        plt.close(f)
 
 
 @pytest.mark.recorded_data
