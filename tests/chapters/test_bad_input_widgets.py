@@ -67,7 +67,7 @@ ARGS = {   # widget: {argument: words of the message}
     "BlockSizeExplorer": {"N": "N must be an integer between 1 and 65,536", "d": "d must be one of 16, 32, 64, 128"},
     "BackwardExplorer": {"N": "N must be an integer between 1 and 512", "d": "d must be one of",
                          "Br": "Br must be one of", "Bc": "Bc must be one of"},
-    "DecodeExplorer": {"Nk": "Nk must be an integer between 1 and 16,384", "B": "B must be an integer between 1 and 8",
+    "DecodeExplorer": {"Nk": "Nk must be an integer between 1 and 16,384", "B": "B must be an integer between 1 and 16",
                        "group": "group must be an integer between 1 and 16",
                        "page_size": "page_size must be an integer between 1 and 256",
                        "Nq": "Nq must be an integer between 1 and 8",
