@@ -562,8 +562,10 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
     b = np.dtype(out_dtype).itemsize
     pb = np.dtype(acc).itemsize
     dv = V.shape[-1]
-    if block_table is None:
-        check_value_range(V, Nk, acc)
+    if block_table is not None:        # the paged pools: Nk is the table's (checked against the pool)
+        page_size = K.shape[1]
+        bt, Nk = _check_block_table(block_table, Q, K.shape[0], page_size, Nk)
+    check_value_range(V, Nk, acc)      # before any copy of the cache
     if block_table is None and page_size is None:
         cache = _KVCache(K.reshape(Bn, H_kv, Nk, d).astype(acc, copy=False),
                          V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False))
@@ -573,9 +575,6 @@ def decode_attention(Q, K, V, *, num_splits=None, Bc: int = 64, causal: bool = F
                          paginate(V.reshape(Bn, H_kv, Nk, dv).astype(acc, copy=False), page_size)[0],
                          np.arange(Bn * P).reshape(Bn, P), page_size)
     else:
-        page_size = K.shape[1]
-        bt, Nk = _check_block_table(block_table, Q, K.shape[0], page_size, Nk)
-        check_value_range(V, Nk, acc)
         cache = _KVCache(K.astype(acc, copy=False), V.astype(acc, copy=False), bt, page_size)
     Tc = -(-Nk // Bc)
     if num_splits is None:
