@@ -8,7 +8,6 @@ STAMP  := $(VENV)/.flashviz-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8888
 PRESENT_PORT ?= 8866
-NOTEBOOK := 00_start_here.ipynb
 LESSONS  := lessons
 
 .PHONY: lab test check lint setup ptx bench present clean lessons-reset docs readme-gif book
@@ -30,11 +29,13 @@ setup: $(STAMP)
 
 ## Open the explainer in JupyterLab on 127.0.0.1 (token authentication stays on), from lessons/:
 ## a git-ignored working copy of notebooks/, so answers, outputs and exports never touch tracked files.
+## --lab then starts JupyterLab there with the arguments of flashviz.lessons.lab_args (the ones
+## tests/browser/test_lab_layout.py starts it with): 00_start_here.ipynb opens alone, every time;
+## the layout is kept in lessons/.workspaces/, cleared at each start, not in ~/.jupyter/lab/workspaces
+## (whose default workspace reopened every chapter left open, each starting a kernel).
 lab: $(STAMP)
-	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks
-	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=$(CURDIR)/$(LESSONS) \
-	  --LabApp.default_url=/lab/tree/$(NOTEBOOK) \
-	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(CURDIR)/$(LESSONS)/$(NOTEBOOK)
+	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks --lab -- --ip=$(HOST) --port=$(PORT) \
+	  $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 ## Replace the working copy's notebooks with the current chapters (yours go to lessons/.previous/).
 lessons-reset: $(STAMP)

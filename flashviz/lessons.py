@@ -19,7 +19,10 @@ the ``jupytext.toml`` that pairs them are for editing the lessons, not for stude
 them the working copy holds plain notebooks, and JupyterLab (with jupytext's contents manager
 or without) neither opens a lesson twice nor writes a ``.md`` beside a notebook it saves.
 
-    python -m flashviz.lessons [--to lessons] [--from notebooks] [--reset]
+``make lab`` then serves the working copy (``--lab``; the arguments after ``--`` go to ``jupyter
+lab``): the first chapter opens alone, not every tab left open last time (``lab_args``).
+
+    python -m flashviz.lessons [--to lessons] [--from notebooks] [--reset] [--lab [-- JUPYTER_ARGS]]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
+import os
 import re
 import shutil
 import sys
@@ -35,6 +39,11 @@ from pathlib import Path
 
 #: a chapter's file name: two digits, an underscore, a name (``03_tiling.ipynb``)
 CHAPTER = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
+
+#: the chapter ``make lab`` opens
+FIRST = "00_start_here.ipynb"
+#: JupyterLab's workspaces folder in the working copy (hidden, as .previous/ is)
+WORKSPACES = ".workspaces"
 
 README = ("Your working copy of the flashviz lessons (made by `make lab`; git ignores this folder).\n"
           "Answer, run and export here freely. `make lessons-reset` replaces these notebooks with the\n"
@@ -108,13 +117,42 @@ def prepare(dest, source, *, reset: bool = False) -> list[Path]:
     return copied
 
 
+def lab_args(lessons, notebook: str = FIRST) -> list[str]:
+    """The arguments ``make lab`` gives ``jupyter lab`` (beside host, port and ``--allow-root``):
+    serve the working copy ``lessons``, open its ``notebook``, and keep JupyterLab's workspace
+    (the layout: which tabs are open) in ``lessons/.workspaces/``, which ``--lab`` empties before
+    each start. In JupyterLab's shared default (``~/.jupyter/lab/workspaces``) every chapter left
+    open last time reopened, each starting a kernel; the user's other workspaces stay untouched."""
+    lessons = Path(lessons).resolve()
+    return [f"--ServerApp.root_dir={lessons}", f"--LabApp.default_url=/lab/tree/{notebook}",
+            f"--LabApp.workspaces_dir={lessons / WORKSPACES}", str(lessons / notebook)]
+
+
+def clear_workspaces(lessons) -> None:
+    """Remove the JupyterLab workspaces saved in ``lessons/.workspaces/`` (its
+    ``*.jupyterlab-workspace`` files; nothing else): the next start opens the first chapter alone."""
+    folder = Path(lessons) / WORKSPACES
+    if folder.is_dir():
+        for f in folder.glob("*.jupyterlab-workspace"):
+            f.unlink()
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    jupyter = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(prog="python -m flashviz.lessons",
-                                description="Make (or refresh) the working copy of the lessons that make lab opens.")
+                                description="Make (or refresh) the working copy of the lessons that make lab opens.",
+                                epilog="With --lab, the arguments after -- go to jupyter lab.")
     p.add_argument("--to", default="lessons", help="the working copy (default: lessons, git-ignored)")
     p.add_argument("--from", dest="source", default="notebooks", help="the chapters (default: notebooks)")
     p.add_argument("--reset", action="store_true", help="replace the copies with the current chapters")
+    p.add_argument("--lab", action="store_true",
+                   help=f"then serve the working copy in JupyterLab, opening {FIRST} alone (the layout of "
+                        f"the last session, kept in {WORKSPACES}/ there, is cleared)")
     args = p.parse_args(argv)
+    if jupyter and not args.lab:
+        p.error("arguments after -- go to jupyter lab: only with --lab")
     try:
         copied = prepare(args.to, args.source, reset=args.reset)
     except (OSError, ValueError) as exc:
@@ -124,6 +162,11 @@ def main(argv=None) -> int:
         print(f"flashviz lessons: {len(copied)} chapter(s) copied into {args.to}/ (your working copy)")
     elif args.reset:
         print(f"flashviz lessons: every chapter in {args.to}/ is already the current one (nothing to keep)")
+    if args.lab:
+        clear_workspaces(args.to)
+        cmd = [sys.executable, "-m", "jupyterlab", *lab_args(args.to), *jupyter]   # this Python's own
+        sys.stdout.flush()
+        os.execv(sys.executable, cmd)       # JupyterLab takes this process over (Ctrl-C stops it)
     return 0
 
 

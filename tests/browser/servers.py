@@ -59,20 +59,27 @@ def isolated_env(tmp: Path) -> dict:
 
 
 @contextmanager
-def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None, root: Path | None = None):
-    """Yield (base_url, token, workdir). kind: "lab", "voila" (the app) or "voila-notebook" (the
-    notebook named ``notebook`` in the work folder's notebooks/, which ``prepare(work)`` may
-    write first). Notebooks are served from a copy (JupyterLab autosaves, and the committed
-    notebooks must stay without outputs). root: the checkout whose notebooks are copied (default
-    this one; the kernel imports flashviz from wherever PYTHONPATH points)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
+def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None, root: Path | None = None,
+           tmp: Path | None = None, port: int | None = None):
+    """Yield (base_url, token, workdir). kind: "lab", "make-lab" (what `make lab` runs: the
+    working copy work/lessons/ made from work/notebooks/ and served with its arguments),
+    "voila" (the app) or "voila-notebook" (the notebook named ``notebook`` in the work
+    folder's notebooks/, which ``prepare(work)`` may write first). Notebooks are served from a
+    copy (JupyterLab autosaves, and the committed notebooks must stay without outputs). root:
+    the checkout whose notebooks are copied (default this one; the kernel imports flashviz from
+    wherever PYTHONPATH points). tmp: the throwaway folder of an earlier server to start again
+    in (its HOME, Jupyter folders and work folder as that one left them); port: its port
+    (default a free one)."""
+    tmp = Path(tmp) if tmp is not None else Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
     work = tmp / "work"
-    shutil.copytree(Path(root or ROOT) / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    if prepare is not None:
-        prepare(work)
-    port, token = free_port(), secrets.token_hex(16)
+    if not (work / "notebooks").exists():
+        shutil.copytree(Path(root or ROOT) / "notebooks", work / "notebooks",
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if prepare is not None:
+            prepare(work)
+    port, token = port or free_port(), secrets.token_hex(16)
     env = isolated_env(tmp)
-    if kind == "lab":
+    if kind in ("lab", "make-lab"):
         # every cell in the DOM (JupyterLab 4 otherwise virtualises cells scrolled out of view,
         # and a test that counts widgets in page order would miss some)
         settings = Path(env["HOME"]) / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
@@ -82,6 +89,9 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work}",
                "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        if kind == "make-lab":      # the Makefile's command, its arguments after --
+            cmd = [sys.executable, "-m", "flashviz.lessons", "--to", str(work / "lessons"), "--from",
+                   str(work / "notebooks"), "--lab", "--", *[a for a in cmd[4:] if "root_dir" not in a]]
     elif kind == "voila-notebook":      # one notebook of the work folder, served by Voilà itself
         cmd = [sys.executable, "-m", "voila", str(work / "notebooks" / notebook), "--no-browser",
                f"--port={port}", f"--token={token}", "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",
@@ -90,14 +100,14 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
         cmd = [sys.executable, "-m", "flashviz.present", "--no-browser", f"--port={port}",
                f"--token={token}", f"--root={work}"]
     cmd += list(extra_args)
-    log = open(tmp / "server.log", "w")
+    log = open(tmp / "server.log", "a")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90
         while True:
             try:
-                if kind == "lab":
+                if kind in ("lab", "make-lab"):
                     urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
                 else:   # Voilà runs the notebook on each page request: only wait for the port
                     socket.create_connection(("127.0.0.1", port), timeout=2).close()

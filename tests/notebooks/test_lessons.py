@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flashviz.lessons import main, prepare
+from flashviz.lessons import FIRST, WORKSPACES, lab_args, main, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,10 +116,35 @@ def test_bad_places_are_one_line_errors(tmp_path, capsys):
 
 
 def test_the_makefile_opens_the_working_copy():
+    """make lab serves the working copy through flashviz.lessons --lab, so JupyterLab's arguments
+    live in one place (lab_args), the one tests/browser/test_lab_layout.py starts the lab from."""
     mk = (ROOT / "Makefile").read_text()
     lab = mk.split("\nlab:", 1)[1].split("\n\n", 1)[0]
-    assert "flashviz.lessons --to $(LESSONS)" in lab and "root_dir=$(CURDIR)/$(LESSONS)" in lab
+    assert "flashviz.lessons --to $(LESSONS) --from notebooks --lab --" in lab
+    assert "jupyter lab" not in lab and "root_dir" not in lab, "JupyterLab's arguments belong in lab_args"
     assert "/lessons/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_lab_serves_the_working_copy_with_its_own_workspaces(tmp_path, monkeypatch):
+    """--lab: the working copy is made, the layout of the last session (lessons/.workspaces/) is
+    cleared, then this Python's JupyterLab takes the process over with lab_args and the
+    arguments after --."""
+    lessons = tmp_path / "lessons"
+    (lessons / WORKSPACES).mkdir(parents=True)
+    (lessons / WORKSPACES / "default-37a8.jupyterlab-workspace").write_text("{}")
+    (lessons / WORKSPACES / "notes.txt").write_text("not a workspace")
+    ran = []
+    monkeypatch.setattr("os.execv", lambda exe, cmd: ran.append(cmd))
+    assert main(["--from", str(ROOT / "notebooks"), "--to", str(lessons), "--lab", "--", "--port=8890"]) == 0
+    assert sorted(p.name for p in (lessons / WORKSPACES).iterdir()) == ["notes.txt"]
+    [cmd] = ran
+    assert cmd[1:3] == ["-m", "jupyterlab"] and cmd[-1] == "--port=8890"
+    args = lab_args(lessons)
+    assert cmd[3:-1] == args
+    assert f"--ServerApp.root_dir={lessons.resolve()}" in args
+    assert f"--LabApp.workspaces_dir={(lessons / WORKSPACES).resolve()}" in args
+    assert f"--LabApp.default_url=/lab/tree/{FIRST}" in args and args[-1] == str(lessons.resolve() / FIRST)
+    assert (lessons / FIRST).exists()
 
 
 @pytest.mark.slow
