@@ -36,6 +36,7 @@ from ..replay.backward import STEP_TEXT, BackwardReplay, BackwardState  # (Backw
 from . import style
 from .backward_panels import RECOMPUTE, BackwardGridPanel, BackwardMetersPanel, ImagePanel, robust_max
 from .blit import BlittedView, RegionBlitter
+from .heights import from_bottom, from_top, grid_at_height
 from .text import drawn_width, fit_lines, presenter
 
 # Shorter wordings for a larger text scale (presenter mode), used where the full one does not fit.
@@ -64,8 +65,10 @@ class BackwardFigure(BlittedView):
                           bottom=0.315, wspace=0.55, hspace=0.6)
             mgs = GridSpec(1, 3, figure=fig, left=0.08, right=0.955, top=0.16, bottom=0.065, wspace=0.55)
         else:
+            # drawn for 6.8 inches; margins and gaps kept in points at the notebook's height
             gs = GridSpec(3, 4, figure=fig, width_ratios=[1.55, 0.8, 0.8, 0.8], height_ratios=[1, 1, 0.5],
-                          left=0.07, right=0.975, top=0.775, bottom=0.065, wspace=0.42, hspace=0.66)
+                          left=0.07, right=0.975, wspace=0.42,
+                          **grid_at_height(fig, top=0.775, bottom=0.065, hspace=0.66, nrows=3))
             mgs = gs[2, :].subgridspec(1, 3, wspace=0.55)
         self.grid = BackwardGridPanel(fig.add_subplot(gs[0:2, 0]), rp)
         ev = tr.events
@@ -98,7 +101,7 @@ class BackwardFigure(BlittedView):
         self._group(fig, [self.P.ax, self.dS.ax, self.dK.ax, self.dV.ax], "on chip (SRAM)", style.CURRENT)
         self._group(fig, [self.dQ.ax, self.dKV.ax], "in HBM", "0.35")
         # the step line lives in an axes: savefig draws an axes' animated artists, not a figure's
-        self.head_y = head_y = 0.945 if big else 0.952
+        self.head_y = head_y = 0.945 if big else from_top(fig, 0.952)
         head = fig.add_axes((0, head_y, 1, 1 - head_y))
         head.set_axis_off()
         step_font, where_font = {"fontsize": style.pt(11), "weight": "bold"}, {"fontsize": style.pt(10)}
@@ -118,7 +121,8 @@ class BackwardFigure(BlittedView):
             caption = fit_lines(fig, caption, 0.98 * W, **cap_font)
         else:
             caption = style.sci_math(caption)
-        self.caption = fig.text(0.01, head_y - 0.007, caption, **cap_font, va="top", color="0.25")
+        self.caption = fig.text(0.01, head_y - (0.007 if big else from_bottom(fig, 0.007)), caption, **cap_font,
+                                va="top", color="0.25")
         self._titles = {
             "P": ("Pᵢⱼ recomputed" if big else "Pᵢⱼ recomputed, never stored", "Pᵢⱼ: no tile on chip"),
             "dS": ("dSᵢⱼ = Pᵢⱼ ∘ (dPᵢⱼ − Dᵢ)", "dSᵢⱼ: next", "dSᵢⱼ: no tile on chip"),
@@ -133,7 +137,7 @@ class BackwardFigure(BlittedView):
     def _group(self, fig, axes, label, colour):
         """A faint box behind a group of panels, labelled with where the data lives."""
         boxes = [ax.get_position() for ax in axes]
-        left, below, above = (0.055, 0.065, 0.075) if self.big else (0.048, 0.07, 0.07)
+        left, below, above = (0.055, 0.065, 0.075) if self.big else (0.048, from_bottom(fig, 0.07), from_bottom(fig, 0.07))
         x0, x1 = min(b.x0 for b in boxes) - left, max(b.x1 for b in boxes) + 0.008
         y0, y1 = min(b.y0 for b in boxes) - below, max(b.y1 for b in boxes) + above
         fig.patches.append(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.008",

@@ -36,6 +36,7 @@ from ..replay.blocksize import (  # noqa: F401 (re-exported)
 )
 from . import style
 from .blit import BlittedView
+from .heights import from_top, grid_at_height
 from .style import byte_unit, fmt_bytes, fmt_flops
 from .text import presenter
 
@@ -87,7 +88,11 @@ class BlockSizeFigure(BlittedView):
         self.rows, self.best, self.standard, self.measured = sw.rows, sw.best, sw.standard, sw.measured
         # presenter mode (large text) on the same inches: a layout of its own, decided now
         self.compact = presenter(COMPACT_SCALE)
-        gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], **LAYOUT[self.compact])
+        layout = dict(LAYOUT[self.compact])
+        if not self.compact:      # drawn for 6.8 inches: margins and gaps kept in points at the notebook's height
+            layout.update(grid_at_height(fig, top=layout["top"], bottom=layout["bottom"], hspace=layout["hspace"],
+                                         nrows=2))
+        gs = GridSpec(2, 3, figure=fig, width_ratios=[1, 1, 1.2], height_ratios=[3, 0.95], **layout)
         self._heatmap(fig.add_subplot(gs[0, 0]))
         self._measured_panel(fig.add_subplot(gs[0, 1]))
         self._curve_panel(fig.add_subplot(gs[0, 2]))
@@ -96,7 +101,7 @@ class BlockSizeFigure(BlittedView):
         self.ax_text.axis("off")
         self.numbers = self.ax_text.text(0, 1.12, "", fontsize=style.pt(8), va="top", family="monospace",
                                          linespacing=1.3 if self.compact else 1.45, transform=self.ax_text.transAxes)
-        self.step = fig.text(0.01, 0.975, "", fontsize=style.pt(11.5), weight="bold", va="top")
+        self.step = fig.text(0.01, from_top(fig, 0.975), "", fontsize=style.pt(11.5), weight="bold", va="top")
         Br_p, Bc_p = iomodel.paper_block_sizes(sram_budget, d, itemsize=itemsize)
         fit = sum(r["fits"] for r in self.rows)
         config = (f"N = {N:,}, d = {d}, {DTYPE_NAMES.get(itemsize, '')} ({itemsize} B), {order.upper()} order"
@@ -111,7 +116,7 @@ class BlockSizeFigure(BlittedView):
                        f"standard attention moves {fmt_bytes(self.standard)}\n"
                        f"The paper's choice for this M (Algorithm 1): {paper}  "
                        f"(M counted in elements: {sram_budget // itemsize:,})")
-        self.caption = fig.text(0.01, 0.915 if self.compact else 0.93, style.sci_math(caption), fontsize=style.pt(8.5),
+        self.caption = fig.text(0.01, 0.915 if self.compact else from_top(fig, 0.93), style.sci_math(caption), fontsize=style.pt(8.5),
                                 va="top", color="0.25", linespacing=1.35 if self.compact else 1.5)
         self.k = None
         self.blitter = None

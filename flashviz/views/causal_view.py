@@ -29,8 +29,9 @@ from ..replay.causal import CausalReplay, CausalState, visible_pairs  # noqa: F4
 from ..replay.grid import tile_kinds  # noqa: F401 (re-exported)
 from . import style
 from .blit import BlittedView
+from .heights import points_layout
 from .style import fmt_bytes, fmt_count
-from .text import line_height, presenter, text_width, tick_row, wrap_text
+from .text import line_height, text_width, tick_row, wrap_text
 
 KIND_COLOURS = {"full": "#6baed6", "partial": "#cbb7e3", "skipped": style.SKIPPED}
 NO_KEY = "#d62728"        # query rows that see no key (Nq > Nk)
@@ -53,7 +54,7 @@ class CausalFigure(BlittedView):
         self.fig, self.tr = fig, trace
         self.kinds, self.io, self.counts = rp.kinds, rp.io, rp.counts
         self.cum_flops, self.cum_bytes, self.visits = rp.cum_flops, rp.cum_bytes, rp.visits
-        self.big = presenter()
+        self.big = points_layout(fig)         # presenter mode, or a notebook's short figure
         if self.big:
             grid_ax, bars_ax, table_ax, detail_x, caption, caption_y, spacing = self._large_layout(fig, caption)
         else:

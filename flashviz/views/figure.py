@@ -14,10 +14,11 @@ from .text import font_height, presenter
 from .tiles import TilesPanel
 
 
-def _presenter_layout(fig, caption_lines: int, digits: int = 3):
-    """({panel: SubplotSpec}, caption y) for texts larger than a notebook's (presenter mode): the
-    margins and gaps are sized in points from the text sizes, so the larger titles, tick labels
-    and wrapped lines fit the figure. Made for a text scale of about 1.4 on 11 × 6.8 inches.
+def _layout(fig, caption_lines: int, digits: int = 3):
+    """({panel: SubplotSpec}, caption y): the margins and gaps are sized in points from the text
+    sizes, the panels take the height left, so the titles, tick labels and wrapped lines fit any
+    figure height and text scale. Made for the notebook's 11 × 5.25 inches at text scale 1
+    (style.NOTEBOOK_FIGSIZE) and the app's 11 × 6.8 at 1 and, presenter mode, about 1.4.
     digits: of the longest query index (the tiles' and the output's y tick labels)."""
     W, H = fig.get_figwidth() * 72, fig.get_figheight() * 72     # figure size in points
     pt = style.pt
@@ -76,15 +77,8 @@ class ExplorerFigure(BlittedView):
                 caption = f"{first}\n{rest}{key}"
         if big:            # "inputs: …  ·  N = …" on two lines
             caption = caption.replace("  ·  ", "\n", 1)
-        if not big:         # the notebook's layout
-            gs = GridSpec(4, 3, figure=fig, width_ratios=[1.5, 1, 1], height_ratios=[1, 1, 1, 0.75],
-                          left=0.075, right=0.98, top=0.83, bottom=0.065, wspace=0.3, hspace=0.8)
-            cells = {"tiles": gs[0:3, 0], "m": gs[0, 1], "l": gs[1, 1], "r": gs[2, 1], "acc": gs[0, 2],
-                     "O": gs[1:3, 2], "hbm": gs[3, 0:2], "sram": gs[3, 2]}
-            caption_y = 0.94
-        else:
-            cells, caption_y = _presenter_layout(fig, caption.count("\n") + 1 if caption else 0,
-                                                 len(str(replay.trace.Nq)))
+        cells, caption_y = _layout(fig, caption.count("\n") + 1 if caption else 0,
+                                   len(str(replay.trace.Nq)))
         self.tiles = TilesPanel(fig.add_subplot(cells["tiles"]), replay)
         self.rows = RowStatsPanel(fig.add_subplot(cells["m"]), fig.add_subplot(cells["l"]),
                                   fig.add_subplot(cells["r"]), replay)

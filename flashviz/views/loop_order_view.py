@@ -31,8 +31,9 @@ from ..replay.loop_order import (  # (TileSteps, TENSORS: re-exported)
 from ..replay.tiles import sub
 from . import style
 from .blit import BlittedView
+from .heights import from_top, points_layout
 from .style import byte_unit, fmt_bytes
-from .text import line_height, number_paths, presenter, text_width, tick_row, wrap_text
+from .text import line_height, number_paths, text_width, tick_row, wrap_text
 
 TENSOR_COLOURS = {"Q": "#1f77b4", "K": "#2ca02c", "V": "#98df8a", "O": "#d62728", "l": "#9467bd",
                   "m": "#c5b0d5", "lse": "#8c564b"}
@@ -110,13 +111,13 @@ class _GridPanel:
         ax.set_xlabel(f"key index (blocks K_j of Bc = {tr.Bc})", fontsize=style.pt(8))
         ylabel = f"query index (blocks Q_i of Br = {tr.Br})"
         fig = ax.figure
-        if presenter() and text_width(ylabel, style.pt(8)) > ax.get_position().height * fig.get_figheight() * 72:
+        if points_layout(fig) and text_width(ylabel, style.pt(8)) > ax.get_position().height * fig.get_figheight() * 72:
             ylabel = ylabel.replace(" (", "\n(")          # taller than the grid: two lines
         ax.set_ylabel(ylabel, fontsize=style.pt(8))
         head, sub_ = ORDER_TITLES[steps.order]
         ax.set_title(f"{head}\n{sub_}" if title is None else title, fontsize=style.pt(8.5),
                      pad=16 if steps.order == "fa1" else 6)
-        if presenter():          # under the axis label, wherever its size puts it
+        if points_layout(fig):          # under the axis label, wherever its size puts it
             self.label = ax.annotate("", xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -style.pt(4)),
                                      textcoords="offset points", ha="center", va="top", fontsize=style.pt(9))
         else:
@@ -157,7 +158,7 @@ class _TrafficMeters:
 
     def __init__(self, ax, steps: dict, io_model: dict):
         self.ax, self.steps = ax, steps
-        big = presenter()
+        big = points_layout(ax.figure)
         totals = {o: io_model[o].hbm_bytes for o in steps}
         uname, self.u = byte_unit(max(totals.values()), min_count=2)
         top = max(totals.values()) / self.u
@@ -240,7 +241,7 @@ class LoopOrderFigure(BlittedView):
                                                                   if tr.causal else ""))
         text = style.sci_math(f"{caption}\n{note}" if caption else note)
         heading_x, caption_y, spacing, titles = 0.235, 0.935, 1.5, {}
-        if presenter():
+        if points_layout(fig):
             gs_kw, heading_x, heading, text, caption_y, spacing, titles = self._large_layout(fig, caption, heading)
         else:
             gs_kw = {"height_ratios": [3.2, 1], "top": 0.775, "bottom": 0.12, "hspace": 0.62}
@@ -248,8 +249,8 @@ class LoopOrderFigure(BlittedView):
         self.grids = {o: _GridPanel(fig.add_subplot(gs[0, c]), self.steps[o], kinds, titles.get(o))
                       for c, o in enumerate(("fa1", "fa2"))}
         self.meters = _TrafficMeters(fig.add_subplot(gs[1, :]), self.steps, self.io_model)
-        self.step = fig.text(0.01, 0.975, "", fontsize=style.pt(12), weight="bold", va="top")
-        fig.text(heading_x, 0.975, heading, fontsize=style.pt(10), va="top")
+        self.step = fig.text(0.01, from_top(fig, 0.975), "", fontsize=style.pt(12), weight="bold", va="top")
+        fig.text(heading_x, from_top(fig, 0.975), heading, fontsize=style.pt(10), va="top")
         self.caption = fig.text(0.01, caption_y, text, fontsize=style.pt(8.5), va="top", color="0.25",
                                 linespacing=spacing)
         self.k = None
@@ -272,7 +273,7 @@ class LoopOrderFigure(BlittedView):
         parts = [" · ".join(line for line in caption.split("\n") if line)] if caption else []
         text = "\n".join(wrap_text(style.sci_math(t), style.pt(8.5), 0.98 * W) for t in [*parts, note])
         spacing = 1.35
-        caption_y = 0.975 - (line_height(style.pt(12)) + style.pt(2)) / H
+        caption_y = from_top(fig, 0.975) - (line_height(style.pt(12)) + style.pt(2)) / H
         caption_bottom = caption_y * H - line_height(style.pt(8.5), text.count("\n") + 1, spacing)
         grid_w = (right - left) * W / (2 + wspace)
         # a title may overhang its grid by 40% of the gap between the grids on each side

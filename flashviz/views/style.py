@@ -56,6 +56,18 @@ FIT_WIDTH_PX = 924
 #: 7 pt, is 8.2 px on screen
 NOTEBOOK_DPI = 84
 
+# --- widget height on a laptop ---------------------------------------------------------------------
+#: the tallest an animation widget (its controls and its figure) is drawn in a notebook, in CSS
+#: pixels: JupyterLab shows 647 px of a notebook at once in a 1366×768 window with its file browser
+#: open (measured by tests/browser/test_fit.py), less 10 px to scroll it into view. A student who
+#: presses Play sees the controls and the whole figure.
+FIT_HEIGHT_PX = 637
+#: (width, height) inches of a notebook widget's figure: 924 × 441 px at NOTEBOOK_DPI (whole
+#: pixels: an exported frame has the canvas's size), which leaves 196 px of FIT_HEIGHT_PX for its
+#: controls (the transport, two rows of settings, a status line of up to two lines, the export
+#: row). The app draws the same views at its own inches (``widgets.app.APP_FIGURE``: 11 × 6.8).
+NOTEBOOK_FIGSIZE = (11.0, 5.25)
+
 
 def fit_dpi(width_in: float, dpi: float | None = None) -> float:
     """Dots per inch for a figure ``width_in`` inches wide shown in a notebook: ``dpi`` (default

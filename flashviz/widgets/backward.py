@@ -20,7 +20,7 @@ from ..checks import shown
 from ..tiled import flash_forward
 from ..views.backward_view import BackwardFigure
 from ..views.style import sci_html
-from .base import NOTEBOOK_DPI, FrameWidget, check_bool
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool
 from .options import (
     DTYPES,
     check_tiled_inputs,
@@ -67,7 +67,7 @@ class BackwardExplorer(FrameWidget):
 
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, dtype: str = "float32 (4 B)", seed: int = 0, canvas: str = "auto",
-                 figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")
         dtype = match_option(dtype, DTYPES, "dtype")

@@ -29,9 +29,10 @@ from .. import checks
 from ..views import export
 from ..views.drawlock import serialise_canvas, serialised
 from ..views.protocol import BlittedFrameView
-from ..views.style import NOTEBOOK_DPI, scaled_text
+from ..views.style import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, scaled_text
 from . import checks as widget_checks
 from . import registry
+from .lines import lines_style, text_lines
 from .notice import LIVE_CLASS, restart_notice
 
 
@@ -165,7 +166,7 @@ class FrameWidget:
     export_stem = "flashviz"
     max_N = 2048
 
-    def __init__(self, *, canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, interval: int = 150,
+    def __init__(self, *, canvas: str = "auto", figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, interval: int = 150,
                  text_scale: float = 1.0):
         if isinstance(canvas, str) and canvas == "auto" and os.environ.get("FLASHVIZ_CANVAS") in ("png", "ipympl"):
             canvas = os.environ["FLASHVIZ_CANVAS"]      # a front end that cannot show ipympl: static frames
@@ -205,7 +206,7 @@ class FrameWidget:
         self.skip = W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="steps/tick", style=style,
                                layout=W.Layout(width="150px"))
         W.link((self.skip, "value"), (self.play, "step"))
-        self.status = W.HTML(value="")
+        self.status = text_lines(W.HTML(value=""))
         self.export_name = W.Text(value=self.export_stem, description="file", layout=W.Layout(width="220px"))
         self.png_button = W.Button(description="frame → PNG", tooltip="save the current frame for slides")
         self.gif_button = W.Button(description="run → GIF", tooltip="save every frame as an animated GIF")
@@ -226,6 +227,7 @@ class FrameWidget:
         self.widget.add_class("flashviz-frame-widget")     # a handle for browser tests, in any front end
         self.widget.add_class(LIVE_CLASS)                  # says so on the page if the kernel goes
         self._notice = restart_notice()
+        self._lines_style = lines_style()
 
     @property
     def canvas_widget(self):
@@ -243,7 +245,7 @@ class FrameWidget:
         for row in config_rows:
             self._controls.extend(getattr(row, "children", ()))
         self.widget.children = [self.transport, *config_rows, self.status, self._canvas_widget, self.export_row,
-                                self._notice]
+                                self._notice, self._lines_style]
 
     def _watch(self, *controls):
         """Rebuild the view whenever one of these controls changes."""
@@ -340,7 +342,7 @@ class FrameWidget:
             close_widget(toolbar)          # ipympl's toolbar widget: closed now, not when the canvas is collected
         for w in (self.play, self.frame, self.step_slider, self.prev_button, self.next_button, self.speed, self.skip, self.status,
                   self._canvas_widget, self.export_name, self.png_button, self.gif_button, self.export_status,
-                  self.export_progress, self._notice,
+                  self.export_progress, self._notice, self._lines_style,
                   self.transport, self.export_row, *self._controls, *self.widget.children, self.widget):
             close_widget(w)
         registry.unregister(self.kind, self._key, self)

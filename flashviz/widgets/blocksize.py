@@ -20,7 +20,7 @@ from ..replay.blocksize import CURVE_N, recorded_sweep, sram_budget_bytes
 from ..views import SRAM_BUDGETS
 from ..views.blocksize_view import BlockSizeFigure
 from ..views.style import fmt_bytes
-from .base import NOTEBOOK_DPI, FrameWidget, check_bool, check_int
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, check_int
 from .options import DTYPES, match_option
 
 N_CHOICES = tuple(2 ** k for k in range(4, 17))      # 16 … 65,536
@@ -84,7 +84,7 @@ class BlockSizeExplorer(FrameWidget):
 
     def __init__(self, N: int = 4096, d: int = 64, dtype="float32 (4 B)", sram_budget="H100/H200",
                  causal: bool = False, order: str = "fa2", *, blocks=iomodel.SWEEP_BLOCKS, recorded="latest",
-                 canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 canvas: str = "auto", figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         N = check_int(N, "N", 1, MAX_N)
         d = check_choice(d, "d", HEAD_DIMS)
         dtype = match_option(dtype, DTYPES, "dtype")

@@ -17,7 +17,7 @@ from ..reference import attention
 from ..tiled import flash_forward
 from ..views.causal_view import CausalFigure
 from ..views.style import sci_html
-from .base import NOTEBOOK_DPI, FrameWidget, check_int
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_int
 from .options import BLOCKS, check_blocks, tile_problem
 
 #: Longest Nq and Nk: 2,048 each (one frame per query block; at most MAX_TILES tiles).
@@ -56,7 +56,7 @@ class CausalExplorer(FrameWidget):
     export_stem = "flashviz-causal"
 
     def __init__(self, Nq: int = 256, Nk: int = 384, Br: int = 32, Bc: int = 32, d: int = 32, *, seed: int = 0,
-                 canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 canvas: str = "auto", figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         Nq, Nk = check_int(Nq, "Nq", 1, MAX_N), check_int(Nk, "Nk", 1, MAX_N)
         Br, Bc = check_blocks(Br, Bc)
         d = check_choice(d, "d", HEAD_DIMS)

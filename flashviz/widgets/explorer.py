@@ -17,7 +17,7 @@ from ..replay import Replay
 from ..tiled import flash_forward
 from ..views import SRAM_BUDGETS, ExplorerFigure
 from ..views.style import sci_html
-from .base import NOTEBOOK_DPI, FrameWidget, check_bool, check_int
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, check_int
 from .options import (  # noqa: F401 (re-exported)
     BLOCKS,
     DTYPES,
@@ -50,8 +50,9 @@ class TileExplorer(FrameWidget):
     sram_budget : "H100/H200" | "A100" | "toy" (or a key of flashviz.views.SRAM_BUDGETS).
     canvas : "auto" | "ipympl" | "png" — "png" draws static frames into an Image widget
         (for front ends that cannot show ipympl); "auto" uses ipympl in Jupyter.
-    figsize, dpi : figure size in inches and dots per inch (11 × 6.8 at NOTEBOOK_DPI, 84 dpi: 924 × 571 px,
-        which fits JupyterLab's output area beside its file browser in a 1366×768 window).
+    figsize, dpi : figure size in inches and dots per inch (NOTEBOOK_FIGSIZE, 11 × 5.25 at NOTEBOOK_DPI,
+        84 dpi: 924 × 441 px, which fits JupyterLab's output area beside its file browser in a
+        1366×768 window, with the controls above and below it in the 647 px of notebook shown).
     text_scale : every text of the figure at this multiple of its notebook size (0.5–2.5;
         the app's presenter mode uses 1.4); the layout makes room for it.
     key : anything hashable — widgets with the same key replace each other; by default the
@@ -74,7 +75,7 @@ class TileExplorer(FrameWidget):
     def __init__(self, N: int = 256, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
                  source: str = "real", *, rescale: bool = True, dtype: str = "float32 (4 B)",
                  sram_budget: str = next(iter(SRAM_BUDGETS)), canvas: str = "auto", seed: int = 0,
-                 figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         dtype = match_option(dtype, DTYPES, "dtype")
         sram_budget = match_option(sram_budget, SRAM_BUDGETS, "sram_budget")

@@ -17,7 +17,7 @@ from .. import iomodel
 from ..reference import attention
 from ..tiled import flash_forward
 from ..views.loop_order_view import LoopOrderFigure
-from .base import NOTEBOOK_DPI, FrameWidget, check_bool, check_int
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, check_int
 from .options import BLOCKS, HEAD_DIMS, MAX_TILES, check_blocks, check_tiled_inputs, tile_controls, tile_problem  # noqa: F401
 
 #: Longest sequence: N = 512. Every frame redraws two tile grids and two runs are recorded
@@ -49,7 +49,7 @@ class LoopOrderExplorer(FrameWidget):
     export_stem = "flashviz-loop-order"
 
     def __init__(self, N: int = 128, d: int = 32, Br: int = 32, Bc: int = 32, causal: bool = False,
-                 source: str = "real", *, seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI,
+                 source: str = "real", *, seed: int = 0, canvas: str = "auto", figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI,
                  key=None, text_scale: float = 1.0):
         N, d, Br, Bc = check_tiled_inputs(source, N, d, Br, Bc, max_N=MAX_N)
         causal = check_bool(causal, "causal")

@@ -18,7 +18,7 @@ from ..replay.online import BREAK_MODES
 from ..views.drawlock import serialised
 from ..views.online_view import OnlineSoftmaxFigure
 from ..views.style import sci_html
-from .base import NOTEBOOK_DPI, FrameWidget, check_int
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_int
 
 SOURCES = ("real", "random", "rising", "scores near 800")
 DTYPES = ("float32", "float64")
@@ -95,7 +95,7 @@ class OnlineSoftmaxExplorer(FrameWidget):
     export_stem = "flashviz-online"
 
     def __init__(self, N: int = 32, block: int = 8, source: str = "real", *, row=None, break_it: str = "none",
-                 dtype="float32", seed: int = 0, canvas: str = "auto", figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI,
+                 dtype="float32", seed: int = 0, canvas: str = "auto", figsize=NOTEBOOK_FIGSIZE, dpi: float = NOTEBOOK_DPI,
                  key=None, text_scale: float = 1.0):
         check_choice(source, "source", SOURCES)
         N = check_int(N, "N", 1, MAX_N)

@@ -25,8 +25,9 @@ from ..records.results import latest_results
 from ..records.timeline import FORWARD_KERNELS, Timeline, recorded_timelines
 from ..views.drawlock import DRAW_LOCK, serialised
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
-from .base import NOTEBOOK_DPI, FrameWidget, check_bool, error_line
+from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
+from .lines import text_lines
 
 AUTO = "any running block"     #: each frame zooms on a block running at that moment
 #: the zoom menu's value for AUTO (ipywidgets 8 shows a None value as nothing selected)
@@ -85,6 +86,12 @@ def matmul_ceiling(tl: Timeline, res: dict | None = None) -> tuple[Ceiling | Non
                    str(res.get("source_file", ""))), ""
 
 
+#: (width, height) inches of the explorer's figure in a notebook: a quarter inch shorter than
+#: NOTEBOOK_FIGSIZE, as its run row and status take two lines each (924 × 420 px at NOTEBOOK_DPI);
+#: the view lays itself out in points, so the same texts fit
+TIMELINE_FIGSIZE = (NOTEBOOK_FIGSIZE[0], NOTEBOOK_FIGSIZE[1] - 0.25)
+
+
 class TimelineExplorer(GPUJob, FrameWidget):
     """A measured kernel run: every block on its SM, one block's steps, the tiles in flight.
 
@@ -136,7 +143,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
 
     def __init__(self, timeline: Timeline | None = None, *, kernel: str = "wgmma", causal: bool = False,
                  d: int | None = None, N: int | None = None, block: int | None = None, canvas: str = "auto",
-                 figsize=(11, 6.8), dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 figsize=TIMELINE_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         if timeline is not None and not isinstance(timeline, Timeline):
             raise TypeError(f"timeline must be a flashviz.gpu.Timeline or None, got {type(timeline).__name__}")
         kernel = check_choice(kernel, "kernel", FORWARD_KERNELS)
@@ -201,7 +208,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
         # narrower: its width less the widget's 2 px margins, so the column does not clip its right edge
         self.run_button = W.Button(description="Run on this GPU", icon="play", button_style="primary",
                                    layout=W.Layout(width="170px"))
-        self.gpu_note = W.HTML()
+        self.gpu_note = text_lines(W.HTML())
         self._init_job("stop between stages: before the trace, or drop its result when it returns")
         self.run_button.on_click(lambda _: self.run(wait=False))
         self._watch(self.kernel, self.causal, self.d, self.N)

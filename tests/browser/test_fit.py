@@ -3,7 +3,17 @@ all cells run) in JupyterLab at 1366×768 and 1400×900 with the file browser op
 layout), each chapter notebook as Voilà renders it, and the app (``flashviz present``): no canvas,
 image or widget box reaches past the right edge of its output area or is clipped by a box that
 hides overflow, no output area scrolls sideways, and the smallest text of every figure is at
-least MIN_TEXT_PX CSS pixels on screen.
+least MIN_TEXT_PX CSS pixels on screen. In the notebooks, every flashviz widget's box (its
+controls and its figure) is at most the height of the notebook shown at once (JupyterLab's
+scrolling notebook, Voilà's window) less HEIGHT_SLACK_PX: a student who presses Play sees the
+controls and the whole figure. Bare figures (no controls) are measured, not checked.
+
+How they fit in height (flashviz.views.style.FIT_HEIGHT_PX): JupyterLab shows 647 px of notebook
+at 1366×768 (779 px at 1400×900). Measured before (2026-12-05, 1366×768): the widgets were
+744 px (TileExplorer, OnlineSoftmaxExplorer, CausalExplorer, BackwardExplorer), 768 px
+(BlockSizeExplorer, LoopOrderExplorer), 796 px (TimelineExplorer) and 804 px (DecodeExplorer)
+tall, their figures 571 px; after, 605-636 px (figures 11 × 5.25 in, 441 px; decode's and the
+timeline's 11 × 5 in, 420 px), with status lines at text height (flashviz.widgets.lines).
 
 How they fit (flashviz.views.style): a notebook's figures are drawn at most FIT_WIDTH_PX = 924 px
 wide (widgets at NOTEBOOK_DPI = 84, view figures at ``fit_dpi``), inside JupyterLab's 934 px output
@@ -23,8 +33,9 @@ are drawn on the CPU as the app makes them.
 Servers, one at a time: the app's, then one JupyterLab server that runs every notebook once in
 one page (its app exposed to the page: no reload per notebook), measured at both sizes (the
 viewport is resized), and whose Voilà server extension renders every notebook again. About 3.5
-minutes on a 2-core box. Screenshots (the widest figure scrolled into view) and a report go to
-artifacts/browser/fit_*.png and fit.json.
+minutes on a 2-core box. Screenshots (the widest figure scrolled into view; at 1366×768 also each
+widget scrolled to the top) and a report (with every widget's height and the visible height) go
+to artifacts/browser/fit_*.png and fit.json.
 
 Skipped when chromium or playwright is missing (.ci/run installs both).
 """
@@ -53,6 +64,9 @@ NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
 SIZES = [(1400, 900), (1366, 768)]
 MIN_TEXT_PX = 8.0        #: the smallest figure text on screen, CSS pixels
 SLACK_PX = 1.0           #: subpixel rounding allowed at an edge
+#: a widget box (its controls and its figure) is at most the visible notebook's height less this,
+#: CSS pixels: the room to scroll it into view with a little of the cell above or below showing
+HEIGHT_SLACK_PX = 10
 
 #: appended to each notebook's copy: the kernel-side facts of every open figure, and a DOM class
 #: on its ipympl canvas (``fvfit-<n>``) so the browser can find it
@@ -77,6 +91,15 @@ for _fv_n in _fv_plt.get_fignums():
     _fv_f.canvas.add_class(f"fvfit-{_fv_n}")
     _fv_sizes = [t.get_fontsize() for t in _fv_texts(_fv_f)]
     _fv_figs[_fv_n] = [_fv_f.bbox.width, _fv_f.dpi, min(_fv_sizes) if _fv_sizes else None]
+
+import gc as _fv_gc
+import ipywidgets as _FvW
+for _fv_o in _fv_gc.get_objects():             # every flashviz widget's box, tagged with its class's name
+    try:
+        if type(_fv_o).__module__.startswith("flashviz.widgets") and isinstance(_fv_o.__dict__.get("widget"), _FvW.DOMWidget):
+            _fv_o.widget.add_class(f"fvbox-{type(_fv_o).__name__}")
+    except Exception:
+        pass
 print("FVFIT " + _fv_json.dumps(_fv_figs))
 '''
 
@@ -100,7 +123,7 @@ def _add_probe(work: Path) -> None:
 MEASURE_JS = """(root) => {
   const shown = e => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; };
   const name = e => (e.tagName.toLowerCase() + '.' + [...e.classList].slice(0, 3).join('.')).slice(0, 90);
-  const out = {areas: 0, cut: [], clipped: [], scrolls: [], figures: {}, widest: 0, area_w: []};
+  const out = {areas: 0, cut: [], clipped: [], scrolls: [], figures: {}, widest: 0, area_w: [], boxes: []};
   for (const area of document.querySelectorAll(root + ' .jp-OutputArea-output')) {
     if (!shown(area)) continue;
     out.areas += 1;
@@ -128,6 +151,24 @@ MEASURE_JS = """(root) => {
       const cv = c.querySelector('.jupyter-matplotlib-canvas-div > canvas');
       if (cv && shown(cv)) out.figures[n] = cv.getBoundingClientRect().width;
     }
+    // the outermost widget boxes of the area that show a figure: [flashviz widget class (null: a
+    // bare figure), height, figure height]
+    for (const e of area.querySelectorAll('.jupyter-widgets')) {
+      const up = e.parentElement.closest('.jupyter-widgets');
+      if ((up && area.contains(up) && up !== area) || !shown(e)) continue;
+      const figs = [...e.querySelectorAll('.jupyter-matplotlib-canvas-div > canvas:first-child, img')].filter(shown);
+      if (!figs.length) continue;
+      const tag = [...e.classList].find(k => k.startsWith('fvbox-'));
+      out.boxes.push([tag ? tag.slice(6) : null, Math.round(e.getBoundingClientRect().height),
+                      Math.round(Math.max(...figs.map(f => f.getBoundingClientRect().height)))]);
+    }
+  }
+  // the height of the visible notebook: its scrolling box (JupyterLab's notebook), else the window (Voila)
+  const first = document.querySelector(root + ' .jp-OutputArea-output');
+  out.visible_h = document.documentElement.clientHeight;
+  for (let p = first && first.parentElement; p && p !== document.body; p = p.parentElement) {
+    const oy = getComputedStyle(p).overflowY;
+    if ((oy === 'auto' || oy === 'scroll') && p.scrollHeight > p.clientHeight + 1) { out.visible_h = p.clientHeight; break; }
   }
   return out;
 }""".replace("SLACK", str(SLACK_PX))
@@ -145,6 +186,16 @@ SCROLL_WIDEST_JS = """(root) => {
 }"""
 
 
+#: the n-th flashviz widget box of the page scrolled to the top of its scrolling box, for the
+#: screenshot of what a student sees of it; its class name, or null when there is no n-th
+SCROLL_WIDGET_JS = """([root, n]) => {
+  const e = [...document.querySelectorAll(root + ' [class*="fvbox-"]')][n];
+  if (!e) return null;
+  e.scrollIntoView({block: 'start'});
+  return [...e.classList].find(k => k.startsWith('fvbox-')).slice(6);
+}"""
+
+
 def _probe_facts(text: str) -> dict:
     """{figure number: (width px, dpi, smallest font pt)} from the probe's printed line."""
     for line in text.splitlines():
@@ -153,8 +204,10 @@ def _probe_facts(text: str) -> dict:
     return {}
 
 
-def _check(where: str, m: dict, facts: dict, report: dict) -> list:
-    """The faults of one measurement; records the text sizes shown in ``report``."""
+def _check(where: str, m: dict, facts: dict, report: dict, heights: bool = True) -> list:
+    """The faults of one measurement; records the text sizes shown, the visible height of the
+    notebook and the height of every widget box with a figure in ``report``. ``heights``: a
+    widget box taller than the visible notebook (less HEIGHT_SLACK_PX) is a fault."""
     faults = []
     if m["cut"]:
         faults.append(f"{where}: past the output area's right edge [element, width, px past]: {m['cut'][:4]}")
@@ -173,8 +226,15 @@ def _check(where: str, m: dict, facts: dict, report: dict) -> list:
         if px < MIN_TEXT_PX:
             faults.append(f"{where}: figure {n}'s smallest text is {px:.2f} px on screen ({smallest} pt at {dpi:g} dpi, "
                           f"{width:.0f} px shown at {shown:.0f})")
+    if heights:
+        for box, height, figure in m["boxes"]:
+            if box and height > m["visible_h"] - HEIGHT_SLACK_PX:
+                faults.append(f"{where}: {box} is {height} px tall (its figure {figure} px): more than the "
+                              f"{m['visible_h']} px of notebook a student sees at once, less {HEIGHT_SLACK_PX} px")
     report[where] = {"output_area_px": max(m["area_w"], default=0), "widest_figure_px": round(m["widest"]),
-                     "cut": m["cut"], "clipped": m["clipped"], "texts": texts}
+                     "cut": m["cut"], "clipped": m["clipped"], "texts": texts, "visible_px": m["visible_h"],
+                     "widgets": [{"widget": box or "figure", "height_px": height, "figure_px": figure}
+                                 for box, height, figure in m["boxes"]]}
     return faults
 
 
@@ -240,6 +300,15 @@ def _shut_kernels(base: str, token: str) -> None:
 
 
 def _shots(page, root: str, tag: str, size) -> None:
+    """fit_<tag>_<size>.png: the widest figure in view; at the smallest size also
+    fit_<tag>_<n>_<widget>_<size>.png: each flashviz widget scrolled to the top."""
+    if size == min(SIZES, key=lambda s: s[1]):
+        for n in range(20):
+            kind = page.evaluate(SCROLL_WIDGET_JS, [root, n])
+            if kind is None:
+                break
+            time.sleep(0.3)
+            page.screenshot(path=str(ARTIFACTS / f"fit_{tag}_{n}_{kind}_{size[0]}x{size[1]}.png"))
     page.evaluate(SCROLL_WIDEST_JS, root)
     time.sleep(0.3)
     page.screenshot(path=str(ARTIFACTS / f"fit_{tag}_{size[0]}x{size[1]}.png"))
@@ -333,7 +402,7 @@ def test_the_app_fits(browser):
                     page.set_viewport_size({"width": size[0], "height": size[1]})
                     time.sleep(0.5)
                     where = f"app {size[0]}x{size[1]} {n}"
-                    faults += _check(where, page.evaluate(MEASURE_JS, "body"), {}, report)
+                    faults += _check(where, page.evaluate(MEASURE_JS, "body"), {}, report, heights=False)
                     info = page.evaluate(APP_JS)
                     assert info["figures"], (where, "no figure shown")
                     f = info["figures"][0]

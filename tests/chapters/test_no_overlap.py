@@ -1,5 +1,5 @@
 """No overlapping text (issue 10, item 6): in every animation widget, at the notebook's default
-size, which the app also uses (ChapterApp, presenter or not), over sampled frames, no two visible
+size and at the app's (ChapterApp, presenter or not), over sampled frames, no two visible
 texts of the figure overlap and none leaves the figure; and no figure text shows a raw
 exponent (``e^-46``) outside mathtext (``$e^{-46}$``). The app's image chapters (widgets made of
 ``FigureTabs``: recorded figures drawn to PNG) are checked the same way, every tab at the app's
@@ -36,18 +36,20 @@ matplotlib.use("Agg")
 TOL = 1.0          # pixels two extents may share (anti-aliased edges touch)
 
 # Overlap depends on the figure's size in inches and the text scale only (dpi scales text and
-# figure alike). The app (ChapterApp) draws every widget at its default inches, at text scale 1
-# ("default") or, in presenter mode, at PRESENTER_FIGURE's text scale ("presenter"); the test
-# below pins that. The browser scales the bitmap to the window.
-SIZES = {"default": {}, "presenter": {"text_scale": PRESENTER_FIGURE["text_scale"]}}
+# figure alike). A notebook draws every widget at its default inches ("default": shorter than the
+# app's, to fit a laptop's screen with its controls); the app (ChapterApp) at APP_FIGURE's inches,
+# at text scale 1 ("app") or, in presenter mode, at PRESENTER_FIGURE's text scale ("presenter").
+# The browser scales the app's bitmap to the window.
+SIZES = {"default": {}, "app": {"figsize": APP_FIGURE["figsize"]},
+         "presenter": {"figsize": PRESENTER_FIGURE["figsize"], "text_scale": PRESENTER_FIGURE["text_scale"]}}
 
 #: presenter mode: no figure text below this many points (at 1920×1080 the app shows the figure
 #: at about 130 px an inch: 9 pt ≈ 16 px)
 PRESENTER_MIN_PT = 9.0
 
 
-def test_the_app_draws_at_the_default_inches():
-    assert APP_FIGURE["figsize"] == PRESENTER_FIGURE["figsize"] == (11.0, 6.8)
+def test_the_sizes_checked_are_the_apps():
+    assert SIZES["app"]["figsize"] == APP_FIGURE["figsize"] == PRESENTER_FIGURE["figsize"]
     assert APP_FIGURE.get("text_scale", 1.0) == 1.0 and PRESENTER_FIGURE["text_scale"] >= 1.4
 
 
@@ -334,11 +336,11 @@ def test_exponents_are_mathtext(i, size):
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])
 def test_presenter_mode_enlarges_every_text(i):
     """Presenter mode: every visible text at least PRESENTER_MIN_PT, and each text that is drawn in
-    both modes (same words) at the text scale times its notebook size."""
+    both of the app's modes (same words) at the text scale times its size at scale 1."""
     scale = SIZES["presenter"]["text_scale"]
     small = {n: s for n, s in scan(i, "presenter")[2].items() if s < PRESENTER_MIN_PT - 1e-6}
     assert not small, f"{_case_id(CASES[i])}: texts under {PRESENTER_MIN_PT} pt in presenter mode: {small}"
-    default, presenter = scan(i, "default")[2], scan(i, "presenter")[2]
+    default, presenter = scan(i, "app")[2], scan(i, "presenter")[2]         # the same inches
     both = default.keys() & presenter.keys()
     assert len(both) >= 5, sorted(both)
     unscaled = {n: (default[n], presenter[n]) for n in both if abs(presenter[n] - scale * default[n]) > 0.05}

@@ -18,7 +18,14 @@ from widget_contract import assert_close_frees_every_comm, assert_recreating_lea
 import flashviz as fv
 from flashviz.records.timeline import FORWARD_KERNELS, Timeline, latest_timeline, recorded_timelines
 from flashviz.views.timeline_view import N_FRAMES
+from flashviz.widgets.app import PRESENTER_FIGURE
 from flashviz.widgets.timeline import AUTO_BLOCK, TimelineExplorer
+
+
+def _at(scale: float) -> dict:
+    """The figure keywords of a text scale: 1, a notebook's (the widget's default inches); above
+    1, presenter mode, the app's inches (PRESENTER_FIGURE)."""
+    return {"text_scale": scale} if scale == 1 else {"text_scale": scale, "figsize": PRESENTER_FIGURE["figsize"]}
 
 matplotlib.use("Agg")
 
@@ -285,7 +292,7 @@ def assert_no_overlap_at(w, frames):
 @pytest.mark.parametrize("scale", [1.0, 1.4])
 @pytest.mark.parametrize("kernel,causal", CASES)
 def test_no_text_overlap(kernel, causal, scale):
-    w = TimelineExplorer(kernel=kernel, causal=causal, text_scale=scale, key="test-timeline-overlap")
+    w = TimelineExplorer(kernel=kernel, causal=causal, **_at(scale), key="test-timeline-overlap")
     try:
         assert_no_overlap_at(w, (0, 30, 60, 90, 110, w.n_frames - 1))
         if scale > 1:
@@ -406,7 +413,7 @@ def test_a_given_timeline_of_another_block_order_says_so(scale):
     if not rows:
         pytest.skip("no recording of another block order")
     tl = Timeline.load(max(rows, key=lambda r: r["N"])["file"])
-    w = TimelineExplorer(tl, text_scale=scale, key="test-timeline-other-order")
+    w = TimelineExplorer(tl, **_at(scale), key="test-timeline-other-order")
     try:
         words = tl.order.replace("_", "-")
         assert f", {words} order" in w.fig.texts[0].get_text() and f"blocks started {words}" in w.status.value
@@ -645,7 +652,7 @@ def test_a_ceiling_is_only_used_for_its_own_device():
 @pytest.mark.parametrize("scale", [1.0, 1.4])
 @pytest.mark.parametrize("causal", [False, True])
 def test_no_text_overlap_at_the_long_recording(causal, scale):
-    w = TimelineExplorer(kernel="wgmma", causal=causal, d=64, N=16384, text_scale=scale, key="test-tl-overlap-N")
+    w = TimelineExplorer(kernel="wgmma", causal=causal, d=64, N=16384, **_at(scale), key="test-tl-overlap-N")
     try:
         assert_no_overlap_at(w, (0, 60, w.n_frames - 1))
     finally:
@@ -656,7 +663,7 @@ def test_no_text_overlap_at_the_long_recording(causal, scale):
 def test_no_text_overlap_when_measured_now(fake_gpu, monkeypatch, scale):
     rec = latest_timeline("teaching", causal=True, d=128)
     monkeypatch.setattr(fake_gpu, "trace_kernel", lambda Q, K, V, **kw: _as_live(rec))
-    w = TimelineExplorer(kernel="teaching", causal=True, d=128, text_scale=scale, key="test-tl-overlap-live")
+    w = TimelineExplorer(kernel="teaching", causal=True, d=128, **_at(scale), key="test-tl-overlap-live")
     try:
         assert w.run(wait=True) is not None
         assert_no_overlap_at(w, (0, 60, w.n_frames - 1))
