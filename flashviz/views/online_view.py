@@ -14,6 +14,7 @@ from matplotlib.colors import to_rgba_array
 from matplotlib.gridspec import GridSpec
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import ScaledTranslation
 
 from ..replay.online import BREAK_MODES, OnlineFrame, OnlineRun, softmax64  # noqa: F401 (re-exported)
 from . import style
@@ -132,8 +133,10 @@ class OnlineSoftmaxFigure(BlittedView):
         ax_x.add_patch(self.span)
         (self.m_old_line,) = ax_x.plot([], [], ls="--", color=GHOST, lw=1.2)
         (self.m_line,) = ax_x.plot([], [], color=SEEN, lw=1.8)
+        # 2 pt above the line's end, so its white box does not cover the line it names
         self.m_text = ax_x.text(0, 0, "", fontsize=style.pt(8), color=SEEN, va="bottom", ha="right",
-                                bbox=dict(fc="w", ec="none", alpha=0.75, pad=0.5))
+                                bbox=dict(fc="w", ec="none", alpha=0.75, pad=0.5),
+                                transform=ax_x.transData + ScaledTranslation(0, 2 / 72, ax_x.figure.dpi_scale_trans))
         _style(ax_x, f"the row x ({N} scores), streamed in blocks of {block}" + ("\n" if big else ";  ")
                + "line: running max m (dashed: m before this block)")
         ax_x.legend(handles=[Patch(color=SEEN, label="streamed"), Patch(color=style.CURRENT, label="this block"),
