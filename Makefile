@@ -34,8 +34,7 @@ setup: $(STAMP)
 ## the layout is kept in lessons/.workspaces/, cleared at each start, not in ~/.jupyter/lab/workspaces
 ## (whose default workspace reopened every chapter left open, each starting a kernel).
 lab: $(STAMP)
-	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks --lab -- --ip=$(HOST) --port=$(PORT) \
-	  $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(BIN)/python -m flashviz.lessons --to $(LESSONS) --from notebooks --lab -- --ip=$(HOST) --port=$(PORT)
 
 ## Replace the working copy's notebooks with the current chapters (yours go to lessons/.previous/).
 lessons-reset: $(STAMP)

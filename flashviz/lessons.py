@@ -118,14 +118,16 @@ def prepare(dest, source, *, reset: bool = False) -> list[Path]:
 
 
 def lab_args(lessons, notebook: str = FIRST) -> list[str]:
-    """The arguments ``make lab`` gives ``jupyter lab`` (beside host, port and ``--allow-root``):
+    """The arguments ``make lab`` gives ``jupyter lab`` (beside host and port; ``--allow-root`` when
+    run as root, which JupyterLab refuses without it):
     serve the working copy ``lessons``, open its ``notebook``, and keep JupyterLab's workspace
     (the layout: which tabs are open) in ``lessons/.workspaces/``, which ``--lab`` empties before
     each start. In JupyterLab's shared default (``~/.jupyter/lab/workspaces``) every chapter left
     open last time reopened, each starting a kernel; the user's other workspaces stay untouched."""
     lessons = Path(lessons).resolve()
     return [f"--ServerApp.root_dir={lessons}", f"--LabApp.default_url=/lab/tree/{notebook}",
-            f"--LabApp.workspaces_dir={lessons / WORKSPACES}", str(lessons / notebook)]
+            f"--LabApp.workspaces_dir={lessons / WORKSPACES}",
+            *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []), str(lessons / notebook)]
 
 
 def clear_workspaces(lessons) -> None:

@@ -331,8 +331,8 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 // tile j = Tc − 1 − t (steps t < Tc) issued in the same turn as O_i += P V of the
                 // previous tile (steps t > 0). The first step (t = 0, S_ij only) and the last (t = Tc,
                 // the last P V only) leave a product out at compile time (Step<S, PV>), so the three
-                // calls below compile to the three hand-peeled phases they replaced (byte-identical
-                // SASS: benchmarks/NOTES.md, FlashAttention-3, v7). last_S (this S_ij is the tile's
+                // calls below compile to the three hand-peeled phases they replaced (normal builds:
+                // byte-identical SASS; benchmarks/NOTES.md, FlashAttention-3, v7). last_S (this S_ij is the tile's
                 // last: Q_i's buffer is free after it) comes from the caller: tested inside, against
                 // the parameter t, the compare's operands came out swapped in 44 of 48 builds.
                 auto consume_tile = [&](auto kind, const int t, const bool last_S) {

@@ -89,7 +89,9 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work}",
                "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-        if kind == "make-lab":      # the Makefile's command, its arguments after --
+        if kind == "make-lab":      # the Makefile's command, its arguments after --; this checkout's
+            # flashviz first (an editable install may point at another checkout)
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
             cmd = [sys.executable, "-m", "flashviz.lessons", "--to", str(work / "lessons"), "--from",
                    str(work / "notebooks"), "--lab", "--", *[a for a in cmd[4:] if "root_dir" not in a]]
     elif kind == "voila-notebook":      # one notebook of the work folder, served by Voilà itself

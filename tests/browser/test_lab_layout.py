@@ -28,12 +28,13 @@ OPENED = ["01_memory_wall.ipynb", "02_online_softmax.ipynb"]
 TABS_JS = "[...document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tabLabel')].map(e => e.innerText)"
 
 
-def _open_url(tmp: Path, port: int) -> str:
+def _open_url(tmp: Path, port: int, token: str) -> str:
     """The URL a browser started by `make lab` opens: the one in the server's redirect file for
-    the notebook given on its command line (jpserver-file-to-run-<pid>-open.html)."""
+    the notebook given on its command line (jpserver-file-to-run-<pid>-open.html) of the server
+    with this port and token (a file an earlier server left behind names another token)."""
     for f in (tmp / "jupyter_runtime_dir").glob("jpserver-file-to-run-*-open.html"):
         url = re.search(r'url=(http[^"]+)"', f.read_text()).group(1).replace("&amp;", "&")
-        if f":{port}/" in url:
+        if f":{port}/" in url and f"token={token}" in url:
             return url
     raise AssertionError("no browser-open file for the notebook make lab opens")
 
@@ -52,7 +53,7 @@ def test_make_lab_reopens_the_first_chapter_alone(browser):
     profile = browser.new_context(viewport={"width": 1366, "height": 768})   # one browser profile for both
     with server("make-lab", tmp=tmp, port=port) as (base, token, work):
         page = profile.new_page()
-        page.goto(_open_url(tmp, port))
+        page.goto(_open_url(tmp, port, token))
         _wait_tabs(page, [FIRST])
         for name in OPENED:                  # the student opens two more chapters from the file browser
             page.locator(".jp-DirListing-itemText", has_text=name).dblclick()
@@ -67,7 +68,7 @@ def test_make_lab_reopens_the_first_chapter_alone(browser):
         page.close()
     with server("make-lab", tmp=tmp, port=port) as (base, token, work):
         page = profile.new_page()
-        page.goto(_open_url(tmp, port))
+        page.goto(_open_url(tmp, port, token))
         _wait_tabs(page, [FIRST])
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator')"
                                "?.getAttribute('data-status') === 'idle'", timeout=60_000)
@@ -79,5 +80,7 @@ def test_make_lab_reopens_the_first_chapter_alone(browser):
     profile.close()
     assert tabs == [FIRST], f"tabs open after a restart: {tabs}"
     assert len(kernels) == 1, f"{len(kernels)} kernels run after a restart"
-    shared = tmp / "home" / ".jupyter" / "lab" / "workspaces"     # JupyterLab's default, every lab's
-    assert not shared.exists() or not any(shared.iterdir()), "make lab wrote into ~/.jupyter/lab/workspaces"
+    # JupyterLab's default workspaces folder, every lab's: under JUPYTER_CONFIG_DIR (the server's
+    # environment sets it), else ~/.jupyter
+    for shared in (tmp / "jupyter_config_dir" / "lab" / "workspaces", tmp / "home" / ".jupyter" / "lab" / "workspaces"):
+        assert not shared.exists() or not any(shared.iterdir()), f"make lab wrote into {shared}"
