@@ -107,14 +107,6 @@ struct Config {
     static constexpr bool INTRA = (FEAT & 2) != 0;
 };
 
-// Which products one consumer step issues, fixed at compile time: S_ij of its key tile (S) and
-// O_i += P V of the previous tile (PV). Both in the loop; S only for the first tile, PV only after
-// the last.
-template <bool HAS_S, bool HAS_PV>
-struct Step {
-    static constexpr bool S = HAS_S, PV = HAS_PV;
-};
-
 }  // namespace fvfa3
 
 #if FA3_DYN
@@ -327,56 +319,64 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 FV_STEP32(t_k0, -1, FV_STAGE_LOAD_Q, 0u);
                 turn.open();
 
-                // One step t of the loop over key tiles (Alg. 1 lines 7-10), written once: S_ij of key
-                // tile j = Tc − 1 − t (steps t < Tc) issued in the same turn as O_i += P V of the
-                // previous tile (steps t > 0). The first step (t = 0, S_ij only) and the last (t = Tc,
-                // the last P V only) leave a product out at compile time (Step<S, PV>), so the three
-                // calls below compile to the three hand-peeled phases they replaced (normal builds:
-                // byte-identical SASS; benchmarks/NOTES.md, FlashAttention-3, v7). last_S (this S_ij is the tile's
-                // last: Q_i's buffer is free after it) comes from the caller: tested inside, against
-                // the parameter t, the compare's operands came out swapped in 44 of 48 builds.
-                auto consume_tile = [&](auto kind, const int t, const bool last_S) {
-                    constexpr bool S = decltype(kind)::S, PV = decltype(kind)::PV;
+                // first tile (j = Tc - 1): S only; there is no previous P V yet
+                {
+                    const int j = Tc - 1;
+                    const auto Kj = Kr.use(it);
+                    FV_SCOPE(j, FV_STAGE_LOAD_K, t_k0, t_k1) Kr.wait_full(Kj);
+                    turn.wait();
+                    FV_SCOPE_STAMP(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
+                        fence_regs<NS>(s);
+                        wgmma_fence();
+                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                        turn.pass();
+                        wgmma_wait<0>();
+                        fence_regs<NS>(s);
+                    }
+                    if (lane == 0) {
+                        Kr.release(Kj);
+                        if (Tc == 1) Qr.release(Qi);      // the last S_ij: Q_i's buffer is free
+                    }
+                    const int c0 = j * Bc;
+                    if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
+                        mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+                    Rows rowsum;
+                    stats.update<Bc>(s, scale_log2, rowsum);
+                    FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
+                    stats.l_i = rowsum;                    // the first tile: l_i was 0
+                    convert_P<DT, Bc>(p, s);
+                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, t_ml);
+                }
+                for (int t = 1; t < Tc; ++t) {
                     const int j = Tc - 1 - t;
                     const auto Kj = Kr.use(it + t), Vj1 = Vr.use(it + t - 1);  // K_j, and V_{j+1} (the previous tile)
-                    if constexpr (S) {
-                        FV_SPAN(t_k0, t_k1) Kr.wait_full(Kj);   // K_j landed
-                    }
-                    if (!S) FV_NOW32(t_k1);
-                    if constexpr (PV) {
-                        FV_UNTIL(t_v1) Vr.wait_full(Vj1);       // V of the previous tile landed
-                    }
-                    if (S && (!PV || !C::INTRA || t == 1)) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
-                    if (PV) FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
+                    FV_SPAN(t_k0, t_k1) Kr.wait_full(Kj);       // K_j landed
+                    FV_UNTIL(t_v1) Vr.wait_full(Vj1);           // V of the previous tile landed
+                    if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
+                    FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
                     turn.wait();
-                    FV_SCOPE((S ? j : j + 1), (S ? FV_STAGE_COMPUTE_S : FV_STAGE_ACCUMULATE_O), t_s0, (S ? t_s1 : t_o1)) {
-                        if (S && !PV) FV_STAMP32(j, FV_STAGE_COMPUTE_S, t_s0);   // the tile's first product
-                        if constexpr (S) fence_regs<NS>(s);
-                        if constexpr (PV) fence_regs<NO>(o);
+                    FV_SCOPE(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
+                        fence_regs<NS>(s);
+                        fence_regs<NO>(o);
                         wgmma_fence();
                         // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
                         // previous tile: O_i += P V, both on the tensor cores at once.
-                        if constexpr (S) issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                        if constexpr (PV) issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
-                        if constexpr (S) turn.pass();
-                        else turn.pass_last();                          // the tile's last turn
-                        if constexpr (C::INTRA && S && PV) {
+                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+                        issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
+                        turn.pass();
+                        if (C::INTRA) {
                             wgmma_wait<1>();                                // S_ij done; P V may still run
                             fence_regs<NS>(s);
                         } else {
                             wgmma_wait<0>();
-                            if constexpr (S) fence_regs<NS>(s);
-                            if constexpr (PV) fence_regs<NO>(o);
+                            fence_regs<NS>(s);
+                            fence_regs<NO>(o);
                         }
                     }
-                    if constexpr (!S) {                                 // the last P V is done
-                        if (lane == 0) Vr.release(Vj1);
-                        return;
-                    }
-                    if (PV) FV_SET(t_o1, t_s1);                         // without the overlap P V is done too
+                    FV_SET(t_o1, t_s1);                                 // without the overlap P V is done too
                     if (lane == 0) {
                         Kr.release(Kj);                                 // K_j's slot is free
-                        if (last_S) Qr.release(Qi);                     // the last S_ij: Q_i's buffer too
+                        if (t == Tc - 1) Qr.release(Qi);                // the last S_ij: Q_i's buffer too
                     }
                     // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
                     const int c0 = j * Bc;
@@ -386,7 +386,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                     Rows rowsum;
                     const Rows alpha = stats.update<Bc>(s, scale_log2, rowsum);
                     FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
-                    if constexpr (C::INTRA && PV) {
+                    if (C::INTRA) {
                         // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
                         // instruction without inputs and hoists it to the top of its basic block, before
                         // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
@@ -400,23 +400,31 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                         fence_regs<NO>(o);
                         FV_NOW32(t_o1);
                     }
-                    if constexpr (PV) {
-                        FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
-                        if (lane == 0) Vr.release(Vj1);                 // its V slot is free
-                        // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i (after line 9's l_i = alpha l_i +
-                        // rowsum, which waited here with alpha).
-                        stats.add(alpha, rowsum);
-                        RowStats::rescale<D>(o, alpha);
-                    } else {
-                        stats.l_i = rowsum;                             // the first tile: l_i was 0
-                    }
+                    FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
+                    if (lane == 0) Vr.release(Vj1);                     // its V slot is free
+                    // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i (after line 9's l_i = alpha l_i +
+                    // rowsum, which waited here with alpha).
+                    stats.add(alpha, rowsum);
+                    RowStats::rescale<D>(o, alpha);
                     // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
                     convert_P<DT, Bc>(p, s);
-                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, (C::INTRA && PV) ? t_o1 : t_ml);
-                };
-                consume_tile(Step<true, false>{}, 0, Tc == 1);          // the first key tile: S_ij only
-                for (int t = 1; t < Tc; ++t) consume_tile(Step<true, true>{}, t, t == Tc - 1);
-                consume_tile(Step<false, true>{}, Tc, false);           // the last tile's P V only
+                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, C::INTRA ? t_o1 : t_ml);
+                }
+                // the last tile's O_i += P V
+                {
+                    const auto V0 = Vr.use(it + Tc - 1);
+                    FV_SCOPE(0, FV_STAGE_LOAD_V, t_k0, t_v1) Vr.wait_full(V0);
+                    turn.wait();
+                    FV_SCOPE(0, FV_STAGE_ACCUMULATE_O, t_s0, t_o1) {
+                        fence_regs<NO>(o);
+                        wgmma_fence();
+                        issue_PV<DT, Bc, D>(o, p, Vr.tile(V0));
+                        turn.pass_last();
+                        wgmma_wait<0>();
+                        fence_regs<NO>(o);
+                    }
+                    if (lane == 0) Vr.release(V0);
+                }
                 it += Tc;
             }
 #if FA3_DYN
