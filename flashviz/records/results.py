@@ -14,7 +14,10 @@ _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 KINDS = {"teaching": "gpu-", "mma": "mma-", "dram": "dram-", "bwd": "bwd-", "decode": "decode-", "storep": "storep-"}
 
 
-def _files(kind: str) -> list:
+def _files(kind: str, *, device_folders: bool = False) -> list:
+    """The records of ``kind`` in benchmarks/results/ (and, with ``device_folders``, in its
+    sub-folders of one device each, e.g. h100/: records kept out of the chapters, which read the
+    top folder only, so that a chapter never mixes devices)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     prefix = KINDS[kind]
@@ -22,7 +25,9 @@ def _files(kind: str) -> list:
         folder = package_dir("flashviz.results")
     except FileNotFoundError:
         return []
-    return [f for f in folder.iterdir() if f.name.startswith(prefix) and f.name.endswith(".json") and f.is_file()]
+    folders = [folder, *(sorted(d for d in folder.iterdir() if d.is_dir()) if device_folders else [])]
+    return [f for d in folders for f in d.iterdir()
+            if f.name.startswith(prefix) and f.name.endswith(".json") and f.is_file()]
 
 
 def _newest_key(f):
@@ -31,18 +36,23 @@ def _newest_key(f):
 
 
 def _read(f) -> dict:
+    """The record in file f, with "source_file": its path under benchmarks/results/ (a device
+    folder's name first, "h100/decode-….json", for a record kept in one)."""
     data = json.loads(f.read_text(encoding="utf-8"))
     if isinstance(data, dict):
-        data.setdefault("source_file", f.name)
+        top = package_dir("flashviz.results")
+        data.setdefault("source_file", f.name if f.parent == top else f"{f.parent.name}/{f.name}")
     return data
 
 
 def latest_results_each_device(kind: str = "decode") -> list[dict]:
     """The newest committed record of one kind (``latest_results``'s kinds) for each device its
     files name (``<prefix><device>-<YYYY-MM-DD>.json``, e.g. decode-h100-80gb-hbm3-2026-12-05.json),
-    newest first (date, then name), each with "source_file" added; [] when there is none.
-    ValueError for an unknown kind; json.JSONDecodeError for a corrupt file."""
-    files = _files(kind)
+    in benchmarks/results/ or a device's folder there (h100/), newest first (date, then name), each
+    with "source_file" added; [] when there is none. For the docs, which list every device (the
+    chapters read ``latest_results``: the top folder only). ValueError for an unknown kind;
+    json.JSONDecodeError for a corrupt file."""
+    files = _files(kind, device_folders=True)
     name = re.compile(rf"^{re.escape(KINDS[kind])}(.+)-(\d{{4}}-\d{{2}}-\d{{2}})\.json$")
     newest = {}
     for f in files:
