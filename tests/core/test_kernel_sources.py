@@ -185,3 +185,19 @@ def test_block_orders_keep_the_kernels_registers(tmp_path, name):
                                  check=True, capture_output=True, text=True, timeout=600)
             regs.append(int(re.search(r"Used (\d+) registers", out.stderr).group(1)))
         assert regs[1] == regs[0] and regs[2] == regs[0], (inst[:60], regs)
+
+
+#: a lambda expression: a capture list ([&], [=], [&x, y], [this]) followed by a parameter list
+LAMBDA = re.compile(r"\[\s*(?:&|=|this|&?\w+)(?:\s*,\s*&?\w+)*\s*\]\s*\(")
+
+
+def test_no_kernel_defines_a_lambda():
+    """The device's NVRTC (CuPy 14.2, CUDA 13.2) compiles in JIT mode, where a lambda in a kernel is
+    a host function and refused ("host functions are not allowed in JIT mode"); nvcc 13.0 and the
+    NVRTC of a CPU box accept it, so no compile here catches it. It cost a GPU run (FA3 v7,
+    benchmarks/NOTES.md): write a step as a __device__ function (template) instead."""
+    assert LAMBDA.search("auto f = [&](auto kind, const int t) {") and LAMBDA.search("[=, &x](int i)")
+    for p in sorted((ROOT / "kernels").glob("*.cu*")):
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            code = line.split("//", 1)[0]
+            assert not LAMBDA.search(code), f"kernels/{p.name}:{n} defines a lambda: {line.strip()}"
