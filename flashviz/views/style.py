@@ -67,6 +67,9 @@ FIT_HEIGHT_PX = 637
 #: controls (the transport, two rows of settings, a status line of up to two lines, the export
 #: row). The app draws the same views at its own inches (``widgets.app.APP_FIGURE``: 11 × 6.8).
 NOTEBOOK_FIGSIZE = (11.0, 5.25)
+#: the figure of a widget whose controls take one row more (two-line settings or status: the
+#: decode and timeline explorers): a quarter inch shorter, 924 × 420 px at NOTEBOOK_DPI
+NOTEBOOK_FIGSIZE_SHORT = (NOTEBOOK_FIGSIZE[0], NOTEBOOK_FIGSIZE[1] - 0.25)
 
 
 def fit_dpi(width_in: float, dpi: float | None = None) -> float:

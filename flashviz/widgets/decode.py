@@ -34,8 +34,8 @@ from ..reference import attention
 from ..replay.decode import DecodeReplay
 from ..views.decode_view import DecodeFigure
 from ..views.drawlock import serialised
-from ..views.style import fmt_bytes, sci_html
-from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, check_int
+from ..views.style import NOTEBOOK_FIGSIZE_SHORT, fmt_bytes, sci_html
+from .base import NOTEBOOK_DPI, FrameWidget, check_bool, check_int
 from .options import DTYPES, match_option
 
 NK_OPTIONS = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -123,10 +123,6 @@ def _with(options, value):
     return tuple(sorted(set(options) | {value}))
 
 
-#: (width, height) inches of the explorer's figure in a notebook: a quarter inch shorter than
-#: NOTEBOOK_FIGSIZE, as its settings take a third row (924 × 420 px at NOTEBOOK_DPI); the view lays
-#: itself out in points, so the same texts fit
-DECODE_FIGSIZE = (NOTEBOOK_FIGSIZE[0], NOTEBOOK_FIGSIZE[1] - 0.25)
 
 
 class DecodeExplorer(FrameWidget):
@@ -170,7 +166,7 @@ class DecodeExplorer(FrameWidget):
                  Nq: int = 1, *, H_kv: int = 8, d: int = 128, Bc: int = 64, no_splits: bool = False,
                  no_rescale: bool = False, tiny_pages: bool = False, source: str = "rising",
                  dtype="float16 (2 B)", causal: bool = True, seed: int = 0, canvas: str = "auto",
-                 figsize=DECODE_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 figsize=NOTEBOOK_FIGSIZE_SHORT, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         Nk, B = check_int(Nk, "Nk", 1, MAX_NK), check_int(B, "B", 1, MAX_B)
         group = check_int(group, "group", 1, MAX_GROUP)
         if not (isinstance(num_splits, str) and num_splits == "auto"):

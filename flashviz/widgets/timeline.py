@@ -24,8 +24,9 @@ from ..gpu.tracing import MAX_TRACE_BYTES, trace_kernel, trace_words
 from ..records.results import latest_results
 from ..records.timeline import FORWARD_KERNELS, Timeline, recorded_timelines
 from ..views.drawlock import DRAW_LOCK, serialised
+from ..views.style import NOTEBOOK_FIGSIZE_SHORT
 from ..views.timeline_view import N_FRAMES, Ceiling, TimelineFigure
-from .base import NOTEBOOK_DPI, NOTEBOOK_FIGSIZE, FrameWidget, check_bool, error_line
+from .base import NOTEBOOK_DPI, FrameWidget, check_bool, error_line
 from .gpu_job import GPUJob, red
 from .lines import text_lines
 
@@ -86,10 +87,6 @@ def matmul_ceiling(tl: Timeline, res: dict | None = None) -> tuple[Ceiling | Non
                    str(res.get("source_file", ""))), ""
 
 
-#: (width, height) inches of the explorer's figure in a notebook: a quarter inch shorter than
-#: NOTEBOOK_FIGSIZE, as its run row and status take two lines each (924 × 420 px at NOTEBOOK_DPI);
-#: the view lays itself out in points, so the same texts fit
-TIMELINE_FIGSIZE = (NOTEBOOK_FIGSIZE[0], NOTEBOOK_FIGSIZE[1] - 0.25)
 
 
 class TimelineExplorer(GPUJob, FrameWidget):
@@ -143,7 +140,7 @@ class TimelineExplorer(GPUJob, FrameWidget):
 
     def __init__(self, timeline: Timeline | None = None, *, kernel: str = "wgmma", causal: bool = False,
                  d: int | None = None, N: int | None = None, block: int | None = None, canvas: str = "auto",
-                 figsize=TIMELINE_FIGSIZE, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
+                 figsize=NOTEBOOK_FIGSIZE_SHORT, dpi: float = NOTEBOOK_DPI, key=None, text_scale: float = 1.0):
         if timeline is not None and not isinstance(timeline, Timeline):
             raise TypeError(f"timeline must be a flashviz.gpu.Timeline or None, got {type(timeline).__name__}")
         kernel = check_choice(kernel, "kernel", FORWARD_KERNELS)
