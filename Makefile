@@ -55,7 +55,7 @@ test: $(STAMP) lint ptx
 	$(BIN)/python -m pytest -q -m browser; b=$$?; \
 	echo "pytest: not browser exit $$a, browser exit $$b"; test $$a -eq 0 -a $$b -eq 0
 
-## The quick tier for working (under 3 minutes on a 2-core box): lint, the core tests, and one
+## The quick tier for working (6–8 minutes on a 2-core box, 2026-12-06): lint, the core tests, and one
 ## widget test file per chapter, without the cases marked slow, browser or gpu. CI runs `make test`.
 CHECK_TESTS = tests/core tests/chapters/test_memory_wall.py tests/chapters/test_online_widget.py \
   tests/chapters/test_explorer.py tests/chapters/test_blocksize.py tests/chapters/test_causal_widget.py \
