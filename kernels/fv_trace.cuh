@@ -77,8 +77,19 @@ struct Rec {
     __device__ __forceinline__ void event(int j, int stage, unsigned long long t0, unsigned long long t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((t1 - base) << 32) | ((t0 - base) & 0xffffffffull);
     }
+    // This writer's clock now (cycles; the other threads get 0, which no store uses). The read sits
+    // behind a predicate only the writer holds, so ptxas keeps it on the vector datapath (CS2R, a
+    // fixed-latency read) instead of the uniform one (S2UR, variable latency, which the next
+    // instruction waits out): the hooks cost the consumer warps less (benchmarks/NOTES.md, timelines).
+    __device__ __forceinline__ unsigned long long now() const {
+        unsigned long long t;
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %1, 0;\n\tmov.u64 %0, 0;\n\t@p mov.u64 %0, %%clock64;\n\t}"
+                     : "=l"(t)
+                     : "r"((unsigned)writer));
+        return t;
+    }
     // cycles since this writer's start, as 32 bits (enough for 2 s)
-    __device__ __forceinline__ unsigned since() const { return (unsigned)(clock() - base); }
+    __device__ __forceinline__ unsigned since() const { return (unsigned)(now() - base); }
     __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
     }
@@ -127,7 +138,7 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_TRACE_BEGIN_AT(at, groups, group, writer, head) \
     const fvtrace::Rec fv_rec = fvtrace::begin_at(fv_trace, at, fv_jmax, groups, group, writer, head)
 #define FV_DECL(var) unsigned long long var = 0
-#define FV_NOW(var) var = fvtrace::clock()
+#define FV_NOW(var) var = fv_rec.now()
 #define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
 #define FV_TRACE_END(i, h, b, tiles) fv_rec.end(i, h, b, tiles)
 // deferred form: 32-bit cycle offsets kept in registers, stored later where the warp waits anyway
