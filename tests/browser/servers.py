@@ -6,10 +6,13 @@ log (``server.log`` beside the work folder): ipykernel 7 would otherwise pipe fd
 faulthandler's stacks) would be lost with it. A notebook that enables faulthandler there must
 pass ``file=sys.__stderr__`` (the kernel's ``sys.stderr`` then has no file descriptor).
 JupyterLab's settings are its defaults (``commsOverSubshells`` included), except that every
-cell stays in the DOM."""
+cell stays in the DOM. Every throwaway folder lives under one folder a test process makes
+(``scratch``), removed when the process exits: a server started again in an earlier one's folder
+(``tmp``) still finds it, and no run leaves copies of the notebooks in /tmp."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -58,6 +61,18 @@ def isolated_env(tmp: Path) -> dict:
     return env
 
 
+_SCRATCH: list[Path] = []
+
+
+def scratch(prefix: str) -> Path:
+    """A new empty folder named ``prefix…`` under this process's scratch folder (made on first use,
+    removed with everything in it when the process exits)."""
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="fv-browser-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH[0]))
+
+
 @contextmanager
 def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepare=None, root: Path | None = None,
            tmp: Path | None = None, port: int | None = None):
@@ -70,7 +85,7 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
     wherever PYTHONPATH points). tmp: the throwaway folder of an earlier server to start again
     in (its HOME, Jupyter folders and work folder as that one left them); port: its port
     (default a free one)."""
-    tmp = Path(tmp) if tmp is not None else Path(tempfile.mkdtemp(prefix=f"fv-{kind}-"))
+    tmp = Path(tmp) if tmp is not None else scratch(f"fv-{kind}-")
     work = tmp / "work"
     if not (work / "notebooks").exists():
         shutil.copytree(Path(root or ROOT) / "notebooks", work / "notebooks",

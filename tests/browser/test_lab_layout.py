@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from flashviz.lessons import FIRST
 
 from .conftest import ARTIFACTS
-from .servers import free_port, server
+from .servers import free_port, scratch, server
 
 pytestmark = pytest.mark.browser
 
@@ -49,7 +48,7 @@ def _wait_tabs(page, names) -> None:
 
 
 def test_make_lab_reopens_the_first_chapter_alone(browser):
-    tmp, port = Path(tempfile.mkdtemp(prefix="fv-make-lab-")), free_port()
+    tmp, port = scratch("fv-make-lab-"), free_port()
     profile = browser.new_context(viewport={"width": 1366, "height": 768})   # one browser profile for both
     with server("make-lab", tmp=tmp, port=port) as (base, token, work):
         page = profile.new_page()
