@@ -44,6 +44,12 @@ CHAPTER = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 FIRST = "00_start_here.ipynb"
 #: JupyterLab's workspaces folder in the working copy (hidden, as .previous/ is)
 WORKSPACES = ".workspaces"
+#: JupyterLab's application settings folder in the working copy: its overrides.json holds SETTINGS
+APP_SETTINGS = ".settings"
+#: the defaults ``make lab`` gives JupyterLab's settings (a user's own choice still wins): no toast
+#: asking whether to fetch Jupyter news (it sat over the first chapter's text at 1366×768) and no
+#: check for a newer JupyterLab; the frontend asks either way, whatever the server's news URL
+SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 
 README = ("Your working copy of the flashviz lessons (made by `make lab`; git ignores this folder).\n"
           "Answer, run and export here freely. `make lessons-reset` replaces these notebooks with the\n"
@@ -123,11 +129,22 @@ def lab_args(lessons, notebook: str = FIRST) -> list[str]:
     serve the working copy ``lessons``, open its ``notebook``, and keep JupyterLab's workspace
     (the layout: which tabs are open) in ``lessons/.workspaces/``, which ``--lab`` empties before
     each start. In JupyterLab's shared default (``~/.jupyter/lab/workspaces``) every chapter left
-    open last time reopened, each starting a kernel; the user's other workspaces stay untouched."""
+    open last time reopened, each starting a kernel; the user's other workspaces stay untouched.
+    JupyterLab's application settings come from ``lessons/.settings/`` (``write_settings``)."""
     lessons = Path(lessons).resolve()
     return [f"--ServerApp.root_dir={lessons}", f"--LabApp.default_url=/lab/tree/{notebook}",
-            f"--LabApp.workspaces_dir={lessons / WORKSPACES}",
+            f"--LabApp.workspaces_dir={lessons / WORKSPACES}", f"--LabApp.app_settings_dir={lessons / APP_SETTINGS}",
             *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []), str(lessons / notebook)]
+
+
+def write_settings(lessons) -> Path:
+    """Write SETTINGS as JupyterLab's ``overrides.json`` in ``lessons/.settings/`` (the application
+    settings folder ``lab_args`` names) and return its path; OSError if it cannot be written."""
+    folder = Path(lessons) / APP_SETTINGS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "overrides.json"
+    path.write_text(json.dumps(SETTINGS, indent=1) + "\n")
+    return path
 
 
 def clear_workspaces(lessons) -> None:
@@ -166,6 +183,11 @@ def main(argv=None) -> int:
         print(f"flashviz lessons: every chapter in {args.to}/ is already the current one (nothing to keep)")
     if args.lab:
         clear_workspaces(args.to)
+        try:
+            write_settings(args.to)
+        except OSError as exc:
+            print(f"flashviz lessons: {exc}", file=sys.stderr)
+            return 2
         cmd = [sys.executable, "-m", "jupyterlab", *lab_args(args.to), *jupyter]   # this Python's own
         sys.stdout.flush()
         os.execv(sys.executable, cmd)       # JupyterLab takes this process over (Ctrl-C stops it)

@@ -74,11 +74,14 @@ def test_make_lab_reopens_the_first_chapter_alone(browser):
         time.sleep(3)                        # a restored tab would have started its kernel by now
         tabs = page.evaluate(TABS_JS)
         kernels = _get(base, token, "/api/kernels")
+        # JupyterLab's toast asking to fetch Jupyter news (it covered the chapter's text) is off
+        news_toasts = page.get_by_text("Jupyter news").count()
         page.screenshot(path=str(ARTIFACTS / "make_lab_reopened.png"))
         page.close()
     profile.close()
     assert tabs == [FIRST], f"tabs open after a restart: {tabs}"
     assert len(kernels) == 1, f"{len(kernels)} kernels run after a restart"
+    assert news_toasts == 0, "JupyterLab asks about Jupyter news over the lesson"
     # JupyterLab's default workspaces folder, every lab's: under JUPYTER_CONFIG_DIR (the server's
     # environment sets it), else ~/.jupyter
     for shared in (tmp / "jupyter_config_dir" / "lab" / "workspaces", tmp / "home" / ".jupyter" / "lab" / "workspaces"):

@@ -4,13 +4,14 @@ change git sees."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from flashviz.lessons import FIRST, WORKSPACES, lab_args, main, prepare
+from flashviz.lessons import APP_SETTINGS, FIRST, SETTINGS, WORKSPACES, lab_args, main, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,6 +144,9 @@ def test_lab_serves_the_working_copy_with_its_own_workspaces(tmp_path, monkeypat
     assert cmd[3:-1] == args
     assert f"--ServerApp.root_dir={lessons.resolve()}" in args
     assert f"--LabApp.workspaces_dir={(lessons / WORKSPACES).resolve()}" in args
+    # JupyterLab's application settings: the working copy's, with the news and update checks off
+    assert f"--LabApp.app_settings_dir={(lessons / APP_SETTINGS).resolve()}" in args
+    assert json.loads((lessons / APP_SETTINGS / "overrides.json").read_text()) == SETTINGS
     assert f"--LabApp.default_url=/lab/tree/{FIRST}" in args and args[-1] == str(lessons.resolve() / FIRST)
     assert (lessons / FIRST).exists()
 
