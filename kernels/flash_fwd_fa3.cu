@@ -145,6 +145,18 @@ namespace fvfa3 {
 
 using namespace fvattn;
 
+// Tile L of the work list and the key tiles its query block visits (both roles walk the list).
+struct Tile {
+    int i, h, b, Tc;
+};
+template <int Br, int Bc, bool CAUSAL>
+__device__ __forceinline__ Tile tile_at(int L, int Tr, int H, int B, int Nq, int Nk) {
+    Tile w;
+    tile_coords<CAUSAL>(L, Tr, H, B, w.i, w.h, w.b);
+    w.Tc = key_tiles<Br, Bc, CAUSAL>(w.i, Nq, Nk);
+    return w;
+}
+
 // Which products a consumer step issues, fixed at compile time: S_ij of its key tile (S) and
 // O_i += P V of the previous tile (PV). Both in the loop; S only for the first key tile (no P yet),
 // PV only after the last.
@@ -358,9 +370,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 #else
             for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
 #endif
-                int i_blk, h, b;
-                tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
-                const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
+                const auto [i_blk, h, b, Tc] = tile_at<Br, Bc, CAUSAL>(L, Tr, H, B, Nq, Nk);
 #if FA3_DYN
                 if (Tc == 0 && dynamic) {            // nothing to load; the consumers still write the tile
                     const auto Qe = Qr.use(qn++);
@@ -426,9 +436,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 #else
         for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
 #endif
-            int i_blk, h, b;
-            tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
-            const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);   // tiles j = Tc-1 down to 0
+            const auto [i_blk, h, b, Tc] = tile_at<Br, Bc, CAUSAL>(L, Tr, H, B, Nq, Nk);   // key tiles j = Tc-1 down to 0
             const int r0 = i_blk * Br;
             const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
             const int first_row = r0 + w * 64;       // this warpgroup's first row: tiles past its
