@@ -39,7 +39,8 @@
 //             m_i, P_ij, l_i                                             update_ml     line 9
 //             wait P V, free V's slot; O_i = diag(alpha) O_i              accumulate_O  line 10
 //             P_ij to fp16/bf16 in registers                             convert_P     line 10
-// then the last P V, and O_i / l_i, lse_i to HBM (write_O, lines 12-15).
+// The consumer's part is written once (Consumer::step): the first key tile issues S_ij alone, and a
+// last step the last P V alone. Then O_i / l_i, lse_i to HBM (write_O, lines 12-15).
 //
 // Shared memory (1024-byte aligned tiles, 128-byte swizzle, d/64 column blocks of [rows][64]
 // each, as the TMA writes them with CU_TENSOR_MAP_SWIZZLE_128B and wgmma reads them; see
@@ -140,6 +141,154 @@ __device__ __forceinline__ void tile_coords(int L, int Tr, int H, int B, int& i,
     }
 }
 
+namespace fvfa3 {
+
+using namespace fvattn;
+
+// Tile L of the work list and the key tiles its query block visits (both roles walk the list).
+struct Tile {
+    int i, h, b, Tc;
+};
+template <int Br, int Bc, bool CAUSAL>
+__device__ __forceinline__ Tile tile_at(int L, int Tr, int H, int B, int Nq, int Nk) {
+    Tile w;
+    tile_coords<CAUSAL>(L, Tr, H, B, w.i, w.h, w.b);
+    w.Tc = key_tiles<Br, Bc, CAUSAL>(w.i, Nq, Nk);
+    return w;
+}
+
+// Which products a consumer step issues, fixed at compile time: S_ij of its key tile (S) and
+// O_i += P V of the previous tile (PV). Both in the loop; S only for the first key tile (no P yet),
+// PV only after the last.
+template <bool S, bool PV>
+struct Step {};
+
+// The traced build's share of a consumer step (kernels/fv_trace.cuh): the tile's record and the
+// marks (FV_MARKS in the kernel) a step reads and moves, by reference and under the kernel's names,
+// so that the hooks in Consumer::step are the kernel's. Nothing in a normal build. They come first
+// in Consumer: placed after the other members, they renumbered the traced build's PTX registers.
+#if defined(FLASHVIZ_TRACE) && FLASHVIZ_TRACE
+#define FA3_STEP_MARKS const fvtrace::Rec& fv_rec; unsigned &t_k0, &t_k1, &t_v1, &t_s0, &t_s1, &t_ml, &t_o1, &t_cv;
+#define FA3_STEP_MARKS_OF fv_rec, t_k0, t_k1, t_v1, t_s0, t_s1, t_ml, t_o1, t_cv,
+#else
+#define FA3_STEP_MARKS
+#define FA3_STEP_MARKS_OF
+#endif
+
+// One consumer warpgroup on one tile of work (query block i): what its key-tile steps read, and the
+// accumulators they write, by reference, under the kernel's names.
+template <int DT, int Br, int Bc, int D, bool CAUSAL>
+struct Consumer {
+    using C = Config<Br, Bc, D>;
+    enum : int { NS = Bc / 2, NO = D / 2 };       // accumulators a thread (an enum: no object in the cubin)
+    FA3_STEP_MARKS
+    const Ring<1, Br * D * 2>& Qr;
+    const Ring<C::STAGES, C::TILE_KV>& Kr, &Vr;
+    const PingPong<C::NWG, C::PINGPONG>& turn;
+    const typename Ring<1, Br * D * 2>::Use Qi;   // Q_i's slot: free after the tile's last S_ij
+    const int Tc, it;                             // key tiles j = Tc-1 down to 0; the K/V rings' use for j = Tc-1
+    const u32 sQw;                                // this warpgroup's 64 rows of Q_i
+    const int lane, t4, row0, row1, first_row, shift, Nk;
+    const float scale_log2;
+    float (&s)[NS];                               // S_ij, then P_ij (fp32)
+    float (&o)[NO];                               // O_i
+    u32 (&p)[Bc / 16][4];                         // P of the previous tile (fp16/bf16), the A operand of P V
+    RowStats& stats;                              // m_i, l_i
+
+    // Step t (0..Tc) of the loop over key tiles, Alg. 1 lines 7-10 written once: S_ij of key tile
+    // j = Tc - 1 - t (steps t < Tc) issued in the same turn as O_i += P V of the previous tile j + 1
+    // (steps t > 0), then the softmax of S_ij while P V runs. Step<S, PV> leaves out at compile time
+    // what the first step (t = 0: no P yet) and the last (t = Tc: the last P V) do not have, and the
+    // kernel's three calls compile to the very PTX of the three phases it once wrote out
+    // (benchmarks/NOTES.md, FlashAttention-3, v8). Two spellings are for the compiler, which simplifies
+    // this function before it inlines it: t comes by reference (by value, t == Tc - 1 came out as
+    // Tc - 1 == t, a swapped compare in the SASS), and the mask's two tests are computed before its
+    // branch (behind ||, the loads of first_row and shift kept a branch the written-out phases did not
+    // have, which moved instructions of the traced build).
+    template <bool S, bool PV>
+    __device__ __forceinline__ void step(Step<S, PV>, const int& t) const {
+        const int j = Tc - 1 - t;
+        const auto Kj = Kr.use(it + t), Vj1 = Vr.use(it + t - 1);  // K_j, and V_{j+1} (the previous tile)
+        if constexpr (S) {
+            FV_SPAN(t_k0, t_k1) Kr.wait_full(Kj);           // K_j landed
+        }
+        if (!S) FV_NOW32(t_k1);
+        if constexpr (PV) {
+            FV_UNTIL(t_v1) Vr.wait_full(Vj1);               // V of the previous tile landed
+        }
+        if (S && (!PV || !C::INTRA || t == 1)) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);  // (overlap: waited below)
+        if (PV) FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
+        turn.wait();
+        FV_SCOPE((S ? j : j + 1), (S ? FV_STAGE_COMPUTE_S : FV_STAGE_ACCUMULATE_O), t_s0, (S ? t_s1 : t_o1)) {
+            if (S && !PV) FV_STAMP32(j, FV_STAGE_COMPUTE_S, t_s0);  // the tile's first product
+            if constexpr (S) fence_regs<NS>(s);
+            if constexpr (PV) fence_regs<NO>(o);
+            wgmma_fence();
+            // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
+            // previous tile: O_i += P V, both on the tensor cores at once.
+            if constexpr (S) issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
+            if constexpr (PV) issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
+            if constexpr (S) turn.pass();
+            else turn.pass_last();                          // the tile's last turn
+            if constexpr (C::INTRA && S && PV) {
+                wgmma_wait<1>();                            // S_ij done; P V may still run
+                fence_regs<NS>(s);
+            } else {
+                wgmma_wait<0>();
+                if constexpr (S) fence_regs<NS>(s);
+                if constexpr (PV) fence_regs<NO>(o);
+            }
+        }
+        if constexpr (!S) {                                 // the last P V is done
+            if (lane == 0) Vr.release(Vj1);
+            return;
+        }
+        if (PV) FV_SET(t_o1, t_s1);                         // without the overlap P V is done too
+        if (lane == 0) {
+            Kr.release(Kj);                                 // K_j's slot is free
+            if (t == Tc - 1) Qr.release(Qi);                // the last S_ij: Q_i's buffer too
+        }
+        // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
+        const int c0 = j * Bc;
+        const bool past_Nk = c0 + Bc > Nk, past_diagonal = CAUSAL && c0 + Bc - 1 > first_row + shift;
+        if (past_Nk || past_diagonal)
+            mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
+        // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
+        Rows rowsum;
+        const Rows alpha = stats.update<Bc>(s, scale_log2, rowsum);
+        FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
+        if constexpr (C::INTRA && PV) {
+            // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
+            // instruction without inputs and hoists it to the top of its basic block, before
+            // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
+            // PTX order and the wait for the next K tile (a real loop) starts a new block.
+            fence_regs<NS>(s);
+            FV_NOW32(t_k0);
+            if (t + 1 < Tc) Kr.wait_full(Kr.use(it + t + 1));
+            FV_NOW32(t_k1);
+            if (t + 1 < Tc) FV_EVENT32(j - 1, FV_STAGE_LOAD_K, t_k0, t_k1);  // the next tile's K
+            wgmma_wait<0>();                                // the previous P V is done
+            fence_regs<NO>(o);
+            FV_NOW32(t_o1);
+        }
+        if constexpr (PV) {
+            FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);  // the previous tile's P V
+            if (lane == 0) Vr.release(Vj1);                 // its V slot is free
+            // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i (after line 9's l_i = alpha l_i +
+            // rowsum, which waited here with alpha).
+            stats.add(alpha, rowsum);
+            RowStats::rescale<D>(o, alpha);
+        } else {
+            stats.l_i = rowsum;                             // the first tile: l_i was 0
+        }
+        // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
+        convert_P<DT, Bc>(p, s);
+        FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, (C::INTRA && PV) ? t_o1 : t_ml);
+    }
+};
+
+}  // namespace fvfa3
+
 template <int DT, int Br, int Bc, int D, bool CAUSAL>
 __global__ void __launch_bounds__((Br / 64 + 1) * 128, 1)
 flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constant__ fvtma::TensorMap tmK,
@@ -221,9 +370,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 #else
             for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
 #endif
-                int i_blk, h, b;
-                tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
-                const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);
+                const auto [i_blk, h, b, Tc] = tile_at<Br, Bc, CAUSAL>(L, Tr, H, B, Nq, Nk);
 #if FA3_DYN
                 if (Tc == 0 && dynamic) {            // nothing to load; the consumers still write the tile
                     const auto Qe = Qr.use(qn++);
@@ -289,9 +436,7 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
 #else
         for (int L = blockIdx.x; L < n_tiles; L += gridDim.x) {
 #endif
-            int i_blk, h, b;
-            tile_coords<CAUSAL>(L, Tr, H, B, i_blk, h, b);
-            const int Tc = key_tiles<Br, Bc, CAUSAL>(i_blk, Nq, Nk);   // tiles j = Tc-1 down to 0
+            const auto [i_blk, h, b, Tc] = tile_at<Br, Bc, CAUSAL>(L, Tr, H, B, Nq, Nk);   // key tiles j = Tc-1 down to 0
             const int r0 = i_blk * Br;
             const int row0 = r0 + w * 64 + warp * 16 + g, row1 = row0 + 8;   // global query rows
             const int first_row = r0 + w * 64;       // this warpgroup's first row: tiles past its
@@ -319,112 +464,14 @@ flash_fwd_fa3(const __grid_constant__ fvtma::TensorMap tmQ, const __grid_constan
                 FV_STEP32(t_k0, -1, FV_STAGE_LOAD_Q, 0u);
                 turn.open();
 
-                // first tile (j = Tc - 1): S only; there is no previous P V yet
-                {
-                    const int j = Tc - 1;
-                    const auto Kj = Kr.use(it);
-                    FV_SCOPE(j, FV_STAGE_LOAD_K, t_k0, t_k1) Kr.wait_full(Kj);
-                    turn.wait();
-                    FV_SCOPE_STAMP(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
-                        fence_regs<NS>(s);
-                        wgmma_fence();
-                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                        turn.pass();
-                        wgmma_wait<0>();
-                        fence_regs<NS>(s);
-                    }
-                    if (lane == 0) {
-                        Kr.release(Kj);
-                        if (Tc == 1) Qr.release(Qi);      // the last S_ij: Q_i's buffer is free
-                    }
-                    const int c0 = j * Bc;
-                    if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
-                        mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
-                    Rows rowsum;
-                    stats.update<Bc>(s, scale_log2, rowsum);
-                    FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
-                    stats.l_i = rowsum;                    // the first tile: l_i was 0
-                    convert_P<DT, Bc>(p, s);
-                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, t_ml);
-                }
-                for (int t = 1; t < Tc; ++t) {
-                    const int j = Tc - 1 - t;
-                    const auto Kj = Kr.use(it + t), Vj1 = Vr.use(it + t - 1);  // K_j, and V_{j+1} (the previous tile)
-                    FV_SPAN(t_k0, t_k1) Kr.wait_full(Kj);       // K_j landed
-                    FV_UNTIL(t_v1) Vr.wait_full(Vj1);           // V of the previous tile landed
-                    if (!C::INTRA || t == 1) FV_EVENT32(j, FV_STAGE_LOAD_K, t_k0, t_k1);   // (overlap: waited below)
-                    FV_EVENT32(j + 1, FV_STAGE_LOAD_V, t_k1, t_v1);
-                    turn.wait();
-                    FV_SCOPE(j, FV_STAGE_COMPUTE_S, t_s0, t_s1) {
-                        fence_regs<NS>(s);
-                        fence_regs<NO>(o);
-                        wgmma_fence();
-                        // [compute_S] Alg. 1 line 8: S_ij = Q_i K_jᵀ, and [accumulate_O] line 10 of the
-                        // previous tile: O_i += P V, both on the tensor cores at once.
-                        issue_S<DT, Br, Bc, D>(s, sQw, Kr.tile(Kj));
-                        issue_PV<DT, Bc, D>(o, p, Vr.tile(Vj1));
-                        turn.pass();
-                        if (C::INTRA) {
-                            wgmma_wait<1>();                                // S_ij done; P V may still run
-                            fence_regs<NS>(s);
-                        } else {
-                            wgmma_wait<0>();
-                            fence_regs<NS>(s);
-                            fence_regs<NO>(o);
-                        }
-                    }
-                    FV_SET(t_o1, t_s1);                                 // without the overlap P V is done too
-                    if (lane == 0) {
-                        Kr.release(Kj);                                 // K_j's slot is free
-                        if (t == Tc - 1) Qr.release(Qi);                // the last S_ij: Q_i's buffer too
-                    }
-                    // [mask_S] Alg. 1 line 8: edge tiles only (they come first).
-                    const int c0 = j * Bc;
-                    if (c0 + Bc > Nk || (CAUSAL && c0 + Bc - 1 > first_row + shift))
-                        mask_S<Bc, CAUSAL>(s, c0, Nk, row0 + shift, row1 + shift, t4);
-                    // [update_ml] Alg. 1 line 9: m_i, P_ij, l_i.
-                    Rows rowsum;
-                    const Rows alpha = stats.update<Bc>(s, scale_log2, rowsum);
-                    FV_STEP32(t_ml, j, FV_STAGE_UPDATE_ML, t_s1);
-                    if (C::INTRA) {
-                        // Keep the exponentials above the wait. ptxas schedules WARPGROUP.DEPBAR like an
-                        // instruction without inputs and hoists it to the top of its basic block, before
-                        // the softmax (NOTES.md: wgmma v3, fa3 v1); the fence pins the exponentials in
-                        // PTX order and the wait for the next K tile (a real loop) starts a new block.
-                        fence_regs<NS>(s);
-                        FV_NOW32(t_k0);
-                        if (t + 1 < Tc) Kr.wait_full(Kr.use(it + t + 1));
-                        FV_NOW32(t_k1);
-                        if (t + 1 < Tc) FV_EVENT32(j - 1, FV_STAGE_LOAD_K, t_k0, t_k1);   // the next tile's K
-                        wgmma_wait<0>();                                // the previous P V is done
-                        fence_regs<NO>(o);
-                        FV_NOW32(t_o1);
-                    }
-                    FV_EVENT32(j + 1, FV_STAGE_ACCUMULATE_O, t_s0, t_o1);   // the previous tile's P V
-                    if (lane == 0) Vr.release(Vj1);                     // its V slot is free
-                    // [accumulate_O] Alg. 1 line 10: O_i = diag(alpha) O_i (after line 9's l_i = alpha l_i +
-                    // rowsum, which waited here with alpha).
-                    stats.add(alpha, rowsum);
-                    RowStats::rescale<D>(o, alpha);
-                    // [convert_P] Alg. 1 line 10: P_ij to fp16/bf16 in registers.
-                    convert_P<DT, Bc>(p, s);
-                    FV_STEP32(t_cv, j, FV_STAGE_CONVERT_P, C::INTRA ? t_o1 : t_ml);
-                }
-                // the last tile's O_i += P V
-                {
-                    const auto V0 = Vr.use(it + Tc - 1);
-                    FV_SCOPE(0, FV_STAGE_LOAD_V, t_k0, t_v1) Vr.wait_full(V0);
-                    turn.wait();
-                    FV_SCOPE(0, FV_STAGE_ACCUMULATE_O, t_s0, t_o1) {
-                        fence_regs<NO>(o);
-                        wgmma_fence();
-                        issue_PV<DT, Bc, D>(o, p, Vr.tile(V0));
-                        turn.pass_last();
-                        wgmma_wait<0>();
-                        fence_regs<NO>(o);
-                    }
-                    if (lane == 0) Vr.release(V0);
-                }
+                // The loop over key tiles (Alg. 1 lines 7-10), one tile a step (Consumer::step, above the
+                // kernel): S_ij of the first key tile alone, then S_ij of each next one with P V of the one
+                // before, then the last P V alone.
+                const Consumer<DT, Br, Bc, D, CAUSAL> cw{FA3_STEP_MARKS_OF Qr, Kr, Vr, turn, Qi, Tc, it, sQw, lane, t4,
+                                                        row0, row1, first_row, shift, Nk, scale_log2, s, o, p, stats};
+                cw.step(Step<true, false>{}, 0);                      // the first key tile: S_ij only
+                for (int t = 1; t < Tc; ++t) cw.step(Step<true, true>{}, t);
+                cw.step(Step<false, true>{}, Tc);                     // the last tile's P V only
                 it += Tc;
             }
 #if FA3_DYN
