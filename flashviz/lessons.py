@@ -130,7 +130,10 @@ def lab_args(lessons, notebook: str = FIRST) -> list[str]:
     (the layout: which tabs are open) in ``lessons/.workspaces/``, which ``--lab`` empties before
     each start. In JupyterLab's shared default (``~/.jupyter/lab/workspaces``) every chapter left
     open last time reopened, each starting a kernel; the user's other workspaces stay untouched.
-    JupyterLab's application settings come from ``lessons/.settings/`` (``write_settings``)."""
+    JupyterLab's application settings come from ``lessons/.settings/`` (``write_settings``): that folder
+    replaces the default one (``<sys.prefix>/share/jupyter/lab/settings``, empty in this project's
+    environment), so an ``overrides.d/`` or ``page_config.json`` an installation put there is not read
+    under ``make lab``."""
     lessons = Path(lessons).resolve()
     return [f"--ServerApp.root_dir={lessons}", f"--LabApp.default_url=/lab/tree/{notebook}",
             f"--LabApp.workspaces_dir={lessons / WORKSPACES}", f"--LabApp.app_settings_dir={lessons / APP_SETTINGS}",

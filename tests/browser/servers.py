@@ -136,7 +136,8 @@ def server(kind: str = "lab", notebook: str | None = None, extra_args=(), prepar
                 time.sleep(0.5)
         yield base, token, work
     finally:
-        # stop the whole process group: the server and the kernels it started
+        # stop the server's process group (its kernels run in sessions of their own: jupyter_client
+        # starts them with start_new_session, so a kernel can outlive a server killed outright)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(15)
