@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=10)
     a = ap.parse_args(argv)
     from flashviz.gpu.nvrtc import loaded_cubins
+    from flashviz.gpu.tensorcore.run import device_slug
     from flashviz.records.files import source_sha256
 
     env = gpu.environment()
@@ -85,8 +86,7 @@ def main(argv=None) -> int:
     files = ("flash_fwd_fa3.cu", "flash_fwd_mma.cu")
     out = {"env": env, "source_commit": os.environ.get("FLASHVIZ_COMMIT"), "rounds": a.rounds, "repeat": a.repeat,
            "kernel_sources": {f: source_sha256(f) for f in files}, "cubins": loaded_cubins(), "rows": rows}
-    dev = str(env.get("device", "gpu")).lower().replace("nvidia", "").strip().replace(" ", "-")
-    path = Path(a.out) / f"probe-trace-clock-{dev}-{env.get('date', 'unknown')}.json"
+    path = Path(a.out) / f"probe-trace-clock-{device_slug(env)}-{env.get('date', 'unknown')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"-> {path}")
