@@ -235,12 +235,13 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     Algorithm 2: on the tensor cores (kernels/flash_bwd_mma.cu, ``flash_backward_mma``) for
     fp16 / bf16 with d in {64, 128}; otherwise **the fp32 teaching
     kernel** (kernels/flash_bwd.cu), with half-precision inputs converted to float32 and the
-    gradients cast back (correct; slow: no tensor cores). The tensor-core backward (its default
-    call: mma.sync, the separate dQ pass) ran at 0.68–0.95x the speed of SDPA's FlashAttention-2
-    backward by public call on an H100 (fp16, B·N = 16k tokens, d 64 / 128, causal and not,
-    N 1k–16k; ``sdpa_flash_bwd_call_ms / bwd_mma_call_ms`` in
-    benchmarks/results/bwd-h100-80gb-hbm3-2026-12-05.json, at 4ebb0c3), 0.53–0.74x on an H200
-    (benchmarks/results/bwd-h200-2026-12-05.json).
+    gradients cast back (correct; slow: no tensor cores). The tensor-core backward's default main
+    kernel is Hopper's wgmma kernel on sm_90 (kernels/flash_bwd_wgmma.cu) and mma.sync elsewhere
+    (``flash_backward_mma``'s ``default_kernel``). On an H100 the wgmma kernel ran at 1.07–1.33x
+    SDPA's FlashAttention-2 backward and 0.60–0.81x its cuDNN backward, kernel-only (fp16,
+    B·N = 16k tokens, d 64 / 128, causal and not, N 1k / 4k / 16k:
+    benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json); the mma.sync kernel
+    0.68–0.95x SDPA-flash by public call there (benchmarks/results/bwd-h100-80gb-hbm3-2026-12-05.json).
 
     Parameters
     ----------
@@ -252,17 +253,15 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     scale : float > 0 or None (1/sqrt(d)).
     deterministic : bool. True promises the same bits on every run: dQ by a separate pass without
         atomics, query blocks outer (about 7/5 of the backward's FLOPs). False promises nothing:
-        fp16 / bf16 then take the tensor-core backward's default dQ, that same separate pass
-        (``flash_backward_mma``'s ``BWD_DQ_DEFAULT``, chosen because it measured faster than
-        atomics on an H200: benchmarks/results/bwd-h200-2026-12-05.json), which repeats bit for
-        bit anyway; float32 / float64 take the teaching kernel's float32 atomicAdd, whose last bits
-        may differ between runs.
+        fp16 / bf16 on sm_90 then add dQ with the wgmma kernel's "bulk" reduction (one fp32 tile
+        per query block, FlashAttention-3's way), elsewhere take the mma kernel's separate pass
+        (``BWD_DQ_DEFAULT``, which repeats bit for bit anyway); float32 / float64 take the
+        teaching kernel's float32 atomicAdd. Atomics and bulk reductions may change the last bits
+        between runs.
     bwd_kernel : None (the default: the route above) or the tensor-core backward's main kernel,
         ``flash_backward_mma``'s ``kernel``: "mma" (mma.sync, sm_80 and later) or "wgmma" (Hopper's
-        wgmma, sm_90 only; opt-in, its speed not yet measured: benchmarks/check_bwd_wgmma.py; with
-        deterministic=False its dQ is "bulk", whose last bits may differ between runs, with True the
-        separate pass). A name needs float16 / bfloat16 with d in {64, 128} and always runs that
-        kernel, even with ``MMA_BACKWARD = False``.
+        wgmma, sm_90 only). A name needs float16 / bfloat16 with d in {64, 128} and always runs
+        that kernel, even with ``MMA_BACKWARD = False``.
 
     Returns
     -------

@@ -290,25 +290,34 @@ def test_deterministic_half_precision_gradients_take_the_tensor_cores_and_repeat
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_default_half_precision_gradients_take_the_separate_dq_pass(cuda, dtype):
-    """deterministic=False (the default) with fp16 / bf16 runs flash_backward_mma's default dQ, the
-    separate pass (BWD_DQ_DEFAULT): the gradients equal the direct call with dq="separate" bit for
-    bit, repeat bit for bit, and differ from dq="atomic" in dQ by rounding only."""
-    from flashviz.gpu.tensorcore.backward import BWD_DQ_DEFAULT
-    assert BWD_DQ_DEFAULT == "separate"
+def test_default_half_precision_gradients_take_the_backward_plan(cuda, dtype):
+    """deterministic=False (the default) with fp16 / bf16 runs flash_backward_mma's default call,
+    whose kernel, dQ path and Bc ``backward_plan`` names for this GPU (on sm_90: wgmma, "bulk"):
+    dK, dV equal the direct call with those named bit for bit and dQ by rounding only;
+    deterministic=True runs the separate pass: the same bits on every run and as the direct call
+    with dq="separate"."""
+    from flashviz.gpu.common import device_facts
+    from flashviz.gpu.tensorcore.backward import backward_plan
+    cc = device_facts().cc
+    kernel, dq, Bc = backward_plan(cc, 64)
+    assert (kernel, dq) == (("wgmma", "bulk") if cc == 90 else ("mma", "separate"))
     q, k, v = _leaves((2, 4, 500, 64), (2, 4, 300, 64), (2, 4, 300, 64), dtype=dtype, device="cuda", seed=13)
     w = torch.randn(2, 4, 500, 64, device="cuda")
+    tol = 5e-3 if dtype == torch.float16 else 3e-2
     O, lse = gpu.attention_with_lse(q, k, v, causal=True)
-    first = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)
+    first = torch.autograd.grad((O.float() * w).sum(), (q, k, v))
+    args = (q.detach(), k.detach(), v.detach(), O.detach(), w.to(dtype), lse.detach())
+    direct = gpu.flash_backward_mma(*args, causal=True, kernel=kernel, dq=dq, Bc=Bc)
+    assert torch.equal(first[1], direct[1]) and torch.equal(first[2], direct[2])
+    assert _rel(first[0], direct[0]) <= tol
+    O, lse = gpu.attention_with_lse(q, k, v, causal=True, deterministic=True)
+    det = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)
     for _ in range(4):
         again = torch.autograd.grad((O.float() * w).sum(), (q, k, v), retain_graph=True)
-        assert all(torch.equal(a, b) for a, b in zip(first, again))
-    args = (q.detach(), k.detach(), v.detach(), O.detach(), w.to(dtype), lse.detach())
-    direct = gpu.flash_backward_mma(*args, causal=True, dq="separate")
-    assert all(torch.equal(a, b) for a, b in zip(first, direct))
-    atomic = gpu.flash_backward_mma(*args, causal=True, dq="atomic")
-    assert torch.equal(first[1], atomic[1]) and torch.equal(first[2], atomic[2])
-    assert _rel(first[0], atomic[0]) <= (5e-3 if dtype == torch.float16 else 3e-2)
+        assert all(torch.equal(a, b) for a, b in zip(det, again))
+    separate = gpu.flash_backward_mma(*args, causal=True, kernel=kernel, dq="separate")
+    assert all(torch.equal(a, b) for a, b in zip(det, separate))
+    assert _rel(det[0], first[0]) <= tol
 
 
 @pytest.mark.gpu

@@ -183,6 +183,12 @@ def test_the_autograd_backward_passes_deterministic_and_leaves_dq_to_the_default
 torch_cuda = pytest.mark.gpu
 
 
+def mma_backward(*args, **kw):
+    """flash_backward_mma with the main kernel this file tests named: kernels/flash_bwd_mma.cu (on
+    sm_90 the default call runs the wgmma kernel: tests/gpu/test_backward_wgmma.py)."""
+    return gpu.flash_backward_mma(*args, kernel="mma", **kw)
+
+
 @pytest.fixture
 def torch():
     t = pytest.importorskip("torch")
@@ -205,7 +211,7 @@ def _check(torch, q, k, v, *, causal, tol, Bc=None, scale=None, dlse=None, recor
            dq=None):
     dO = torch.randn(q.shape, device="cuda", dtype=q.dtype)
     O, lse, ref = _reference(torch, q, k, v, dO, causal=causal, scale=scale, dlse=dlse)
-    got = gpu.flash_backward_mma(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc,
+    got = mma_backward(q, k, v, O.to(q.dtype), dO, lse, causal=causal, scale=scale, dlse=dlse, Bc=Bc,
                                  deterministic=deterministic, dq=dq)
     floor = 0.1 * ref[2].abs().max().item()                   # dV = Pᵀ dO never cancels
     errs = []
@@ -262,11 +268,11 @@ def test_deterministic_dq_has_the_same_bits_on_20_runs_and_the_atomic_dq_is_clos
     g = torch.Generator(device="cuda").manual_seed(11)
     q, k, v, dO = (torch.randn(2, 8, 1000, 128, device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
     O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
-    first = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True)
+    first = mma_backward(q, k, v, O, dO, lse, causal=causal, deterministic=True)
     for _ in range(19):
-        again = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True)
+        again = mma_backward(q, k, v, O, dO, lse, causal=causal, deterministic=True)
         assert all(torch.equal(a, b) for a, b in zip(first, again))
-    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="atomic")
+    atomic = mma_backward(q, k, v, O, dO, lse, causal=causal, dq="atomic")
     for a, b in zip(first, atomic):
         assert _rel(a, b, 0.1 * b.abs().max().item()) <= 5e-3
     assert torch.equal(first[1], atomic[1]) and torch.equal(first[2], atomic[2])   # dK, dV: the same kernel code
@@ -283,13 +289,13 @@ def test_the_default_call_runs_the_separate_pass(torch, dtype, causal):
     g = torch.Generator(device="cuda").manual_seed(21 + causal)
     q, k, v, dO = (torch.randn(2, 4, N, 128, device="cuda", dtype=dt, generator=g) for N in (700, 900, 900, 700))
     O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
-    default = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
-    for again in [gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal) for _ in range(19)] + [
-            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="separate"),
-            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True),
-            gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, deterministic=True, dq="separate")]:
+    default = mma_backward(q, k, v, O, dO, lse, causal=causal)
+    for again in [mma_backward(q, k, v, O, dO, lse, causal=causal) for _ in range(19)] + [
+            mma_backward(q, k, v, O, dO, lse, causal=causal, dq="separate"),
+            mma_backward(q, k, v, O, dO, lse, causal=causal, deterministic=True),
+            mma_backward(q, k, v, O, dO, lse, causal=causal, deterministic=True, dq="separate")]:
         assert all(torch.equal(a, b) for a, b in zip(default, again))
-    atomic = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq="atomic")
+    atomic = mma_backward(q, k, v, O, dO, lse, causal=causal, dq="atomic")
     assert torch.equal(default[1], atomic[1]) and torch.equal(default[2], atomic[2])
     assert _rel(atomic[0], default[0], 0.1 * default[0].abs().max().item()) <= TOL[dtype]
     for k_, (Nq, Nk) in enumerate([(129, 257), (257, 100), (1, 64)]):
@@ -314,7 +320,7 @@ def test_two_pipeline_stages_give_one_stages_bits(torch, dtype, d, causal):
         O, lse = gpu.flash_forward_mma(q, kk, v, causal=causal)
         for Bc in (64, 128):
             for det in (False, True):
-                one, two = (gpu.flash_backward_mma(q, kk, v, O, dO, lse, causal=causal, Bc=Bc,
+                one, two = (mma_backward(q, kk, v, O, dO, lse, causal=causal, Bc=Bc,
                                                    dq="separate" if det else "atomic", stages=st) for st in (1, 2))
                 assert torch.equal(one[1], two[1]) and torch.equal(one[2], two[2]), (Nq, Nk, Bc, det)
                 if det:
@@ -342,12 +348,12 @@ def test_one_head_as_n_by_d_and_errors(torch):
     _check(torch, q, k, v, causal=True, tol=5e-3)
     O, lse = gpu.flash_forward_mma(q, k, v)
     with pytest.raises(ValueError, match="d=96"):
-        gpu.flash_backward_mma(*(torch.zeros(4, 96, device="cuda", dtype=torch.float16),) * 5,
+        mma_backward(*(torch.zeros(4, 96, device="cuda", dtype=torch.float16),) * 5,
                                torch.zeros(4, device="cuda"))
     with pytest.raises(TypeError, match="must be torch.float16 like Q"):
-        gpu.flash_backward_mma(q, k.bfloat16(), v, O, O, lse)
+        mma_backward(q, k.bfloat16(), v, O, O, lse)
     with pytest.raises(TypeError, match="float16 or bfloat16"):
-        gpu.flash_backward_mma(q.float(), k.float(), v.float(), O.float(), O.float(), lse)
+        mma_backward(q.float(), k.float(), v.float(), O.float(), O.float(), lse)
 
 
 @pytest.mark.gpu

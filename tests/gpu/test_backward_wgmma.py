@@ -64,8 +64,16 @@ def test_the_kernel_tags_every_backward_step_with_algorithm_2_lines():
 
 
 def test_kernel_and_dq_choices_are_one_line_errors_without_a_gpu(monkeypatch):
-    assert bk.BWD_KERNELS == ("mma", "wgmma") and bk.BWD_KERNEL_DEFAULT == "mma"
-    assert bk.check_kernel(None) == "mma" and bk.check_kernel("wgmma") == "wgmma"
+    assert bk.BWD_KERNELS == ("mma", "wgmma") and (bk.BWD_KERNEL_HOPPER, bk.BWD_KERNEL_OTHER) == ("wgmma", "mma")
+    assert bk.check_kernel(None) is None and bk.check_kernel("wgmma") == "wgmma"
+    # the default call by device: wgmma on sm_90 (Bc 64 with the bulk dQ at d = 64), mma elsewhere or with stages
+    assert bk.default_kernel(90) == "wgmma" and bk.default_kernel(80) == bk.default_kernel(90, stages=2) == "mma"
+    assert bk.backward_plan(90, 64) == ("wgmma", "bulk", 64) and bk.backward_plan(90, 128) == ("wgmma", "bulk", 128)
+    assert bk.backward_plan(90, 64, deterministic=True) == ("wgmma", "separate", 128)
+    assert bk.backward_plan(90, 64, dq="atomic", Bc=128) == ("wgmma", "atomic", 128)
+    assert bk.backward_plan(89, 64) == ("mma", "separate", 128) and bk.backward_plan(90, 64, stages=2)[0] == "mma"
+    with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None"):
+        bk.backward_plan(80, 64, dq="bulk")                  # the mma kernel has no bulk path
     assert bk.check_dq(None, False, "wgmma") == "bulk" and bk.check_dq(None, True, "wgmma") == "separate"
     assert bk.check_dq("atomic", False, "wgmma") == "atomic"
     with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None"):

@@ -27,8 +27,9 @@ A second main kernel for Hopper, ``kernels/flash_bwd_wgmma.cu`` (``flash_backwar
 sm_90 only, compiled for sm_90a): the same Algorithm 2 with the five products on wgmma (one consumer
 warpgroup per 64 keys, Q_i, dO_i double-buffered by cp.async) and dQ three ways: "bulk" (its
 default: dQ_i's fp32 tile added into HBM by one bulk reduction of the copy engine per query block),
-"atomic" (fp32 atomicAdd) or "separate" (dK, dV only; dQ by the mma pass above). Not the default
-kernel (``BWD_KERNEL_DEFAULT``) until it is measured on a GPU (benchmarks/check_bwd_wgmma.py).
+"atomic" (fp32 atomicAdd) or "separate" (dK, dV only; dQ by the mma pass above). It is the default on sm_90
+(``default_kernel``): 1.2–1.9x the mma kernel, kernel-only, at all 12 shapes of
+benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json.
 """
 
 from __future__ import annotations
@@ -67,11 +68,17 @@ BWD_DQ_DEFAULT = "separate"
 #: the main kernels of ``flash_backward_mma(kernel=...)``: "mma" (kernels/flash_bwd_mma.cu, mma.sync,
 #: sm_80 and later) or "wgmma" (kernels/flash_bwd_wgmma.cu, Hopper's wgmma, sm_90 only)
 BWD_KERNELS = ("mma", "wgmma")
-#: the main kernel when none is named: "mma", until the wgmma kernel is measured on a GPU
-BWD_KERNEL_DEFAULT = "mma"
+#: the main kernel when none is named (``default_kernel``): "wgmma" on sm_90, measured 1.16–1.85x
+#: the mma kernel, kernel-only, at all 12 shapes of
+#: benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json (H100, fp16, B·N = 16k tokens,
+#: N 1k / 4k / 16k, d 64 / 128, causal and not; each kernel's default dQ and Bc); "mma" elsewhere
+BWD_KERNEL_HOPPER, BWD_KERNEL_OTHER = "wgmma", "mma"
 _WGMMA_FILE = "flash_bwd_wgmma.cu"
 BWD_WGMMA_BC = (64, 128)               #: key rows per block: Bc/64 consumer warpgroups
 BWD_WGMMA_BC_DEFAULT = 128
+#: exceptions to ``BWD_WGMMA_BC_DEFAULT`` by (d, dq): at d = 64 the "bulk" dQ with Bc = 64 measured
+#: 1.05–1.17x Bc = 128 at all 6 d = 64 shapes of the same record (e.g. N = 16k: 310 against 253 TFLOP/s)
+BWD_WGMMA_BC_BY = {(64, "bulk"): 64}
 #: the wgmma kernel's dQ algorithms: template argument DQ 0 ("separate": dK, dV only, then the mma
 #: dQ pass), 1 ("atomic": fp32 atomicAdd), 2 ("bulk": one bulk reduction per query block)
 BWD_WGMMA_DQ = {"separate": 0, "atomic": 1, "bulk": 2}
@@ -216,16 +223,49 @@ def compile_backward_mma(dtype: str = "float16", Bc: int = 64, d: int = 64, caus
     return mb
 
 
-def check_kernel(kernel, name: str = "kernel") -> str:
-    """The main kernel ``flash_backward_mma`` runs: ``kernel`` ("mma" or "wgmma"), or
-    ``BWD_KERNEL_DEFAULT`` for None; ValueError (one line, calling the argument ``name``: "kernel",
-    or "bwd_kernel" for ``flash_attention``) for anything else. Pure Python: no torch, no GPU."""
+def check_kernel(kernel, name: str = "kernel") -> str | None:
+    """The main kernel ``flash_backward_mma`` runs: ``kernel`` ("mma" or "wgmma"), or None (the
+    device decides: ``default_kernel``); ValueError (one line, calling the argument ``name``:
+    "kernel", or "bwd_kernel" for ``flash_attention``) for anything else. Pure Python: no torch,
+    no GPU."""
     if kernel is None:
-        return BWD_KERNEL_DEFAULT
+        return None
     if not isinstance(kernel, str) or kernel not in BWD_KERNELS:
         raise ValueError(f"{name} must be one of {', '.join(repr(x) for x in BWD_KERNELS)} or None "
-                         f"(the default, {BWD_KERNEL_DEFAULT!r}); got {kernel!r}")
+                         f"(the default: {BWD_KERNEL_HOPPER!r} on sm_90, else {BWD_KERNEL_OTHER!r}); got {kernel!r}")
     return kernel
+
+
+def default_kernel(cc: int, stages=None) -> str:
+    """The main kernel ``flash_backward_mma`` runs when none is named, on a GPU of compute capability
+    ``cc`` (e.g. 90 for sm_90): ``BWD_KERNEL_HOPPER`` ("wgmma") on sm_90, where it measured faster
+    at every shape, unless ``stages`` is given (a switch of the mma kernel only);
+    ``BWD_KERNEL_OTHER`` ("mma") otherwise."""
+    return BWD_KERNEL_HOPPER if cc == 90 and stages is None else BWD_KERNEL_OTHER
+
+
+def wgmma_bc_default(d: int, dq: str) -> int:
+    """The wgmma backward's key rows per block when none is named: ``BWD_WGMMA_BC_BY[(d, dq)]`` where
+    measured faster (64 for d = 64 with the "bulk" dQ), else ``BWD_WGMMA_BC_DEFAULT`` (128)."""
+    return BWD_WGMMA_BC_BY.get((d, dq), BWD_WGMMA_BC_DEFAULT)
+
+
+def backward_plan(cc: int, d: int, *, kernel=None, dq=None, deterministic=False, Bc=None,
+                  stages=None) -> tuple[str, str, int]:
+    """(kernel, dq, Bc): what ``flash_backward_mma`` runs with these arguments on a GPU of compute
+    capability ``cc`` (e.g. 90) for head dimension ``d``: the main kernel (named, else
+    ``default_kernel``), the dQ path (``check_dq``) and the key rows per block (named, else
+    ``wgmma_bc_default`` for "wgmma" and ``BWD_MMA_BC_DEFAULT`` for "mma"). ValueError / TypeError
+    (one line) for an unknown kernel or dq, dq against ``deterministic``, or an unsupported Bc.
+    Pure Python: the benchmark names the call it times with it."""
+    kernel = check_kernel(kernel) or default_kernel(cc, stages)
+    dq = check_dq(dq, deterministic, kernel)
+    if Bc is None:
+        Bc = wgmma_bc_default(d, dq) if kernel == "wgmma" else BWD_MMA_BC_DEFAULT
+    else:
+        Bc = check_member(Bc, "Bc", BWD_WGMMA_BC if kernel == "wgmma" else BWD_MMA_BC,
+                          f"{kernel} backward" if kernel == "wgmma" else "tensor-core backward")
+    return kernel, dq, Bc
 
 
 def bwd_wgmma_smem_bytes(Bc: int, d: int, dq: str = BWD_WGMMA_DQ_DEFAULT) -> int:
@@ -370,7 +410,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
         way; the last bits may change between runs, as with "atomic").
     kernel : the main kernel, "mma" (mma.sync, sm_80 and later) or "wgmma" (sm_90 only: the five
         products on wgmma, one consumer warpgroup per 64 keys, Q_i and dO_i double-buffered; Bc 64
-        or 128, default 128; ``stages`` must be None); None: ``BWD_KERNEL_DEFAULT``, "mma".
+        or 128, default ``wgmma_bc_default``: 64 at d = 64 with dq "bulk", else 128; ``stages`` must be
+        None); None: ``default_kernel``: "wgmma" on sm_90 (unless ``stages`` is given), else "mma".
 
     Returns
     -------
@@ -387,9 +428,11 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     from ..teaching.backward import check_backward_shapes
     causal = check_flag(causal, "causal")
     kernel = check_kernel(kernel)
-    dq = check_dq(dq, deterministic, kernel)
+    check_dq(dq, deterministic, kernel or BWD_KERNEL_HOPPER)    # early, before the device is known
     if kernel == "wgmma" and stages is not None:
         raise ValueError(f"stages={stages!r} is for kernel='mma'; the wgmma kernel always double-buffers Q_i, dO_i")
+    if stages is not None:
+        stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(Q, torch.Tensor):
@@ -398,12 +441,6 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     if Q.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"Q must be a float16 or bfloat16 torch tensor, got {Q.dtype}")
     check_member(d, "d", BWD_MMA_D, "tensor-core backward")
-    if kernel == "wgmma":
-        Bc = BWD_WGMMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_WGMMA_BC, "wgmma backward")
-    else:
-        Bc = BWD_MMA_BC_DEFAULT if Bc is None else check_member(Bc, "Bc", BWD_MMA_BC, "tensor-core backward")
-    if stages is not None:
-        stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
     scale = check_scale(scale, d)
     BH = math.prod(lead)
     if BH > 65_535:
@@ -411,6 +448,8 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     if not Q.is_cuda:
         raise TypeError("Q is a CPU torch tensor; move it to the GPU (.cuda()) first")
     dev = Q.get_device()
+    kernel, dq, Bc = backward_plan(device_facts(dev).cc, d, kernel=kernel, dq=dq, deterministic=deterministic,
+                                   Bc=Bc, stages=stages)
     dt = Q.dtype
     q, k, v, o, do = (_flat(x, n, dt, dev) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (O, "O"), (dO, "dO")))
     cp = cupy()

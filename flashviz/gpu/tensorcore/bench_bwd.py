@@ -75,16 +75,18 @@ from ..bench_util import RunRecord, error_text, free_torch_cache
 from ..timing import CALL_METHOD, KERNEL_METHOD, attention_flops
 
 IMPLS = ("bwd_mma", "bwd_teaching", "sdpa_flash_bwd", "sdpa_cudnn_bwd")    #: the four of issue 23
-#: also timed: the teaching kernel's deterministic dQ, and the tensor-core backward's other dQ path
-EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_atomic")
+#: also timed: the teaching kernel's deterministic dQ, and the tensor-core backward's other dQ paths
+EXTRA_IMPLS = ("bwd_teaching_det", "bwd_mma_det", "bwd_mma_atomic")
 ALL_IMPLS = IMPLS + EXTRA_IMPLS
 TEACHING_IMPLS = ("bwd_teaching", "bwd_teaching_det")
-#: the tensor-core implementations and the ``dq`` each passes to flash_backward_mma (None: its default)
-MMA_DQ = {"bwd_mma": None, "bwd_mma_atomic": "atomic"}
+#: the tensor-core implementations and the arguments each passes to flash_backward_mma (none: its
+#: default call, whose main kernel, dQ path and Bc the device decides: ``mma_call``)
+MMA_DQ = {"bwd_mma": {}, "bwd_mma_det": {"deterministic": True}, "bwd_mma_atomic": {"dq": "atomic"}}
 #: implementations without a forward + backward figure (the record's "no_fwdbwd"): flash_attention
 #: has no dq switch, so only the default dQ has a forward + backward call
 NO_FWDBWD = ("bwd_mma_atomic",)
-SHORT = {"bwd_mma": "mma", "bwd_mma_atomic": "mma-atomic", "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
+SHORT = {"bwd_mma": "mma", "bwd_mma_det": "mma-det", "bwd_mma_atomic": "mma-atomic",
+         "bwd_teaching": "teach", "bwd_teaching_det": "teach-det",
          "sdpa_flash_bwd": "flash", "sdpa_cudnn_bwd": "cudnn", "sdpa_math_bwd": "math"}
 OURS = "bwd_mma"
 THEIRS = ("sdpa_flash_bwd", "sdpa_cudnn_bwd")
@@ -255,7 +257,8 @@ def is_full(*, Ns, ds, causals, impls, teaching_max_n, parts, peak_Ns) -> bool:
 #: TFLOP/s assumed by estimate_seconds (backward, forward): the H200 anchors of issue 23 and
 #: benchmarks/results/bwd-h200-2026-12-05.json (its bwd_mma_det, the separate dQ pass, 142–214;
 #: its bwd_mma, then the atomic path, 107–177), rounded down
-_RATES = {"bwd_mma": (140, 450), "bwd_mma_atomic": (105, 450), "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
+_RATES = {"bwd_mma": (250, 450), "bwd_mma_det": (200, 450), "bwd_mma_atomic": (140, 450),
+           "bwd_teaching": (22, 20), "bwd_teaching_det": (16, 20),
           "sdpa_flash_bwd": (220, 330), "sdpa_cudnn_bwd": (380, 500)}
 
 
@@ -338,23 +341,26 @@ def _build(name: str, q, k, v, dO, causal: bool, cache: dict) -> _Impl:
                 cache["fwd"] = flash_forward_mma(q, k, v, causal=causal)
         O, lse = cache["fwd"]
     if name in MMA_DQ:
-        from .backward import BWD_MMA_BC_DEFAULT, check_dq, compile_backward_mma, flash_backward_mma
-        dq = MMA_DQ[name]
-        path = check_dq(dq)                       # the dQ path the call runs: "separate" or "atomic"
+        from .backward import compile_backward_mma, compile_backward_wgmma, flash_backward_mma
+        kw = MMA_DQ[name]
+        kernel, path, Bc = mma_call(name, d)      # what the call runs on this GPU
+        det = bool(kw.get("deterministic", False))
         leaves = _leaves(q, k, v)
 
-        def fwdbwd():                             # flash_attention's backward: flash_backward_mma's default dQ
-            return torch.autograd.grad(flash_attention(*leaves, causal=causal), leaves, grad_outputs=dO)
+        def fwdbwd():                             # flash_attention's backward: flash_backward_mma's default call
+            return torch.autograd.grad(flash_attention(*leaves, causal=causal, deterministic=det), leaves,
+                                       grad_outputs=dO)
 
-        # the kernels flash_backward_mma launches (its default Bc; the record of 2026-12-04 named
-        # Bc = 64 here while the call ran the default, 128)
-        mb = compile_backward_mma(DTYPE, BWD_MMA_BC_DEFAULT, d, causal, path == "separate")
-        info = {"Bc": mb.Bc, "Br": 64, "dq": path, "regs": mb.num_regs, "local_bytes": mb.local_bytes,
-                "smem_bytes": mb.smem_bytes}
+        # the kernels flash_backward_mma launches (the record of 2026-12-04 named Bc = 64 here while
+        # the call ran the default, 128)
+        mb = (compile_backward_wgmma(DTYPE, Bc, d, causal, path) if kernel == "wgmma"
+              else compile_backward_mma(DTYPE, Bc, d, causal, path == "separate"))
+        info = {"kernel": kernel, "Bc": mb.Bc, "Br": 64, "dq": path, "regs": mb.num_regs,
+                "local_bytes": mb.local_bytes, "smem_bytes": mb.smem_bytes}
         if path == "separate":
             info.update(dq_regs=int(mb.dq.num_regs), dq_local_bytes=int(mb.dq.local_size_bytes),
                         dq_smem_bytes=mb.dq_smem_bytes)
-        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, dq=dq),
+        return _Impl(lambda: flash_backward_mma(q, k, v, O, dO, lse, causal=causal, **kw),
                      None if name in NO_FWDBWD else fwdbwd, info=info)
     if name in TEACHING_IMPLS:
         from ..common import cupy
@@ -517,14 +523,25 @@ def kernel_pass_shape(row: dict, impls, *, teaching_max_n: int, budget_s: float)
     return derive(row, impls)
 
 
-def promises_same_bits(name: str) -> bool:
+def mma_call(name: str, d: int, cc: int | None = None) -> tuple[str, str, int]:
+    """(kernel, dq, Bc): what tensor-core implementation ``name`` (of ``MMA_DQ``) runs at head
+    dimension ``d`` on a GPU of compute capability ``cc`` (None: CuPy's current device), as
+    ``backward.backward_plan`` decides for its arguments — e.g. bwd_mma on sm_90 at d = 64:
+    ("wgmma", "bulk", 64)."""
+    from .backward import backward_plan
+    if cc is None:
+        from ..common import device_facts
+        cc = device_facts().cc
+    return backward_plan(cc, d, **MMA_DQ[name])
+
+
+def promises_same_bits(name: str, d: int = 64, cc: int | None = None) -> bool:
     """Whether implementation ``name``'s dQ path adds in a fixed order, so that repeated calls must
     give the same bits: the teaching kernel's deterministic dQ, and each tensor-core call whose dQ
-    (``MMA_DQ``, None resolved by ``backward.check_dq``) is the separate pass — bwd_mma, the
-    default call, since that became the default. Atomic dQ paths promise nothing."""
+    (``mma_call``) is the separate pass — bwd_mma_det always, bwd_mma where the device's default is
+    that pass (sm_80's mma kernel). Atomic and bulk dQ paths promise nothing."""
     if name in MMA_DQ:
-        from .backward import check_dq
-        return check_dq(MMA_DQ[name]) == "separate"
+        return mma_call(name, d, cc)[1] == "separate"
     return name == "bwd_teaching_det"
 
 
@@ -536,7 +553,7 @@ def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> li
     "bitwise_equal" and per gradient "dQ_bitwise_equal", ... (or "error")."""
     import torch
     out = []
-    names = [n for n in ("bwd_teaching_det", "bwd_mma", "bwd_teaching", "bwd_mma_atomic") if n in impls]
+    names = [n for n in ("bwd_teaching_det", "bwd_mma_det", "bwd_mma", "bwd_teaching", "bwd_mma_atomic") if n in impls]
     if not names:
         return out
     B, H = shape_of(N, d)
@@ -544,10 +561,9 @@ def determinism(N: int, d: int, causal: bool, impls, runs: int = DET_RUNS) -> li
     cache: dict = {}
     for name in names:
         e = {"impl": name, "N": N, "d": d, "B": B, "H": H, "causal": causal, "runs": runs,
-             "deterministic": promises_same_bits(name)}
+             "deterministic": promises_same_bits(name, d)}
         if name in MMA_DQ:
-            from .backward import check_dq
-            e["dq"] = check_dq(MMA_DQ[name])
+            e["kernel"], e["dq"], e["Bc"] = mma_call(name, d)
         try:
             it = _build(name, q, k, v, dO, causal, cache)
             first = tuple(g.clone() for g in it.bwd())
@@ -628,7 +644,6 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
     import torch
     if not torch.cuda.is_available():
         raise RuntimeError("the backward benchmark needs torch with CUDA")
-    from .backward import check_dq
     from .bench import check_streams
     bad = [i for i in impls if i not in ALL_IMPLS]
     if bad:
@@ -654,10 +669,13 @@ def run_bwd_benchmark(out_dir, *, Ns=BWD_N, ds=BWD_D, causals=(False, True), imp
                       "the timed region), on the same O and lse as bwd_mma",
                       "SDPA's backend is forced with torch.nn.attention.sdpa_kernel, entered outside the timed "
                       "region; its backward is timed on a graph built outside the timed region",
-                      f"bwd_mma is flash_backward_mma's default call, whose dQ is {check_dq(None)!r} (<impl>_dq "
-                      "in each row; records before the separate pass became the default ran the atomic path "
-                      "here and timed the separate one as bwd_mma_det); bwd_mma_atomic is the same call with "
-                      "dq='atomic' and has no fwdbwd_call_ms (flash_attention has no dq switch)"],
+                      "bwd_mma is flash_backward_mma's default call: on this GPU, by head dimension, "
+                      + "; ".join(f"d={d}: kernel {k!r}, dq {q!r}, Bc {c}" for d in ds
+                                  for k, q, c in [mma_call("bwd_mma", d)])
+                      + " (<impl>_kernel, <impl>_dq, <impl>_Bc in each row; records before 2026-12-06 ran the "
+                      "mma kernel here, with the atomic or, later, the separate dQ); bwd_mma_det is the same "
+                      "call with deterministic=True (dQ by the separate pass), bwd_mma_atomic with dq='atomic' "
+                      "and has no fwdbwd_call_ms (flash_attention has no dq switch)"],
             "no_fwdbwd": [i for i in impls if i in NO_FWDBWD],
             "correctness": [], "deterministic": [], "bench": [], "peak_bytes": [], "cut_short": None}
 
