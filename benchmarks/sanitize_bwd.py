@@ -4,7 +4,9 @@
 The teaching backward (kernels/flash_bwd.cu) and the tensor-core backward (kernels/flash_bwd_mma.cu:
 fp16 / bf16, Bc = 64 / 128), each with atomic and deterministic dQ, every d once, causal and not,
 with partial last tiles, Nq != Nk both ways (keyless rows when Nq > Nk), the tensor-core backward with
-one and two pipeline stages; prints one line per launch and "sanitize_bwd done". The cubins come from
+one and two pipeline stages, and the Hopper backward (kernels/flash_bwd_wgmma.cu, sm_90 only: part
+"wgmma") with each of its dQ paths (bulk, atomic, separate); prints one line per launch and
+"sanitize_bwd done". The cubins come from
 $FLASHVIZ_CACHE when it is warm. SANITIZE_PARTS (default "teaching,mma") and SANITIZE_DTYPES (default
 "float16,bfloat16", the tensor-core part's) narrow a run that must fit a time limit."""
 import os
@@ -52,4 +54,18 @@ for dt in DTYPES if "mma" in PARTS else ():
                             torch.cuda.synchronize()
                             print("mma", dt, d, Bc, causal, Nq, Nk, path, stages, "ok",
                                   bool(torch.isfinite(dq).all()), flush=True)
+for dt in DTYPES if "wgmma" in PARTS else ():
+    for d in (64, 128):
+        for Bc in (64, 128):
+            for causal in (False, True):
+                for Nq, Nk in ((77, 200), (200, 70)):
+                    q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
+                    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
+                    do = rnd(1, 2, Nq, d, dtype=dt)
+                    for path in ("bulk", "atomic", "separate"):
+                        dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc, dq=path,
+                                                            kernel="wgmma")
+                        torch.cuda.synchronize()
+                        print("wgmma", dt, d, Bc, causal, Nq, Nk, path, "ok", bool(torch.isfinite(dq).all()),
+                              flush=True)
 print("sanitize_bwd done")
