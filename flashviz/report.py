@@ -360,28 +360,33 @@ def _bwd_kernels(res: dict, impl: str) -> str:
                      for k in br.kernel_forms(res, impl)) or "no kernel named"
 
 
-def _bwd_ours(res: dict) -> tuple[str, str | None, tuple[str, str] | None]:
+def _bwd_ours(res: dict) -> tuple[str, list[str], tuple[str, str] | None]:
     """The backward section's words for ours on tensor cores: (the sentence that says which dQ path
-    each of its implementations ran, read off the record; the other implementation timed beside
-    bwd_mma or None; the (atomic, deterministic) pair of ``bwd_records.dq_twins`` or None)."""
-    from .gpu.tensorcore.backward import BWD_DQ_DEFAULT
+    each of its implementations ran, read off the record; the other implementations timed beside
+    bwd_mma; the (non-deterministic, deterministic) pair of ``bwd_records.dq_twins`` or None)."""
+    from .gpu.tensorcore.backward import backward_plan
     from .records import bwd_records as br
     path = br.dq_path(res, "bwd_mma")
-    alt = next((i for i in br.MMA_IMPLS[1:] if br.dq_path(res, i)), None)
+    alts = [i for i in br.MMA_IMPLS[1:] if br.dq_path(res, i)]
     call = {"bwd_mma_det": "`deterministic=True`", "bwd_mma_atomic": "`dq=\"atomic\"`"}
     words = {"atomic": "atomic dQ (fp32 `atomicAdd` in the main kernel, then a convert kernel)",
+             "bulk": "bulk dQ (each query block's fp32 dQ_i added into HBM by one reduction of the copy engine, "
+                     "then a convert kernel)",
              "separate": "deterministic dQ (the main kernel without atomics, then the separate pass "
                          "`flash_bwd_mma_dq` in a fixed order)"}
     text = ("Ours is `bwd_mma`, `flash_backward_mma`'s default call. Its dQ in this record, as the record's "
             "kernel names say (`<impl>_kernel_name`, the longest kernel of a call): "
             f"{words.get(path, 'not recorded')} — {_bwd_kernels(res, 'bwd_mma')}.")
-    if alt:
+    for alt in alts:
         text += (f" Beside it, `{alt}` is the same call with {call[alt]}: {words.get(br.dq_path(res, alt), '?')} — "
                  f"{_bwd_kernels(res, alt)}.")
-    if path and path != BWD_DQ_DEFAULT:
-        text += (f" (The default dQ is now \"{BWD_DQ_DEFAULT}\", `BWD_DQ_DEFAULT`, which measured faster: this "
-                 f"record was made before, and its `bwd_mma` ran the {br.DQ_WORDS[path]}.)")
-    return text, alt, br.dq_twins(res, "bwd_mma")
+    cc = res.get("env", {}).get("compute_capability")
+    now = {backward_plan(int(cc), d)[1] for d in {r["d"] for r in br.time_rows(res)}} if cc else set()
+    if path and now and path not in now:
+        text += (f" (The default call on this GPU now runs the {' / '.join(br.DQ_WORDS[p] for p in sorted(now))} "
+                 f"(`backward_plan`), which measured faster: this record was made before, and its `bwd_mma` ran the "
+                 f"{br.DQ_WORDS[path]}.)")
+    return text, alts, br.dq_twins(res, "bwd_mma")
 
 
 def _bwd_section(res: dict | None) -> list[str]:
@@ -389,7 +394,7 @@ def _bwd_section(res: dict | None) -> list[str]:
     out = ["## Backward on the GPU against PyTorch SDPA", ""]
     if not res:
         return out + ["No record (benchmarks/results/bwd-*.json)."]
-    ours_text, alt, twins = _bwd_ours(res)
+    ours_text, alts, twins = _bwd_ours(res)
     out += [f"Record: {_link(res['source_file'], '../')}, {_env_line(res.get('env', {}))}. One process, one run. "
             f"Method, in the record's words: {res.get('method', '?')}. Ratios are SDPA's time ÷ ours, the same "
             "method on both sides (above 1: ours is faster); TFLOP/s count the backward as 2.5 × the forward's "
@@ -399,10 +404,10 @@ def _bwd_section(res: dict | None) -> list[str]:
     ours = f"bwd_mma ({br.DQ_WORDS[dq]})" if dq else "bwd_mma"
     head = (f"| d | causal | N | B×H | {ours} TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
             "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN |")
-    if alt:
+    for alt in alts:
         head += f" {alt} ({br.DQ_WORDS[br.dq_path(res, alt)]}) ÷ flash kernel |"
     if twins:
-        head += " deterministic ÷ atomic, kernel-only |"
+        head += " deterministic ÷ non-deterministic, kernel-only |"
     head += " teaching fp32 ms (call) |"
     out += [head, "|" + " --- |" * (head.count(" | ") + 1)]
     cost = {(c["d"], c["causal"], c["N"]): c.get("kernel") for c in br.det_cost(res, "bwd_mma")} if twins else {}
@@ -411,8 +416,7 @@ def _bwd_section(res: dict | None) -> list[str]:
                  for theirs, ms in (("sdpa_flash_bwd", ("call", "kernel")), ("sdpa_cudnn_bwd", ("call", "kernel")))
                  for m in ms]
         cells += [_x(r.get(f"bwd_mma_fwdbwd_vs_{theirs}")) for theirs in br.THEIRS]
-        if alt:
-            cells.append(_x(r.get(f"{alt}_kernel_vs_sdpa_flash_bwd")))
+        cells += [_x(r.get(f"{alt}_kernel_vs_sdpa_flash_bwd")) for alt in alts]
         if twins:
             cells.append(_x(cost.get((r["d"], r["causal"], r["N"]))))
         teach = r.get("bwd_teaching_call_ms")

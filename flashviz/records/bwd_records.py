@@ -15,18 +15,20 @@ repeatability of repeated calls.
 the backward's share of forward + backward; SDPA's time ÷ ours, the same method on both sides).
 ``peak_rows(res)``: per peak row, bytes in all and per (batch, head) pair.
 ``repeatability(res)``: per implementation, in how many shapes repeated calls gave the same bits.
-``det_cost(res, impl)``: a deterministic backward's time ÷ its atomic twin's, per shape (the teaching
+``det_cost(res, impl)``: a deterministic backward's time ÷ its non-deterministic twin's, per shape (the teaching
 kernel's or ours on tensor cores).
 ``teaching_rows(res)``: the teaching backward's rows with the blocks it ran with and its errors
 (chapter 6's ``BackwardGPUPanel`` without a GPU).
 
 Which dQ path ours on tensor cores ran is read off the record, never assumed: ``bwd_mma`` is always
 ``flash_backward_mma``'s default call, which added dQ with fp32 atomics until the separate,
-deterministic pass became the default (records of then time that pass beside it as ``bwd_mma_det``)
-and runs the separate pass since (records time the atomics beside it as ``bwd_mma_atomic``).
+deterministic pass became the default (records of then time that pass beside it as ``bwd_mma_det``),
+ran the separate pass after that (records time the atomics beside it as ``bwd_mma_atomic``), and
+on sm_90 since 2026-12-06 runs the wgmma kernel with the "bulk" dQ (one fp32 reduction of the copy
+engine per query block; records time ``bwd_mma_det`` and ``bwd_mma_atomic`` beside it).
 ``dq_path(res, impl)`` reads it off the rows' ``<impl>_kernel_name`` (``kernel_dq``: the main
-kernel's ATOMIC_DQ template argument), ``impl_label(res, impl)`` names an implementation with it,
-``dq_twins(res, kernel)`` pairs a kernel's atomic and deterministic implementations.
+kernel's ATOMIC_DQ or DQ template argument), ``impl_label(res, impl)`` names an implementation with
+it, ``dq_twins(res, kernel)`` pairs a kernel's non-deterministic and deterministic implementations.
 
 Plain Python: no CuPy, no torch, no matplotlib (``tests/core/test_records.py``).
 """
@@ -55,8 +57,9 @@ RECOMPUTE = ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "bwd_te
 #: bwd_mma_det (deterministic=True: the separate pass) while the atomics were the default,
 #: bwd_mma_atomic (dq="atomic") since the separate pass is
 MMA_IMPLS = ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")
-#: the two dQ paths, as labels name them: fp32 atomicAdd, or the separate pass in a fixed order
-DQ_WORDS = {"atomic": "atomic dQ", "separate": "deterministic dQ"}
+#: the dQ paths, as labels name them: fp32 atomicAdd, one bulk reduction a query block (the wgmma
+#: kernel's), or the separate pass in a fixed order
+DQ_WORDS = {"atomic": "atomic dQ", "bulk": "bulk dQ", "separate": "deterministic dQ"}
 #: the dQ path of the implementations whose call fixes it (bwd_mma's is the default of its time)
 _DQ_OF_CALL = {"bwd_mma_det": "separate", "bwd_mma_atomic": "atomic", "bwd_teaching": "atomic",
                "bwd_teaching_det": "separate"}
@@ -88,7 +91,10 @@ def flop_ratio(recompute: bool = True) -> float:
 
 
 _MAIN_KERNEL = re.compile(r"\bflash_bwd_mma<([^<>]*)>")
+_WGMMA_KERNEL = re.compile(r"\bflash_bwd_wgmma<([^<>]*)>")
 _DQ_KERNEL = re.compile(r"\bflash_bwd_mma_dq\b")
+#: the wgmma kernel's DQ template argument (kernels/flash_bwd_wgmma.cu; backward.BWD_WGMMA_DQ)
+_WGMMA_DQ = {"0": "separate", "1": "atomic", "2": "bulk"}
 
 
 def kernel_dq(name) -> str | None:
@@ -96,10 +102,16 @@ def kernel_dq(name) -> str | None:
     call, demangled, perhaps cut short) shows: "atomic" for the main kernel
     ``flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …>`` with ATOMIC_DQ true, or with only four
     template arguments (built before the flag existed, when atomics were its only dQ); "separate"
-    for ATOMIC_DQ false or the dQ pass ``flash_bwd_mma_dq``; None for anything else."""
+    for ATOMIC_DQ false or the dQ pass ``flash_bwd_mma_dq``; for the Hopper kernel
+    ``flash_bwd_wgmma<DT, Bc, D, CAUSAL, DQ>`` its DQ: 0 "separate", 1 "atomic", 2 "bulk"; None for
+    anything else."""
     name = name if isinstance(name, str) else ""
     if _DQ_KERNEL.search(name):
         return "separate"
+    w = _WGMMA_KERNEL.search(name)
+    if w:
+        args = [a.strip() for a in w[1].split(",")]
+        return _WGMMA_DQ.get(args[4]) if len(args) > 4 else None
     m = _MAIN_KERNEL.search(name)
     if not m:
         return None
@@ -140,9 +152,9 @@ def dq_path(res: dict, impl: str) -> str | None:
 
 def impl_label(res: dict, impl: str) -> str:
     """An implementation's name on screen for this record: for ours on tensor cores the dQ path
-    its kernels ran (``dq_path``), e.g. "ours, tensor cores (fp16, atomic dQ)" or "ours, tensor
-    cores (fp16, deterministic dQ)" ("ours, tensor cores (fp16)" when the record does not say);
-    ``IMPLS[impl]`` for the others."""
+    its kernels ran (``dq_path``), e.g. "ours, tensor cores (fp16, atomic dQ)", "ours, tensor
+    cores (fp16, deterministic dQ)" or "ours, tensor cores (fp16, bulk dQ)" ("ours, tensor cores
+    (fp16)" when the record does not say); ``IMPLS[impl]`` for the others."""
     if impl in MMA_IMPLS:
         path = dq_path(res, impl)
         return f"ours, tensor cores (fp16{', ' + DQ_WORDS[path] if path else ''})"
@@ -157,8 +169,13 @@ def kernel_forms(res: dict, impl: str) -> list[str]:
     for r in bwd_record(res)["bench"]:
         name = r.get(f"{impl}_kernel_name") or ""
         m = _MAIN_KERNEL.search(name) if isinstance(name, str) else None
+        w = _WGMMA_KERNEL.search(name) if isinstance(name, str) else None
         if isinstance(name, str) and _DQ_KERNEL.search(name):
             out.add("flash_bwd_mma_dq")
+        elif w:
+            args = [a.strip() for a in w[1].split(",")]
+            out.add(f"flash_bwd_wgmma with DQ = {args[4]} ({_WGMMA_DQ.get(args[4], '?')})" if len(args) > 4
+                    else "flash_bwd_wgmma")
         elif m:
             args = [a.strip() for a in m[1].split(",")]
             out.add(f"flash_bwd_mma with ATOMIC_DQ = {args[4]}" if len(args) > 4 else
@@ -319,12 +336,14 @@ DET_KERNELS = ("bwd_teaching", "bwd_mma")
 
 
 def dq_twins(res: dict, kernel: str = "bwd_teaching") -> tuple[str, str] | None:
-    """(atomic, deterministic): the record's implementations of one kernel with each dQ path.
-    "bwd_teaching" (the fp32 teaching kernel): ("bwd_teaching", "bwd_teaching_det"). "bwd_mma"
-    (ours on tensor cores): of MMA_IMPLS that ran, the one whose ``dq_path`` is "atomic" and the one
-    whose path is "separate" — ("bwd_mma", "bwd_mma_det") in records made while the atomics were
-    the default, ("bwd_mma_atomic", "bwd_mma") since; None where the record has not both. ValueError
-    for another kernel; LookupError like ``bwd_record``."""
+    """(non-deterministic, deterministic): the record's implementations of one kernel with a dQ path
+    that adds with atomics or bulk reductions and with the separate pass. "bwd_teaching" (the fp32
+    teaching kernel): ("bwd_teaching", "bwd_teaching_det"). "bwd_mma" (ours on tensor cores): of
+    MMA_IMPLS that ran, in that order, the first whose ``dq_path`` is "atomic" or "bulk" and the
+    first whose path is "separate" — ("bwd_mma", "bwd_mma_det") in records made while the atomics
+    were the default and since the wgmma kernel's bulk dQ is (sm_90), ("bwd_mma_atomic", "bwd_mma")
+    in between; None where the record has not both. ValueError for another kernel; LookupError
+    like ``bwd_record``."""
     if kernel not in DET_KERNELS:
         raise ValueError(f"det_cost compares {' or '.join(DET_KERNELS)} with its deterministic twin, not {kernel!r}")
     if kernel == "bwd_teaching":
@@ -333,8 +352,8 @@ def dq_twins(res: dict, kernel: str = "bwd_teaching") -> tuple[str, str] | None:
     for impl in MMA_IMPLS:
         path = dq_path(res, impl)
         if path is not None:
-            by.setdefault(path, impl)
-    return (by["atomic"], by["separate"]) if len(by) == 2 else None
+            by.setdefault("separate" if path == "separate" else "added", impl)
+    return (by["added"], by["separate"]) if len(by) == 2 else None
 
 
 def det_cost(res: dict, impl: str = "bwd_teaching") -> list[dict]:

@@ -44,9 +44,9 @@ from . import style
 from .text import wrap_text
 
 #: (colour, line width, marker) of each implementation, in every figure of the chapter: ours, the
-#: default call, dark red; the other dQ path beside it pale red
+#: default call, dark red; the deterministic dQ beside it pale red, the scalar atomics pale orange
 LOOK = {"bwd_mma": ("#d62728", 2.0, "o"), "bwd_mma_det": ("#ff9896", 1.4, "P"),
-        "bwd_mma_atomic": ("#ff9896", 1.4, "*"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
+        "bwd_mma_atomic": ("#ffbb78", 1.4, "*"), "bwd_teaching": ("#2ca02c", 1.4, "s"),
         "bwd_teaching_det": ("#98df8a", 1.4, "D"), "sdpa_flash_bwd": ("#1f77b4", 1.4, "^"),
         "sdpa_cudnn_bwd": ("#9467bd", 1.4, "v"), "sdpa_math_bwd": ("#8c564b", 2.0, "X")}
 #: short names for legends (``short`` adds the dQ path a record's kernels ran to bwd_mma's)
@@ -160,14 +160,15 @@ def plot_recompute_vs_store(res: dict, *, d: int = 64, causal: bool = False, fig
     hi = max(a.get_ylim()[1] for a in (ax_keep, ax_peak))
     for ax in (ax_keep, ax_peak):
         ax.set_ylim(lo, hi * 3)
-    for r in peaks:
-        for impl in PEAK_IMPLS:
-            ran = [q for q in peaks if q["N"] < r["N"] and f"{impl}_peak_per_head" in q]
-            if f"{impl}_note" in r and ran:     # at the end of its line, right of its last point
-                last = ran[-1]
-                ax_peak.annotate(f"not run\nat {r['N'] // 1024}k", (last["N"], last[f"{impl}_peak_per_head"] / 2**20),
-                                 xytext=(6, 0), textcoords="offset points", ha="left", va="center",
-                                 fontsize=pt(8), color=LOOK[impl][0], linespacing=1.1)
+    for impl in PEAK_IMPLS:                     # one label a line, at its end, right of its last point
+        ran = [q for q in peaks if f"{impl}_peak_per_head" in q]
+        missing = [q["N"] for q in peaks if f"{impl}_note" in q and ran and q["N"] > ran[-1]["N"]]
+        if missing:
+            last = ran[-1]
+            ax_peak.annotate(f"not run\nat {', '.join(f'{n // 1024}k' for n in missing)}",
+                             (last["N"], last[f"{impl}_peak_per_head"] / 2**20),
+                             xytext=(6, 0), textcoords="offset points", ha="left", va="center",
+                             fontsize=pt(8), color=LOOK[impl][0], linespacing=1.1)
 
     for impl in IMPLS:
         pts = [(r["N"], r[f"{impl}_bwd_over_fwd"]) for r in times if f"{impl}_bwd_over_fwd" in r]

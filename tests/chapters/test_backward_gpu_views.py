@@ -20,7 +20,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-from bwd_styles import new_style, raw_dq
+from bwd_styles import added_and_det, new_style
 from test_no_overlap import covered_data, raw_exponents, text_problems, visible_texts
 
 matplotlib.use("Agg")
@@ -52,9 +52,8 @@ SPEED = ["bwd_mma", "bwd_mma_det", "bwd_mma_atomic", "bwd_teaching", "sdpa_flash
 
 
 def _mma_twins(rec):
-    """(atomic, deterministic) implementations of ours on tensor cores, from the raw kernel names."""
-    by = {raw_dq(rec, i): i for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
-    return by.get("atomic"), by.get("separate")
+    """(atomic or bulk, deterministic) implementations of ours on tensor cores, from the raw kernel names."""
+    return added_and_det(rec)
 
 
 def bwd_over_fwd(r, impl):
@@ -73,10 +72,13 @@ def test_recorded_data_the_reader_computes_what_the_keys_say():
             if f"{impl}_call_ms" not in r:
                 assert f"{impl}_call_ms" not in got
                 continue
-            fwd = r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"]
-            assert got[f"{impl}_fwd_ms"] == pytest.approx(fwd, rel=1e-12)
-            assert got[f"{impl}_bwd_over_fwd"] == pytest.approx(r[f"{impl}_call_ms"] / fwd, rel=1e-12)
-            assert got[f"{impl}_bwd_share"] == pytest.approx(r[f"{impl}_call_ms"] / r[f"{impl}_fwdbwd_call_ms"])
+            if impl in REC.get("no_fwdbwd", []):           # not timed: nothing derived from it
+                assert f"{impl}_fwd_ms" not in got and f"{impl}_bwd_over_fwd" not in got
+            else:
+                fwd = r[f"{impl}_fwdbwd_call_ms"] - r[f"{impl}_call_ms"]
+                assert got[f"{impl}_fwd_ms"] == pytest.approx(fwd, rel=1e-12)
+                assert got[f"{impl}_bwd_over_fwd"] == pytest.approx(r[f"{impl}_call_ms"] / fwd, rel=1e-12)
+                assert got[f"{impl}_bwd_share"] == pytest.approx(r[f"{impl}_call_ms"] / r[f"{impl}_fwdbwd_call_ms"])
             for m in ("call", "kernel"):
                 assert got[f"{impl}_{m}_tflops"] == pytest.approx(r["flops_bwd"] / r[f"{impl}_{m}_ms"] / 1e9)
                 assert got[f"{impl}_{m}_tflops"] == pytest.approx(r[f"{impl}_{'tflops' if m == 'call' else 'kernel_tflops'}"])
@@ -151,21 +153,25 @@ def test_kernel_names_say_how_dq_was_added_up():
     assert br.kernel_dq("void flash_bwd_mma<1, 64, 64, true, false, 2>(unsigned short const*)") == "separate"
     assert br.kernel_dq("void flash_bwd_mma<0, 128, 64, false>(unsigned short const*, unsigned sho") == "atomic"
     assert br.kernel_dq("void flash_bwd_mma_dq<0, 64, false, 1>(unsigned short const*)") == "separate"
+    assert br.kernel_dq("void flash_bwd_wgmma<0, 64, 64, false, 2>(unsigned short const*, unsigned") == "bulk"
+    assert br.kernel_dq("void flash_bwd_wgmma<1, 128, 128, true, 1>(unsigned short const*)") == "atomic"
+    assert br.kernel_dq("void flash_bwd_wgmma<0, 128, 64, true, 0>(unsigned short const*)") == "separate"
+    assert br.kernel_dq("void flash_bwd_wgmma<0, 128, 64, true, 7>(") is None
     for other in ("void flash_bwd_mma_preprocess<0, 64>(unsigned short const*)", "void flash_bwd<64, 64, 64, false>(",
                   "void flash_bwd_mma<0, 128", "", None, 3):
         assert br.kernel_dq(other) is None, other
 
 
-#: the committed record laid out as records are written since the separate pass became the default
-NEW = new_style(REC)
+#: a record of the first layout (bwd_mma the atomics, bwd_mma_det beside it), and the same record laid
+#: out as records were written while the separate pass was the default (bwd_mma_atomic beside it)
+OLD = json.loads((RESULTS / "bwd-h200-2026-12-05.json").read_text()) | {"source_file": "bwd-h200-2026-12-05.json"}
+NEW = new_style(OLD)
 
 
 @recorded_data
 def test_recorded_data_both_layouts_are_labelled_by_the_kernels_they_ran():
-    old_atomic, old_det = _mma_twins(REC)
-    if (old_atomic, old_det) != ("bwd_mma", "bwd_mma_det"):
-        pytest.skip("the newest record is already of the new layout")
-    for rec, default, other, twins in ((REC, "atomic", "bwd_mma_det", ("bwd_mma", "bwd_mma_det")),
+    assert _mma_twins(OLD) == ("bwd_mma", "bwd_mma_det")
+    for rec, default, other, twins in ((OLD, "atomic", "bwd_mma_det", ("bwd_mma", "bwd_mma_det")),
                                        (NEW, "separate", "bwd_mma_atomic", ("bwd_mma_atomic", "bwd_mma"))):
         assert br.dq_path(rec, "bwd_mma") == default and br.dq_twins(rec, "bwd_mma") == twins
         assert br.dq_path(rec, other) == ({"atomic", "separate"} - {default}).pop()
@@ -175,23 +181,44 @@ def test_recorded_data_both_layouts_are_labelled_by_the_kernels_they_ran():
         assert rep["bwd_mma"]["dq"] == default and rep[other]["dq"] != default
         assert rep[twins[1]]["deterministic"] and not rep[twins[0]]["deterministic"]
     # the same measurements under either layout: the same cost of the deterministic dQ, the same speeds
-    assert br.det_cost(NEW, "bwd_mma") == br.det_cost(REC, "bwd_mma") != []
-    for old, new in zip(br.time_rows(REC), br.time_rows(NEW)):
+    assert br.det_cost(NEW, "bwd_mma") == br.det_cost(OLD, "bwd_mma") != []
+    for old, new in zip(br.time_rows(OLD), br.time_rows(NEW)):
         assert new["bwd_mma_kernel_vs_sdpa_flash_bwd"] == old["bwd_mma_det_kernel_vs_sdpa_flash_bwd"]
         assert new["bwd_mma_atomic_kernel_vs_sdpa_flash_bwd"] == old["bwd_mma_kernel_vs_sdpa_flash_bwd"]
         assert "bwd_mma_atomic_fwdbwd_ms" not in new and "bwd_mma_fwdbwd_ms" in new
     # kernel names gone: each row's <impl>_dq (the new layout), else the call each name stands for
-    for rec, want in ((REC, {"bwd_mma": "atomic", "bwd_mma_det": "separate", "bwd_mma_atomic": None}),
+    for rec, want in ((OLD, {"bwd_mma": "atomic", "bwd_mma_det": "separate", "bwd_mma_atomic": None}),
                       (NEW, {"bwd_mma": "separate", "bwd_mma_det": None, "bwd_mma_atomic": "atomic"})):
         bare = {**rec, "bench": [{k: v for k, v in r.items() if not k.endswith("_kernel_name")} for r in rec["bench"]]}
         assert {i: br.dq_path(bare, i) for i in br.MMA_IMPLS} == want
         nodq = {**bare, "bench": [{k: v for k, v in r.items() if not k.endswith("_dq")} for r in bare["bench"]]}
         assert {i: br.dq_path(nodq, i) for i in br.MMA_IMPLS} == want
     # rows that disagree: no path is claimed
-    mixed = {**REC, "bench": [dict(r) for r in REC["bench"]]}
+    mixed = {**OLD, "bench": [dict(r) for r in OLD["bench"]]}
     mixed["bench"][0]["bwd_mma_kernel_name"] = mixed["bench"][0]["bwd_mma_det_kernel_name"]
     assert br.dq_path(mixed, "bwd_mma") is None and br.impl_label(mixed, "bwd_mma") == "ours, tensor cores (fp16)"
     assert br.dq_twins(mixed, "bwd_mma") is None and br.det_cost(mixed, "bwd_mma") == []
+
+
+def test_a_wgmma_record_pairs_the_bulk_default_with_the_deterministic_call():
+    """bwd-h100-80gb-hbm3-2026-12-06.json: the default call ran the wgmma kernel with the bulk dQ
+    (bwd_mma), beside deterministic=True (bwd_mma_det) and dq="atomic" (bwd_mma_atomic): each is
+    labelled by its kernels' DQ, and the deterministic cost pairs bwd_mma_det with bwd_mma."""
+    rec = json.loads((RESULTS / "bwd-h100-80gb-hbm3-2026-12-06.json").read_text())
+    rec["source_file"] = "bwd-h100-80gb-hbm3-2026-12-06.json"
+    assert {i: br.dq_path(rec, i) for i in br.MMA_IMPLS} == {"bwd_mma": "bulk", "bwd_mma_det": "separate",
+                                                             "bwd_mma_atomic": "atomic"}
+    assert br.dq_twins(rec, "bwd_mma") == ("bwd_mma", "bwd_mma_det")
+    assert br.impl_label(rec, "bwd_mma") == "ours, tensor cores (fp16, bulk dQ)"
+    assert short(rec, "bwd_mma_atomic") == "ours, tensor cores (atomic dQ)"
+    rows = [r for r in rec["bench"] if "bwd_mma_det_call_ms" in r]
+    assert [c["call"] for c in br.det_cost(rec, "bwd_mma")] == pytest.approx(
+        [r["bwd_mma_det_call_ms"] / r["bwd_mma_call_ms"] for r in sorted(rows, key=lambda r: (r["d"], r["causal"], r["N"]))])
+    forms = br.kernel_forms(rec, "bwd_mma")
+    assert forms == ["flash_bwd_wgmma with DQ = 2 (bulk)"]
+    rep = br.repeatability(rec)
+    assert rep["bwd_mma"]["dq"] == "bulk" and not rep["bwd_mma"]["deterministic"]
+    assert rep["bwd_mma_det"]["deterministic"] and rep["bwd_mma_det"]["equal"] == rep["bwd_mma_det"]["shapes"]
 
 
 def test_the_first_record_has_the_atomic_dq_alone():
@@ -303,9 +330,7 @@ def test_recorded_data_the_figures_of_the_new_layout_name_the_default_by_its_ker
     as the deterministic dQ (dark red), bwd_mma_atomic as the atomic one beside it, with the same
     points the old layout's bwd_mma_det and bwd_mma had; the recompute figure has no
     forward + backward line for the atomics (not timed)."""
-    if _mma_twins(REC) != ("bwd_mma", "bwd_mma_det"):
-        pytest.skip("the newest record is already of the new layout")
-    old, new = plot_bwd_speed(REC), plot_bwd_speed(NEW)
+    old, new = plot_bwd_speed(OLD), plot_bwd_speed(NEW)
     figures += [old, new]
     for ax_old, ax_new in zip(old.axes, new.axes):
         lo, ln = _lines(ax_old), _lines(ax_new)
@@ -314,7 +339,7 @@ def test_recorded_data_the_figures_of_the_new_layout_name_the_default_by_its_ker
             assert list(line.get_ydata()) == list(lo[label].get_ydata()), label
         det = ln["ours, tensor cores (deterministic dQ), public call"]
         atomic = ln["ours, tensor cores (atomic dQ), public call"]
-        assert det.get_color() == "#d62728" and atomic.get_color() == "#ff9896"    # ours, the default: dark red
+        assert det.get_color() == "#d62728" and atomic.get_color() == "#ffbb78"    # ours, the default: dark red
     fig = plot_recompute_vs_store(NEW, d=64, causal=False)
     figures.append(fig)
     labels = set(_lines(fig.axes[2]))

@@ -278,27 +278,41 @@ def test_bench_bwd_help_and_plan_run_without_a_gpu():
     assert bad.returncode == 2 and "--impls" in bad.stderr
 
 
-def test_the_implementations_bwd_mma_is_the_default_call_and_the_atomics_beside_it(monkeypatch):
-    """Issue 23's four implementations stay (bwd_mma: ours, the default call); the atomic dQ is the
-    extra one timed beside it (bwd_mma_det is no longer timed: bwd_mma is that pass now), without a
-    forward + backward figure; which calls promise the same bits follows the default dQ."""
-    from flashviz.gpu.tensorcore import backward as bk
+def _pretend_cc(monkeypatch, cc: int) -> None:
+    """CuPy's current device, as ``device_facts`` gives it, pretended to be of compute capability cc."""
+    import types
+
+    from flashviz.gpu import common
+    monkeypatch.setattr(common, "device_facts", lambda dev=None: types.SimpleNamespace(cc=cc))
+
+
+def test_the_implementations_bwd_mma_is_the_default_call_with_two_other_dq_paths_beside_it(monkeypatch):
+    """Issue 23's four implementations stay (bwd_mma: ours, the default call); deterministic=True and
+    dq="atomic" are timed beside it, the atomics without a forward + backward figure; which calls
+    promise the same bits follows what backward_plan runs on the device: on sm_90 the wgmma kernel's
+    bulk dQ (no promise), elsewhere the mma kernel's separate pass."""
     from flashviz.gpu.tensorcore import bench_bwd as bb
     assert bb.IMPLS == REQUIRED_IMPLS and bb.OURS == "bwd_mma"
-    assert bb.EXTRA_IMPLS == ("bwd_teaching_det", "bwd_mma_atomic") and "bwd_mma_det" not in bb.ALL_IMPLS
-    assert bb.MMA_DQ == {"bwd_mma": None, "bwd_mma_atomic": "atomic"} and bb.NO_FWDBWD == ("bwd_mma_atomic",)
-    assert {i: bb.promises_same_bits(i) for i in bb.ALL_IMPLS} == {
-        "bwd_mma": True, "bwd_teaching": False, "sdpa_flash_bwd": False, "sdpa_cudnn_bwd": False,
-        "bwd_teaching_det": True, "bwd_mma_atomic": False}
-    monkeypatch.setattr(bk, "BWD_DQ_DEFAULT", "atomic")            # were the default the atomics again ...
-    assert not bb.promises_same_bits("bwd_mma")                      # ... bwd_mma would promise nothing
+    assert bb.EXTRA_IMPLS == ("bwd_teaching_det", "bwd_mma_det", "bwd_mma_atomic")
+    assert bb.MMA_DQ == {"bwd_mma": {}, "bwd_mma_det": {"deterministic": True}, "bwd_mma_atomic": {"dq": "atomic"}}
+    assert bb.NO_FWDBWD == ("bwd_mma_atomic",)
+    others = {"bwd_teaching": False, "sdpa_flash_bwd": False, "sdpa_cudnn_bwd": False, "bwd_teaching_det": True,
+              "bwd_mma_det": True, "bwd_mma_atomic": False}
+    for cc, default in ((90, False), (80, True)):
+        _pretend_cc(monkeypatch, cc)
+        assert {i: bb.promises_same_bits(i) for i in bb.ALL_IMPLS} == {"bwd_mma": default, **others}
+    assert bb.mma_call("bwd_mma", 64, 90) == ("wgmma", "bulk", 64) and bb.mma_call("bwd_mma", 128, 90)[2] == 128
+    assert bb.mma_call("bwd_mma_det", 64, 90) == ("wgmma", "separate", 128)
+    assert bb.mma_call("bwd_mma_atomic", 64, 80) == ("mma", "atomic", 128)
 
 
-def test_the_tensor_core_implementations_call_the_default_and_the_atomic_dq(monkeypatch):
-    """bench_bwd._build with pretend torch and kernels: bwd_mma calls flash_backward_mma without dq
-    (its default, the separate pass, named in the row as bwd_mma_dq), bwd_mma_atomic with
-    dq="atomic"; only bwd_mma has a forward + backward call; the registers of the dQ pass are
-    recorded where it runs."""
+@pytest.mark.parametrize("cc", [90, 80])
+def test_the_tensor_core_implementations_call_the_default_and_name_what_it_runs(monkeypatch, cc):
+    """bench_bwd._build with pretend torch and kernels: bwd_mma calls flash_backward_mma with no
+    choice (its default), bwd_mma_det with deterministic=True, bwd_mma_atomic with dq="atomic"; each
+    row names the kernel, dQ and Bc that call runs on the device (``mma_call``: on sm_90 the wgmma
+    kernel's bulk dQ at Bc 64 for d = 64); bwd_mma and bwd_mma_det have a forward + backward call
+    (flash_attention with their deterministic); the dQ pass's registers are recorded where it runs."""
     import types
 
     from flashviz.gpu import autograd as fa
@@ -306,19 +320,23 @@ def test_the_tensor_core_implementations_call_the_default_and_the_atomic_dq(monk
     from flashviz.gpu.tensorcore import bench_bwd as bb
     torch, nn, F = (types.ModuleType(n) for n in ("torch", "torch.nn", "torch.nn.functional"))
     torch.nn, nn.functional = nn, F
+    torch.autograd = types.SimpleNamespace(grad=lambda out, leaves, grad_outputs: out)
     for m in (torch, nn, F):
         monkeypatch.setitem(sys.modules, m.__name__, m)
+    _pretend_cc(monkeypatch, cc)
     calls, compiled = [], []
     monkeypatch.setattr(bk, "flash_backward_mma", lambda *a, **kw: calls.append(kw) or ("dq", "dk", "dv"))
 
-    def compile_mma(dtype, Bc, d, causal, separate):
-        compiled.append(separate)
+    def built(Bc, separate):
         return types.SimpleNamespace(Bc=Bc, num_regs=200, local_bytes=0, smem_bytes=1,
                                      dq=types.SimpleNamespace(num_regs=166, local_size_bytes=0) if separate else None,
                                      dq_smem_bytes=33_280 if separate else 0)
 
-    monkeypatch.setattr(bk, "compile_backward_mma", compile_mma)
-    monkeypatch.setattr(fa, "flash_attention", lambda *a, **kw: calls.append(("flash_attention", kw)))
+    monkeypatch.setattr(bk, "compile_backward_mma",
+                        lambda dtype, Bc, d, causal, separate: compiled.append(("mma", Bc, separate)) or built(Bc, separate))
+    monkeypatch.setattr(bk, "compile_backward_wgmma",
+                        lambda dtype, Bc, d, causal, dq: compiled.append(("wgmma", Bc, dq)) or built(Bc, dq == "separate"))
+    monkeypatch.setattr(fa, "flash_attention", lambda *a, **kw: ("flash_attention", kw))
 
     class Pretend:                                              # a tensor, as far as _build looks
         shape = (1, 2, 64, 64)
@@ -331,13 +349,21 @@ def test_the_tensor_core_implementations_call_the_default_and_the_atomic_dq(monk
 
     x = Pretend()
     got = {n: bb._build(n, x, x, x, x, True, {"fwd": ("O", "lse")}) for n in bb.MMA_DQ}
-    assert compiled == [True, False]
     for n in bb.MMA_DQ:
         assert got[n].bwd() == ("dq", "dk", "dv")
-    assert calls == [{"causal": True, "dq": None}, {"causal": True, "dq": "atomic"}]
-    assert got["bwd_mma"].info["dq"] == "separate" and got["bwd_mma_atomic"].info["dq"] == "atomic"
-    assert got["bwd_mma"].info["dq_regs"] == 166 and "dq_regs" not in got["bwd_mma_atomic"].info
-    assert got["bwd_mma"].fwdbwd is not None and got["bwd_mma_atomic"].fwdbwd is None
+    assert calls == [{"causal": True}, {"causal": True, "deterministic": True}, {"causal": True, "dq": "atomic"}]
+    want = {90: {"bwd_mma": ("wgmma", "bulk", 64), "bwd_mma_det": ("wgmma", "separate", 128),
+                 "bwd_mma_atomic": ("wgmma", "atomic", 128)},
+            80: {"bwd_mma": ("mma", "separate", 128), "bwd_mma_det": ("mma", "separate", 128),
+                 "bwd_mma_atomic": ("mma", "atomic", 128)}}[cc]
+    for n, (kernel, dq, Bc) in want.items():
+        info = got[n].info
+        assert (info["kernel"], info["dq"], info["Bc"]) == (kernel, dq, Bc)
+        assert ("dq_regs" in info) == (dq == "separate")
+    assert compiled == [(k, Bc, dq if k == "wgmma" else dq == "separate") for k, dq, Bc in want.values()]
+    assert got["bwd_mma_atomic"].fwdbwd is None
+    assert got["bwd_mma"].fwdbwd() == ("flash_attention", {"causal": True, "deterministic": False})
+    assert got["bwd_mma_det"].fwdbwd() == ("flash_attention", {"causal": True, "deterministic": True})
 
 
 def test_only_the_full_run_gets_the_record_name():
@@ -408,6 +434,7 @@ def pretend_gpu(monkeypatch):
     monkeypatch.setattr(common, "environment", lambda: {"device": "NVIDIA H200", "date": "2026-12-05",
                                                         "commit": "abc1234", "torch": "2.11", "cupy": "14.2"})
     monkeypatch.setattr(mb, "check_streams", lambda: None)
+    _pretend_cc(monkeypatch, 90)                        # an H200: the default call runs the wgmma kernel
     peaks = iter([5, 50, 6, 6] * 8)                     # x one input: ours, math, flash, cuDNN at each N
     monkeypatch.setattr(mb, "torch_peak_bytes", lambda fn: next(peaks) * 16384 * 2048 * 2)
     h = "0123456789abcdef"
@@ -424,7 +451,8 @@ def pretend_gpu(monkeypatch):
         if ("build", name, state["N"]) in fail:
             raise RuntimeError(f"no {name} here")
         runs = iter(range(100))
-        det = name != "bwd_mma_atomic"                  # the atomics' bits move; every other path's stay
+        # the atomic and bulk dQ's bits move (bwd_mma's on sm_90); the others' stay
+        det = name != "bwd_mma_atomic" and (name != "bwd_mma" or bb.promises_same_bits("bwd_mma"))
         return bb._Impl(lambda: tuple(_T(0 if det else next(runs)) for _ in range(3)),
                         None if name in bb.NO_FWDBWD else (lambda: None))
 
@@ -463,31 +491,39 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(pretend_gpu, tmp_path):
            for t in ("call_ms", "kernel_ms", "fwdbwd_call_ms")]
         + ["correctness sdpa_cudnn_bwd N=2048 d=64 causal=False: RuntimeError: no sdpa_cudnn_bwd here"])
     det = {e["impl"]: e["bitwise_equal"] for e in rec["deterministic"]}
-    assert det == {"bwd_teaching_det": True, "bwd_mma": True, "bwd_teaching": True, "bwd_mma_atomic": False}
-    # bwd_mma, the default call, runs the separate dQ pass: it promises the same bits, the atomics do not
+    assert det == {"bwd_teaching_det": True, "bwd_mma_det": True, "bwd_mma": False, "bwd_teaching": True,
+                   "bwd_mma_atomic": False}
+    # on sm_90 bwd_mma, the default call, adds dQ by bulk reductions: it promises nothing, nor do the atomics;
+    # deterministic=True runs the separate pass and promises the same bits
     promised = {e["impl"]: (e["deterministic"], e.get("dq")) for e in rec["deterministic"]}
-    assert promised == {"bwd_teaching_det": (True, None), "bwd_mma": (True, "separate"), "bwd_teaching": (False, None),
-                        "bwd_mma_atomic": (False, "atomic")}
+    assert promised == {"bwd_teaching_det": (True, None), "bwd_mma_det": (True, "separate"), "bwd_mma": (False, "bulk"),
+                        "bwd_teaching": (False, None), "bwd_mma_atomic": (False, "atomic")}
     assert rec["no_fwdbwd"] == ["bwd_mma_atomic"] and rec["bench"][0]["bwd_mma_fwdbwd_call_ms"] == 2.0
+    assert rec["bench"][0]["bwd_mma_det_fwdbwd_call_ms"] == 2.0
     assert "bwd_mma_atomic_fwdbwd_call_ms" not in rec["bench"][0] and rec["bench"][0]["bwd_mma_atomic_call_ms"] == 2.0
-    assert any("bwd_mma is flash_backward_mma's default call, whose dQ is 'separate'" in n for n in rec["notes"])
+    assert any("bwd_mma is flash_backward_mma's default call: on this GPU, by head dimension, d=64: kernel 'wgmma', "
+               "dq 'bulk', Bc 64" in n for n in rec["notes"])
     assert rec["peak_bytes"][0]["bwd_mma_peak_bytes"] == 5 * 16384 * 2048 * 2
     assert sum("FAILED" in line for line in lines) == 3 and lines[-1].startswith("done in")
 
 
-def test_a_default_path_that_changes_bits_is_a_problem(pretend_gpu, tmp_path):
-    """bwd_mma promises the same bits (its default dQ is the separate pass): a change of bits there
-    is a problem of the record, where the atomic path's is not."""
+@pytest.mark.parametrize("cc", [90, 80])
+def test_a_path_that_promises_bits_and_changes_them_is_a_problem(pretend_gpu, tmp_path, monkeypatch, cc):
+    """bwd_mma_det always, and bwd_mma where its default dQ is the separate pass (not sm_90),
+    promise the same bits: a change of bits there is a problem of the record, where the atomic and
+    bulk paths' is not."""
     bb, _ = pretend_gpu
+    _pretend_cc(monkeypatch, cc)
+    promising = ["bwd_mma_det"] if cc == 90 else ["bwd_mma_det", "bwd_mma"]     # in the record's order
     rec = json.loads(bb.run_bwd_benchmark(tmp_path, Ns=(1024,), ds=(64,), causals=(False,), teaching_max_n=1024,
                                           peak_Ns=(1024,), log=lambda line: None).read_text())
     assert not [x for x in bwd_record_problems(rec) if "same bits" in x]
     moved = copy.deepcopy(rec)
     for e in moved["deterministic"]:
-        if e["impl"] == "bwd_mma":
+        if e["impl"] in ("bwd_mma", "bwd_mma_det"):
             e.update(dQ_bitwise_equal=False, bitwise_equal=False)
     assert [x for x in bwd_record_problems(moved) if "same bits" in x] == [
-        "deterministic bwd_mma d=64 causal=False: not the same bits over 5 runs ([False, True, True])"]
+        f"deterministic {i} d=64 causal=False: not the same bits over 5 runs ([False, True, True])" for i in promising]
 
 
 def test_a_full_run_cut_short_is_written_as_partial(pretend_gpu, tmp_path):

@@ -263,32 +263,40 @@ def test_a_new_record_where_the_default_fell_back_to_v1_is_not_called_old(monkey
 
 _BWD_KERNELS = {"atomic": "void flash_bwd_mma<0, 128, 64, false, true>(unsigned short const*, unsigned short co",
                 "separate": "void flash_bwd_mma<0, 128, 64, false, false>(unsigned short const*, unsigned short c",
-                "first": "void flash_bwd_mma<0, 128, 64, false>(unsigned short const*, unsigned short const*"}
+                "first": "void flash_bwd_mma<0, 128, 64, false>(unsigned short const*, unsigned short const*",
+                "bulk": "void flash_bwd_wgmma<0, 64, 64, false, 2>(unsigned short const*, unsigned short const*",
+                "wgmma separate": "void flash_bwd_wgmma<0, 128, 64, false, 0>(unsigned short const*, unsigned s",
+                "wgmma atomic": "void flash_bwd_wgmma<0, 128, 64, false, 1>(unsigned short const*, unsigned sho"}
 
 
 def _bwd_record(layout: str) -> dict:
     """A one-row backward record as the benchmark's own row builders make it, of one layout: "new"
     (bwd_mma the separate dQ pass, 2.0 ms, bwd_mma_atomic 2.6 ms beside it, no forward + backward for
-    the atomics), "old" (bwd_mma the atomics, 2.6 ms, bwd_mma_det the pass, 2.0 ms) or "first"
-    (bwd_mma alone, a kernel from before ATOMIC_DQ)."""
+    the atomics), "old" (bwd_mma the atomics, 2.6 ms, bwd_mma_det the pass, 2.0 ms), "first"
+    (bwd_mma alone, a kernel from before ATOMIC_DQ) or "wgmma" (bwd_mma the wgmma kernel's bulk dQ,
+    1.5 ms, bwd_mma_det its separate pass, 2.0 ms, bwd_mma_atomic its atomics, 2.6 ms). Made on an
+    sm_90 GPU, where the default call now runs the bulk dQ."""
     from flashviz.gpu.tensorcore import bench_bwd as bb
     mma = {"new": {"bwd_mma": "separate", "bwd_mma_atomic": "atomic"},
-           "old": {"bwd_mma": "atomic", "bwd_mma_det": "separate"}, "first": {"bwd_mma": "first"}}[layout]
+           "old": {"bwd_mma": "atomic", "bwd_mma_det": "separate"}, "first": {"bwd_mma": "first"},
+           "wgmma": {"bwd_mma": "bulk", "bwd_mma_det": "wgmma separate", "bwd_mma_atomic": "wgmma atomic"}}[layout]
     row = bb.base_row(1024, 64, False)
     row.update(sdpa_flash_bwd_call_ms=1.6, sdpa_flash_bwd_kernel_ms=1.6, sdpa_flash_bwd_fwdbwd_call_ms=2.0,
                sdpa_cudnn_bwd_call_ms=0.9, sdpa_cudnn_bwd_kernel_ms=0.9, sdpa_cudnn_bwd_fwdbwd_call_ms=1.2)
     det = []
     for impl, path in mma.items():
-        ms = 2.0 if path == "separate" else 2.6
+        ms = {"separate": 2.0, "wgmma separate": 2.0, "bulk": 1.5}.get(path, 2.6)
         row.update({f"{impl}_call_ms": ms, f"{impl}_kernel_ms": ms, f"{impl}_kernel_name": _BWD_KERNELS[path]})
         if impl != "bwd_mma_atomic":
             row[f"{impl}_fwdbwd_call_ms"] = ms + 0.4
         if layout == "new":
             row[f"{impl}_dq"] = path
-        det.append({"impl": impl, "N": 1024, "d": 64, "causal": False, "runs": 5, "deterministic": path == "separate",
-                    "bitwise_equal": path == "separate"})
+        same = path in ("separate", "wgmma separate")
+        det.append({"impl": impl, "N": 1024, "d": 64, "causal": False, "runs": 5, "deterministic": same,
+                    "bitwise_equal": same})
     impls = [*mma, "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
-    return {"env": {"device": "NVIDIA H200", "date": "2026-12-07"}, "method": "m", "impls": impls,
+    return {"env": {"device": "NVIDIA H200", "date": "2026-12-07", "compute_capability": "90"}, "method": "m",
+            "impls": impls,
             "bench": [bb.derive(row, impls)], "deterministic": det, "peak_bytes": [],
             "source_file": "bwd-h200-2026-12-07.json"}
 
@@ -303,32 +311,44 @@ def test_the_backward_section_labels_ours_by_the_kernels_each_record_ran():
     head = ("| d | causal | N | B×H | bwd_mma ({}) TFLOP/s (call) | ÷ flash call | ÷ flash kernel | ÷ cuDNN call | "
             "÷ cuDNN kernel | fwd+bwd ÷ flash | fwd+bwd ÷ cuDNN |")
     new = "\n".join(report._bwd_section(_bwd_record("new")))
-    assert (head.format("deterministic dQ") + " bwd_mma_atomic (atomic dQ) ÷ flash kernel | deterministic ÷ atomic, "
-            "kernel-only | teaching fp32 ms (call) |\n" + "| --- " * 14 + "|\n") in new
+    assert (head.format("deterministic dQ") + " bwd_mma_atomic (atomic dQ) ÷ flash kernel | deterministic ÷ "
+            "non-deterministic, kernel-only | teaching fp32 ms (call) |\n" + "| --- " * 14 + "|\n") in new
     assert (f"| 64 | no | 1,024 | 16×32 | {tf / 2.0:.0f} | 0.80x | 0.80x | 0.45x | 0.45x | {2.0 / 2.4:.2f}x | "
             f"{1.2 / 2.4:.2f}x | {1.6 / 2.6:.2f}x | {2.0 / 2.6:.2f}x | — |") in new
     assert ("Ours is `bwd_mma`, `flash_backward_mma`'s default call. Its dQ in this record, as the record's kernel "
             "names say (`<impl>_kernel_name`, the longest kernel of a call): deterministic dQ (the main kernel without "
             "atomics, then the separate pass `flash_bwd_mma_dq` in a fixed order) — `flash_bwd_mma` with ATOMIC_DQ = "
             "false. Beside it, `bwd_mma_atomic` is the same call with `dq=\"atomic\"`: atomic dQ (fp32 `atomicAdd` in "
-            "the main kernel, then a convert kernel) — `flash_bwd_mma` with ATOMIC_DQ = true.\n") in new + "\n"
-    assert "this record was made before" not in new
+            "the main kernel, then a convert kernel) — `flash_bwd_mma` with ATOMIC_DQ = true. (The default call") in new
+    assert ("(The default call on this GPU now runs the bulk dQ (`backward_plan`), which measured faster: this "
+            "record was made before, and its `bwd_mma` ran the deterministic dQ.)") in new
     assert ("bwd_mma (deterministic dQ): 1 of 1 shapes (5 runs each); bwd_mma_atomic (atomic dQ): 0 of 1 shapes "
             "(5 runs each).") in new
 
     old = "\n".join(report._bwd_section(_bwd_record("old")))
-    assert (head.format("atomic dQ") + " bwd_mma_det (deterministic dQ) ÷ flash kernel | deterministic ÷ atomic, "
-            "kernel-only | teaching fp32 ms (call) |\n") in old
+    assert (head.format("atomic dQ") + " bwd_mma_det (deterministic dQ) ÷ flash kernel | deterministic ÷ "
+            "non-deterministic, kernel-only | teaching fp32 ms (call) |\n") in old
     assert (f"| 64 | no | 1,024 | 16×32 | {tf / 2.6:.0f} | {1.6 / 2.6:.2f}x | {1.6 / 2.6:.2f}x | {0.9 / 2.6:.2f}x | "
             f"{0.9 / 2.6:.2f}x | {2.0 / 3.0:.2f}x | {1.2 / 3.0:.2f}x | 0.80x | {2.0 / 2.6:.2f}x | — |") in old
     assert ("atomic dQ (fp32 `atomicAdd` in the main kernel, then a convert kernel) — `flash_bwd_mma` with "
             "ATOMIC_DQ = true. Beside it, `bwd_mma_det` is the same call with `deterministic=True`: deterministic dQ"
             ) in old
-    assert ("(The default dQ is now \"separate\", `BWD_DQ_DEFAULT`, which measured faster: this record was made "
-            "before, and its `bwd_mma` ran the atomic dQ.)") in old
+    assert ("(The default call on this GPU now runs the bulk dQ (`backward_plan`), which measured faster: this "
+            "record was made before, and its `bwd_mma` ran the atomic dQ.)") in old
     assert "bwd_mma_det (deterministic dQ): 1 of 1 shapes" in old and "bwd_mma (atomic dQ): 0 of 1 shapes" in old
 
     first = "\n".join(report._bwd_section(_bwd_record("first")))
     assert head.format("atomic dQ") + " teaching fp32 ms (call) |\n" + "| --- " * 12 + "|\n" in first
     assert "`flash_bwd_mma` with 4 template arguments (built before ATOMIC_DQ existed)." in first
     assert "Beside it" not in first and "this record was made before" in first
+
+    wg = "\n".join(report._bwd_section(_bwd_record("wgmma")))
+    assert (head.format("bulk dQ") + " bwd_mma_det (deterministic dQ) ÷ flash kernel | bwd_mma_atomic (atomic dQ) ÷ "
+            "flash kernel | deterministic ÷ non-deterministic, kernel-only | teaching fp32 ms (call) |\n"
+            + "| --- " * 15 + "|\n") in wg
+    assert (f"| 64 | no | 1,024 | 16×32 | {tf / 1.5:.0f} | {1.6 / 1.5:.2f}x | {1.6 / 1.5:.2f}x | {0.9 / 1.5:.2f}x | "
+            f"{0.9 / 1.5:.2f}x | {2.0 / 1.9:.2f}x | {1.2 / 1.9:.2f}x | 0.80x | {1.6 / 2.6:.2f}x | {2.0 / 1.5:.2f}x | — |") in wg
+    assert ("bulk dQ (each query block's fp32 dQ_i added into HBM by one reduction of the copy engine, then a convert "
+            "kernel) — `flash_bwd_wgmma` with DQ = 2 (bulk). Beside it, `bwd_mma_det` is the same call with "
+            "`deterministic=True`: deterministic dQ") in wg
+    assert "`flash_bwd_wgmma` with DQ = 1 (atomic)." in wg and "this record was made before" not in wg

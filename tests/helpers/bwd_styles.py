@@ -63,12 +63,28 @@ def raw_dq(rec: dict, impl: str) -> str | None:
     """How ``impl`` added up dQ in record ``rec``, read from its raw kernel names (not through
     flashviz): the main kernel flash_bwd_mma<DT, Bc, D, CAUSAL, ATOMIC_DQ, …> with ATOMIC_DQ true,
     or with four template arguments (before the flag: atomics only), is "atomic", ATOMIC_DQ false
-    "separate"; None when no row names that kernel. Asserts one path across the rows."""
+    "separate"; the Hopper kernel flash_bwd_wgmma<DT, Bc, D, CAUSAL, DQ> by its DQ (0 "separate",
+    1 "atomic", 2 "bulk"), and the dQ pass flash_bwd_mma_dq "separate"; None when no row names
+    one of them. Asserts one path across the rows."""
     paths = set()
     for r in rec["bench"]:
-        m = re.search(r"flash_bwd_mma<([^<>]*)>", r.get(f"{impl}_kernel_name") or "")
+        name = r.get(f"{impl}_kernel_name") or ""
+        m = re.search(r"flash_bwd_mma<([^<>]*)>", name)
+        w = re.search(r"flash_bwd_wgmma<([^<>]*)>", name)
         if m:
             a = [x.strip() for x in m[1].split(",")]
             paths.add("atomic" if len(a) == 4 or a[4] == "true" else "separate")
+        elif w:
+            paths.add({"0": "separate", "1": "atomic", "2": "bulk"}[w[1].split(",")[4].strip()])
+        elif re.search(r"flash_bwd_mma_dq\b", name):
+            paths.add("separate")
     assert len(paths) <= 1, (impl, paths)
     return paths.pop() if paths else None
+
+
+def added_and_det(rec: dict) -> tuple[str | None, str | None]:
+    """(non-deterministic, deterministic): of bwd_mma, bwd_mma_det, bwd_mma_atomic in that order, the
+    first whose raw dQ path is "atomic" or "bulk" and the first whose path is "separate"."""
+    paths = {i: raw_dq(rec, i) for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
+    return (next((i for i, p in paths.items() if p in ("atomic", "bulk")), None),
+            next((i for i, p in paths.items() if p == "separate"), None))

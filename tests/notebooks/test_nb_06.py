@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import raw_timeline
-from bwd_styles import raw_dq
+from bwd_styles import added_and_det, raw_dq
 from nbutil import flat, run_notebook, widget_views
 from test_exercise_hints import assert_right, assert_wrong
 
@@ -32,7 +32,16 @@ def _newest(pattern):
 
 
 BWD_FILE, BWD = _newest("bwd-*.json")
-MMA_FILE, MMA = _newest("mma-*.json")
+def _newest_same_device(pattern, device):
+    """The newest record matching ``pattern`` in benchmarks/results or a folder in it, made on ``device``:
+    (its path relative to benchmarks/results, its JSON)."""
+    recs = [(f, json.loads(f.read_text())) for f in [*RESULTS.glob(pattern), *RESULTS.glob(f"*/{pattern}")]]
+    f, rec = max(((f, r) for f, r in recs if r["env"]["device"] == device),
+                 key=lambda x: (re.search(r"\d{4}-\d{2}-\d{2}", x[0].name)[0], x[0].name))
+    return f.relative_to(RESULTS).as_posix(), rec
+
+
+MMA_FILE, MMA = _newest_same_device("mma-*.json", BWD["env"]["device"])
 BENCH = sorted(BWD["bench"], key=lambda r: (r["d"], r["causal"], r["N"]))
 PEAKS = sorted(BWD["peak_bytes"], key=lambda r: r["N"])
 RECOMPUTE = ["bwd_mma", "bwd_teaching", "bwd_teaching_det", "sdpa_flash_bwd", "sdpa_cudnn_bwd"]
@@ -42,8 +51,8 @@ FLOPS_RECOMPUTE, FLOPS_STORED = 5 / 2, 4 / 2     # backward matmuls (dV, dP, dQ,
 #: ours on tensor cores with each dQ path: (bwd_mma, bwd_mma_det) in records made while atomics were
 #: the default, (bwd_mma_atomic, bwd_mma) since
 MMA_PATHS = {i: raw_dq(BWD, i) for i in ("bwd_mma", "bwd_mma_det", "bwd_mma_atomic")}
-MMA_ATOMIC = next(i for i, x in MMA_PATHS.items() if x == "atomic")
-MMA_DET = next(i for i, x in MMA_PATHS.items() if x == "separate")
+MMA_ADDED, MMA_DET = added_and_det(BWD)      # (atomic or bulk dQ, deterministic dQ)
+DQW = {"atomic": "atomic dQ", "bulk": "bulk dQ", "separate": "deterministic dQ"}
 
 
 def bwd_over_fwd(r, impl):
@@ -243,8 +252,11 @@ def test_recorded_data_the_memory_prose_holds():
         kept = [r[f"{i}_saved_bytes"] for i in ("bwd_mma", "sdpa_flash_bwd", "sdpa_cudnn_bwd")]
         assert max(kept) - min(kept) <= 1024
         assert r.get("sdpa_math_bwd_saved_bytes", float("inf")) > 10 * max(kept)
-    # "at the largest N the record did not run it at all"
-    assert [r["N"] for r in PEAKS if "sdpa_math_bwd_peak_bytes" not in r] == [max(r["N"] for r in PEAKS)]
+    # "at the longest sequences the record did not run it at all (it would not fit the GPU's memory)"
+    missing = [r for r in PEAKS if "sdpa_math_bwd_peak_bytes" not in r]
+    ran = [r["N"] for r in PEAKS if "sdpa_math_bwd_peak_bytes" in r]
+    assert missing and ran and min(r["N"] for r in missing) > max(ran)
+    assert all("need about" in r.get("sdpa_math_bwd_peak_note", "") for r in missing)
 
 
 @recorded_data
@@ -277,14 +289,16 @@ def test_recorded_data_backward_over_forward_equals_the_record(executed):
 def test_recorded_data_the_time_prose_holds():
     md = _markdown()
     # the teaching kernel and SDPA-flash above the FLOP ratio at every shape
-    assert "The teaching kernel and SDPA-flash sit above the FLOP ratio at every shape" in md
-    assert all(v > FLOPS_RECOMPUTE for i in ("bwd_teaching", "sdpa_flash_bwd") for v in ratios(i))
+    assert "The teaching kernel sits above the FLOP ratio at every shape and SDPA-flash at nearly every one" in md
+    assert all(v > FLOPS_RECOMPUTE for v in ratios("bwd_teaching"))
+    flash = ratios("sdpa_flash_bwd")
+    assert sum(v > FLOPS_RECOMPUTE for v in flash) >= 0.8 * len(flash)
     # SDPA-cuDNN closest; below the ratio at some shapes, below the stored-P ratio at some (the cell counts them)
     closest = {i: statistics.median(abs(v - FLOPS_RECOMPUTE) for v in ratios(i)) for i in RECOMPUTE}
     assert min(closest, key=closest.get) == "sdpa_cudnn_bwd"
     cud = ratios("sdpa_cudnn_bwd")
-    assert 0 < sum(v < FLOPS_RECOMPUTE for v in cud) < len(cud) and 0 < sum(v < FLOPS_STORED for v in cud) <= 3
-    assert "even below the ratio of a backward that stores $P$ (its line above counts at how many)" in md.replace("\n", " ")
+    assert 0 < sum(v < FLOPS_RECOMPUTE for v in cud) < len(cud) and sum(v < FLOPS_STORED for v in cud) <= 3
+    assert "how many fall even below the 2 of a backward that stores $P$" in md.replace("\n", " ")
     # ... and where it falls clearly below (5 %), cuDNN's derived forward is slower than its forward timed alone
     assert "where it falls clearly below, its \"forward\" here is derived, not timed" in md
     alone = {(m["d"], m["causal"], m["N"]): m for m in MMA["bench"]}
@@ -293,12 +307,12 @@ def test_recorded_data_the_time_prose_holds():
             fwd = r["sdpa_cudnn_bwd_fwdbwd_call_ms"] - r["sdpa_cudnn_bwd_call_ms"]
             assert fwd > 1.05 * alone[(r["d"], r["causal"], r["N"])]["sdpa_cudnn_call_ms"], (r["d"], r["N"])
     # "SDPA's backwards ... stay within a small factor of the FLOP ratio" (the take-away)
-    assert "their time stays within a small factor of the FLOP ratio to their forward's" in md
+    assert "their time stays under twice the FLOP ratio times their forward's" in " ".join(md.split())
     sdpa = ratios("sdpa_flash_bwd") + ratios("sdpa_cudnn_bwd")
-    assert 0.7 * FLOPS_RECOMPUTE < min(sdpa) and max(sdpa) < 1.5 * FLOPS_RECOMPUTE
-    # ours far above it at every shape
-    assert "Ours is far above the FLOP ratio at every shape" in md
-    assert min(ratios("bwd_mma")) > 2 * FLOPS_RECOMPUTE
+    assert 0.7 * FLOPS_RECOMPUTE < min(sdpa) and max(sdpa) < 2 * FLOPS_RECOMPUTE
+    # ours above it at every shape
+    assert "Ours is above the FLOP ratio at every shape too" in md
+    assert min(ratios("bwd_mma")) > FLOPS_RECOMPUTE
 
 
 @recorded_data
@@ -321,9 +335,13 @@ def test_recorded_data_speed_table_equals_the_record(executed):
             x = [r[f"{other}_{key}"] / r[f"bwd_mma_{key}"] for r in BENCH]
             assert (f"ours against {oname:<10} {name:<31}: {min(x):.2f}–{max(x):.2f}x; slower in "
                     f"{sum(v < 1 for v in x)} of {len(x)} shapes") in texts
-            # the prose: "slower than both of PyTorch's, at every shape and by both methods", a training step too
-            assert max(x) < 1
-    assert "**our tensor-core backward is slower than both of PyTorch's**, at every shape and by both methods" in _markdown()
+            # the prose (a record made with the wgmma kernel): faster than SDPA-flash, slower than cuDNN, by both
+            # methods and for a training step
+            assert min(x) > 1 if other == "sdpa_flash_bwd" else max(x) < 1
+    md = " ".join(_markdown().split())
+    assert ("ours is faster than SDPA's FlashAttention-2 backward and slower than its cuDNN backward, by both methods, "
+            "and a whole training step") in md
+    assert all("flash_bwd_wgmma<" in r["bwd_mma_kernel_name"] for r in BENCH)          # "a record made with it"
     teach = [r["flops_bwd"] / r["bwd_teaching_call_ms"] / 1e9 for r in BENCH if "bwd_teaching_call_ms" in r]
     assert f"public call: {min(teach):.0f}–{max(teach):.0f} TFLOP/s" in texts
     # "slower still, by far": under half of ours at every shape
@@ -338,29 +356,26 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
     impls = list(dict.fromkeys(x["impl"] for x in det))
     for impl in impls:
         mine = [x for x in det if x["impl"] == impl]
-        asks = "deterministic" if mine[0]["deterministic"] else "atomic dQ"
+        asks = "deterministic" if mine[0]["deterministic"] else DQW[MMA_PATHS.get(impl) or "atomic"]
         g = {k: sum(x[f"{k}_bitwise_equal"] for x in mine) for k in ("dQ", "dK", "dV")}
         assert (f"  {impl:<17} {asks:<13} same bits in {sum(x['bitwise_equal'] for x in mine)} of {len(mine)} shapes "
                 f"({mine[0]['runs']} runs each): dQ {g['dQ']}, dK {g['dK']}, dV {g['dV']}") in texts
-    # the prose: only dQ ever differs; the atomic paths differ in most shapes; det always
+    # the prose: only dQ ever differs; the atomic and bulk paths differ in most shapes; det always
     assert all(x["dK_bitwise_equal"] and x["dV_bitwise_equal"] for x in det)
-    for impl in ("bwd_teaching", MMA_ATOMIC):
+    for impl in ("bwd_teaching", MMA_ADDED):
         mine = [x for x in det if x["impl"] == impl]
         assert sum(x["bitwise_equal"] for x in mine) < len(mine) / 2
     # "Both deterministic backwards gave the same bits every time"
     assert {x["impl"] for x in det} >= {"bwd_teaching_det", MMA_DET}
     assert all(x["bitwise_equal"] for x in det if x["impl"] in ("bwd_teaching_det", MMA_DET))
     # which implementation added up dQ which way, read off the kernel names and printed
-    default = "deterministic dQ" if MMA_PATHS["bwd_mma"] == "separate" else "atomic dQ"
-    assert (f"tensor cores in this record: atomic dQ = {MMA_ATOMIC}, deterministic dQ = {MMA_DET} (bwd_mma is the "
-            f"default call: ours, tensor cores (fp16, {default}))") in flat(texts)
+    assert (f"tensor cores in this record: {DQW[MMA_PATHS[MMA_ADDED]]} = {MMA_ADDED}, deterministic dQ = {MMA_DET} "
+            f"(bwd_mma is the default call: ours, tensor cores (fp16, {DQW[MMA_PATHS['bwd_mma']]}))") in flat(texts)
     for impl, path in MMA_PATHS.items():
         if path:
-            assert f"{impl}: ours, tensor cores (fp16, {'atomic dQ' if path == 'atomic' else 'deterministic dQ'})" \
-                in texts
-    md = _markdown()
+            assert f"{impl}: ours, tensor cores (fp16, {DQW[path]})" in texts
+    md = " ".join(_markdown().split())
     assert "Only $dQ$ ever differs" in md and "Both deterministic backwards gave the same bits every time" in md
-    assert "Atomics are not free" in md
     assert "a record made before it ran" not in md                # the record has the tensor-core twin's rows
 
     def ratios(det, atomic, key):
@@ -369,14 +384,27 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
 
     for key, name in (("call_ms", "public call"), ("kernel_ms", "kernel-only")):
         x = ratios("bwd_teaching_det", "bwd_teaching", key)
-        assert (f"deterministic ÷ atomic teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes; "
-                "the deterministic one faster in 0 ") in flat(texts) + " "
+        assert (f"deterministic ÷ atomic dQ teaching backward, {name}: {min(x):.2f}–{max(x):.2f}x over {len(x)} "
+                "shapes; the deterministic one faster in 0 ") in flat(texts) + " "
         assert 1 < min(x) and max(x) < 7 / 5          # "slower ..., but by less than its extra FLOPs" (7 matmuls, not 5)
-        # the tensor cores: "faster than the atomic one at every shape, by both methods"
-        y = ratios(MMA_DET, MMA_ATOMIC, key)
-        assert len(y) == len(BENCH) and max(y) < 1
-        assert (f"deterministic ÷ atomic tensor-core backward, {name}: {min(y):.2f}–{max(y):.2f}x over {len(y)} shapes; "
-                f"the deterministic one faster in {len(y)} ({1 / max(y):.2f}–{1 / min(y):.2f}x faster)") in flat(texts)
+        y = ratios(MMA_DET, MMA_ADDED, key)
+        assert len(y) == len(BENCH)
+        faster = f" ({1 / max(y):.2f}–{1 / min(y):.2f}x faster)" if max(y) < 1 else ""
+        assert (f"deterministic ÷ {DQW[MMA_PATHS[MMA_ADDED]]} tensor-core backward, {name}: {min(y):.2f}–{max(y):.2f}x "
+                f"over {len(y)} shapes; the deterministic one faster in {sum(v < 1 for v in y)}{faster}") in flat(texts)
+        # "the bulk reduction ... was the fastest of the three at every shape of the record made on Hopper"
+        assert MMA_PATHS["bwd_mma"] == "bulk"
+        for other in ("bwd_mma_det", "bwd_mma_atomic"):
+            assert min(ratios(other, "bwd_mma", key)) > 1, (other, key)
+        # "... that can cost more than recomputing (read the scalar-atomic line above at d = 64)"
+        assert all(r[f"bwd_mma_atomic_{key}"] > r[f"bwd_mma_det_{key}"] for r in BENCH if r["d"] == 64)
+    assert "was the fastest of the three at every shape of the record made on Hopper" in md
+    assert "read the scalar-atomic line above at $d = 64$" in md
+    assert "the tensor cores' three ways, public call, time ÷ bwd_mma's (the default call):" in texts
+    for impl in ("bwd_mma_det", "bwd_mma_atomic"):
+        x = ratios(impl, "bwd_mma", "call_ms")
+        assert f"  ours, tensor cores (fp16, {DQW[MMA_PATHS[impl]]}): {min(x):.2f}–{max(x):.2f}x over {len(x)} shapes" \
+            in texts
     assert "either deterministic backward's matrix products: 7 per tile instead of 5: 1.40x the FLOPs" in texts
 
 
