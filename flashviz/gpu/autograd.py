@@ -237,11 +237,12 @@ def flash_attention(q, k, v, *, causal: bool = False, scale=None, deterministic:
     kernel** (kernels/flash_bwd.cu), with half-precision inputs converted to float32 and the
     gradients cast back (correct; slow: no tensor cores). The tensor-core backward's default main
     kernel is Hopper's wgmma kernel on sm_90 (kernels/flash_bwd_wgmma.cu) and mma.sync elsewhere
-    (``flash_backward_mma``'s ``default_kernel``). On an H100 the wgmma kernel ran at 1.07–1.33x
-    SDPA's FlashAttention-2 backward and 0.60–0.81x its cuDNN backward, kernel-only (fp16,
-    B·N = 16k tokens, d 64 / 128, causal and not, N 1k / 4k / 16k:
-    benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json); the mma.sync kernel
-    0.68–0.95x SDPA-flash by public call there (benchmarks/results/bwd-h100-80gb-hbm3-2026-12-05.json).
+    (``flash_backward_mma``'s ``backward_plan``). On an H100 the default call ran at 1.07–1.33x
+    SDPA's FlashAttention-2 backward and 0.68–0.83x its cuDNN backward by public call, forward +
+    backward 1.10–1.36x and 0.70–0.82x (fp16, B·N = 16k tokens, d 64 / 128, causal and not,
+    N 1k–16k: ``sdpa_flash_bwd_call_ms / bwd_mma_call_ms`` in
+    benchmarks/results/bwd-h100-80gb-hbm3-2026-12-06.json, at e0602b7); the mma.sync kernel
+    0.68–0.95x SDPA-flash there (benchmarks/results/bwd-h100-80gb-hbm3-2026-12-05.json).
 
     Parameters
     ----------

@@ -28,7 +28,7 @@ sm_90 only, compiled for sm_90a): the same Algorithm 2 with the five products on
 warpgroup per 64 keys, Q_i, dO_i double-buffered by cp.async) and dQ three ways: "bulk" (its
 default: dQ_i's fp32 tile added into HBM by one bulk reduction of the copy engine per query block),
 "atomic" (fp32 atomicAdd) or "separate" (dK, dV only; dQ by the mma pass above). It is the default on sm_90
-(``default_kernel``): 1.2–1.9x the mma kernel, kernel-only, at all 12 shapes of
+(``default_kernel``; Bc 64 at d = 64): 1.3–1.9x the mma kernel, kernel-only, at all 12 shapes of
 benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json.
 """
 
@@ -68,8 +68,8 @@ BWD_DQ_DEFAULT = "separate"
 #: the main kernels of ``flash_backward_mma(kernel=...)``: "mma" (kernels/flash_bwd_mma.cu, mma.sync,
 #: sm_80 and later) or "wgmma" (kernels/flash_bwd_wgmma.cu, Hopper's wgmma, sm_90 only)
 BWD_KERNELS = ("mma", "wgmma")
-#: the main kernel when none is named (``default_kernel``): "wgmma" on sm_90, measured 1.16–1.85x
-#: the mma kernel, kernel-only, at all 12 shapes of
+#: the main kernel when none is named (``default_kernel``): "wgmma" on sm_90, measured 1.34–1.85x
+#: the mma kernel (with ``wgmma_bc_default``'s Bc), kernel-only, at all 12 shapes of
 #: benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json (H100, fp16, B·N = 16k tokens,
 #: N 1k / 4k / 16k, d 64 / 128, causal and not; each kernel's default dQ and Bc); "mma" elsewhere
 BWD_KERNEL_HOPPER, BWD_KERNEL_OTHER = "wgmma", "mma"
@@ -77,7 +77,7 @@ _WGMMA_FILE = "flash_bwd_wgmma.cu"
 BWD_WGMMA_BC = (64, 128)               #: key rows per block: Bc/64 consumer warpgroups
 BWD_WGMMA_BC_DEFAULT = 128
 #: exceptions to ``BWD_WGMMA_BC_DEFAULT`` by (d, dq): at d = 64 the "bulk" dQ with Bc = 64 measured
-#: 1.05–1.17x Bc = 128 at all 6 d = 64 shapes of the same record (e.g. N = 16k: 310 against 253 TFLOP/s)
+#: 1.14–1.23x Bc = 128 at all 6 d = 64 shapes of the same record (e.g. N = 16k: 310 against 253 TFLOP/s)
 BWD_WGMMA_BC_BY = {(64, "bulk"): 64}
 #: the wgmma kernel's dQ algorithms: template argument DQ 0 ("separate": dK, dV only, then the mma
 #: dQ pass), 1 ("atomic": fp32 atomicAdd), 2 ("bulk": one bulk reduction per query block)
