@@ -17,9 +17,9 @@ that a kernel fault (which poisons the CUDA context) costs only the part it happ
    per dQ path. A child that dies is restarted on the next dQ path.
 3. bench: fp16, B·N = 16k tokens, H = 2048/d, d 64 / 128, causal and not, N 16k, 4k, 1k (in that
    order, the largest first; what the deadline leaves out is said): the backward alone, for the
-   wgmma kernel (each dQ path whose part-2 child did not die, Bc = 128; the first of them also at
-   Bc = 64, ``_bc64``; the record names the paths that passed every case), the mma kernel's default
-   call, SDPA-flash and
+   wgmma kernel (each dQ path whose part-2 child did not die, Bc = 128, and each also at
+   Bc = 64, ``_bc64``; the record names the paths that passed every case), the mma kernel
+   (named: on sm_90 the default call is the wgmma kernel), SDPA-flash and
    SDPA-cuDNN (``torch.nn.attention.sdpa_kernel``). By public call: CUDA events
    (``timing.call_times_ms``), median of 5, every implementation before any profiler session.
    Kernel-only (``_kernel_ms``): torch.profiler (CUPTI), the GPU work of one call summed, median of
@@ -195,10 +195,10 @@ def _bench_shape(N: int, d: int, causal: bool, dqs, deadline: float) -> tuple[di
     impls = {f"wgmma_{dq}": (lambda dq: lambda: gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal,
                                                                         dq=dq, kernel="wgmma"))(dq)
              for dq in dqs}
-    if dqs:                                      # the other block size of the kernel, for choosing the default
-        impls[f"wgmma_{dqs[0]}_bc64"] = lambda: gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, Bc=64,
-                                                                       dq=dqs[0], kernel="wgmma")
-    impls["mma"] = lambda: gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
+    for dq in dqs:                               # the other block size of the kernel, for choosing the default
+        impls[f"wgmma_{dq}_bc64"] = (lambda dq: lambda: gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal,
+                                                                               Bc=64, dq=dq, kernel="wgmma"))(dq)
+    impls["mma"] = lambda: gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal, kernel="mma")
     ctxs = {}
     for name in ("flash", "cudnn"):
         leaves = tuple(x.detach().requires_grad_() for x in (q, k, v))

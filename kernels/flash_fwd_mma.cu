@@ -58,6 +58,10 @@
 // nvcc -gencode=arch=compute_90a,code=sm_90a. On other targets the kernel body compiles
 // to a trap.
 
+// The timeline hooks (-DFLASHVIZ_TRACE=1) read the clock in every thread at d = 128: there the
+// writer-only read made the traced build spill, and it cost 15.6 % against 9.6 % for this form
+// (benchmarks/results/probe-trace-clock-h100-80gb-hbm3-2026-12-06.json; benchmarks/NOTES.md).
+#define FV_CLOCK_EVERY_THREAD (D == 128)
 #include "fv_ptx.cuh"   // u16/u32/u64, neg_inf, smem_addr, cp.async, ex2, pack2
 #include "fv_wgmma.cuh" // fence_regs, the wgmma fence and wait (the products themselves: fv_attn.cuh)
 #include "fv_attn.cuh"  // the steps: issue_S, mask_S, RowStats, convert_P, issue_PV

@@ -21,6 +21,13 @@
 // per group (v1 wrote two absolute words per step and cost up to 15 %: benchmarks/NOTES.md).
 #pragma once
 
+// FV_CLOCK_EVERY_THREAD: whether every thread of a group reads the clock for a step (true) or its
+// writer alone (false, the default: Rec::now). A kernel may define it, before it includes this file,
+// as a constant expression of its own template parameters (the hooks expand inside its body).
+#ifndef FV_CLOCK_EVERY_THREAD
+#define FV_CLOCK_EVERY_THREAD false
+#endif
+
 #define FV_STAGE_LOAD_Q 0
 #define FV_STAGE_LOAD_KV 1
 #define FV_STAGE_LOAD_K 2
@@ -81,15 +88,24 @@ struct Rec {
     // behind a predicate only the writer holds, so ptxas keeps it on the vector datapath (CS2R, a
     // fixed-latency read) instead of the uniform one (S2UR, variable latency, which the next
     // instruction waits out): the hooks cost the consumer warps less (benchmarks/NOTES.md, timelines).
+    // EVERY (FV_CLOCK_EVERY_THREAD, which a kernel may set): every thread reads the clock, the form
+    // before that change, for builds where the predicate costs more than it saves.
+    template <bool EVERY = false>
     __device__ __forceinline__ unsigned long long now() const {
-        unsigned long long t;
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %1, 0;\n\tmov.u64 %0, 0;\n\t@p mov.u64 %0, %%clock64;\n\t}"
-                     : "=l"(t)
-                     : "r"((unsigned)writer));
-        return t;
+        if constexpr (EVERY) {
+            unsigned long long t = clock();
+            return t;
+        } else {
+            unsigned long long t;
+            asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %1, 0;\n\tmov.u64 %0, 0;\n\t@p mov.u64 %0, %%clock64;\n\t}"
+                         : "=l"(t)
+                         : "r"((unsigned)writer));
+            return t;
+        }
     }
     // cycles since this writer's start, as 32 bits (enough for 2 s)
-    __device__ __forceinline__ unsigned since() const { return (unsigned)(now() - base); }
+    template <bool EVERY = false>
+    __device__ __forceinline__ unsigned since() const { return (unsigned)(now<EVERY>() - base); }
     __device__ __forceinline__ void event32(int j, int stage, unsigned t0, unsigned t1) const {
         if (writer) ev[(j + 1) * FV_NSTAGE + stage] = ((unsigned long long)t1 << 32) | t0;
     }
@@ -138,12 +154,12 @@ __device__ __forceinline__ Rec begin(unsigned long long* buf, int jmax, int grou
 #define FV_TRACE_BEGIN_AT(at, groups, group, writer, head) \
     const fvtrace::Rec fv_rec = fvtrace::begin_at(fv_trace, at, fv_jmax, groups, group, writer, head)
 #define FV_DECL(var) unsigned long long var = 0
-#define FV_NOW(var) var = fv_rec.now()
+#define FV_NOW(var) var = fv_rec.now<FV_CLOCK_EVERY_THREAD>()
 #define FV_EVENT(j, stage, t0, t1) fv_rec.event(j, stage, t0, t1)
 #define FV_TRACE_END(i, h, b, tiles) fv_rec.end(i, h, b, tiles)
 // deferred form: 32-bit cycle offsets kept in registers, stored later where the warp waits anyway
 #define FV_DECL32(var) unsigned var = 0
-#define FV_NOW32(var) var = fv_rec.since()
+#define FV_NOW32(var) var = fv_rec.since<FV_CLOCK_EVERY_THREAD>()
 #define FV_SET(dst, src) dst = src
 #define FV_EVENT32(j, stage, t0, t1) fv_rec.event32(j, stage, t0, t1)
 #define FV_STAMP32(j, stage, t0) fv_rec.stamp32(j, stage, t0)

@@ -101,7 +101,7 @@ def test_flash_attention_bwd_kernel_is_checked_before_torch_is_imported(monkeypa
     for call in (gpu.flash_attention, gpu.attention_with_lse):
         for bad in ("WGMMA", "fa3", "", 1, True):
             with pytest.raises(ValueError, match=r"^bwd_kernel must be one of 'mma', 'wgmma' or None "
-                                                 r"\(the default, 'mma'\); got ") as e:
+                                                 r"\(the default: 'wgmma' on sm_90, else 'mma'\); got ") as e:
                 call(None, None, None, bwd_kernel=bad)
             assert "\n" not in str(e.value)
         for good in ("mma", "wgmma", None):
