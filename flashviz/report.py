@@ -383,9 +383,9 @@ def _bwd_ours(res: dict) -> tuple[str, list[str], tuple[str, str] | None]:
     cc = res.get("env", {}).get("compute_capability")
     now = {backward_plan(int(cc), d)[1] for d in {r["d"] for r in br.time_rows(res)}} if cc else set()
     if path and now and path not in now:
-        text += (f" (The default call on this GPU now runs the {' / '.join(br.DQ_WORDS[p] for p in sorted(now))} "
-                 f"(`backward_plan`), which measured faster: this record was made before, and its `bwd_mma` ran the "
-                 f"{br.DQ_WORDS[path]}.)")
+        text += (f" (On a GPU like this one (sm_{cc}) the default call now runs the "
+                 f"{' / '.join(br.DQ_WORDS[p] for p in sorted(now))} (`backward_plan`, chosen from the H100 records "
+                 f"named there): this record was made before, and its `bwd_mma` ran the {br.DQ_WORDS[path]}.)")
     return text, alts, br.dq_twins(res, "bwd_mma")
 
 

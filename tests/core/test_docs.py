@@ -319,9 +319,9 @@ def test_the_backward_section_labels_ours_by_the_kernels_each_record_ran():
             "names say (`<impl>_kernel_name`, the longest kernel of a call): deterministic dQ (the main kernel without "
             "atomics, then the separate pass `flash_bwd_mma_dq` in a fixed order) — `flash_bwd_mma` with ATOMIC_DQ = "
             "false. Beside it, `bwd_mma_atomic` is the same call with `dq=\"atomic\"`: atomic dQ (fp32 `atomicAdd` in "
-            "the main kernel, then a convert kernel) — `flash_bwd_mma` with ATOMIC_DQ = true. (The default call") in new
-    assert ("(The default call on this GPU now runs the bulk dQ (`backward_plan`), which measured faster: this "
-            "record was made before, and its `bwd_mma` ran the deterministic dQ.)") in new
+            "the main kernel, then a convert kernel) — `flash_bwd_mma` with ATOMIC_DQ = true. (On a GPU like this one") in new
+    assert ("(On a GPU like this one (sm_90) the default call now runs the bulk dQ (`backward_plan`, chosen from "
+            "the H100 records named there): this record was made before, and its `bwd_mma` ran the deterministic dQ.)") in new
     assert ("bwd_mma (deterministic dQ): 1 of 1 shapes (5 runs each); bwd_mma_atomic (atomic dQ): 0 of 1 shapes "
             "(5 runs each).") in new
 
@@ -333,8 +333,8 @@ def test_the_backward_section_labels_ours_by_the_kernels_each_record_ran():
     assert ("atomic dQ (fp32 `atomicAdd` in the main kernel, then a convert kernel) — `flash_bwd_mma` with "
             "ATOMIC_DQ = true. Beside it, `bwd_mma_det` is the same call with `deterministic=True`: deterministic dQ"
             ) in old
-    assert ("(The default call on this GPU now runs the bulk dQ (`backward_plan`), which measured faster: this "
-            "record was made before, and its `bwd_mma` ran the atomic dQ.)") in old
+    assert ("(On a GPU like this one (sm_90) the default call now runs the bulk dQ (`backward_plan`, chosen from "
+            "the H100 records named there): this record was made before, and its `bwd_mma` ran the atomic dQ.)") in old
     assert "bwd_mma_det (deterministic dQ): 1 of 1 shapes" in old and "bwd_mma (atomic dQ): 0 of 1 shapes" in old
 
     first = "\n".join(report._bwd_section(_bwd_record("first")))

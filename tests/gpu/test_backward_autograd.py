@@ -300,7 +300,7 @@ def test_default_half_precision_gradients_take_the_backward_plan(cuda, dtype):
     from flashviz.gpu.tensorcore.backward import backward_plan
     cc = device_facts().cc
     kernel, dq, Bc = backward_plan(cc, 64)
-    assert (kernel, dq) == (("wgmma", "bulk") if cc == 90 else ("mma", "separate"))
+    assert (kernel, dq, Bc) == (("wgmma", "bulk", 64) if cc == 90 else ("mma", "separate", 128))
     q, k, v = _leaves((2, 4, 500, 64), (2, 4, 300, 64), (2, 4, 300, 64), dtype=dtype, device="cuda", seed=13)
     w = torch.randn(2, 4, 500, 64, device="cuda")
     tol = 5e-3 if dtype == torch.float16 else 3e-2

@@ -102,7 +102,7 @@ def test_the_dq_default_is_the_separate_pass_and_bad_choices_are_one_line_errors
         bk.check_dq("atomic", True)
     assert "\n" not in str(e.value)
     for bad in ("Atomic", "fast", "", 1, True, ("atomic",)):
-        with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None \(the default, "
+        with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None \(the default: "
                                              r"'separate'\); got ") as e:
             bk.check_dq(bad)
         assert "\n" not in str(e.value)
@@ -160,7 +160,8 @@ def test_only_the_atomic_path_needs_the_fp32_dq_buffer():
 
 def test_the_autograd_backward_passes_deterministic_and_leaves_dq_to_the_default(monkeypatch):
     """flash_attention's backward operator (autograd._backward) calls flash_backward_mma with the
-    caller's deterministic and no dq: deterministic=False gets the default dQ, the separate pass.
+    caller's deterministic and no dq: deterministic=False gets the device's default dQ (the wgmma
+    kernel's bulk reduction on sm_90, the mma kernel's separate pass elsewhere).
     Its schema is unchanged (no dq argument). Pretend tensors: no torch, no GPU needed."""
     import types
 
@@ -175,7 +176,10 @@ def test_the_autograd_backward_passes_deterministic_and_leaves_dq_to_the_default
     for det in (False, True):
         assert fa._backward(dO, None, q, "k", "v", "O", "lse", True, 0.125, det) == ("dq", "dk", "dv")
     assert [c["deterministic"] for c in calls] == [False, True] and not any("dq" in c for c in calls)
-    assert {bk.check_dq(c.get("dq"), c["deterministic"]) for c in calls} == {"separate"}
+    # what those calls run: the device's default dQ, or the separate pass where deterministic
+    plans = {cc: [bk.backward_plan(cc, 64, deterministic=c["deterministic"], kernel=c.get("kernel"))[1] for c in calls]
+             for cc in (80, 90)}
+    assert plans == {80: ["separate", "separate"], 90: ["bulk", "separate"]}
 
 
 # ---------------------------------------------------------------- GPU

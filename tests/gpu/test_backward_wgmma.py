@@ -72,12 +72,23 @@ def test_kernel_and_dq_choices_are_one_line_errors_without_a_gpu(monkeypatch):
     assert bk.backward_plan(90, 64, deterministic=True) == ("wgmma", "separate", 128)
     assert bk.backward_plan(90, 64, dq="atomic", Bc=128) == ("wgmma", "atomic", 128)
     assert bk.backward_plan(89, 64) == ("mma", "separate", 128) and bk.backward_plan(90, 64, stages=2)[0] == "mma"
-    with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None"):
-        bk.backward_plan(80, 64, dq="bulk")                  # the mma kernel has no bulk path
+    for cc, kw in ((80, {}), (90, {"stages": 2}), (90, {"kernel": "mma"})):     # the mma kernel has no bulk path
+        with pytest.raises(ValueError, match=r"^dq='bulk' needs the wgmma kernel"):
+            bk.backward_plan(cc, 64, dq="bulk", **kw)
+    with pytest.raises(ValueError, match="stages=2 is for kernel='mma'"):
+        bk.backward_plan(90, 64, kernel="wgmma", stages=2)
+    with pytest.raises(ValueError, match="stages"):
+        bk.backward_plan(80, 64, stages=3)
     assert bk.check_dq(None, False, "wgmma") == "bulk" and bk.check_dq(None, True, "wgmma") == "separate"
     assert bk.check_dq("atomic", False, "wgmma") == "atomic"
-    with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'separate' or None"):
+    with pytest.raises(ValueError, match=r"^dq='bulk' needs the wgmma kernel \(sm_90, stages None\); this call "
+                                         r"runs kernel='mma'$"):
         bk.check_dq("bulk")                                   # the mma kernel has no bulk path
+    # before the device is known (kernel None) every kernel's choices pass, and a bad one names both defaults
+    assert bk.check_dq("bulk", False, None) == "bulk" and bk.check_dq(None, True, None) is None
+    with pytest.raises(ValueError, match=r"^dq must be one of 'atomic', 'bulk', 'separate' or None \(the default: "
+                                         r"'bulk' with the wgmma kernel, else 'separate'\); got 'fast'$"):
+        bk.check_dq("fast", False, None)
     with pytest.raises(ValueError, match="deterministic=True needs dq='separate'"):
         bk.check_dq("bulk", True, "wgmma")
     monkeypatch.setitem(sys.modules, "cupy", None)

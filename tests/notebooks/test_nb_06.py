@@ -399,6 +399,15 @@ def test_recorded_data_repeatability_and_the_deterministic_cost(executed):
         # "... that can cost more than recomputing (read the scalar-atomic line above at d = 64)"
         assert all(r[f"bwd_mma_atomic_{key}"] > r[f"bwd_mma_det_{key}"] for r in BENCH if r["d"] == 64)
     assert "was the fastest of the three at every shape of the record made on Hopper" in md
+    # "... timed at equal blocks of 64 keys, <record>, the bulk path is still the fastest at every shape"
+    blocks = json.loads((RESULTS / "check-bwd-wgmma-blocks-h100-80gb-hbm3-2026-12-06.json").read_text())
+    assert "check-bwd-wgmma-blocks-h100-80gb-hbm3-2026-12-06.json`, the bulk path is still the fastest at every shape" \
+        in md
+    d64 = [r for r in blocks["bench"] if r["d"] == 64]
+    assert len(d64) == 6
+    for r in d64:
+        for m in ("call_ms", "kernel_ms"):
+            assert r[f"wgmma_bulk_bc64_{m}"] < min(r[f"wgmma_separate_bc64_{m}"], r[f"wgmma_atomic_bc64_{m}"])
     assert "read the scalar-atomic line above at $d = 64$" in md
     assert "the tensor cores' three ways, public call, time ÷ bwd_mma's (the default call):" in texts
     for impl in ("bwd_mma_det", "bwd_mma_atomic"):

@@ -28,7 +28,7 @@ sm_90 only, compiled for sm_90a): the same Algorithm 2 with the five products on
 warpgroup per 64 keys, Q_i, dO_i double-buffered by cp.async) and dQ three ways: "bulk" (its
 default: dQ_i's fp32 tile added into HBM by one bulk reduction of the copy engine per query block),
 "atomic" (fp32 atomicAdd) or "separate" (dK, dV only; dQ by the mma pass above). It is the default on sm_90
-(``default_kernel``; Bc 64 at d = 64): 1.3–1.9x the mma kernel, kernel-only, at all 12 shapes of
+(``default_kernel``; Bc 64 at d = 64 with its bulk dQ): 1.3–1.9x the mma kernel, kernel-only, at all 12 shapes of
 benchmarks/results/check-bwd-wgmma-h100-80gb-hbm3-2026-12-06.json.
 """
 
@@ -87,19 +87,27 @@ BWD_WGMMA_DQ_DEFAULT = "bulk"
 _CACHE: dict = {}
 
 
-def check_dq(dq, deterministic: bool = False, kernel: str = "mma") -> str:
+def check_dq(dq, deterministic: bool = False, kernel: str | None = "mma") -> str | None:
     """The dQ algorithm ``flash_backward_mma`` runs: ``dq`` ("atomic" or "separate"; with
     kernel="wgmma" also "bulk"), or for None the kernel's default (``BWD_DQ_DEFAULT``;
     ``BWD_WGMMA_DQ_DEFAULT``, "separate" when deterministic). ``deterministic=True`` asks for the
     same bits on every run, which only "separate" gives: None or "separate" then, and ValueError for
-    "atomic" / "bulk". ValueError (one line) for any other dq; TypeError for a non-bool deterministic."""
+    "atomic" / "bulk". kernel=None (not yet known: the device decides) checks against every
+    kernel's choices and returns ``dq`` as given. ValueError (one line) for any other dq;
+    TypeError for a non-bool deterministic."""
     deterministic = check_flag(deterministic, "deterministic")
-    choices, default = (BWD_DQ, BWD_DQ_DEFAULT) if kernel == "mma" else (tuple(BWD_WGMMA_DQ), BWD_WGMMA_DQ_DEFAULT)
+    if kernel is None:
+        choices, default, words = ("atomic", "bulk", "separate"), None, "'bulk' with the wgmma kernel, else 'separate'"
+    else:
+        choices, default = (BWD_DQ, BWD_DQ_DEFAULT) if kernel == "mma" else (tuple(BWD_WGMMA_DQ), BWD_WGMMA_DQ_DEFAULT)
+        words = repr(default) + (f" with kernel={kernel!r}" if kernel == "wgmma" else "")
     if dq is None:
-        return "separate" if deterministic else default
+        return default if default is None or not deterministic else "separate"
+    if kernel == "mma" and dq == "bulk":
+        raise ValueError("dq='bulk' needs the wgmma kernel (sm_90, stages None); this call runs kernel='mma'")
     if not isinstance(dq, str) or dq not in choices:
-        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in choices)} or None "
-                         f"(the default, {default!r}){'' if kernel == 'mma' else f' with kernel={kernel!r}'}; got {dq!r}")
+        raise ValueError(f"dq must be one of {', '.join(repr(x) for x in choices)} or None (the default: {words}); "
+                         f"got {dq!r}")
     if deterministic and dq != "separate":
         raise ValueError(f"deterministic=True needs dq='separate' (or None); dq={dq!r} adds dQ with atomics, "
                          f"whose last bits may change between runs")
@@ -250,6 +258,17 @@ def wgmma_bc_default(d: int, dq: str) -> int:
     return BWD_WGMMA_BC_BY.get((d, dq), BWD_WGMMA_BC_DEFAULT)
 
 
+def check_stages(kernel: str | None, stages):
+    """``stages`` as ``flash_backward_mma`` takes it: None, or 1 / 2 for the mma kernel (named, or
+    None: naming stages makes the default the mma kernel). ValueError (one line) for stages with
+    kernel="wgmma" (which always double-buffers) or another value; TypeError for a non-integer."""
+    if stages is None:
+        return None
+    if kernel == "wgmma":
+        raise ValueError(f"stages={stages!r} is for kernel='mma'; the wgmma kernel always double-buffers Q_i, dO_i")
+    return check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
+
+
 def backward_plan(cc: int, d: int, *, kernel=None, dq=None, deterministic=False, Bc=None,
                   stages=None) -> tuple[str, str, int]:
     """(kernel, dq, Bc): what ``flash_backward_mma`` runs with these arguments on a GPU of compute
@@ -258,7 +277,9 @@ def backward_plan(cc: int, d: int, *, kernel=None, dq=None, deterministic=False,
     ``wgmma_bc_default`` for "wgmma" and ``BWD_MMA_BC_DEFAULT`` for "mma"). ValueError / TypeError
     (one line) for an unknown kernel or dq, dq against ``deterministic``, or an unsupported Bc.
     Pure Python: the benchmark names the call it times with it."""
-    kernel = check_kernel(kernel) or default_kernel(cc, stages)
+    kernel = check_kernel(kernel)
+    stages = check_stages(kernel, stages)
+    kernel = kernel or default_kernel(cc, stages)
     dq = check_dq(dq, deterministic, kernel)
     if Bc is None:
         Bc = wgmma_bc_default(d, dq) if kernel == "wgmma" else BWD_MMA_BC_DEFAULT
@@ -388,14 +409,17 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     causal : bool, bottom-right aligned (query r sees key c iff c <= r + Nk − Nq).
     scale : float > 0 or None (1/sqrt(d)); must be the forward's.
     deterministic : True promises the same bits on every run: dQ by the separate pass (dq None or
-        "separate"; "atomic" is a ValueError). False asks for no such promise; the default dQ path,
-        "separate", happens to give the same bits on every run anyway, ``dq="atomic"`` does not.
+        "separate"; "atomic" and "bulk" are ValueErrors). False asks for no such promise: the
+        default dQ is then the wgmma kernel's "bulk" on sm_90 (the last bits may change between
+        runs) and the mma kernel's "separate" elsewhere (the same bits anyway).
     dlse : optional float tensor (..., Nq), the gradient of the loss with respect to lse.
-    Bc : key rows per block, 64 or 128 (None: ``BWD_MMA_BC_DEFAULT``, 128).
+    Bc : key rows per block, 64 or 128 (None: ``backward_plan``'s: 64 for the wgmma kernel at d = 64
+        with dq "bulk", else 128).
     stages : 1 or 2 (None: ``BWD_MMA_STAGES_DEFAULT``): 2 double-buffers the streamed tiles (the
         next Q_i, dO_i, or K_j, V_j in the dQ pass, copied while this one is computed); the same
         arithmetic in the same order, so the same bits as 1.
-    dq : the dQ algorithm, "separate" or "atomic"; None: ``BWD_DQ_DEFAULT``, "separate".
+    dq : the dQ algorithm, "separate", "atomic" or (wgmma kernel) "bulk"; None: the kernel's default,
+        "bulk" for the wgmma kernel, ``BWD_DQ_DEFAULT`` ("separate") for the mma kernel.
         "separate": the main kernel computes dK, dV alone and ``flash_bwd_mma_dq`` computes dQ in
         a fixed order (query blocks outer, dQ_i in registers), the same bits on every run.
         "atomic": the main kernel also adds each tile's piece of dQ into an fp32 buffer with
@@ -422,17 +446,15 @@ def flash_backward_mma(Q, K, V, O, dO, lse, *, causal: bool = False, scale=None,
     ------
     TypeError (not torch CUDA tensors, mixed or unsupported dtypes, non-bool flags), ValueError
     (shapes, d, Bc, stages, scale, more than 65,535 batch·heads, an unknown dq or kernel, dq="atomic"
-    or "bulk" with deterministic=True, kernel="wgmma" on a GPU that is not sm_90 or with stages),
+    or "bulk" with deterministic=True, dq="bulk" where the mma kernel runs (named, stages given, or
+    not sm_90), kernel="wgmma" on a GPU that is not sm_90 or with stages),
     RuntimeError (no CuPy, a GPU older than sm_80); one line each.
     """
     from ..teaching.backward import check_backward_shapes
     causal = check_flag(causal, "causal")
     kernel = check_kernel(kernel)
-    check_dq(dq, deterministic, kernel or BWD_KERNEL_HOPPER)    # early, before the device is known
-    if kernel == "wgmma" and stages is not None:
-        raise ValueError(f"stages={stages!r} is for kernel='mma'; the wgmma kernel always double-buffers Q_i, dO_i")
-    if stages is not None:
-        stages = check_member(stages, "stages", BWD_MMA_STAGES, "tensor-core backward")
+    check_dq(dq, deterministic, kernel)              # early, before the device is known (kernel None: any)
+    stages = check_stages(kernel, stages)
     lead, Nq, Nk, d = check_backward_shapes(Q, K, V, O, dO, lse, dlse)
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(Q, torch.Tensor):
