@@ -183,8 +183,41 @@ def headline(res: dict | None = None) -> dict:
     return out
 
 
-def readme_table(res: dict | None = None) -> str:
-    """The README's short table of GPU results (markdown, without the marker lines)."""
+def newest_record(kind: str) -> dict | None:
+    """The newest committed record of ``kind`` on any device (benchmarks/results/ or a device's
+    folder in it; ``latest_results_each_device``), with "source_file"; None when there is none."""
+    recs = latest_results_each_device(kind)
+    return recs[0] if recs else None
+
+
+#: the README's backward row: ours (bwd_mma, flash_backward_mma's default call) against SDPA's backwards
+BWD_LABEL = "FA2 backward, tensor cores (chapter 6)"
+BWD_AGAINST = {"sdpa_flash": "sdpa_flash_bwd", "sdpa_cudnn": "sdpa_cudnn_bwd"}
+
+
+def bwd_headline(res: dict | None = None) -> dict | None:
+    """The README's backward figures from the newest backward record on any device (or ``res``):
+    {"record", "env", "n", "from_N", (m, against): (lo, hi)} for m in call / kernel and against in
+    sdpa_flash / sdpa_cudnn: SDPA's backward time ÷ ours (bwd_mma) under one method, over every
+    bench row with both; None when there is no record."""
+    from .records import bwd_records as br
+    res = newest_record("bwd") if res is None else res
+    if not res:
+        return None
+    rows = br.time_rows(res)
+    out = {"record": res["source_file"], "env": res.get("env", {}), "n": len(rows),
+           "from_N": min((r["N"] for r in rows), default=0)}
+    for m in ("call", "kernel"):
+        for other, impl in BWD_AGAINST.items():
+            out[(m, other)] = ratio_span(rows, f"bwd_mma_{m}_vs_{impl}")
+    return out
+
+
+def readme_table(res: dict | None = None, bwd: dict | None = None) -> str:
+    """The README's short table of GPU results (markdown, without the marker lines): the forward
+    kernels from the newest "mma" record on any device (or ``res``), the backward from the newest
+    "bwd" record (or ``bwd``)."""
+    res = newest_record("mma") if res is None else res
     h = headline(res)
     if h is None:
         return "No GPU benchmark record is committed (benchmarks/results/mma-*.json)."
@@ -195,6 +228,11 @@ def readme_table(res: dict | None = None) -> str:
         for m in ("call", "kernel"):
             lines.append(f"| {KERNEL_LABEL[kernel]} | N ≥ {k['from_N']:,} ({k['n']}) | {RATIO_METHOD[m]} | "
                          f"{span(k[(m, 'sdpa_flash')])} | {span(k[(m, 'sdpa_cudnn')])} |")
+    b = bwd_headline(bwd)
+    if b:
+        for m in ("call", "kernel"):
+            lines.append(f"| {BWD_LABEL} | N ≥ {b['from_N']:,} ({b['n']}) | {RATIO_METHOD[m]} | "
+                         f"{span(b[(m, 'sdpa_flash')])} | {span(b[(m, 'sdpa_cudnn')])} |")
     host = h["host_us"]
     hosts = ", ".join(f"{IMPL_LABEL.get(i, i)} {_f(v)} µs" for i, v in host.items())
     lines += ["",
@@ -203,12 +241,17 @@ def readme_table(res: dict | None = None) -> str:
               f"{METHOD_NAMES['call']}; {METHOD_NAMES['kernel']}. Host time per call "
               f"(median over the {h['shapes']} shapes): {hosts}. "
               f"{env.get('device', '?')}, {env.get('date', '?')}, one run: "
-              f"{_link(h['record'], '')}; every shape, the other records and their methods: "
-              f"[docs/results.md](docs/results.md)."]
+              f"{_link(h['record'], '')}"
+              + (f"; the backward: ours is `flash_backward_mma`'s default call, SDPA's backward timed the same way, "
+                 f"{b['env'].get('device', '?')}, {b['env'].get('date', '?')}, one run: {_link(b['record'], '')}"
+                 if b else "")
+              + "; every shape, the other records and their methods: [docs/results.md](docs/results.md)."]
     from .records.provenance import check_record
-    audit = check_record(h["record"], res if res is not None else latest_results("mma"))
-    if audit.changed:
-        lines += ["", "These numbers timed an earlier source of " + ", ".join(f"`{f}`" for f in audit.changed)
+    changed = sorted({f for name, rec in ((h["record"], res), *(((b["record"], bwd or newest_record("bwd")),) if b
+                                                                else ()))
+                      for f in check_record(name, rec).changed})
+    if changed:
+        lines += ["", "These numbers timed an earlier source of " + ", ".join(f"`{f}`" for f in changed)
                   + " (the file or a header it includes has changed since); docs/results.md lists which records "
                     "timed today's kernels."]
     return "\n".join(lines)

@@ -27,9 +27,15 @@ DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "NOTES.md", ROOT / "tests" / "
         *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _newest(kind: str) -> dict:
+    """The newest record ``<kind>-<device>-<date>.json`` in benchmarks/results or a folder in it (by date)."""
+    files = [*RESULTS.glob(f"{kind}-*.json"), *RESULTS.glob(f"*/{kind}-*.json")]
+    f = max(files, key=lambda f: re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0])
+    return json.loads(f.read_text(encoding="utf-8"))
+
+
 def _newest_mma() -> dict:
-    files = sorted(RESULTS.glob("mma-*.json"), key=lambda f: (re.search(r"\d{4}-\d{2}-\d{2}", f.name)[0], f.name))
-    return json.loads(files[-1].read_text(encoding="utf-8"))
+    return _newest("mma")
 
 
 @pytest.mark.recorded_data
@@ -45,8 +51,9 @@ def test_recorded_data_the_readme_table_recomputed_from_the_raw_keys():
     the rows with N ≥ the kernel's threshold, and the host medians, from the raw record."""
     raw = _newest_mma()
     rows = raw["bench"]
-    h = report.headline()
-    assert h["record"].startswith("mma-") and h["env"]["date"] == raw["env"]["date"] and h["shapes"] == len(rows)
+    h = report.headline(report.newest_record("mma"))
+    assert "mma-" in h["record"] and h["env"]["date"] == raw["env"]["date"] and h["shapes"] == len(rows)
+    assert h["env"]["device"] == raw["env"]["device"]
     for kernel, lo in (("wgmma", 1024), ("fa3", 2048)):
         pick = [r for r in rows if r["N"] >= lo]
         k = h["kernels"][kernel]
@@ -66,6 +73,16 @@ def test_recorded_data_the_readme_table_recomputed_from_the_raw_keys():
             cells = [c.strip() for c in row.strip("|").split("|")]
             k = h["kernels"][kernel]
             assert cells[3:5] == [report.span(k[(m, "sdpa_flash")]), report.span(k[(m, "sdpa_cudnn")])]
+    # the backward's rows: SDPA's backward time ÷ ours (bwd_mma) over every row of the newest backward record
+    bwd = _newest("bwd")
+    for m in ("call", "kernel"):
+        row = next(ln for ln in table.splitlines() if report.BWD_LABEL in ln and report.RATIO_METHOD[m] in ln)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1] == f"N ≥ {min(r['N'] for r in bwd['bench']):,} ({len(bwd['bench'])})"
+        for cell, other in zip(cells[3:5], ("sdpa_flash_bwd", "sdpa_cudnn_bwd")):
+            ratios = [r[f"{other}_{m}_ms"] / r[f"bwd_mma_{m}_ms"] for r in bwd["bench"]]
+            assert cell == report.span((min(ratios), max(ratios)))
+    assert f"{bwd['env']['device']}, {bwd['env']['date']}, one run: [`bwd-" in table
 
 
 def test_the_readme_needs_its_markers():
