@@ -39,33 +39,30 @@ for d, (Br, Bc) in ((16, (16, 32)), (64, (64, 64)), (128, (32, 64))) if "teachin
                                                     deterministic=det)
                 torch.cuda.synchronize()
                 print("teaching", d, Br, Bc, causal, Nq, Nk, det, "ok", bool(torch.isfinite(dq).all()), flush=True)
-for dt in DTYPES if "mma" in PARTS else ():
-    for d in (64, 128):
-        for Bc in (64, 128):
-            for causal in (False, True):
-                for Nq, Nk in ((77, 200), (200, 70)):
-                    q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
-                    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
-                    do = rnd(1, 2, Nq, d, dtype=dt)
-                    for path in ("atomic", "separate"):
-                        for stages in (1, 2):
-                            dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc,
-                                                                dq=path, stages=stages)
-                            torch.cuda.synchronize()
-                            print("mma", dt, d, Bc, causal, Nq, Nk, path, stages, "ok",
-                                  bool(torch.isfinite(dq).all()), flush=True)
-for dt in DTYPES if "wgmma" in PARTS else ():
-    for d in (64, 128):
-        for Bc in (64, 128):
-            for causal in (False, True):
-                for Nq, Nk in ((77, 200), (200, 70)):
-                    q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
-                    O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
-                    do = rnd(1, 2, Nq, d, dtype=dt)
-                    for path in ("bulk", "atomic", "separate"):
-                        dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc, dq=path,
-                                                            kernel="wgmma")
-                        torch.cuda.synchronize()
-                        print("wgmma", dt, d, Bc, causal, Nq, Nk, path, "ok", bool(torch.isfinite(dq).all()),
-                              flush=True)
+#: the tensor-core parts' calls on each case: the mma kernel with each dQ path and pipeline depth, the
+#: wgmma kernel with each of its dQ paths
+CALLS = {"mma": [{"kernel": "mma", "dq": p, "stages": st} for p in ("atomic", "separate") for st in (1, 2)],
+         "wgmma": [{"kernel": "wgmma", "dq": p} for p in ("bulk", "atomic", "separate")]}
+
+
+def tensor_core_cases():
+    """(dtype, d, Bc, causal, Nq, Nk, q, k, v, O, lse, dO): each tensor-core case, with the forward's O
+    and lse: Nq != Nk both ways (keyless rows when Nq > Nk and causal), partial last tiles."""
+    for dt in DTYPES:
+        for d in (64, 128):
+            for Bc in (64, 128):
+                for causal in (False, True):
+                    for Nq, Nk in ((77, 200), (200, 70)):
+                        q, k, v = rnd(1, 2, Nq, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt), rnd(1, 2, Nk, d, dtype=dt)
+                        O, lse = gpu.flash_forward_mma(q, k, v, causal=causal)
+                        yield dt, d, Bc, causal, Nq, Nk, q, k, v, O, lse, rnd(1, 2, Nq, d, dtype=dt)
+
+
+for part in [p for p in CALLS if p in PARTS]:
+    for dt, d, Bc, causal, Nq, Nk, q, k, v, O, lse, do in tensor_core_cases():
+        for kw in CALLS[part]:
+            dq, dk, dv = gpu.flash_backward_mma(q, k, v, O, do, lse, causal=causal, Bc=Bc, **kw)
+            torch.cuda.synchronize()
+            print(part, dt, d, Bc, causal, Nq, Nk, kw["dq"], kw.get("stages", ""), "ok", bool(torch.isfinite(dq).all()),
+                  flush=True)
 print("sanitize_bwd done")
