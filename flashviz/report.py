@@ -197,7 +197,7 @@ BWD_AGAINST = {"sdpa_flash": "sdpa_flash_bwd", "sdpa_cudnn": "sdpa_cudnn_bwd"}
 
 def bwd_headline(res: dict | None = None) -> dict | None:
     """The README's backward figures from the newest backward record on any device (or ``res``):
-    {"record", "env", "n", "from_N", (m, against): (lo, hi)} for m in call / kernel and against in
+    {"record", "res" (the record itself), "env", "n", "from_N", (m, against): (lo, hi)} for m in call / kernel and against in
     sdpa_flash / sdpa_cudnn: SDPA's backward time ÷ ours (bwd_mma) under one method, over every
     bench row with both; None when there is no record."""
     from .records import bwd_records as br
@@ -205,7 +205,7 @@ def bwd_headline(res: dict | None = None) -> dict | None:
     if not res:
         return None
     rows = br.time_rows(res)
-    out = {"record": res["source_file"], "env": res.get("env", {}), "n": len(rows),
+    out = {"record": res["source_file"], "res": res, "env": res.get("env", {}), "n": len(rows),
            "from_N": min((r["N"] for r in rows), default=0)}
     for m in ("call", "kernel"):
         for other, impl in BWD_AGAINST.items():
@@ -247,9 +247,8 @@ def readme_table(res: dict | None = None, bwd: dict | None = None) -> str:
                  if b else "")
               + "; every shape, the other records and their methods: [docs/results.md](docs/results.md)."]
     from .records.provenance import check_record
-    changed = sorted({f for name, rec in ((h["record"], res), *(((b["record"], bwd or newest_record("bwd")),) if b
-                                                                else ()))
-                      for f in check_record(name, rec).changed})
+    audited = [(h["record"], res)] + ([(b["record"], b["res"])] if b else [])
+    changed = sorted({f for name, rec in audited for f in check_record(name, rec).changed})
     if changed:
         lines += ["", "These numbers timed an earlier source of " + ", ".join(f"`{f}`" for f in changed)
                   + " (the file or a header it includes has changed since); docs/results.md lists which records "
