@@ -11,19 +11,27 @@ backward it prints max |g − g64| / max |g64| of dQ, dK, dV against float64 den
 - float64 emulations of Algorithm 2 with one rounding at a time (P to fp16 for dV, dS to fp16 for
   dK and dQ, O to fp16 for D), to see which rounding the measured errors match.
 
-    python benchmarks/probe_bwd_accuracy.py [--Nq 200 --Nk 200 --d 128 --causal 0 --dtype float16]
-        [--json OUT.json]
+    python benchmarks/probe_bwd_accuracy.py [--out DIR]   → DIR/probe-bwd-accuracy-<device>-<date>.json
+
+Cases (Nq, Nk, d, causal, dtype): CASES; keyless rows (causal, Nq > Nk) have P = 0 in the float64
+reference and the emulations (their gradients are 0).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+from pathlib import Path
 
 import torch
 
 from flashviz import gpu
-from flashviz.gpu.common import device_facts
+from flashviz.gpu.common import environment
+from flashviz.gpu.tensorcore.run import device_slug
+
+CASES = [(200, 200, 128, False, "float16"), (200, 200, 64, False, "float16"), (333, 100, 128, True, "float16"),
+         (100, 333, 64, True, "float16"), (257, 64, 128, True, "float16"), (200, 200, 128, False, "bfloat16"),
+         (333, 100, 64, True, "bfloat16")]
 
 
 def rel(a, b) -> float:
@@ -46,13 +54,19 @@ def mask_of(Nq, Nk, causal, device):
     return (c <= r + Nk - Nq) if causal else torch.ones(Nq, Nk, dtype=torch.bool, device=device)
 
 
+def probs(S, lse):
+    """exp(S − lse) in float64, 0 on keyless rows (lse = −inf)."""
+    L = lse.double()[..., None]
+    return torch.where(torch.isfinite(L), torch.exp(S - torch.where(torch.isfinite(L), L, 0)), 0)
+
+
 def emulate(q, k, v, O, dO, lse, scale, causal, round_P, round_dS, dtype):
     """Algorithm 2 in float64 from the given (rounded) tensors; round_P / round_dS round P for dV /
     dS for dK, dQ to ``dtype``. Returns (dQ, dK, dV) in float64, unrounded."""
     Q, K, V, Od, dOd = (t.double() for t in (q, k, v, O, dO))
     S = scale * Q @ K.transpose(-1, -2)
     S = S.masked_fill(~mask_of(q.shape[-2], k.shape[-2], causal, q.device), -math.inf)
-    P = torch.exp(S - lse.double()[..., None])
+    P = probs(S, lse)
     Pv = P.to(dtype).double() if round_P else P
     dV = Pv.transpose(-1, -2) @ dOd
     dP = dOd @ V.transpose(-1, -2)
@@ -62,28 +76,20 @@ def emulate(q, k, v, O, dO, lse, scale, causal, round_P, round_dS, dtype):
     return scale * dSr @ K, scale * dSr.transpose(-1, -2) @ Q, dV
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--Nq", type=int, default=200)
-    ap.add_argument("--Nk", type=int, default=200)
-    ap.add_argument("--d", type=int, default=128)
-    ap.add_argument("--causal", type=int, default=0)
-    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
-    dtype = getattr(torch, a.dtype)
-    causal = bool(a.causal)
-    q, k, v, w = inputs(a.Nq, a.Nk, a.d, dtype)
-    scale = 1 / math.sqrt(a.d)
+def probe(Nq, Nk, d, causal, dtype_name) -> dict:
+    """Every row of the module docstring for one case: {"case", "rows": {label: [dQ, dK, dV] or text}, ...}."""
+    dtype = getattr(torch, dtype_name)
+    q, k, v, w = inputs(Nq, Nk, d, dtype)
+    scale = 1 / math.sqrt(d)
     dO = w.to(dtype)                                    # d(O.float() · w).sum() / dO, as autograd forms it
-    out = {"case": vars(a), "device": device_facts().name, "torch": torch.__version__}
+    out = {"case": {"Nq": Nq, "Nk": Nk, "d": d, "causal": causal, "dtype": dtype_name}}
 
-    # float64 dense reference, and its O, lse
+    # float64 dense reference (keyless rows: P = 0), and its O, lse
     qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
-    S = scale * qd @ kd.transpose(-1, -2)
-    S = S.masked_fill(~mask_of(a.Nq, a.Nk, causal, q.device), -math.inf)
-    lse64 = torch.logsumexp(S, -1)
-    O64 = torch.softmax(S, -1) @ vd
+    S = (scale * qd @ kd.transpose(-1, -2)).masked_fill(~mask_of(Nq, Nk, causal, q.device), -math.inf)
+    keyless = torch.isneginf(S).all(-1)
+    lse64 = torch.logsumexp(S.masked_fill(keyless[..., None], 0.0), -1).masked_fill(keyless, -math.inf)
+    O64 = probs(S, lse64) @ vd
     ref = torch.autograd.grad((O64 * w.double()).sum(), (qd, kd, vd))
     O64, lse64 = O64.detach(), lse64.detach()
 
@@ -94,7 +100,6 @@ def main() -> None:
     O, lse = gpu.attention_with_lse(q, k, v, causal=causal)
     O, lse = O.detach(), lse.detach()
     rows["our forward: O rel err"] = [rel(O, O64)]
-    rows["our forward: lse max abs err"] = [(lse.double() - lse64).abs().max().item()]
     plans = [("wgmma", "separate", 128), ("wgmma", "separate", 64), ("wgmma", "atomic", 128),
              ("wgmma", "bulk", 128), ("wgmma", "bulk", 64), ("mma", "separate", 128), ("mma", "atomic", 128),
              ("mma", "separate", 64)]
@@ -106,18 +111,13 @@ def main() -> None:
         except Exception as e:                          # noqa: BLE001 — a plan this device lacks
             rows[f"ours {kernel} {dq} Bc {Bc}"] = str(e)[:120]
     # the default kernel fed other forwards' O, lse
-    O16 = O64.to(dtype)
-    rows["ours default, O64 rounded + lse64"] = errs(gpu.flash_backward_mma(q, k, v, O16, dO, lse64.float(),
-                                                                         causal=causal))
-    try:
-        Of, lsef = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal and a.Nq == a.Nk,
-                                                                      False, scale=scale)[:2]
-        if not causal or a.Nq == a.Nk:
-            rows["ours default, SDPA-flash O + lse"] = errs(gpu.flash_backward_mma(q, k, v, Of, dO, lsef,
-                                                                                causal=causal))
-            rows["SDPA-flash O rel err"] = [rel(Of, O64)]
-    except Exception as e:                              # noqa: BLE001
-        rows["ours default, SDPA-flash O + lse"] = str(e)[:120]
+    rows["ours default, O64 rounded + lse64"] = errs(gpu.flash_backward_mma(q, k, v, O64.to(dtype), dO,
+                                                                         lse64.float(), causal=causal))
+    if not causal or Nq == Nk:                          # SDPA-flash's own causal mask is top-left
+        Of, lsef = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False,
+                                                                      scale=scale)[:2]
+        rows["ours default, SDPA-flash O + lse"] = errs(gpu.flash_backward_mma(q, k, v, Of, dO, lsef, causal=causal))
+        rows["SDPA-flash forward: O rel err"] = [rel(Of, O64)]
 
     # SDPA's backends
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -125,7 +125,7 @@ def main() -> None:
     grads = {}
     for name in ("default", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
         qs, ks, vs = (t.detach().clone().requires_grad_() for t in (q, k, v))
-        mask = causal_lower_right(a.Nq, a.Nk) if causal else None
+        mask = causal_lower_right(Nq, Nk) if causal else None
         try:
             if name == "default":
                 Os = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
@@ -134,47 +134,53 @@ def main() -> None:
                     Os = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
             grads[name] = torch.autograd.grad((Os.float() * w).sum(), (qs, ks, vs))
             rows[f"SDPA {name}"] = errs(grads[name])
-        except Exception as e:                          # noqa: BLE001
+        except Exception as e:                          # noqa: BLE001 — a backend that refuses these inputs
             rows[f"SDPA {name}"] = str(e).splitlines()[0][:120]
     if "default" in grads:
-        rows["SDPA default = backend (bitwise)"] = [n for n, g in grads.items() if n != "default"
-                                                    and all(torch.equal(x, y) for x, y in zip(g, grads["default"]))]
+        out["SDPA default bits are"] = [n for n, g in grads.items() if n != "default"
+                                          and all(torch.equal(x, y) for x, y in zip(g, grads["default"]))]
 
-    # float64 emulations from our forward's O (rounded) and lse
+    # float64 emulations from our forward's O (rounded) and lse, one rounding at a time
     for rp, rds, src in ((False, False, "ours"), (True, False, "ours"), (False, True, "ours"), (True, True, "ours"),
                          (True, True, "O64")):
-        Oe = O if src == "ours" else O64
-        g = emulate(q, k, v, Oe, dO, lse if src == "ours" else lse64, scale, causal, rp, rds, dtype)
-        rows[f"emulated f64: P rounded {rp}, dS rounded {rds}, O {src}; outputs rounded"] = errs(
-            [x.to(dtype) for x in g])
-        rows[f"emulated f64: P rounded {rp}, dS rounded {rds}, O {src}; unrounded"] = errs(g)
+        g = emulate(q, k, v, O if src == "ours" else O64, dO, lse if src == "ours" else lse64, scale, causal,
+                    rp, rds, dtype)
+        label = f"emulated f64: P rounded {rp}, dS rounded {rds}, O {src}"
+        rows[label + "; outputs rounded"] = errs([x.to(dtype) for x in g])
+        rows[label + "; unrounded"] = errs(g)
 
-    # dS: how much of it is subnormal in dtype, and where dK's worst error sits
-    e64 = emulate(q, k, v, O64, dO, lse64, scale, causal, False, False, dtype)
-    Q64, K64 = q.double(), k.double()
-    S = (scale * Q64 @ K64.transpose(-1, -2)).masked_fill(~mask_of(a.Nq, a.Nk, causal, q.device), -math.inf)
-    P = torch.exp(S - lse64[..., None])
-    dS = P * (dO.double() @ v.double().transpose(-1, -2) - (dO.double() * O64).sum(-1, keepdim=True))
-    tiny = torch.finfo(dtype).tiny
+    # dS: how much of it is subnormal in dtype; the unit roundoff, against which the errors read
+    e = emulate(q, k, v, O64, dO, lse64, scale, causal, False, False, dtype)
+    S64 = (scale * q.double() @ k.double().transpose(-1, -2)).masked_fill(~mask_of(Nq, Nk, causal, q.device),
+                                                                         -math.inf)
+    dS = probs(S64, lse64) * (dO.double() @ v.double().transpose(-1, -2)
+                              - (dO.double() * O64).sum(-1, keepdim=True))
     nz = dS[dS != 0].abs()
     out["dS"] = {"max": nz.max().item(), "median": nz.median().item(),
-                 "fraction below the dtype's smallest normal": (nz < tiny).double().mean().item()}
-    wg = gpu.flash_backward_mma(q, k, v, O, dO, lse, causal=causal)
-    err = (wg[1].double() - ref[1]).abs()
-    idx = [int(x) for x in torch.unravel_index(err.argmax(), err.shape)]
-    out["dK worst (default kernel)"] = {"index b,h,j,col": idx, "abs err": err.max().item(),
-                                        "ref": ref[1][tuple(idx)].item(), "got": wg[1][tuple(idx)].item(),
-                                        "emulated unrounded": e64[1][tuple(idx)].item(),
-                                        "max |dK|": ref[1].abs().max().item()}
+                 "fraction below the dtype's smallest normal": (nz < torch.finfo(dtype).tiny).double().mean().item()}
+    out["unit roundoff"] = torch.finfo(dtype).eps / 2
+    out["emulated f64 (no rounding) rel err"] = errs(e)
     out["rows"] = rows
-    w0 = max(len(k) for k in rows)
-    for k_, r in rows.items():
-        print(f"{k_:<{w0}}  " + (", ".join(f"{x:.2e}" for x in r) if isinstance(r, list) and r
-                                 and isinstance(r[0], float) else str(r)))
-    print(json.dumps({k_: v_ for k_, v_ in out.items() if k_ != "rows"}, indent=1))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=".")
+    a = ap.parse_args()
+    env = environment()
+    cases = []
+    for case in CASES:
+        r = probe(*case)
+        cases.append(r)
+        print(f"== {r['case']}  SDPA default = {r.get('SDPA default bits are')}  u = {r['unit roundoff']:.2e}")
+        w0 = max(len(k) for k in r["rows"])
+        for k_, row in r["rows"].items():
+            print(f"{k_:<{w0}}  " + (", ".join(f"{x:.2e}" for x in row) if isinstance(row, list) else str(row)))
+    path = Path(a.out) / f"probe-bwd-accuracy-{device_slug(env)}-{env['date']}.json"
+    path.write_text(json.dumps({"environment": env, "script": "benchmarks/probe_bwd_accuracy.py",
+                                "metric": "max |g - g64| / max |g64| for [dQ, dK, dV]", "cases": cases}, indent=1))
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

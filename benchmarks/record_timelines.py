@@ -23,9 +23,10 @@ each with one split a block (num_splits = 1: B·H_kv = 8 blocks) and with the sp
 chooses on the device: timeline-decode-d128-n<Nk>-s<S>-<device>-<date>.json.gz.
 
 The backwards (``flashviz.gpu.trace_backward``; chapter 6): the teaching one (kernels/flash_bwd.cu,
-fp32, Br = Bc = 64) and the tensor-core one (kernels/flash_bwd_mma.cu, fp16, its default blocks) at
-d = 64, N = 4096, B = 1, H = 32, causal and not — the teaching forward's shapes, so chapter 6 can set
-them side by side: timeline-bwd_<teaching|mma>-d64[-causal]-n4096-<device>-<date>.json.gz.
+fp32, Br = Bc = 64) and the tensor-core ones (kernels/flash_bwd_mma.cu, fp16, its default blocks;
+kernels/flash_bwd_wgmma.cu on sm_90, fp16, the default plan's Bc and dQ path) at d = 64, N = 4096,
+B = 1, H = 32, causal and not — the teaching forward's shapes, so chapter 6 can set them side by
+side: timeline-bwd_<teaching|mma|wgmma>-d64[-causal]-n4096-<device>-<date>.json.gz.
 
 Usage: FLASHVIZ_COMMIT=<sha> FLASHVIZ_CACHE=<empty dir> python benchmarks/record_timelines.py [--out DIR]
        [--kernels fa3,...]   (default: benchmarks/results,
@@ -55,8 +56,8 @@ RUNS += [(k, d, True, N, 1, H, o) for o in ("ascending", "longest_first")
 #: decode runs: (B, H, H_kv, Nq, Nk, d, num_splits); None: the split count flash_decode_gpu chooses
 DECODE_RUNS = [(1, 32, 8, 1, Nk, 128, S) for Nk in (4096, 32768) for S in (1, None)]
 #: backward runs (kernel, d, causal, N, B, H): the teaching forward's shapes above, for the teaching backward
-#: (fp32, Br = Bc = 64) and the tensor-core one (fp16, Br = 64, its default Bc)
-BWD_RUNS = [(k, 64, c, 4096, 1, 32) for k in ("bwd_teaching", "bwd_mma") for c in (False, True)]
+#: (fp32, Br = Bc = 64) and the tensor-core ones (fp16, Br = 64, their default Bc; wgmma on sm_90 only)
+BWD_RUNS = [(k, 64, c, 4096, 1, 32) for k in ("bwd_teaching", "bwd_mma", "bwd_wgmma") for c in (False, True)]
 
 
 def _tail_share(tl) -> float:
@@ -157,7 +158,7 @@ def _backward_runs(out: Path, dev: str, only) -> list[dict]:
             continue
         rng = np.random.default_rng(0)
         Q, K, V = (rng.standard_normal((B, H, N, d)).astype(np.float32) for _ in range(3))
-        which = "teaching" if kernel == "bwd_teaching" else "mma"
+        which = kernel.removeprefix("bwd_")
         rows.append(_record({"kernel": kernel, "d": d, "causal": causal, "order": "kernel", "N": N, "B": B, "H": H},
                             lambda: gpu.trace_backward(Q, K, V, kernel=which, causal=causal, repeat=10, rounds=7),
                             out, lambda tl: f"timeline-{kernel}-d{d}{'-causal' if causal else ''}-n{N}-{dev}-"
@@ -171,7 +172,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated kernels to record (default: all)")
     args = ap.parse_args(argv)
     only = [k for k in args.kernels.split(",") if k]
-    known = sorted({r[0] for r in RUNS} | {"decode", "bwd_teaching", "bwd_mma"})
+    known = sorted({r[0] for r in RUNS} | {"decode"} | {r[0] for r in BWD_RUNS})
     if any(k not in known for k in only):
         ap.error(f"--kernels: each must be one of {', '.join(known)}; got {args.kernels!r}")
     out = Path(args.out)
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
                                        f"{'' if order == 'kernel' else '-' + order}-n{N}-{dev}-{tl.date}.json.gz"))
     if not only or "decode" in only:
         rows += _decode_runs(out, dev)
-    if not only or {"bwd_teaching", "bwd_mma"} & set(only):
+    if not only or {r[0] for r in BWD_RUNS} & set(only):
         rows += _backward_runs(out, dev, only)
     summary = {"env": env, "commit": os.environ.get("FLASHVIZ_COMMIT", ""),
                "kernel_sources": _kernel_sources(only), "cubins": _cubins(),

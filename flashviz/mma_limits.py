@@ -40,7 +40,7 @@ KERNEL_FILES = {"wgmma": ("flash_fwd_mma.cu", "flash_fwd_mma"),
 #: the other kernels' names in records (a timelines record's "kernel_sources": record_timelines.py) -> their
 #: kernels/ file; with KERNEL_FILES, how flashviz.records.provenance finds the file a record's name means
 RECORD_KERNEL_FILES = {"teaching": "flash_fwd.cu", "decode": "flash_decode.cu", "bwd_teaching": "flash_bwd.cu",
-                       "bwd_mma": "flash_bwd_mma.cu"}
+                       "bwd_mma": "flash_bwd_mma.cu", "bwd_wgmma": "flash_bwd_wgmma.cu"}
 #: variant -> implementation name: the prefix of its keys in benchmark records
 #: ("mmasync_call_ms"; the recorded JSON files and outside checks read these keys)
 IMPL_NAMES = {"wgmma": "wgmma", "mma.sync": "mmasync", "fa3": "fa3"}

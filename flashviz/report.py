@@ -669,7 +669,7 @@ def _provenance_section() -> list[str]:
 
 
 #: the timeline summaries of a run of some kernels only (record_timelines.py --kernels): timelines-<kernels>-…
-TIMELINE_KERNELS = ("teaching", "wgmma", "fa3", "decode", "bwd_teaching", "bwd_mma")
+TIMELINE_KERNELS = ("teaching", "wgmma", "fa3", "decode", "bwd_teaching", "bwd_mma", "bwd_wgmma")
 _PARTIAL_TIMELINES = rf"timelines-(?:{'|'.join(TIMELINE_KERNELS)})-"
 
 

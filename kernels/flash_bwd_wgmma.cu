@@ -60,6 +60,7 @@
 #include "fv_attn.cuh"   // issue_S, issue_PV, convert_P (the forward's products, roles exchanged)
 #include "fv_tma.cuh"    // bulk_reduce_add_f32, bulk_commit, bulk_wait (DQ = 2)
 #include "fv_bwd.cuh"    // key_block, LOG2E, lse_base2 (+inf for keyless rows), load_LD_async (L_i, D_i)
+#include "fv_trace.cuh"  // the timeline switch: FV_* expand to nothing unless -DFLASHVIZ_TRACE=1
 
 namespace fvbw {
 
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(Bc * 2)
 flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
                 const u16* __restrict__ dO, const float* __restrict__ lse, const float* __restrict__ Dvec,
                 float* __restrict__ dQacc, u16* __restrict__ dK, u16* __restrict__ dV,
-                int Nq, int Nk, float scale)
+                int Nq, int Nk, float scale FV_TRACE_PARAMS)
 {
     static_assert(DT == 0 || DT == 1, "DT: 0 = fp16, 1 = bf16");
     static_assert((Bc == 64 || Bc == 128) && (D == 64 || D == 128), "Bc in {64, 128}, D in {64, 128}");
@@ -125,11 +126,20 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     const auto [bh, c0, offset, i_first, i_last, Qh, dOh, Lh, Dh, dQh] =
         key_block<Br, Bc, D, CAUSAL>(Q, dO, lse, Dvec, dQacc, Nq, Nk);
 
+    // timeline (FLASHVIZ_TRACE builds only): one record a block (key block j), one writer a warpgroup
+    // (its thread 0), a row per query block i; the steps are numbered FV_BSTAGE_* (fv_trace.cuh). The
+    // tensor cores run behind the issuing threads: a step that issues a product ends when it is issued,
+    // and the wait for it falls in the step that reads its result.
+    FV_TRACE_BEGIN(Sh::NWG, w, (tid & 127) == 0, tid == 0);
+    FV_MARKS(t_a, t_b);
+
     // [load_KV] Alg. 2 line 6: key block j (this thread block): K_j, V_j from HBM to SRAM, once
     // (cp.async, one group; rows past Nk arrive as zeros).
-    load_tile_sw128<Bc, D, NT>(sK, K + (size_t)bh * Nk * D, D, c0, Nk, tid);
-    load_tile_sw128<Bc, D, NT>(sV, V + (size_t)bh * Nk * D, D, c0, Nk, tid);
-    cp_async_commit();
+    FV_SCOPE(-1, FV_BSTAGE_LOAD_KV, t_a, t_b) {          // issued; they land with the first Q_i
+        load_tile_sw128<Bc, D, NT>(sK, K + (size_t)bh * Nk * D, D, c0, Nk, tid);
+        load_tile_sw128<Bc, D, NT>(sV, V + (size_t)bh * Nk * D, D, c0, Nk, tid);
+        cp_async_commit();
+    }
 
     // [init_dKdV] Alg. 2 line 7: dK_j = 0, dV_j = 0 on chip: this warpgroup's 64 key rows (fp32).
     float dKa[NO], dVa[NO];
@@ -169,6 +179,8 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         }
         fence_proxy_async();
         __syncthreads();
+        FV_NOW32(t_a);
+        FV_EVENT32(i, FV_BSTAGE_LOAD_QI, t_b, t_a);         // from the end of step i−1: waits included
 
         // [recompute_P] Alg. 2 lines 10-11: S_ijᵀ = K_j Q_iᵀ and (issued with it, waited for below)
         // dP_ijᵀ = V_j dO_iᵀ on the tensor cores, this warpgroup's 64 keys x Br queries; then
@@ -190,6 +202,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
             const bool masked = edge && (c >= Nk || (CAUSAL && c > r0 + ql + offset));
             s[x] = masked ? 0.f : ex2(fmaf(s[x], scale_log2, -lse_base2(L_i[ql])));
         }
+        FV_STEP32(t_b, i, FV_BSTAGE_RECOMPUTE_P, t_a);
 
         // [accumulate_dV] Alg. 2 line 12: dV_j ← dV_j + P_ijᵀ dO_i on the tensor cores (P_ijᵀ rounded
         // to the input dtype, from registers; dO_i read N-major), issued behind dP_ijᵀ.
@@ -198,6 +211,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         fence_regs<NO>(dVa);
         wgmma_fence();
         issue_PV<DT, Br, D>(dVa, pa, sdO);
+        FV_STEP32(t_a, i, FV_BSTAGE_ACCUMULATE_DV, t_b);     // issued
 
         // [compute_dS] Alg. 2 lines 13-14: wait for dP_ijᵀ (dV's product may still run);
         // dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), rounded to the input dtype; for dQ, to SRAM as dS_ijᵀ,
@@ -220,11 +234,14 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
                 }
         }
 
+        FV_STEP32(t_b, i, FV_BSTAGE_COMPUTE_DS, t_a);
+
         // [accumulate_dK] Alg. 2 line 16: dK_j ← dK_j + dS_ijᵀ Q_i on the tensor cores (scale at the write).
         fence_regs<NO>(dKa);
         wgmma_fence();
         issue_PV<DT, Br, D>(dKa, da, sQ);
         if constexpr (DQ > 0) {
+            FV_STEP32(t_a, i, FV_BSTAGE_ACCUMULATE_DK, t_b);  // issued; waited for in update_dQ
             fence_proxy_async();                        // dS_ijᵀ's stores, visible to the tensor cores
             __syncthreads();                            // dS_ijᵀ complete: every warpgroup's keys
 
@@ -280,10 +297,14 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
                     bulk_commit();
                 }
             }
+            // update_dQ: its product, the wait for every product of step i, the adds issued
+            FV_STEP32(t_b, i, FV_BSTAGE_UPDATE_DQ, t_a);
         } else {
             wgmma_wait<0>();
             fence_regs<NO>(dVa);
             fence_regs<NO>(dKa);
+            FV_STEP32(t_a, i, FV_BSTAGE_ACCUMULATE_DK, t_b);  // issued and waited for (with dV's)
+            FV_SET(t_b, t_a);                               // the mark the next load_Qi starts from
         }
     }
 
@@ -291,6 +312,7 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     // block; zeros for a key block no query sees (whose K_j, V_j copies are awaited first).
     cp_async_wait<0>();
     if (DQ == 2 && lane < 16) bulk_wait<0>();
+    FV_NOW32(t_a);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int c = c0 + kw + 8 * hf;
@@ -304,6 +326,8 @@ flash_bwd_wgmma(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
             }
         }
     }
+    FV_STEP32(t_b, -1, FV_BSTAGE_WRITE_DKDV, t_a);
+    FV_TRACE_END(blockIdx.x, bh, 0, i_last - i_first + 1);
 #else
     __trap();  // wgmma needs sm_90a: compile with -arch=sm_90a (NVRTC) / compute_90a (nvcc)
 #endif

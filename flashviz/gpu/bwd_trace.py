@@ -1,7 +1,8 @@
 """trace_backward: a measured run of a backward kernel with its timeline switch on, as a ``Timeline``
 (issue 23): the teaching backward (kernels/flash_bwd.cu, FlashAttention-2's Algorithm 2 in fp32;
-kernel "bwd_teaching") or the tensor-core one (kernels/flash_bwd_mma.cu, fp16 on mma.sync; kernel
-"bwd_mma"). Both number their steps FV_BSTAGE_* and write one record a key block.
+kernel "bwd_teaching") or a tensor-core one (kernels/flash_bwd_mma.cu, fp16 on mma.sync; kernel
+"bwd_mma"; kernels/flash_bwd_wgmma.cu, fp16 on Hopper's wgmma, the default backward on sm_90;
+kernel "bwd_wgmma"). All number their steps FV_BSTAGE_* and write one record a key block.
 
 What chapter 6 reads off it: the key blocks j (one thread block each) on the SMs, and inside a
 block, for every query block i it visits, how long each step of the recomputation takes —
@@ -34,13 +35,19 @@ from .tracing import decode as decode_buffer
 #: writers a block of the teaching backward: its eight warps (16 x 16 threads)
 GROUPS = 8
 #: the backward kernels trace_backward runs, by the name its ``kernel`` argument takes
-KERNELS = {"teaching": "bwd_teaching", "mma": "bwd_mma"}
+KERNELS = {"teaching": "bwd_teaching", "mma": "bwd_mma", "wgmma": "bwd_wgmma"}
+#: writers a block of a tensor-core backward with Bc keys: a warp of 16 keys (mma), a warpgroup of 64 (wgmma)
+KEYS_PER_GROUP = {"mma": 16, "wgmma": 64}
+#: how each tensor-core dQ path adds dQ_i, as a timeline's notes say it
+DQ_NOTES = {"atomic": "atomic (fp32 atomicAdd)", "bulk": "bulk (fp32 tile staged in SRAM, cp.reduce.async.bulk)",
+            "separate": "separate (the fixed-order dQ pass)"}
 
 
 def backward_timeline(raw, *, grid, Tr: int, groups: int = GROUPS, kernel: str = "bwd_teaching",
                       **meta) -> Timeline:
     """The trace buffer ``raw`` of one traced backward launch (flash_bwd: ``kernel`` "bwd_teaching",
-    GROUPS warps; flash_bwd_mma: "bwd_mma", Bc/16 warps) on ``grid`` (Tc, H, B) with Tr query
+    GROUPS warps; flash_bwd_mma: "bwd_mma", Bc/16 warps; flash_bwd_wgmma: "bwd_wgmma", Bc/64
+    warpgroups) on ``grid`` (Tc, H, B) with Tr query
     blocks, as a Timeline with ``BWD_STAGES`` (``tracing.decode``, one row per query block).
     ``meta``: the Timeline's other facts. Errors as ``tracing.decode``."""
     tl = decode_buffer(raw, grid=grid, groups=groups, jmax=Tr, kernel=kernel, **meta)
@@ -52,9 +59,10 @@ def trace_backward(Q, K, V, *, kernel: str = "teaching", causal: bool = False, B
     """Run a backward kernel with its timeline switch on (see the module docstring) and return the
     Timeline (``records.timeline``: blocks are key blocks j, rows query blocks i). kernel:
     "teaching" (kernels/flash_bwd.cu, float32; Br, Bc as ``flash_backward_gpu`` takes them, Bc
-    None = 64) or "mma" (kernels/flash_bwd_mma.cu, float16, atomic dQ; Br is its fixed 64, Bc 64
-    or 128, None = its default). Q (B, H, Nq, d), K, V (B, H, Nk, d): NumPy or CuPy float arrays;
-    repeat 1 … 1000, rounds 1 … 100.
+    None = 64), "mma" (kernels/flash_bwd_mma.cu, float16, atomic dQ; Br is its fixed 64, Bc 64
+    or 128, None = its default) or "wgmma" (kernels/flash_bwd_wgmma.cu, float16, sm_90 only; the
+    dQ path and Bc of ``backward_plan``'s default, Bc 64 or 128 to choose). Q (B, H, Nq, d), K, V
+    (B, H, Nk, d): NumPy or CuPy float arrays; repeat 1 … 1000, rounds 1 … 100.
 
     Raises TypeError / ValueError for bad arguments (as ``flash_backward_gpu``; a trace buffer over
     ``tracing.MAX_TRACE_BYTES``), RuntimeError without a GPU, when the traced build's dK, dV differ
@@ -86,8 +94,9 @@ def trace_backward(Q, K, V, *, kernel: str = "teaching", causal: bool = False, B
     if Kd.shape[:2] != (B, H) or Kd.shape[3] != d or Vd.shape != Kd.shape:
         raise ValueError(f"K and V must be (B, H, Nk, d) = ({B}, {H}, ?, {d}) like Q; got {Kd.shape}, {Vd.shape}")
     scale = check_scale(None, d)
-    if kernel == "mma":
-        return _trace_mma(Qd, Kd, Vd, causal=causal, Bc=Bc, repeat=repeat, rounds=rounds, seed=seed, scale=scale)
+    if kernel != "teaching":
+        return _trace_tensorcore(kernel, Qd, Kd, Vd, causal=causal, Bc=Bc, repeat=repeat, rounds=rounds, seed=seed,
+                                 scale=scale)
     Bc = 64 if Bc is None else Bc
     cb = compile_backward(Br, Bc, d)
     ct = compile_backward(Br, Bc, d, traced=True)
@@ -132,10 +141,12 @@ def trace_backward(Q, K, V, *, kernel: str = "teaching", causal: bool = False, B
     return tl
 
 
-def _trace_mma(Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: int, scale: float) -> Timeline:
-    """trace_backward for kernels/flash_bwd_mma.cu: fp16 torch tensors, O and lse from
-    ``flash_forward_mma``, the launches through ``tensorcore.backward.launch_backward_mma`` on
-    torch's current stream."""
+def _trace_tensorcore(kernel: str, Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: int,
+                      scale: float) -> Timeline:
+    """trace_backward for kernels/flash_bwd_mma.cu (kernel "mma": atomic dQ) or
+    kernels/flash_bwd_wgmma.cu ("wgmma": ``backward_plan``'s dQ path and Bc): fp16 torch tensors,
+    O and lse from ``flash_forward_mma``, the launches through
+    ``tensorcore.backward.launch_backward_mma`` on torch's current stream."""
     import torch
 
     from .common import cupy, device_facts, environment, torch_stream
@@ -143,7 +154,9 @@ def _trace_mma(Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: 
         BWD_MMA_BC,
         BWD_MMA_BC_DEFAULT,
         BWD_MMA_BR,
+        backward_plan,
         compile_backward_mma,
+        compile_backward_wgmma,
         launch_backward_mma,
     )
     from .tensorcore.kernel import flash_forward_mma
@@ -152,20 +165,26 @@ def _trace_mma(Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: 
     cp = cupy()
     B, H, Nq, d = Qd.shape
     Nk = Kd.shape[2]
-    Bc = BWD_MMA_BC_DEFAULT if Bc is None else Bc
-    if Bc not in BWD_MMA_BC:
-        raise ValueError(f"Bc must be one of {BWD_MMA_BC} for the tensor-core backward, got {Bc!r}")
     dev = Qd.device.id                                   # the GPU the inputs are on
+    if kernel == "wgmma":                                # ValueError off sm_90 or for another Bc
+        _, dq, Bc = backward_plan(device_facts(dev).cc, d, kernel="wgmma", Bc=Bc)
+    else:
+        dq, Bc = "atomic", BWD_MMA_BC_DEFAULT if Bc is None else Bc
+        if Bc not in BWD_MMA_BC:
+            raise ValueError(f"Bc must be one of {BWD_MMA_BC} for the tensor-core backward, got {Bc!r}")
     with cp.cuda.Device(dev), torch_stream(dev):         # every copy and launch on torch's stream there
         q, k, v = (torch.as_tensor(x.astype(cp.float16), device=f"cuda:{dev}") for x in (Qd, Kd, Vd))
         dO = torch.as_tensor(np.random.default_rng(seed).standard_normal((B, H, Nq, d)).astype(np.float16),
                              device=f"cuda:{dev}")
         O, lse = flash_forward_mma(q, k, v, causal=causal)
         O = O.contiguous()
-        mb = compile_backward_mma("float16", Bc, d, causal)
-        mt = compile_backward_mma("float16", Bc, d, causal, traced=True)
+        if kernel == "wgmma":
+            mb, mt = (compile_backward_wgmma("float16", Bc, d, causal, dq, traced=t) for t in (False, True))
+        else:
+            mb, mt = (compile_backward_mma("float16", Bc, d, causal, traced=t) for t in (False, True))
+        groups = Bc // KEYS_PER_GROUP[kernel]
         Tr, Tc, BH = -(-Nq // BWD_MMA_BR), -(-Nk // Bc), B * H
-        buf = trace_buffer(Tc * BH, Bc // 16, Tr, "blocks")
+        buf = trace_buffer(Tc * BH, groups, Tr, "blocks")
         lse32 = lse.to(torch.float32).contiguous()
 
         def grads():
@@ -192,12 +211,18 @@ def _trace_mma(Qd, Kd, Vd, *, causal: bool, Bc, repeat: int, rounds: int, seed: 
         raise RuntimeError("the traced tensor-core backward's dQ differs from the normal kernel's beyond fp16 rounding")
     facts = device_facts(dev)
     env = environment()
-    tl = backward_timeline(cp.asnumpy(buf), grid=(Tc, H, B), Tr=Tr, groups=Bc // 16, kernel="bwd_mma", N=Nq, d=d,
+    tl = backward_timeline(cp.asnumpy(buf), grid=(Tc, H, B), Tr=Tr, groups=groups, kernel=KERNELS[kernel], N=Nq, d=d,
                            Br=BWD_MMA_BR, Bc=Bc, causal=causal, dtype="float16", sm_count=facts.sm_count,
                            device=str(env.get("device", "")), date=datetime.date.today().isoformat(),
                            kernel_ms=times["normal"], traced_ms=times["traced"])
-    tl.notes.update(Nk=Nk, B=B, H=H, Tr=Tr, Tc=Tc, repeat=repeat, rounds=rounds, dQ="atomic (fp32 atomicAdd)",
+    main = "flash_bwd_wgmma" if kernel == "wgmma" else "flash_bwd_mma"
+    third = "the dQ pass" if dq == "separate" else "convert"
+    tl.notes.update(Nk=Nk, B=B, H=H, Tr=Tr, Tc=Tc, repeat=repeat, rounds=rounds, dQ=DQ_NOTES[dq],
                     rows="query blocks i (blocks are key blocks j)",
-                    method=f"kernel-only, the backward's three kernels (preprocess, flash_bwd_mma, convert): CUDA "
+                    method=f"kernel-only, the backward's three kernels (preprocess, {main}, {third}): CUDA "
                            f"events around {repeat} back-to-back launches, {rounds} alternating rounds, median")
+    if kernel == "wgmma":
+        tl.notes.update(steps="a step that issues a tensor-core product ends when it is issued; the wait for "
+                              "it falls in the step that reads its result (update_dQ holds the wait for "
+                              "every product of the step)")
     return tl

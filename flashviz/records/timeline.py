@@ -35,11 +35,12 @@ warps, and the tiles' ``j`` are the cache's key tiles (a split covers a range of
 B, H, H_kv, Nq and S are in ``notes``. Its step at the end is ``write_partial`` when S > 1 (the
 block writes its split's O_s and lse_s for the merge) and ``write_O`` when S = 1.
 
-The backwards ("bwd_teaching", kernels/flash_bwd.cu, and "bwd_mma", kernels/flash_bwd_mma.cu;
-``gpu.trace_backward``) turn the loops round as FlashAttention-2's Algorithm 2 does: a block is a
+The backwards ("bwd_teaching", kernels/flash_bwd.cu, "bwd_mma", kernels/flash_bwd_mma.cu, and
+"bwd_wgmma", kernels/flash_bwd_wgmma.cu; ``gpu.trace_backward``) turn the loops round as FlashAttention-2's Algorithm 2 does: a block is a
 key block, so ``blocks["i"]`` holds its key block j and the rows of ``tiles`` and ``events`` are
 query blocks (their ``j`` column holds the query block i); ``grid`` is (Tc, H, B); their steps are
-``BWD_STAGES``, their groups their warps (eight; the tensor-core one Bc/16).
+``BWD_STAGES``, their groups their warps (eight; the mma.sync one Bc/16) or warpgroups (the wgmma
+one, Bc/64).
 
 Files are JSON (``save`` / ``load``): the facts as plain values, each column as base64 of its
 little-endian bytes (compact: a 4096-block run is a few MB, not tens), gzip-compressed when
@@ -63,8 +64,8 @@ FORMAT = "flashviz-timeline/1"
 #: the forward kernels (the TimelineExplorer's choices, ``gpu.trace_kernel``)
 FORWARD_KERNELS = ("teaching", "wgmma", "fa3")
 #: every kernel with a timeline switch: the forward ones, the split-KV decode (``gpu.trace_decode``) and
-#: the backwards (``gpu.trace_backward``: the teaching one and the tensor-core one)
-KERNELS = FORWARD_KERNELS + ("decode", "bwd_teaching", "bwd_mma")
+#: the backwards (``gpu.trace_backward``: the teaching one and the tensor-core ones)
+KERNELS = FORWARD_KERNELS + ("decode", "bwd_teaching", "bwd_mma", "bwd_wgmma")
 #: block orders (kernels/fv_trace.cuh FLASHVIZ_BLOCK_ORDER = 0, 1, 2): the kernel's own; i = blockIdx.x;
 #: the longest rows of every head first
 ORDERS = ("kernel", "ascending", "longest_first")

@@ -12,6 +12,7 @@ torch.compile, and a forward-and-backward step captured in a torch.cuda.graph.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -226,13 +227,17 @@ def _rel(a, b, floor: float = 1e-30) -> float:
     return ((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(floor)).item()
 
 
-def _sdpa_errors(q, k, v, w, causal, ref):
-    """SDPA's own gradient errors on the same half-precision inputs (bottom-right causal), or None."""
+def _sdpa_errors(q, k, v, w, causal, ref, backend=None):
+    """SDPA's own gradient errors on the same half-precision inputs (bottom-right causal): its default
+    dispatch, or the backend named ("FLASH_ATTENTION": FlashAttention-2, the same roundings as ours);
+    None when it refuses these inputs."""
     try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.nn.attention.bias import causal_lower_right
         qs, ks, vs = (t.detach().clone().requires_grad_() for t in (q, k, v))
         mask = causal_lower_right(q.shape[-2], k.shape[-2]) if causal else None
-        O = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
+        with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
+            O = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
         g = torch.autograd.grad((O.float() * w).sum(), (qs, ks, vs))
         return [_rel(a, b, 0.1 * ref[2].abs().max().item()) for a, b in zip(g, ref)]
     except Exception:                   # a backend that refuses the mask: nothing to compare
@@ -263,11 +268,18 @@ def test_half_precision_gradients_match_float64(cuda, record_property, dtype, to
         every[deterministic] = errs
     for det, errs in every.items():
         record_property(f"ours_rel_err_dq_dk_dv{'_deterministic' if det else ''}", [f"{e:.2e}" for e in errs])
-    sdpa = _sdpa_errors(q, k, v, w, causal, ref)
-    record_property("sdpa_rel_err_dq_dk_dv", None if sdpa is None else [f"{e:.2e}" for e in sdpa])
-    if sdpa is not None:                # rounding of the same order as SDPA's on the same inputs, both dQ paths
-        for det, errs in every.items():
-            assert all(e <= 2 * s + 1e-5 for e, s in zip(errs, sdpa)), (det, errs, sdpa)
+    # Against SDPA on the same inputs: its default (cuDNN's backward on an H100 for most of these) at most
+    # twice its error, FlashAttention-2 (the same roundings of P and dS) at most its error, each plus the
+    # unit roundoff u: the gradients' own rounding to the dtype moves the max error by up to u·max|g|
+    # (benchmarks/results/h100/probe-bwd-accuracy-…: every kernel of ours has FlashAttention-2's errors)
+    u = torch.finfo(dtype).eps / 2
+    for backend, factor in ((None, 2), ("FLASH_ATTENTION", 1)):
+        sdpa = _sdpa_errors(q, k, v, w, causal, ref, backend)
+        record_property(f"sdpa_{(backend or 'default').lower()}_rel_err_dq_dk_dv",
+                        None if sdpa is None else [f"{e:.2e}" for e in sdpa])
+        if sdpa is not None:            # both dQ paths
+            for det, errs in every.items():
+                assert all(e <= factor * s + u for e, s in zip(errs, sdpa)), (backend, det, errs, sdpa)
 
 
 @pytest.mark.gpu

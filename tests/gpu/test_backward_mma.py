@@ -361,17 +361,23 @@ def test_one_head_as_n_by_d_and_errors(torch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("causal, Nq, Nk, Bc", [(False, 257, 129, 128), (True, 300, 300, 64), (True, 100, 300, 128)])
-def test_mma_backward_timeline_is_complete_ordered_and_exact(torch, causal, Nq, Nk, Bc):
-    """kernels/flash_bwd_mma.cu traced (gpu.trace_backward(kernel="mma"): dK, dV bit-identical to
-    the normal kernel's, dQ to fp16 rounding): one record per key block and head; each block visits
-    exactly the query blocks of 64 rows that see K_j; in each warp (Bc/16 of them) the steps of a
-    query block run in Algorithm 2's order; load_KV and write_dKdV once a warp."""
+@pytest.mark.parametrize("kernel", ["mma", "wgmma"])
+@pytest.mark.parametrize("causal, Nq, Nk, Bc, d", [(False, 257, 129, 128, 64), (True, 300, 300, 64, 64),
+                                                  (True, 100, 300, 128, 64), (False, 200, 333, 128, 128)])
+def test_tensorcore_backward_timeline_is_complete_ordered_and_exact(torch, kernel, causal, Nq, Nk, Bc, d):
+    """kernels/flash_bwd_mma.cu (atomic dQ) and flash_bwd_wgmma.cu (sm_90; the plan's dQ path)
+    traced (gpu.trace_backward: dK, dV bit-identical to the normal kernel's, dQ to fp16 rounding):
+    one record per key block and head; each block visits exactly the query blocks of 64 rows that
+    see K_j; in each writer (a warp of 16 keys, a warpgroup of 64) the steps of a query block run
+    in Algorithm 2's order; load_KV and write_dKdV once a writer."""
+    from flashviz.gpu.common import device_facts
+    if kernel == "wgmma" and device_facts().cc != 90:
+        pytest.skip("the wgmma backward runs on sm_90 only")
     rng = np.random.default_rng(4)
-    Q, K, V = (rng.standard_normal((1, 2, n, 64)).astype(np.float32) for n in (Nq, Nk, Nk))
-    tl = gpu.trace_backward(Q, K, V, kernel="mma", causal=causal, Bc=Bc, repeat=3, rounds=2)
-    Tr, Tc, W = -(-Nq // 64), -(-Nk // Bc), Bc // 16
-    assert tl.kernel == "bwd_mma" and tl.grid == (Tc, 2, 1) and (tl.Br, tl.Bc) == (64, Bc)
+    Q, K, V = (rng.standard_normal((1, 2, n, d)).astype(np.float32) for n in (Nq, Nk, Nk))
+    tl = gpu.trace_backward(Q, K, V, kernel=kernel, causal=causal, Bc=Bc, repeat=3, rounds=2)
+    Tr, Tc, W = -(-Nq // 64), -(-Nk // Bc), Bc // (16 if kernel == "mma" else 64)
+    assert tl.kernel == f"bwd_{kernel}" and tl.grid == (Tc, 2, 1) and (tl.Br, tl.Bc, tl.d) == (64, Bc, d)
     order = ("load_Qi", "recompute_P", "accumulate_dV", "compute_dS", "accumulate_dK", "update_dQ")
     for blk in tl.blocks:
         c0, off = int(blk["i"]) * Bc, Nk - Nq

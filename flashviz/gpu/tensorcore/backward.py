@@ -329,19 +329,22 @@ def wgmma_backward_expressions(dtype: str, Bc: int, d: int, causal: bool, dq: st
 
 
 def compile_backward_wgmma(dtype: str = "float16", Bc: int = BWD_WGMMA_BC_DEFAULT, d: int = 128,
-                           causal: bool = False, dq: str = BWD_WGMMA_DQ_DEFAULT) -> MMABackward:
+                           causal: bool = False, dq: str = BWD_WGMMA_DQ_DEFAULT, *,
+                           traced: bool = False) -> MMABackward:
     """Compile (or fetch from the per-process cache; NVRTC's disk cache is keyed by the source text)
     the Hopper backward for one shape class: the main kernel of kernels/flash_bwd_wgmma.cu for
     sm_90a, and the preprocess and convert (or dQ pass) kernels of kernels/flash_bwd_mma.cu.
 
     dtype "float16" | "bfloat16"; Bc in {64, 128} (Bc/64 consumer warpgroups); d in {64, 128};
-    dq "bulk" | "atomic" | "separate". Returns an ``MMABackward`` that ``launch_backward_mma``
+    dq "bulk" | "atomic" | "separate"; traced: the main kernel built with its timeline switch on
+    (``-DFLASHVIZ_TRACE=1``: two more parameters, ``launch_backward_mma(trace=...)``,
+    ``gpu.trace_backward(kernel="wgmma")``). Returns an ``MMABackward`` that ``launch_backward_mma``
     launches like the mma one (``deterministic`` is dq == "separate"; ``stages`` 2: the kernel's
     fixed double buffering). Raises ValueError / TypeError for unsupported values or a GPU that is
     not sm_90 (wgmma exists on Hopper only), RuntimeError without CuPy or on an NVRTC error."""
     cp = cupy()
     dev = cp.cuda.runtime.getDevice()
-    key = ("wgmma", dtype, Bc, d, causal, dq, dev)
+    key = ("wgmma", dtype, Bc, d, causal, dq, dev, bool(traced))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -359,7 +362,8 @@ def compile_backward_wgmma(dtype: str = "float16", Bc: int = BWD_WGMMA_BC_DEFAUL
     mma_src = source(_KERNEL_FILE)
     t0 = time.perf_counter()
     pre, _, _ = compile_cubin(mma_src, names["preprocess"], f"sm_{facts.cc}")
-    main, _, _ = compile_cubin(source(_WGMMA_FILE), names["main"], "sm_90a")
+    main, _, _ = compile_cubin(source(_WGMMA_FILE), names["main"], "sm_90a",
+                               options=("-DFLASHVIZ_TRACE=1",) if traced else ())
     main.max_dynamic_shared_size_bytes = smem
     conv = dqk = None
     dq_smem = 0
