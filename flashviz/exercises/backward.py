@@ -16,6 +16,8 @@ backward tile's time that recompute_P takes, within 2 %.
 ``check_update_dQ_ratio(answer, causal=False)`` (section 7, the tensor-core tile) reads the recorded
 tensor-core backward's timeline beside the teaching one (``recorded_backward_pair(against="bwd_mma")``):
 how many times as long as accumulate_dK, a product of the same size, its update_dQ step takes, within 3 %.
+``check_hopper_dQ_share(answer, causal=False)`` (section 7, the Hopper tile) reads the recorded wgmma
+backward's timeline (``recorded_backward_pair(against="bwd_wgmma")``): update_dQ's share of its tile, within 2 %.
 
 Each check prints its one line (✓ or ✗) and returns a CheckResult; none raises, whatever the
 answer or the learner's code does.
@@ -383,4 +385,40 @@ def check_update_dQ_ratio(answer, causal: bool = False, *, pair: dict | None = N
                                 f"teaching kernel (on twice the keys) and update_dQ "
                                 f"{t['update_dQ'] / m['update_dQ']:.1f}x: the step that adds into dQ gained less than the product "
                                 f"({pair['bwd_mma'].device}, {pair['bwd_mma'].date})")
+    return say(got)
+
+
+@never_raises(say)
+def check_hopper_dQ_share(answer, causal: bool = False, *, pair: dict | None = None) -> CheckResult:
+    """answer: the share (a fraction) of a tile of the recorded Hopper backward (kernels/flash_bwd_wgmma.cu,
+    ``records.timeline_stats.per_tile_steps``, the first warpgroup of the recorded blocks) that update_dQ
+    takes: dS_ij K_j on the tensor cores, the wait for every product of the step, and the bulk adds into
+    dQ issued. Within 2 %, narrowed so that no named mistake passes: the teaching kernel's share, the
+    complement, a percentage, update_dQ ÷ accumulate_dK. pair: {"backward", "bwd_wgmma"} timelines to
+    read instead of the installed ones."""
+    from ..records.timeline_stats import per_tile_steps, recorded_backward_pair, step_shares
+
+    pair = recorded_backward_pair(causal, against="bwd_wgmma") if pair is None else pair
+    if not pair:
+        return say(wrong("no Hopper backward timeline is installed beside the teaching one: this exercise reads "
+                         "the recorded ones"))
+    if answer is None:
+        return say(wrong("replace the placeholder with update_dQ's share of the Hopper tile (a fraction); got None"))
+    h = per_tile_steps(pair["bwd_wgmma"])
+    if not all(s in h for s in ("update_dQ", "accumulate_dK")):
+        return say(wrong("the recorded Hopper backward timeline lacks an update_dQ or accumulate_dK step"))
+    want = step_shares(pair["bwd_wgmma"])["update_dQ"]
+    theirs = step_shares(pair["backward"]).get("update_dQ", float("nan"))
+    mistakes = [(1 - want, "that is everything but update_dQ; the question asks for update_dQ's share"),
+                (100 * want, "give a fraction, such as 0.2, not a percentage"),
+                (theirs, "that is the teaching kernel's bar; read the Hopper one", 0.01),
+                (h["update_dQ"] / h["accumulate_dK"], "that divides by accumulate_dK; divide by the whole tile")]
+    got = close_number(answer, want, rel=0.02, what="update_dQ's share of the Hopper tile",
+                       mistakes=_far(want, mistakes, 0.04),
+                       hint="update_dQ's µs ÷ the sum of the Hopper bar's six steps")
+    if got.ok:
+        got = CheckResult(True, f"{got.message}; in the teaching kernel {theirs:.2f}. On Hopper the products are "
+                                f"issued and run behind the threads, so the step that waits for them holds their "
+                                f"time: update_dQ {h['update_dQ'] / 1e3:.2f} µs of a {sum(h.values()) / 1e3:.2f} µs "
+                                f"tile ({pair['bwd_wgmma'].device}, {pair['bwd_wgmma'].date})")
     return say(got)

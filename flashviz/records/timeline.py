@@ -82,7 +82,7 @@ TILE_DTYPE = np.dtype([("cta", "<i4"), ("i", "<i4"), ("j", "<i4"), ("t0_ns", "<f
 EVENT_DTYPE = np.dtype([("cta", "<i4"), ("sm", "<i2"), ("group", "<i2"), ("j", "<i4"), ("stage", "<i1"),
                         ("t0_ns", "<f8"), ("t1_ns", "<f8")])
 _NAME = re.compile(rf"timeline-(?P<kernel>{'|'.join(KERNELS)})-d(?P<d>\d+)(?P<causal>-causal)?(?:-(?P<order>ascending|longest_first))?"
-                   r"-n(?P<N>\d+)(?:-s(?P<splits>\d+))?-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
+                   r"-n(?P<N>\d+)(?:-s(?P<splits>\d+))?-(?P<device>[a-z0-9]+(?:-[a-z0-9]+)*)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
 #: how each column is stored in a file (times as float32 ns: exact to well under the 32 ns tick)
 _STORED = {"<f8": "<f4"}
 META = ("kernel", "grid", "N", "d", "Br", "Bc", "causal", "dtype", "sm_count", "device", "date",

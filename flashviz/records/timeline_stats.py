@@ -39,8 +39,8 @@ SOFTMAX_STEPS = ("update_ml", "convert_P")
 MATMUL_STEPS = ("compute_S", "accumulate_O")
 #: the backward kernels with a timeline switch (``gpu.trace_backward``): the teaching one, the tensor-core one
 BWD_KERNELS = tuple(k for k in KERNELS if k.startswith("bwd_"))
-#: what ``recorded_backward_pair`` can set beside the teaching backward: the teaching forward, the tensor-core backward
-AGAINST = ("forward", "bwd_mma")
+#: what ``recorded_backward_pair`` can set beside the teaching backward: the teaching forward, the tensor-core backwards
+AGAINST = ("forward", "bwd_mma", "bwd_wgmma")
 
 
 @dataclass(frozen=True)
@@ -313,22 +313,24 @@ def recorded_backward(kernel: str = "bwd_teaching", causal: bool = False, d: int
 
 
 def recorded_backward_pair(causal: bool = False, against: str = "forward") -> dict[str, Timeline]:
-    """The recorded teaching backward (``recorded_backward``: its newest, at its smallest d and N) and,
-    of the same d, N and mask, what it is set beside (``AGAINST``): against="forward" gives
-    {"forward": the teaching forward's newest timeline, "backward": the teaching backward's} (what
-    recomputation costs); against="bwd_mma" gives {"backward": the teaching backward's, "bwd_mma": the
-    tensor-core backward's newest} (the same steps on tensor cores). {} when either is not recorded;
-    ValueError for another ``against``."""
+    """The recorded teaching backward and, of the same d, N, mask **and device**, what it is set
+    beside (``AGAINST``): against="forward" gives {"forward": the teaching forward's timeline,
+    "backward": the teaching backward's} (what recomputation costs); against="bwd_mma" or
+    "bwd_wgmma" gives {"backward": the teaching backward's, "bwd_mma" / "bwd_wgmma": the tensor-core
+    backward's} (the same steps on tensor cores: mma.sync, or Hopper's wgmma). Of the teaching
+    backward's recordings (newest first, at its smallest d and N of a date) the first one whose
+    partner was recorded on the same device, with that device's newest partner; {} when there is
+    none. ValueError for another ``against``."""
     if against not in AGAINST:
         raise ValueError(f"against must be one of {', '.join(AGAINST)}; got {against!r}")
-    bwd = recorded_backward("bwd_teaching", causal)
-    if bwd is None:
-        return {}
-    if against == "bwd_mma":
-        mma = recorded_backward("bwd_mma", causal, d=bwd.d, N=bwd.N)
-        return {} if mma is None else {"backward": bwd, "bwd_mma": mma}
-    try:
-        fwd = latest_timeline("teaching", causal=causal, d=bwd.d, N=bwd.N)
-    except LookupError:
-        return {}
-    return {"forward": fwd, "backward": bwd}
+    every = recorded_timelines()                        # newest first
+    mine = [r for r in every if r["kernel"] == "bwd_teaching" and r["causal"] == bool(causal)]
+    partner = "teaching" if against == "forward" else against
+    for bwd in sorted(mine, key=lambda r: (r["date"], -r["d"], -r["N"]), reverse=True):
+        match = [r for r in every if r["kernel"] == partner and r["causal"] == bool(causal) and r["order"] == "kernel"
+                 and (r["d"], r["N"], r["device"]) == (bwd["d"], bwd["N"], bwd["device"])]
+        if match:
+            other, mine_tl = Timeline.load(match[0]["file"]), Timeline.load(bwd["file"])
+            return {"forward": other, "backward": mine_tl} if against == "forward" else \
+                {"backward": mine_tl, against: other}
+    return {}

@@ -6,9 +6,9 @@ teaching backward's tile beside the tensor-core backward's.
 ``plot_tile_steps(pair)`` returns a new Figure with two stacked horizontal bars, one a timeline of
 the pair (``BARS``: what each key holds), one segment per step (the mean over the recorded blocks'
 first warp), labelled with its name and time where the label fits; ``recompute_P`` is hatched — the
-recomputation itself. When the two tiles have the same shape (the forward pair) the bars are in µs
-per tile; when they differ (the teaching backward's 64 × 64 tile and the tensor-core one's
-64 × 128) each bar is its tile's time split into shares, labelled with µs and %. Nothing here runs
+recomputation itself. For the forward pair (the same fp32 tile) the bars are in µs per tile; for two
+backwards (the teaching one's fp32 64 × 64 tile and a tensor-core one's fp16 tile, 64 × 128 or
+64 × 64) each bar is its tile's time split into shares, labelled with µs and %. Nothing here runs
 on a GPU.
 """
 
@@ -26,9 +26,10 @@ COLOURS = {"load_KV": "#9ecae1", "compute_S": "#fdae6b", "update_ml": "#e6550d",
 #: what each key of a pair holds: the kernel of its timeline, the kernel in words and what one of its tiles is
 BARS = {"forward": ("teaching", "teaching forward", "per key tile j"),
         "backward": ("bwd_teaching", "teaching backward", "per query block i"),
-        "bwd_mma": ("bwd_mma", "tensor-core backward", "per query block i")}
+        "bwd_mma": ("bwd_mma", "tensor-core backward", "per query block i"),
+        "bwd_wgmma": ("bwd_wgmma", "Hopper backward", "per query block i")}
 #: the pairs drawn, their keys in the bars' order (top first)
-PAIRS = (("forward", "backward"), ("backward", "bwd_mma"))
+PAIRS = (("forward", "backward"), ("backward", "bwd_mma"), ("backward", "bwd_wgmma"))
 #: the narrowest segment (a share of the widest bar) that gets a label at all
 MIN_LABEL = 0.04
 
@@ -70,7 +71,7 @@ def _label(ax, renderer, x: float, w: float, y: float, texts, fontsize: float, *
 def plot_tile_steps(pair: dict, *, figsize=(10, 4.2)):
     """Two stacked bars for a pair of ``PAIRS`` (see the module docstring): {"forward": the teaching
     forward's Timeline, "backward": the teaching backward's}, in µs per tile, or {"backward": the
-    teaching backward's, "bwd_mma": the tensor-core backward's}, in shares of each tile. Returns the
+    teaching backward's, "bwd_mma" (or "bwd_wgmma"): a tensor-core backward's}, in shares of each tile. Returns the
     Figure. TypeError / ValueError (one line) for anything else, for timelines of other kernels or of
     steps not recorded."""
     keys = _check_pair(pair)
@@ -78,7 +79,7 @@ def plot_tile_steps(pair: dict, *, figsize=(10, 4.2)):
     steps = [per_tile_steps(t) for t in tls]
     if not all(steps):
         raise ValueError("a timeline of the pair keeps no per-tile steps (no detailed blocks)")
-    share = len({(t.Br, t.Bc) for t in tls}) > 1            # tiles of other shapes: compare their splits
+    share = "forward" not in keys           # two backwards (other shapes, fp32 and fp16): compare their splits
     shares = [step_shares(t) for t in tls]
     pt = style.pt
     fig, ax = plt.subplots(figsize=figsize, dpi=style.fit_dpi(figsize[0]))
@@ -98,7 +99,8 @@ def plot_tile_steps(pair: dict, *, figsize=(10, 4.2)):
                                      for k, t in zip(keys, tls)], fontsize=pt(9))
     ax.set_ylim(len(keys) - 0.4, -0.6)
     unit = "share of the tile's time" if share else "µs per tile"
-    ax.set_xlabel(f"{unit}, one warp, mean over the recorded blocks"
+    writer = "one warpgroup (wgmma), one warp (the others)" if "bwd_wgmma" in keys else "one warp"
+    ax.set_xlabel(f"{unit}, {writer}, mean over the recorded blocks"
                   + ("" if share else " (teaching kernels, fp32)"), fontsize=pt(9))
     ax.tick_params(axis="x", labelsize=pt(8))
     if share:
@@ -113,7 +115,7 @@ def plot_tile_steps(pair: dict, *, figsize=(10, 4.2)):
         ax.set_title(f"d = {b.d}, N = {b.N:,}{', causal' if b.causal else ''}: where a backward tile's time goes, "
                      f"{' and '.join(BARS[k][1] for k in keys)}\n"
                      + "; ".join(dict.fromkeys(f"{t.device}, {t.date}" for t in tls))
-                     + f"; the traced builds' time against the untraced: {cost}", fontsize=pt(9), loc="left")
+                     + f"\ntraced build against untraced: {cost}", fontsize=pt(9), loc="left")
     else:
         f = tls[0]
         ax.set_title(f"d = {b.d}, N = {b.N:,}, Br × Bc = {b.Br} × {b.Bc}{', causal' if b.causal else ''}: "

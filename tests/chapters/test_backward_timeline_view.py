@@ -242,6 +242,30 @@ def test_the_dQ_ratio_exercise_reads_the_tensor_core_bar_and_names_mistakes(caps
     assert "✗" in capsys.readouterr().out
 
 
+def test_the_hopper_share_exercise_reads_the_wgmma_bar_and_names_mistakes(capsys):
+    """check_hopper_dQ_share: right within 2 % of update_dQ's share of the Hopper bar's tile (hand-written
+    times), each named mistake ✗ with its hint, no record installed ✗ in one line."""
+    from flashviz.exercises.backward import check_hopper_dQ_share
+
+    hop = dataclasses.replace(_mma(), kernel="bwd_wgmma", Bc=64)
+    pair = {"backward": _backward(), "bwd_wgmma": hop}
+    want = MMA_NS["convert_P"] / sum(MMA_NS.values())         # slot convert_P: update_dQ
+    teach = BWD_NS["convert_P"] / sum(BWD_NS.values())
+    assert check_hopper_dQ_share(want, pair=pair).ok
+    assert check_hopper_dQ_share(want * 1.015, pair=pair).ok
+    assert f"in the teaching kernel {teach:.2f}" in check_hopper_dQ_share(want, pair=pair).message
+    assert not check_hopper_dQ_share(want * 1.03, pair=pair).ok
+    for wrong_value, words in ((1 - want, "everything but update_dQ"), (100 * want, "not a percentage"),
+                               (teach, "the teaching kernel's bar"),
+                               (MMA_NS["convert_P"] / MMA_NS["update_ml"], "divides by accumulate_dK")):
+        res = check_hopper_dQ_share(wrong_value, pair=pair)
+        assert not res.ok and words in res.message, (wrong_value, res.message)
+    res = check_hopper_dQ_share(None, pair=pair)
+    assert not res.ok and "placeholder" in res.message
+    assert not check_hopper_dQ_share(0.4, pair={}).ok
+    assert "✗" in capsys.readouterr().out
+
+
 # --- the committed records, read again without flashviz ------------------------------------------------
 
 @pytest.mark.recorded_data

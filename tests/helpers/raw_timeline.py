@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-_NAME = re.compile(r"timeline-(?P<kernel>bwd_teaching|bwd_mma)-d(?P<d>\d+)(?P<causal>-causal)?-n(?P<N>\d+)"
-                   r"-(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
+_NAME = re.compile(r"timeline-(?P<kernel>bwd_teaching|bwd_mma|bwd_wgmma)-d(?P<d>\d+)(?P<causal>-causal)?-n(?P<N>\d+)"
+                   r"-(?P<device>[a-z0-9-]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json\.gz")
 
 
 def backward_files(causal: bool = False) -> dict[str, Path]:
-    """{"bwd_teaching": file, "bwd_mma": file}: the teaching backward's newest recorded timeline of this
-    mask at its smallest (d, N), and the tensor-core backward's newest of the same d and N (a kernel
-    missing from the dict when not recorded)."""
+    """{"bwd_teaching": file, "bwd_mma": file, "bwd_wgmma": file}: the teaching backward's newest recorded
+    timeline of this mask at its smallest (d, N), and each tensor-core backward's newest of the same d, N
+    and device (a kernel missing from the dict when not recorded)."""
     rows = [(m, f) for f in RESULTS.glob("timeline-bwd_*.json.gz") if (m := _NAME.fullmatch(f.name))
             and bool(m["causal"]) == causal]
     teach = [(m, f) for m, f in rows if m["kernel"] == "bwd_teaching"]
@@ -29,9 +29,11 @@ def backward_files(causal: bool = False) -> dict[str, Path]:
     newest = max(m["date"] for m, _ in teach)
     m0, f0 = min(((m, f) for m, f in teach if m["date"] == newest), key=lambda r: (int(r[0]["d"]), int(r[0]["N"])))
     out = {"bwd_teaching": f0}
-    mma = sorted(((m["date"], f) for m, f in rows if m["kernel"] == "bwd_mma" and (m["d"], m["N"]) == (m0["d"], m0["N"])))
-    if mma:
-        out["bwd_mma"] = mma[-1][1]
+    for kernel in ("bwd_mma", "bwd_wgmma"):
+        same = sorted((m["date"], f) for m, f in rows if m["kernel"] == kernel
+                      and (m["d"], m["N"], m["device"]) == (m0["d"], m0["N"], m0["device"]))
+        if same:
+            out[kernel] = same[-1][1]
     return out
 
 

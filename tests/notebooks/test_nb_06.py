@@ -72,6 +72,9 @@ RIGHT_SHARE = _R4096["bwd_mma_call_ms"] / _R4096["bwd_mma_fwdbwd_call_ms"]
 TILE_FILES = raw_timeline.backward_files(causal=False)
 TILES = {k: raw_timeline.steps_per_tile(f) for k, f in TILE_FILES.items()}
 RIGHT_DQ_RATIO = TILES["bwd_mma"]["update_dQ"] / TILES["bwd_mma"]["accumulate_dK"] if "bwd_mma" in TILES else None
+# exercise 9: update_dQ's share of the Hopper bar's tile, from the same files
+RIGHT_HOPPER_SHARE = (TILES["bwd_wgmma"]["update_dQ"] / sum(TILES["bwd_wgmma"].values())
+                      if "bwd_wgmma" in TILES else None)
 
 DRIVE = """
 import numpy as np
@@ -106,6 +109,9 @@ assert check_bwd_share({RIGHT_SHARE!r}, N=4096, d=64, causal=False)
 assert ({RIGHT_DQ_RATIO!r} is None) == (not pair_mma)
 if pair_mma:
     assert check_update_dQ_ratio({RIGHT_DQ_RATIO!r})
+assert ({RIGHT_HOPPER_SHARE!r} is None) == (not pair_wgmma)
+if pair_wgmma:
+    assert check_hopper_dQ_share({RIGHT_HOPPER_SHARE!r})
 print("DRIVEN-GPU-OK")
 """
 
@@ -145,17 +151,19 @@ def test_backward_notebook_runs_and_is_driven(executed):
     from flashviz.records.timeline_stats import recorded_backward_pair
     timeline = 1 if recorded_backward_pair() else 0             # section 7's measured tile, when recorded
     mma = 1 if recorded_backward_pair(against="bwd_mma") else 0  # the tensor-core tile beside it, when recorded
+    hopper = 1 if recorded_backward_pair(against="bwd_wgmma") else 0   # and the Hopper kernel's tile
     store = 1 if latest_results("storep") else 0                 # and the recompute-versus-store figure
-    assert len(widget_views(nb)) == 4 + timeline + mma + store, "the explorer, section 7's GPU panel, its figures"
+    assert len(widget_views(nb)) == 4 + timeline + mma + hopper + store, \
+        "the explorer, section 7's GPU panel, its figures"
     assert "DRIVEN-OK" in texts and "DRIVEN-GPU-OK" in texts and "DRIVEN-PANEL-OK" in texts
     # the exercise stubs are reported in one line each, not raised; then the driven fp16-lse answer
     stubs = [line for line in texts.splitlines() if line.startswith("✗ Not yet")]
-    assert len(stubs) == 7 + timeline + mma and "lse is kept in float32" in stubs[-1], stubs   # 7 and 8 when recorded
+    assert len(stubs) == 7 + timeline + mma + hopper and "lse is kept in float32" in stubs[-1], stubs   # 7-9 when recorded
     if not timeline:
         assert "(exercise 7 needs the recorded teaching-backward timeline, which this installation does not have" in texts
     if not mma:
         assert "(exercise 8 needs the recorded tensor-core backward timeline" in texts
-    assert texts.count("✓ Right") == 6 + mma                           # the driven right answers
+    assert texts.count("✓ Right") == 6 + mma + hopper                           # the driven right answers
     assert "lse 16,384 B" in texts
     # the run's counts equal the closed forms; D needs no P; P comes back from lse
     assert texts.count("→ equal: True") == 2
